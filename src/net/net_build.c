@@ -46,6 +46,9 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
       ct_error_set(err, CT_ERR_INVALID,
                    "layer '%s': specify either include rules or exclude rules, not both",
                    l->name ? l->name : "");
+      /* the array holds kept layers, then freed ones, then unvisited ones */
+      memmove(net->layer + kept, net->layer + i, (net->n_layer - i) * sizeof *net->layer);
+      net->n_layer = kept + (net->n_layer - i);
       protobuf_c_message_free_unpacked(&net->base, NULL);
       return CT_ERR_INVALID;
     }
