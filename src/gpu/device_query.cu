@@ -45,9 +45,9 @@ static void emit(FILE *out, const char *label, const char *fmt, ...) {
   char label_colon[64];
   snprintf(label_colon, sizeof label_colon, "%s:", label);
   if (out)
-    fprintf(out, "%-34s %s\n", label_colon, value);
+    fprintf(out, "%-36s %s\n", label_colon, value);
   else
-    ct_log_write(CT_LOG_INFO, __FILE__, __LINE__, "%-34s %s", label_colon, value);
+    ct_log_write(CT_LOG_INFO, __FILE__, __LINE__, "%-36s %s", label_colon, value);
 }
 
 static const char *yes_no(int v) { return v ? "Yes" : "No"; }
