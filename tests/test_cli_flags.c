@@ -217,6 +217,8 @@ static void test_errors(void **state) {
               "unknown flag '--log_levl' for 'cortado train' (did you mean '--log_level'?)");
   parse_fails((const char *[]){"--zzzzzz", NULL},
               "unknown flag '--zzzzzz' for 'cortado train' (see 'cortado help train')");
+  parse_fails((const char *[]){"-nan", NULL},
+              "unknown flag '--nan' for 'cortado train' (see 'cortado help train')");
   parse_fails((const char *[]){"--solver", NULL},
               "missing value for flag '--solver' (expected --solver=FILE)");
   parse_fails((const char *[]){"--solver", "--gpu=0", NULL},

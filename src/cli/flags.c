@@ -210,11 +210,12 @@ static long find_spec(const ct_cli_args *a, const char *name, size_t name_len) {
   return -1;
 }
 
-/* "-5", "-0.5": numbers are never flags. */
+/* "-5", "-0.5", "-1e-3": numbers are never flags. */
 static bool looks_like_number(const char *arg) {
+  if (!isdigit((unsigned char)arg[1]) && arg[1] != '.') return false;
   char *end;
   strtod(arg, &end);
-  return end != arg && !*end;
+  return !*end;
 }
 
 static bool is_flag_word(const char *arg) {
