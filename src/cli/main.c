@@ -135,18 +135,19 @@ int main(int argc, char **argv) {
   ct_error err;
   int rc;
   if (ct_flags_parse(cmd->name, cmd->flags, cmd->n_flags, n_rest, rest, &args, &err) != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  } else if (ct_cli_bool(&args, "help")) {
+    free(rest);
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
+  }
+  if (ct_cli_bool(&args, "help")) {
     ct_cli_print_command_help(cmd, stdout);
     rc = CT_EXIT_OK;
-    ct_cli_args_free(&args);
   } else {
     rc = check_arg_count(cmd, &args);
     if (rc == CT_EXIT_OK) rc = apply_global_flags(&args);
     if (rc == CT_EXIT_OK) rc = cmd->run(&args);
     ct_log_set_file(NULL, NULL);
-    ct_cli_args_free(&args);
   }
+  ct_cli_args_free(&args);
   free(rest);
   return rc;
 }
