@@ -1,6 +1,7 @@
 /* Text-format printer: walks a protobuf-c message by its descriptors and
  * writes Caffe-style prototxt.  Presence follows protobuf-c's packer, so a
  * field is printed exactly when protobuf_c_message_pack would write it. */
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -42,25 +43,15 @@ static void buf_indent(text_buf *b, int depth) {
   for (int i = 0; i < depth; i++) buf_append(b, "  ", 2);
 }
 
-/* Shortest %g form that strtof reads back to exactly v. */
-static void format_float(float v, char *out, size_t size) {
-  if (isnan(v)) {
-    snprintf(out, size, signbit(v) ? "-nan" : "nan");
-    return;
-  }
-  if (isinf(v)) {
-    snprintf(out, size, v < 0 ? "-inf" : "inf");
-    return;
-  }
-  for (int prec = 1; prec < 9; prec++) {
-    snprintf(out, size, "%.*g", prec, (double)v);
-    if (strtof(out, NULL) == v) return;
-  }
-  snprintf(out, size, "%.9g", (double)v);
+static bool reads_back(const char *text, double v, bool is_float) {
+  return is_float ? strtof(text, NULL) == (float)v : strtod(text, NULL) == v;
 }
 
-/* Shortest %g form that strtod reads back to exactly v. */
-static void format_double(double v, char *out, size_t size) {
+/* v with the fewest significant digits that read back to exactly v (as a
+ * float when is_float), at most max_digits.  Like protobuf's printer, an
+ * integer shorter than fixed_digits prints in full ("100", not "1e+02"). */
+static void format_real(double v, bool is_float, char *out, size_t size) {
+  int max_digits = is_float ? 9 : 17, fixed_digits = is_float ? FLT_DIG : DBL_DIG;
   if (isnan(v)) {
     snprintf(out, size, signbit(v) ? "-nan" : "nan");
     return;
@@ -69,11 +60,20 @@ static void format_double(double v, char *out, size_t size) {
     snprintf(out, size, v < 0 ? "-inf" : "inf");
     return;
   }
-  for (int prec = 1; prec < 17; prec++) {
+  int prec = 1;
+  for (; prec < max_digits; prec++) {
     snprintf(out, size, "%.*g", prec, v);
-    if (strtod(out, NULL) == v) return;
+    if (reads_back(out, v, is_float)) break;
   }
-  snprintf(out, size, "%.17g", v);
+  snprintf(out, size, "%.*g", prec, v);
+  char sci[64];
+  snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+  int exp10 = atoi(strchr(sci, 'e') + 1);
+  if (exp10 >= prec && exp10 < fixed_digits) {
+    char full[64];
+    snprintf(full, sizeof full, "%.*g", exp10 + 1, v);
+    if (reads_back(full, v, is_float)) snprintf(out, size, "%s", full);
+  }
 }
 
 /* A double-quoted literal that the parser decodes back to the same bytes.
@@ -121,8 +121,8 @@ static void print_scalar(text_buf *b, const ProtobufCFieldDescriptor *f, const v
     case PROTOBUF_C_TYPE_SFIXED64: snprintf(num, sizeof num, "%" PRId64, *(const int64_t *)v); break;
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64: snprintf(num, sizeof num, "%" PRIu64, *(const uint64_t *)v); break;
-    case PROTOBUF_C_TYPE_FLOAT: format_float(*(const float *)v, num, sizeof num); break;
-    case PROTOBUF_C_TYPE_DOUBLE: format_double(*(const double *)v, num, sizeof num); break;
+    case PROTOBUF_C_TYPE_FLOAT: format_real(*(const float *)v, true, num, sizeof num); break;
+    case PROTOBUF_C_TYPE_DOUBLE: format_real(*(const double *)v, false, num, sizeof num); break;
     case PROTOBUF_C_TYPE_BOOL:
       snprintf(num, sizeof num, "%s", *(const protobuf_c_boolean *)v ? "true" : "false");
       break;
