@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 
@@ -10,3 +11,67 @@ extern "C" int ct_gpu_device_count(void) {
   }
   return n;
 }
+
+extern "C" ct_status ct_gpu_set_device(int device, ct_error *err) {
+  int n = ct_gpu_device_count();
+  if (device < 0 || device >= n)
+    return ct_error_set(err, CT_ERR_INVALID, "GPU %d requested, but %d CUDA device%s visible", device,
+                        n, n == 1 ? " is" : "s are");
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess)
+    return ct_error_set(err, CT_ERR_DEVICE, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
+  return CT_OK;
+}
+
+extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
+  int cur;
+  CT_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != device) CT_CUDA_CHECK(cudaSetDevice(device));
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+  if (e != cudaSuccess)
+    ct_abort(__FILE__, __LINE__, "cudaMalloc of %zu bytes on GPU %d failed: %s", bytes, device,
+             cudaGetErrorString(e));
+  CT_CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 256));
+  if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
+  return p;
+}
+
+extern "C" void ct_gpu_free(int device, void *p) {
+  if (p) CT_CUDA_CHECK(cudaFree(p));
+}
+
+extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src,
+                              size_t bytes) {
+  if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
+    CT_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
+  else
+    CT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+extern "C" void ct_gpu_memset(int device, void *p, int value, size_t bytes) {
+  CT_CUDA_CHECK(cudaMemset(p, value, bytes));
+}
+
+extern "C" void *ct_gpu_host_alloc(size_t bytes) {
+  void *p = NULL;
+  if (ct_gpu_device_count() > 0) {
+    CT_CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 64));
+  } else {
+    size_t n = (bytes + 63) & ~(size_t)63;
+    p = aligned_alloc(64, n ? n : 64);
+    if (!p) ct_abort(__FILE__, __LINE__, "out of host memory allocating %zu bytes", bytes);
+  }
+  memset(p, 0, bytes);
+  return p;
+}
+
+extern "C" void ct_gpu_host_free(void *p) {
+  if (!p) return;
+  if (cudaFreeHost(p) != cudaSuccess) {
+    cudaGetLastError();
+    free(p);
+  }
+}
+
+extern "C" void ct_gpu_synchronize(void) { CT_CUDA_CHECK(cudaDeviceSynchronize()); }

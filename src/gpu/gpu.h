@@ -1,6 +1,7 @@
-/* The CUDA runtime as the rest of Cortado sees it: device discovery and the
- * checked-call macros.  Everything here compiles in a CPU-only build too;
- * there the functions report zero devices or CT_ERR_UNSUPPORTED. */
+/* The CUDA runtime as the rest of Cortado sees it: device discovery, memory,
+ * and the checked-call macros for .cu files.  Everything declared here links
+ * in a CPU-only build too; there the device functions report zero devices and
+ * GPU memory requests are bugs (they abort). */
 #ifndef CT_GPU_GPU_H
 #define CT_GPU_GPU_H
 
@@ -17,8 +18,45 @@ extern "C" {
  * no device, or the build has no CUDA. */
 int ct_gpu_device_count(void);
 
+/* Makes `device` current for the calling thread. */
+ct_status ct_gpu_set_device(int device, ct_error *err);
+
+/* Device memory (zeroed); fatal on exhaustion. */
+void *ct_gpu_malloc(int device, size_t bytes);
+void ct_gpu_free(int device, void *p);
+void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src, size_t bytes);
+void ct_gpu_memset(int device, void *p, int value, size_t bytes);
+/* Pinned host memory; plain aligned host memory without CUDA. */
+void *ct_gpu_host_alloc(size_t bytes);
+void ct_gpu_host_free(void *p);
+/* Waits for all work on the current device. */
+void ct_gpu_synchronize(void);
+
 #ifdef __cplusplus
 }
+#endif
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+/* Checked CUDA call in .cu files: a failure here is a device fault, fatal
+ * through ct_abort (whose hook stops the other workers). */
+#define CT_CUDA_CHECK(call)                                                        \
+  do {                                                                             \
+    cudaError_t ct_e_ = (call);                                                    \
+    if (ct_e_ != cudaSuccess)                                                      \
+      ct_abort(__FILE__, __LINE__, "CUDA error %s: %s (in %s)", cudaGetErrorName(ct_e_), \
+               cudaGetErrorString(ct_e_), #call);                                  \
+  } while (0)
+#define CT_CUDA_LAUNCH_CHECK() CT_CUDA_CHECK(cudaGetLastError())
+#define CT_CUDA_THREADS 256
+static inline unsigned ct_cuda_blocks(size_t n) {
+  size_t b = (n + CT_CUDA_THREADS - 1) / CT_CUDA_THREADS;
+  if (b > 65535u * 32u) b = 65535u * 32u;
+  return (unsigned)(b ? b : 1);
+}
+#define CT_CUDA_KERNEL_LOOP(i, n)                                                     \
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);     \
+       i += (size_t)blockDim.x * gridDim.x)
 #endif
 
 #endif

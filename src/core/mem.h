@@ -1,0 +1,35 @@
+/* Memory on a device: the host (CT_DEVICE_CPU) or a CUDA GPU (its ordinal).
+ *
+ * Host memory is 64-byte aligned (AVX-512 loads); GPU memory comes from
+ * cudaMalloc.  Allocation failure is fatal (sizes come from validated
+ * shapes).  In a CPU-only build, asking for GPU memory is a bug. */
+#ifndef CT_CORE_MEM_H
+#define CT_CORE_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_DEVICE_CPU (-1)
+
+/* Returns zeroed memory of `bytes` on `device`; never NULL (bytes 0 gives a
+ * valid, unique pointer). Free with ct_mem_free on the same device. */
+void *ct_mem_alloc(int device, size_t bytes);
+void ct_mem_free(int device, void *p);
+/* Copies bytes between any two devices (host<->GPU, GPU<->GPU, host<->host).
+ * Synchronous with respect to the host. */
+void ct_mem_copy(int dst_device, void *dst, int src_device, const void *src, size_t bytes);
+void ct_mem_zero(int device, void *p, size_t bytes);
+/* Pinned host memory for asynchronous copies (plain aligned memory in a
+ * CPU-only build). */
+void *ct_mem_alloc_pinned(size_t bytes);
+void ct_mem_free_pinned(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,200 @@
+#include "core/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ct_tensor *ct_tensor_new(int device, const char *name) {
+  ct_tensor *t = ct_xcalloc(1, sizeof *t);
+  t->device = device;
+  t->dtype = CT_F32;
+  t->count = 1;
+  t->name = name ? ct_xstrdup(name) : NULL;
+  return t;
+}
+
+ct_tensor *ct_tensor_new_shape(int device, const char *name, int ndim, const int *shape,
+                               bool with_diff) {
+  ct_tensor *t = ct_tensor_new(device, name);
+  t->has_diff = with_diff;
+  ct_tensor_reshape_or_die(t, ndim, shape);
+  return t;
+}
+
+static void release(ct_tensor *t) {
+  if (t->owns_data) ct_mem_free(t->device, t->data);
+  if (t->owns_diff) ct_mem_free(t->device, t->diff);
+  t->data = t->diff = NULL;
+  t->owns_data = t->owns_diff = false;
+  t->capacity = 0;
+}
+
+void ct_tensor_free(ct_tensor *t) {
+  if (!t) return;
+  release(t);
+  free(t->name);
+  free(t);
+}
+
+/* Makes sure owned storage holds count values; views are checked by callers. */
+static void ensure_storage(ct_tensor *t) {
+  bool view = (t->data && !t->owns_data);
+  if (view) return;
+  if (t->count > t->capacity || !t->data) {
+    if (t->owns_data) ct_mem_free(t->device, t->data);
+    if (t->owns_diff) ct_mem_free(t->device, t->diff);
+    t->diff = NULL;
+    t->owns_diff = false;
+    t->capacity = t->count;
+    t->data = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->owns_data = true;
+  }
+  if (t->has_diff && !t->diff) {
+    t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->owns_diff = true;
+  }
+}
+
+ct_status ct_tensor_reshape(ct_tensor *t, int ndim, const int *shape, ct_error *err) {
+  if (ndim < 0 || ndim > CT_MAX_AXES)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: %d axes (at most %d)", t->name ? t->name : "tensor",
+                        ndim, CT_MAX_AXES);
+  size_t count = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return ct_error_set(err, CT_ERR_INVALID, "%s: negative dimension %d on axis %d",
+                          t->name ? t->name : "tensor", shape[i], i);
+    if (shape[i] && count > (SIZE_MAX / 8) / (size_t)shape[i])
+      return ct_error_set(err, CT_ERR_INVALID, "%s: shape too large", t->name ? t->name : "tensor");
+    count *= (size_t)shape[i];
+  }
+  if (count > INT32_MAX)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: %zu values exceed the 2^31 limit of one blob",
+                        t->name ? t->name : "tensor", count);
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  t->count = count;
+  if (t->data && !t->owns_data)
+    CT_ASSERTF(count <= t->capacity, "view %s too small: %zu > %zu", t->name ? t->name : "?", count,
+               t->capacity);
+  ensure_storage(t);
+  return CT_OK;
+}
+
+void ct_tensor_reshape_or_die(ct_tensor *t, int ndim, const int *shape) {
+  ct_error err;
+  if (ct_tensor_reshape(t, ndim, shape, &err) != CT_OK) ct_abort(__FILE__, __LINE__, "%s", err.msg);
+}
+
+void ct_tensor_reshape_like(ct_tensor *t, const ct_tensor *other) {
+  ct_tensor_reshape_or_die(t, other->ndim, other->shape);
+}
+
+void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w) {
+  int s[4] = {n, c, h, w};
+  ct_tensor_reshape_or_die(t, 4, s);
+}
+
+void ct_tensor_need_diff(ct_tensor *t) {
+  t->has_diff = true;
+  if (!t->diff && t->data && t->owns_data) {
+    t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->owns_diff = true;
+  }
+}
+
+void ct_tensor_set_view(ct_tensor *t, float *data, float *diff) {
+  release(t);
+  t->data = data;
+  t->diff = diff;
+  t->has_diff = diff != NULL;
+  t->capacity = t->count;
+}
+
+void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other) {
+  CT_ASSERT(t->count == other->count && t->device == other->device);
+  if (t->owns_data) ct_mem_free(t->device, t->data);
+  t->data = other->data;
+  t->owns_data = false;
+  t->capacity = other->count;
+}
+
+void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other) {
+  CT_ASSERT(t->count == other->count && t->device == other->device);
+  if (t->owns_diff) ct_mem_free(t->device, t->diff);
+  t->diff = other->diff;
+  t->owns_diff = false;
+  t->has_diff = true;
+}
+
+ct_status ct_tensor_canonical_axis(const ct_tensor *t, int axis, int *out, ct_error *err) {
+  if (axis < -t->ndim || axis >= t->ndim)
+    return ct_error_set(err, CT_ERR_INVALID, "axis %d out of range for a %d-axis blob%s%s", axis,
+                        t->ndim, t->name ? " " : "", t->name ? t->name : "");
+  *out = axis < 0 ? axis + t->ndim : axis;
+  return CT_OK;
+}
+
+size_t ct_tensor_count_range(const ct_tensor *t, int start, int end) {
+  CT_ASSERT(start >= 0 && start <= end && end <= t->ndim);
+  size_t c = 1;
+  for (int i = start; i < end; i++) c *= (size_t)t->shape[i];
+  return c;
+}
+
+int ct_tensor_dim(const ct_tensor *t, int axis) {
+  int a = axis < 0 ? axis + t->ndim : axis;
+  CT_ASSERTF(a >= 0 && a < t->ndim, "axis %d of a %d-axis tensor", axis, t->ndim);
+  return t->shape[a];
+}
+
+int ct_tensor_legacy_dim(const ct_tensor *t, int axis) {
+  CT_ASSERT(t->ndim <= 4 && axis >= -4 && axis < 4);
+  if (axis >= t->ndim || axis < -t->ndim) return 1;
+  return ct_tensor_dim(t, axis);
+}
+
+char *ct_tensor_shape_string(const ct_tensor *t, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < t->ndim && o < len; i++) o += snprintf(buf + o, len - o, "%d ", t->shape[i]);
+  if (o < len) snprintf(buf + o, len - o, "(%zu)", t->count);
+  return buf;
+}
+
+bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+void ct_tensor_zero_data(ct_tensor *t) { ct_mem_zero(t->device, t->data, t->count * sizeof(float)); }
+void ct_tensor_zero_diff(ct_tensor *t) {
+  if (t->diff) ct_mem_zero(t->device, t->diff, t->count * sizeof(float));
+}
+
+void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src) {
+  CT_ASSERT(dst->count == src->count);
+  ct_mem_copy(dst->device, dst->data, src->device, src->data, src->count * sizeof(float));
+}
+
+void ct_tensor_copy_diff(ct_tensor *dst, const ct_tensor *src) {
+  CT_ASSERT(dst->count == src->count && dst->diff && src->diff);
+  ct_mem_copy(dst->device, dst->diff, src->device, src->diff, src->count * sizeof(float));
+}
+
+void ct_tensor_upload(ct_tensor *t, const float *host_data) {
+  ct_mem_copy(t->device, t->data, CT_DEVICE_CPU, host_data, t->count * sizeof(float));
+}
+void ct_tensor_download(const ct_tensor *t, float *host_data) {
+  ct_mem_copy(CT_DEVICE_CPU, host_data, t->device, t->data, t->count * sizeof(float));
+}
+void ct_tensor_upload_diff(ct_tensor *t, const float *host_diff) {
+  CT_ASSERT(t->diff);
+  ct_mem_copy(t->device, t->diff, CT_DEVICE_CPU, host_diff, t->count * sizeof(float));
+}
+void ct_tensor_download_diff(const ct_tensor *t, float *host_diff) {
+  CT_ASSERT(t->diff);
+  ct_mem_copy(CT_DEVICE_CPU, host_diff, t->device, t->diff, t->count * sizeof(float));
+}

@@ -1,0 +1,102 @@
+/* Tensors: Caffe's blobs.  An N-d shape (at most CT_MAX_AXES axes), a dtype,
+ * the device the values live on, and two arrays of `count` values: data
+ * (forward values) and diff (gradients).
+ *
+ * A tensor lives on exactly one device; nothing is copied behind the caller's
+ * back.  Its storage is either owned (grown on reshape, freed with the
+ * tensor) or a view into memory owned by someone else (the net's flat
+ * parameter buffers, or an activation arena): see ct_tensor_set_view.
+ *
+ * Glossary for shapes in comments: N batch, C channels, H height, W width,
+ * K output channels, (…) lists the axes of an array. */
+#ifndef CT_CORE_TENSOR_H
+#define CT_CORE_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/mem.h"
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_MAX_AXES 32
+
+typedef enum ct_dtype { CT_F32 = 0 } ct_dtype;
+
+typedef struct ct_tensor {
+  char *name;              /* owned; the blob's name in the net, may be NULL */
+  int ndim;
+  int shape[CT_MAX_AXES];  /* (ndim) */
+  size_t count;            /* product of shape; 1 for a 0-d tensor */
+  size_t capacity;         /* values allocated in data/diff when owned */
+  ct_dtype dtype;
+  int device;              /* CT_DEVICE_CPU or a GPU ordinal */
+  float *data;             /* (count) on device */
+  float *diff;             /* (count) on device; NULL until ct_tensor_need_diff */
+  bool owns_data;
+  bool owns_diff;
+  bool has_diff;           /* diff wanted: allocated with data on reshape */
+} ct_tensor;
+
+/* A new empty (0 axes, count 1, nothing allocated) tensor on device. */
+ct_tensor *ct_tensor_new(int device, const char *name);
+/* A new tensor of the given shape with zeroed data (and diff when with_diff). */
+ct_tensor *ct_tensor_new_shape(int device, const char *name, int ndim, const int *shape,
+                               bool with_diff);
+void ct_tensor_free(ct_tensor *t);
+
+/* Sets the shape.  Owned storage grows (values not kept when it grows) and
+ * never shrinks; views must already be large enough (bug otherwise).
+ * Returns CT_ERR_INVALID for a negative dimension, too many axes, or a count
+ * that overflows. */
+ct_status ct_tensor_reshape(ct_tensor *t, int ndim, const int *shape, ct_error *err);
+/* Reshape for callers whose shape is already validated (asserts on error). */
+void ct_tensor_reshape_or_die(ct_tensor *t, int ndim, const int *shape);
+void ct_tensor_reshape_like(ct_tensor *t, const ct_tensor *other);
+/* 4-d shorthand, as Caffe's Reshape(n, c, h, w). */
+void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w);
+
+/* Marks that this tensor needs a diff and allocates it for the current shape. */
+void ct_tensor_need_diff(ct_tensor *t);
+
+/* Points data (and diff, may be NULL) at external memory of at least count
+ * values; the tensor will not free it. */
+void ct_tensor_set_view(ct_tensor *t, float *data, float *diff);
+/* Makes t share other's data (and diff) as views (Caffe's ShareData/ShareDiff). */
+void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other);
+void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other);
+
+/* Axis helpers (Caffe's CanonicalAxisIndex / count(start, end) / shape(i)). */
+/* Maps axis in [-ndim, ndim) to [0, ndim); CT_ERR_INVALID otherwise. */
+ct_status ct_tensor_canonical_axis(const ct_tensor *t, int axis, int *out, ct_error *err);
+/* Product of shape[start..end). */
+size_t ct_tensor_count_range(const ct_tensor *t, int start, int end);
+/* shape[axis] with negative axes counting from the end. */
+int ct_tensor_dim(const ct_tensor *t, int axis);
+/* Caffe's LegacyShape: 1 for axes past ndim (for 4-d style layers). */
+int ct_tensor_legacy_dim(const ct_tensor *t, int axis);
+/* "2 3 4 5 (120)" into buf; returns buf. */
+char *ct_tensor_shape_string(const ct_tensor *t, char *buf, size_t len);
+bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b);
+
+/* Zero data or diff (on the tensor's device). */
+void ct_tensor_zero_data(ct_tensor *t);
+void ct_tensor_zero_diff(ct_tensor *t);
+/* Copy data (or diff) from src into dst, across devices; shapes' counts must match. */
+void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src);
+void ct_tensor_copy_diff(ct_tensor *dst, const ct_tensor *src);
+/* Host <-> tensor copies of count values. */
+void ct_tensor_upload(ct_tensor *t, const float *host_data);
+void ct_tensor_download(const ct_tensor *t, float *host_data);
+void ct_tensor_upload_diff(ct_tensor *t, const float *host_diff);
+void ct_tensor_download_diff(const ct_tensor *t, float *host_diff);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

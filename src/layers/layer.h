@@ -1,0 +1,139 @@
+/* Layers: Caffe's layers as a small ops table per type plus private state.
+ *
+ * A layer type is one `ct_layer_ops` (a const table in its name.c, with GPU
+ * launchers in name.cu), registered by type name in src/layers/registry.c.
+ * A layer instance (`ct_layer`) keeps the LayerParameter it was made from,
+ * its context (device, handles, RNG), its learnable parameters (Caffe's
+ * blobs_) and a private pointer for whatever else the type needs.
+ *
+ * Life cycle, driven by the net:
+ *   ct_layer_create   look the type up, check the bottom/top counts
+ *   ct_layer_setup    ops->setup (read the typed *_param, validate, declare
+ *                     the learnable parameters with ct_layer_add_param and
+ *                     fill them on the host), then ops->reshape
+ *   ct_layer_reshape  ops->reshape when bottom shapes change
+ *   ct_layer_forward / ct_layer_backward  on the context's device
+ *   ct_layer_free
+ *
+ * Conventions every layer follows (Caffe's):
+ *  - forward writes every top value; backward *writes* (does not accumulate)
+ *    bottom diffs whose propagate_down is true, and *accumulates* into the
+ *    diffs of its learnable parameters (the net zeroes them once per
+ *    iteration, which gives shared weights and iter_size for free);
+ *  - a loss layer's top diff holds its loss weight when backward runs;
+ *  - parameters live on the context's device after setup (the net moves
+ *    them into its flat buffers); during ops->setup they are host tensors. */
+#ifndef CT_LAYERS_LAYER_H
+#define CT_LAYERS_LAYER_H
+
+#include <stdbool.h>
+
+#include "caffe.pb-c.h"
+#include "core/context.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ct_phase { CT_PHASE_TRAIN = 0, CT_PHASE_TEST = 1 } ct_phase;
+
+typedef struct ct_layer ct_layer;
+
+typedef ct_status (*ct_layer_shape_fn)(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                       ct_error *err);
+typedef ct_status (*ct_layer_forward_fn)(ct_layer *l, ct_tensor *const *bottom,
+                                         ct_tensor *const *top, ct_error *err);
+typedef void (*ct_layer_backward_fn)(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                     ct_tensor *const *bottom);
+
+/* Flags of a layer type. */
+enum {
+  CT_LAYER_LOSS = 1u << 0,            /* a loss: top 0 gets loss_weight 1 by default */
+  CT_LAYER_DATA = 1u << 1,            /* produces data from a source (--dummy_data replaces it) */
+  CT_LAYER_EQUAL_BOTTOM_TOP = 1u << 2, /* as many tops as bottoms */
+  CT_LAYER_AUTO_TOPS = 1u << 3,       /* the net may create missing tops (min_tops of them) */
+  CT_LAYER_NO_BACKWARD = 1u << 4,     /* never computes bottom gradients (Accuracy, ArgMax, data) */
+};
+
+typedef struct ct_layer_ops {
+  const char *type;          /* the prototxt type string, e.g. "Convolution" */
+  int min_bottoms, max_bottoms; /* -1 for no upper limit */
+  int min_tops, max_tops;
+  unsigned flags;            /* CT_LAYER_* */
+  /* Bit i set: bottom i never receives a gradient even under force_backward
+   * (Caffe's AllowForceBackward), e.g. labels of a loss. */
+  unsigned no_force_backward_bottoms;
+  ct_layer_shape_fn setup;   /* required */
+  ct_layer_shape_fn reshape; /* required */
+  ct_layer_forward_fn forward_cpu;   /* required */
+  ct_layer_backward_fn backward_cpu; /* NULL when the layer has no backward */
+  ct_layer_forward_fn forward_gpu;   /* NULL: the layer has no GPU path yet */
+  ct_layer_backward_fn backward_gpu;
+  void (*destroy)(ct_layer *l);      /* frees l->priv; may be NULL */
+} ct_layer_ops;
+
+#define CT_LAYER_MAX_PARAMS 8
+
+struct ct_layer {
+  const ct_layer_ops *ops;
+  const Caffe__LayerParameter *param; /* borrowed: owned by the net's NetParameter */
+  const char *name;                   /* param->name (or "" when unnamed) */
+  ct_phase phase;
+  ct_context *ctx;
+  int nbottom, ntop;
+  int nparams;
+  ct_tensor *params[CT_LAYER_MAX_PARAMS]; /* learnable blobs, e.g. weights (K,C,kh,kw), bias (K) */
+  bool param_propagate_down[CT_LAYER_MAX_PARAMS]; /* compute this parameter's gradient */
+  float *loss_weight;                 /* (ntop) */
+  void *priv;                         /* the type's private state */
+};
+
+/* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type
+ * (the message lists the known types and suggests the nearest), and
+ * CT_ERR_INVALID when nbottom/ntop do not fit the type. */
+ct_status ct_layer_create(const Caffe__LayerParameter *param, ct_phase phase, ct_context *ctx,
+                          int nbottom, int ntop, ct_layer **out, ct_error *err);
+/* Runs ops->setup then ops->reshape and sets the loss weights.  The bottom
+ * tensors have their shapes; tops are reshaped by the layer.  Error messages
+ * are prefixed with the layer's name and type. */
+ct_status ct_layer_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, ct_error *err);
+ct_status ct_layer_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                           ct_error *err);
+/* Forward on the context's device.  When loss is not NULL, adds
+ * sum over tops with nonzero loss weight of dot(top data, top diff). */
+ct_status ct_layer_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                           double *loss, ct_error *err);
+void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                       ct_tensor *const *bottom);
+void ct_layer_free(ct_layer *l);
+
+/* For ops->setup: declares learnable parameter number l->nparams (a host
+ * tensor of the given shape, zeroed) and returns it for filling. */
+ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
+/* True when the layer type has a GPU implementation. */
+bool ct_layer_has_gpu(const ct_layer *l);
+
+/* ---------------------------------------------------------------- registry */
+/* The ops of a type name, or NULL. */
+const ct_layer_ops *ct_layer_find(const char *type);
+/* The same with an error that lists the known types and the nearest one. */
+ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *err);
+/* All registered types, in table order; *n receives the count. */
+const char *const *ct_layer_types(int *n);
+
+/* Typed parameters with Caffe's defaults when absent, e.g.
+ * const Caffe__ReLUParameter *p = CT_PARAM_OR_DEFAULT(l, relu_param, CAFFE__RE_LUPARAMETER__INIT); */
+#define CT_PARAM_OR_DEFAULT(l, field, init_macro)                                \
+  ({                                                                             \
+    static const __typeof__(*(l)->param->field) ct_default_ = init_macro;        \
+    (l)->param->field ? (const __typeof__(*(l)->param->field) *)(l)->param->field \
+                      : &ct_default_;                                            \
+  })
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

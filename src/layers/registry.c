@@ -1,0 +1,64 @@
+/* The one table of layer types.  Each group's types are listed in
+ * list_<group>.inc as CT_LAYER("Type", ops_symbol) lines. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/strutil.h"
+#include "layers/layer.h"
+
+#define CT_LAYER(type_name, ops) extern const ct_layer_ops ops;
+#include "layers/list_core.inc"
+#include "layers/list_vision.inc"
+#include "layers/list_neuron.inc"
+#include "layers/list_loss.inc"
+#include "layers/list_structure.inc"
+#include "layers/list_data.inc"
+#undef CT_LAYER
+
+typedef struct {
+  const char *type;
+  const ct_layer_ops *ops;
+} ct_layer_entry;
+
+#define CT_LAYER(type_name, ops) {type_name, &ops},
+static const ct_layer_entry k_layers[] = {
+#include "layers/list_core.inc"
+#include "layers/list_vision.inc"
+#include "layers/list_neuron.inc"
+#include "layers/list_loss.inc"
+#include "layers/list_structure.inc"
+#include "layers/list_data.inc"
+    {NULL, NULL}};
+#undef CT_LAYER
+
+#define CT_NUM_LAYERS ((int)(sizeof k_layers / sizeof k_layers[0]) - 1)
+
+const ct_layer_ops *ct_layer_find(const char *type) {
+  for (int i = 0; i < CT_NUM_LAYERS; i++)
+    if (strcmp(k_layers[i].type, type) == 0) return k_layers[i].ops;
+  return NULL;
+}
+
+const char *const *ct_layer_types(int *n) {
+  static const char *names[CT_NUM_LAYERS + 1];
+  for (int i = 0; i < CT_NUM_LAYERS; i++) names[i] = k_layers[i].type;
+  *n = CT_NUM_LAYERS;
+  return names;
+}
+
+ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *err) {
+  *out = ct_layer_find(type);
+  if (*out) return CT_OK;
+  int n;
+  const char *const *names = ct_layer_types(&n);
+  const char *near = ct_suggest(type, names, (size_t)n);
+  char known[2048];
+  size_t o = 0;
+  known[0] = 0;
+  for (int i = 0; i < n && o + 2 < sizeof known; i++)
+    o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "", names[i]);
+  if (near)
+    return ct_error_set(err, CT_ERR_NOTFOUND, "unknown layer type '%s' (did you mean '%s'?); known types: %s",
+                        type, near, known);
+  return ct_error_set(err, CT_ERR_NOTFOUND, "unknown layer type '%s'; known types: %s", type, known);
+}

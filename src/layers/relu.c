@@ -1,0 +1,66 @@
+/* ReLU: y = max(x, 0) + negative_slope * min(x, 0).  In-place safe. */
+#include "layers/layer.h"
+#include "layers/relu.h"
+
+static ct_status relu_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                            ct_error *err) {
+  return CT_OK;
+}
+
+static ct_status relu_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                              ct_error *err) {
+  if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
+  return CT_OK;
+}
+
+static float negative_slope(const ct_layer *l) {
+  return l->param->relu_param ? l->param->relu_param->negative_slope : 0.0f;
+}
+
+static ct_status relu_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  const float *x = bottom[0]->data;
+  float *y = top[0]->data;
+  float slope = negative_slope(l);
+  for (size_t i = 0; i < bottom[0]->count; i++) y[i] = x[i] > 0 ? x[i] : slope * x[i];
+  return CT_OK;
+}
+
+/* In place, bottom data already holds y; sign(y) == sign(x) for slope > 0, and
+ * for slope 0 the gradient at y == 0 is 0 either way (Caffe's convention). */
+static void relu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  const float *x = bottom[0]->data, *dy = top[0]->diff;
+  float *dx = bottom[0]->diff;
+  float slope = negative_slope(l);
+  for (size_t i = 0; i < bottom[0]->count; i++) dx[i] = dy[i] * (x[i] > 0 ? 1.0f : slope);
+}
+
+#ifdef CORTADO_HAVE_CUDA
+static ct_status relu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  ct_relu_forward_gpu(l->ctx, bottom[0]->count, negative_slope(l), bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void relu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  ct_relu_backward_gpu(l->ctx, bottom[0]->count, negative_slope(l), bottom[0]->data, top[0]->diff,
+                       bottom[0]->diff);
+}
+#endif
+
+const ct_layer_ops ct_relu_ops = {
+    .type = "ReLU",
+    .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .setup = relu_setup,
+    .reshape = relu_reshape,
+    .forward_cpu = relu_forward_cpu,
+    .backward_cpu = relu_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = relu_forward_gpu,
+    .backward_gpu = relu_backward_gpu,
+#endif
+};

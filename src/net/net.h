@@ -1,0 +1,154 @@
+/* Nets: a DAG of layers built from a NetParameter, as Caffe's Net.
+ *
+ * Building (ct_net_init) does what Caffe's Net::Init does: filter layers by
+ * the NetState rules (phase, level, stages), insert Split layers for blobs
+ * read by several layers, create each layer with its bottoms and tops
+ * (in-place when a top names its bottom), set up and reshape the layers,
+ * set loss weights, work out which layers need backward (force_backward,
+ * propagate_down, layers that do not reach a loss), and share parameters
+ * by ParamSpec name.
+ *
+ * Parameters: every learnable parameter of the net lives in one flat data
+ * buffer and one flat gradient buffer on the net's device; each layer's
+ * parameter tensors are views into them (shared parameters view their
+ * owner's storage).  The flat layout runs in *reverse layer order* of when a
+ * gradient becomes final, so during backward the final gradients always
+ * form a growing prefix [0, grad_ready_offset) of the flat buffer: a
+ * data-parallel reducer launches all-reduce buckets from the front while
+ * backward goes on (see ct_net_set_grad_hook). */
+#ifndef CT_NET_NET_H
+#define CT_NET_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "caffe.pb-c.h"
+#include "core/context.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A learnable parameter, owner of its storage (shared ones are folded in). */
+typedef struct ct_net_param {
+  ct_tensor *tensor;   /* the owner layer's tensor (a view into the flat buffers) */
+  char *name;          /* ParamSpec name, or "<layer>_<index>" when unnamed (owned) */
+  int layer;           /* owner layer index */
+  int index;           /* index among that layer's params */
+  size_t offset;       /* start in the flat buffers (values) */
+  size_t count;
+  float lr_mult;
+  float decay_mult;
+  int final_layer;     /* its gradient is final after this layer's backward */
+} ct_net_param;
+
+typedef void (*ct_grad_hook)(void *user, size_t ready_count);
+
+typedef struct ct_net {
+  Caffe__NetParameter *param; /* owned: the filtered net with Split layers inserted */
+  const char *name;
+  ct_phase phase;
+  ct_context *ctx;
+
+  int nlayers;
+  ct_layer **layers;          /* (nlayers) */
+  int nblobs;
+  ct_tensor **blobs;          /* (nblobs), names in blobs[i]->name */
+  int **bottom_ids, **top_ids; /* per layer: blob indices */
+  ct_tensor ***bottoms, ***tops; /* per layer: tensor pointer arrays */
+  bool **bottom_need_backward; /* per layer, per bottom */
+  bool *layer_need_backward;   /* (nlayers) */
+  bool *blob_need_backward;    /* (nblobs) */
+  bool *layer_contributes_loss;
+
+  int ninputs, noutputs;
+  int *input_ids, *output_ids; /* blob indices of net inputs / outputs */
+
+  int nparams;                 /* learnable (owner) parameters */
+  ct_net_param *params;        /* (nparams) in flat-buffer order */
+  float *flat_data;            /* (flat_count) on ctx->device */
+  float *flat_diff;            /* (flat_count) on ctx->device */
+  size_t flat_count;
+  size_t *layer_ready_count;   /* (nlayers) final-gradient prefix after layer i's backward */
+
+  bool quiet_build;           /* built with opts.quiet */
+  ct_grad_hook grad_hook;
+  void *grad_hook_user;
+} ct_net;
+
+/* Options of a build besides the NetParameter. */
+typedef struct ct_net_opts {
+  ct_phase phase;
+  int level;                  /* NetState level (added to the param's state) */
+  const char *const *stages;  /* NetState stages (added to the param's) */
+  int nstages;
+  const char *source_name;    /* file name for messages */
+  bool quiet;                 /* no per-layer INFO lines */
+} ct_net_opts;
+
+/* Builds a net from param (not modified, not kept: the net keeps its own
+ * copy) on ctx's device.  Old (V0/V1) nets must already be upgraded.
+ * Errors (CT_ERR_INVALID / CT_ERR_NOTFOUND / CT_ERR_UNSUPPORTED) name the
+ * layer and blob, e.g. "layer 'ip1': unknown bottom blob 'pool3'". */
+ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
+                      ct_context *ctx, ct_error *err);
+void ct_net_free(ct_net *net);
+
+/* Forward through every layer; *loss (may be NULL) gets the weighted sum of
+ * the loss outputs.  Fails only on bad data (e.g. a label out of range, a
+ * corrupt record) with the layer named. */
+ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err);
+ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err);
+/* Backward through the layers that need it, in reverse; calls the grad hook
+ * after each layer whose backward finalised more of the flat gradient. */
+void ct_net_backward(ct_net *net);
+/* Zeroes the whole flat gradient buffer (once per iteration). */
+void ct_net_clear_param_diffs(ct_net *net);
+/* Re-propagates shapes after an input blob's shape changed. */
+ct_status ct_net_reshape(ct_net *net, ct_error *err);
+
+/* Registers a callback run during backward with the count of leading flat
+ * gradient values that are final (monotonic within one backward). */
+void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user);
+
+/* Lookups; NULL / -1 when absent. */
+ct_tensor *ct_net_blob(const ct_net *net, const char *name);
+int ct_net_layer_index(const ct_net *net, const char *name);
+
+/* Copies weights from a trained NetParameter (V2 `layer` or upgraded V1) by
+ * layer name: layers absent here are logged "Ignoring source layer X" and
+ * skipped; a blob count or shape mismatch is an error naming the layer,
+ * the blob and both shapes. */
+ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, ct_error *err);
+/* The same from a .caffemodel file (binary NetParameter). */
+ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err);
+/* Shares parameter storage with other's layers of the same name (Caffe's
+ * ShareTrainedLayersWith, used for test nets). */
+void ct_net_share_trained(ct_net *net, const ct_net *other);
+
+/* Writes the net with its parameters (and their gradients when write_diff)
+ * as a binary NetParameter that BVLC Caffe reads, atomically. */
+ct_status ct_net_save_caffemodel(const ct_net *net, const char *path, bool write_diff, ct_error *err);
+/* The same message in memory (caller frees with ct_net_proto_free). */
+Caffe__NetParameter *ct_net_to_proto(const ct_net *net, bool write_diff);
+void ct_net_proto_free(Caffe__NetParameter *p);
+
+/* After a non-finite loss: runs forward layer by layer and returns the index
+ * of the first layer with a non-finite top value (-1 when none). */
+int ct_net_first_nonfinite_layer(ct_net *net);
+
+/* Filters param by NetState rules into a new message (caller frees with
+ * protobuf_c_message_free_unpacked).  Exposed for tests. */
+ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState *state,
+                        Caffe__NetParameter **out, ct_error *err);
+/* Inserts Split layers (Caffe's naming) into net in place. */
+ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
