@@ -323,7 +323,7 @@ static void test_files(void **state) {
 
   snprintf(path, sizeof path, "%s/missing.prototxt", dir);
   snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
-  expect_file_error(path, CT_ERR_IO, want);
+  expect_file_error(path, CT_ERR_NOTFOUND, want);
 
   /* Write, read back, and overwrite in place. */
   ProtobufCMessage *m = parse_ok(&cttest__all_kinds__descriptor,
@@ -352,7 +352,7 @@ static void test_files(void **state) {
 
   snprintf(path, sizeof path, "%s/no/such/dir/out.prototxt", dir);
   assert_int_equal(ct_text_write_file(m, path, &err), CT_ERR_IO);
-  snprintf(want, sizeof want, "%s: cannot write: No such file or directory", path);
+  snprintf(want, sizeof want, "%s: create failed: No such file or directory", path);
   assert_string_equal(err.msg, want);
   protobuf_c_message_free_unpacked(m, NULL);
 }

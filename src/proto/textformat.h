@@ -73,8 +73,9 @@ ct_status ct_text_parse(const ProtobufCMessageDescriptor *desc, const char *text
  *      (a .caffemodel? use the binary reader)";
  *   - text that is not UTF-8: "PATH:LINE:COL: invalid UTF-8 byte 0xE9 (save
  *     the file as UTF-8)".
- * A UTF-8 byte-order mark at the start is skipped.  Errors opening or reading
- * the file are CT_ERR_IO ("PATH: cannot open: No such file or directory"). */
+ * A UTF-8 byte-order mark at the start is skipped.  Reading errors come
+ * from ct_file_read_all: CT_ERR_NOTFOUND "PATH: cannot open: No such file or
+ * directory", CT_ERR_IO, or CT_ERR_INVALID for a file over 256 MiB. */
 ct_status ct_text_parse_file(const ProtobufCMessageDescriptor *desc, const char *path,
                              ProtobufCMessage **out, ct_error *err);
 
@@ -91,10 +92,11 @@ ct_status ct_text_parse_file(const ProtobufCMessageDescriptor *desc, const char 
  * to the same bytes as msg (NaN payloads aside). */
 char *ct_text_print(const ProtobufCMessage *msg);
 
-/* Prints msg as ct_text_print does and writes it to `path` atomically: a
- * temporary file in the same folder, fsync, then rename over `path`, so a
- * reader sees the old file or the new one, never half of one.
- * Errors: CT_ERR_IO with "PATH: cannot write: REASON", CT_ERR_NOMEM. */
+/* Prints msg as ct_text_print does and writes it to `path` with
+ * ct_file_write_atomic (a temporary file in the same folder, fsync, rename),
+ * so a reader sees the old file or the new one, never half of one.
+ * Errors: CT_ERR_IO with "PATH: STEP failed: REASON" (STEP is create, write,
+ * fsync, close or rename), CT_ERR_NOMEM. */
 ct_status ct_text_write_file(const ProtobufCMessage *msg, const char *path, ct_error *err);
 
 #ifdef __cplusplus
