@@ -43,8 +43,11 @@ static void buf_indent(text_buf *b, int depth) {
   for (int i = 0; i < depth; i++) buf_append(b, "  ", 2);
 }
 
+/* Whether the parser reads text back as exactly v (for floats it rounds the
+ * double it reads to float, as protobuf does). */
 static bool reads_back(const char *text, double v, bool is_float) {
-  return is_float ? strtof(text, NULL) == (float)v : strtod(text, NULL) == v;
+  double x = strtod(text, NULL);
+  return is_float ? (float)x == (float)v : x == v;
 }
 
 /* v with the fewest significant digits that read back to exactly v (as a

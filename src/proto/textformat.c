@@ -284,15 +284,17 @@ static ct_status parse_integer(parser *p, const ProtobufCMessageDescriptor *desc
   return advance(p);
 }
 
-/* The number in a decimal INT or FLOAT token, read with strtod or strtof. */
-static ct_status decimal_value(parser *p, bool as_float, double *out) {
+/* The number in a decimal INT or FLOAT token.  Float fields too are read
+ * as a double and then rounded to float, as protobuf's own parser (and so
+ * Caffe) does, so both give the same bits. */
+static ct_status decimal_value(parser *p, double *out) {
   char small[64], *buf = small;
   size_t len = p->tok.len;
   if (len > 0 && (p->tok.text[len - 1] == 'f' || p->tok.text[len - 1] == 'F')) len--;
   if (len >= sizeof small && !(buf = malloc(len + 1))) return out_of_memory(p);
   memcpy(buf, p->tok.text, len);
   buf[len] = '\0';
-  *out = as_float ? (double)strtof(buf, NULL) : strtod(buf, NULL);
+  *out = strtod(buf, NULL);
   if (buf != small) free(buf);
   return CT_OK;
 }
@@ -314,8 +316,9 @@ static ct_status parse_real(parser *p, const ProtobufCMessageDescriptor *desc,
     if (!token_to_u64(t, &u)) return out_of_range(p, desc, f, &start, neg, "");
     x = as_float ? (double)(float)u : (double)u;
   } else if (t->kind == CT_TTOKEN_INT || t->kind == CT_TTOKEN_FLOAT) {
-    CT_TRY(decimal_value(p, as_float, &x));
-    if (isinf(x)) return out_of_range(p, desc, f, &start, neg, "");
+    CT_TRY(decimal_value(p, &x));
+    if (isinf(x) || (as_float && isinf((float)x)))
+      return out_of_range(p, desc, f, &start, neg, "");
   } else {
     return expected(p, desc, f, "a number", "");
   }
