@@ -7,6 +7,7 @@
 
 #include "layers/batch_reindex.h"
 #include "layers/layer.h"
+#include "layers/shape_util.h"
 #include "math/math.h"
 
 typedef struct {
@@ -72,6 +73,30 @@ static void reindex_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
     ct_cpu_axpy(inner, 1.0f, top[0]->diff + j * inner, b->diff + (size_t)idx->data[j] * inner);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status reindex_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  reindex_priv *r = l->priv;
+  const ct_tensor *b = bottom[0], *idx = bottom[1];
+  ct_stream_download(l->ctx, r->host_index, idx->data, idx->count * sizeof(float));
+  CT_TRY(ct_batch_reindex_check(r->host_index, idx->count, b->shape[0], err));
+  ct_batch_reindex_forward_gpu(l->ctx, idx->count, ct_tensor_count_range(b, 1, b->ndim), idx->data,
+                               b->data, top[0]->data);
+  return CT_OK;
+}
+
+static void reindex_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                 ct_tensor *const *bottom) {
+  const ct_tensor *idx = bottom[1];
+  if (propagate_down[1]) ct_gpu_set(l->ctx, idx->count, 0.0f, idx->diff);
+  if (!propagate_down[0]) return;
+  ct_tensor *b = bottom[0];
+  ct_batch_reindex_backward_gpu(l->ctx, b->shape[0], idx->count,
+                                ct_tensor_count_range(b, 1, b->ndim), idx->data, top[0]->diff,
+                                b->diff);
+}
+#endif
+
 static void reindex_destroy(ct_layer *l) {
   reindex_priv *r = l->priv;
   if (!r) return;
@@ -87,5 +112,9 @@ const ct_layer_ops ct_batch_reindex_ops = {
     .reshape = reindex_reshape,
     .forward_cpu = reindex_forward_cpu,
     .backward_cpu = reindex_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = reindex_forward_gpu,
+    .backward_gpu = reindex_backward_gpu,
+#endif
     .destroy = reindex_destroy,
 };

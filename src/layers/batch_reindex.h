@@ -16,6 +16,13 @@ extern "C" {
  * CT_ERR_INVALID naming the first bad value and its position. */
 ct_status ct_batch_reindex_check(const float *index, size_t n, int batch, ct_error *err);
 
+/* y(n, inner) = x[index[j]] row by row (indices already checked). */
+void ct_batch_reindex_forward_gpu(ct_context *ctx, size_t n, size_t inner, const float *index,
+                                  const float *x, float *y);
+/* dx(batch, inner) = sum over j with index[j] == b of dy[j] (written, not added). */
+void ct_batch_reindex_backward_gpu(ct_context *ctx, int batch, size_t n, size_t inner,
+                                   const float *index, const float *dy, float *dx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,7 +94,9 @@ const ct_layer_ops ct_concat_ops = {
     .reshape = concat_reshape,
     .forward_cpu = concat_forward,
     .backward_cpu = concat_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = concat_forward,
     .backward_gpu = concat_backward,
+#endif
     .destroy = concat_destroy,
 };

@@ -91,6 +91,22 @@ static void crop_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
     ct_cpu_copy(w, top[0]->diff + r * w, bottom[0]->diff + bottom_row_start(g, r));
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status crop_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  ct_crop_forward_gpu(l->ctx, l->priv, top[0]->count, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void crop_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (propagate_down[1]) ct_gpu_set(l->ctx, bottom[1]->count, 0.0f, bottom[1]->diff);
+  if (!propagate_down[0]) return;
+  ct_gpu_set(l->ctx, bottom[0]->count, 0.0f, bottom[0]->diff);
+  ct_crop_backward_gpu(l->ctx, l->priv, top[0]->count, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 static void crop_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_crop_ops = {
@@ -101,5 +117,9 @@ const ct_layer_ops ct_crop_ops = {
     .reshape = crop_reshape,
     .forward_cpu = crop_forward_cpu,
     .backward_cpu = crop_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = crop_forward_gpu,
+    .backward_gpu = crop_backward_gpu,
+#endif
     .destroy = crop_destroy,
 };

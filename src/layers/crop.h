@@ -18,6 +18,13 @@ typedef struct ct_crop_geometry {
   long long bottom_stride[CT_MAX_AXES]; /* (ndim) values between neighbours on each axis */
 } ct_crop_geometry;
 
+/* top(count) = the window of bottom that g describes. */
+void ct_crop_forward_gpu(ct_context *ctx, const ct_crop_geometry *g, size_t count,
+                         const float *bottom, float *top);
+/* Writes dtop(count) into the window of dbottom (the rest is left alone). */
+void ct_crop_backward_gpu(ct_context *ctx, const ct_crop_geometry *g, size_t count,
+                          const float *dtop, float *dbottom);
+
 #ifdef __cplusplus
 }
 #endif

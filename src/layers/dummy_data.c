@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/shape_util.h"
@@ -37,11 +36,7 @@ static ct_status fill_top(ct_layer *l, ct_tensor *top, int i, ct_error *err) {
   if (top->device == CT_DEVICE_CPU) return ct_filler_fill(filler_of(d, i), top, &l->ctx->rng, err);
   ct_tensor_reshape_like(d->host, top); /* sized for the largest top at setup: no allocation */
   CT_TRY(ct_filler_fill(filler_of(d, i), d->host, &l->ctx->rng, err));
-  /* The upload is not ordered on the context's stream: let earlier readers
-   * of this top finish first, and the copy itself before later ones. */
-  ct_context_sync(l->ctx);
-  ct_tensor_copy_data(top, d->host);
-  ct_gpu_synchronize();
+  ct_stream_upload(l->ctx, top->data, d->host->data, top->count * sizeof(float));
   return CT_OK;
 }
 
@@ -180,6 +175,8 @@ const ct_layer_ops ct_dummy_data_ops = {
     .setup = dummy_setup,
     .reshape = dummy_reshape,
     .forward_cpu = dummy_forward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = dummy_forward,
+#endif
     .destroy = dummy_destroy,
 };

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <stdlib.h>
 
+#include "layers/eltwise.h"
 #include "layers/layer.h"
 #include "math/math.h"
 
@@ -137,6 +138,63 @@ static void eltwise_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status eltwise_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  eltwise_priv *e = l->priv;
+  ct_context *ctx = l->ctx;
+  size_t n = top[0]->count;
+  float *y = top[0]->data;
+  switch (e->op) {
+    case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__PROD:
+      ct_gpu_mul(ctx, n, bottom[0]->data, bottom[1]->data, y);
+      for (int i = 2; i < l->nbottom; i++) ct_gpu_mul(ctx, n, y, bottom[i]->data, y);
+      break;
+    case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
+      ct_eltwise_scale_gpu(ctx, n, e->coeff[0], bottom[0]->data, y);
+      for (int i = 1; i < l->nbottom; i++) ct_gpu_axpy(ctx, n, e->coeff[i], bottom[i]->data, y);
+      break;
+    default:
+      ct_eltwise_max_first_gpu(ctx, n, bottom[0]->data, bottom[1]->data, y, e->argmax->data);
+      for (int i = 2; i < l->nbottom; i++)
+        ct_eltwise_max_next_gpu(ctx, n, bottom[i]->data, i, y, e->argmax->data);
+  }
+  return CT_OK;
+}
+
+static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                 ct_tensor *const *bottom) {
+  eltwise_priv *e = l->priv;
+  ct_context *ctx = l->ctx;
+  size_t n = top[0]->count;
+  const float *dy = top[0]->diff;
+  for (int i = 0; i < l->nbottom; i++) {
+    if (!propagate_down[i]) continue;
+    float *dx = bottom[i]->diff;
+    switch (e->op) {
+      case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__PROD:
+        if (e->stable_prod_grad) {
+          bool started = false;
+          for (int j = 0; j < l->nbottom; j++) {
+            if (j == i) continue;
+            if (!started) ct_gpu_copy(ctx, n, bottom[j]->data, dx);
+            else ct_gpu_mul(ctx, n, dx, bottom[j]->data, dx);
+            started = true;
+          }
+        } else {
+          ct_gpu_div(ctx, n, top[0]->data, bottom[i]->data, dx);
+        }
+        ct_gpu_mul(ctx, n, dx, dy, dx);
+        break;
+      case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
+        ct_eltwise_scale_gpu(ctx, n, e->coeff[i], dy, dx);
+        break;
+      default: ct_eltwise_max_backward_gpu(ctx, n, i, e->argmax->data, dy, dx);
+    }
+  }
+}
+#endif
+
 static void eltwise_destroy(ct_layer *l) {
   eltwise_priv *e = l->priv;
   if (!e) return;
@@ -152,5 +210,9 @@ const ct_layer_ops ct_eltwise_ops = {
     .reshape = eltwise_reshape,
     .forward_cpu = eltwise_forward_cpu,
     .backward_cpu = eltwise_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = eltwise_forward_gpu,
+    .backward_gpu = eltwise_backward_gpu,
+#endif
     .destroy = eltwise_destroy,
 };

@@ -6,15 +6,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "layers/embed.h"
 #include "layers/filler.h"
 #include "layers/layer.h"
+#include "layers/shape_util.h"
 #include "math/math.h"
 
 typedef struct {
   int K;      /* input_dim: rows of the table */
   int N;      /* num_output: row length */
   bool bias;
-  ct_tensor *bad; /* GPU: (1) first out-of-range position + 1, or 0 */
+  int *scratch; /* GPU: one int for the index check */
 } embed_priv;
 
 static ct_status embed_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -40,10 +42,7 @@ static ct_status embed_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
     if (ct_filler_fill(p->bias_filler, b, &l->ctx->rng, err) != CT_OK)
       return ct_error_prefix(err, "embed_param.bias_filler");
   }
-  if (l->ctx->device != CT_DEVICE_CPU) {
-    int one = 1;
-    e->bad = ct_tensor_new_shape(l->ctx->device, NULL, 1, &one, false);
-  }
+  if (l->ctx->device != CT_DEVICE_CPU) e->scratch = ct_mem_alloc(l->ctx->device, sizeof(int));
   return CT_OK;
 }
 
@@ -63,6 +62,11 @@ static ct_status embed_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
 /* The row of index value v, or -1 when v is out of [0, K) (NaN included). */
 static int row_of(float v, int K) { return v > -1.0f && v < (float)K ? (int)v : -1; }
 
+static ct_status index_error(size_t m, float v, int K, ct_error *err) {
+  return ct_error_set(err, CT_ERR_INVALID, "index %g at position %zu is out of range [0, %d)",
+                      (double)v, m, K);
+}
+
 static ct_status embed_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                    ct_error *err) {
   const embed_priv *e = l->priv;
@@ -71,9 +75,7 @@ static ct_status embed_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_ten
   size_t M = bottom[0]->count, N = (size_t)e->N;
   for (size_t m = 0; m < M; m++) {
     int row = row_of(idx[m], e->K);
-    if (row < 0)
-      return ct_error_set(err, CT_ERR_INVALID, "index %g at position %zu is out of range [0, %d)",
-                          (double)idx[m], m, e->K);
+    if (row < 0) return index_error(m, idx[m], e->K, err);
     ct_cpu_copy(N, w + (size_t)row * N, y + m * N);
     if (e->bias) ct_cpu_axpy(N, 1.0f, l->params[1]->data, y + m * N);
   }
@@ -98,10 +100,40 @@ static void embed_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *p
     for (size_t m = 0; m < M; m++) ct_cpu_axpy(N, 1.0f, dy + m * N, l->params[1]->diff);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status embed_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  const embed_priv *e = l->priv;
+  const float *idx = bottom[0]->data;
+  size_t M = bottom[0]->count;
+  long long bad = ct_embed_check_gpu(l->ctx, M, e->K, idx, e->scratch);
+  if (bad >= 0) {
+    float v;
+    ct_stream_download(l->ctx, &v, idx + bad, sizeof v);
+    return index_error((size_t)bad, v, e->K, err);
+  }
+  ct_embed_forward_gpu(l->ctx, M, e->N, idx, l->params[0]->data,
+                       e->bias ? l->params[1]->data : NULL, top[0]->data);
+  return CT_OK;
+}
+
+static void embed_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  const embed_priv *e = l->priv;
+  size_t M = bottom[0]->count;
+  if (propagate_down[0]) ct_gpu_set(l->ctx, M, 0.0f, bottom[0]->diff);
+  if (l->param_propagate_down[0])
+    ct_embed_backward_weight_gpu(l->ctx, M, e->N, bottom[0]->data, top[0]->diff,
+                                 l->params[0]->diff);
+  if (e->bias && l->param_propagate_down[1])
+    ct_embed_backward_bias_gpu(l->ctx, M, e->N, top[0]->diff, l->params[1]->diff);
+}
+#endif
+
 static void embed_destroy(ct_layer *l) {
   embed_priv *e = l->priv;
   if (!e) return;
-  ct_tensor_free(e->bad);
+  if (e->scratch) ct_mem_free(l->ctx->device, e->scratch);
   free(e);
 }
 
@@ -113,5 +145,9 @@ const ct_layer_ops ct_embed_ops = {
     .reshape = embed_reshape,
     .forward_cpu = embed_forward_cpu,
     .backward_cpu = embed_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = embed_forward_gpu,
+    .backward_gpu = embed_backward_gpu,
+#endif
     .destroy = embed_destroy,
 };

@@ -8,6 +8,7 @@
  * selector gets no gradient. */
 #include <stdlib.h>
 
+#include "layers/filter.h"
 #include "layers/layer.h"
 #include "layers/shape_util.h"
 #include "math/math.h"
@@ -17,6 +18,7 @@ typedef struct {
   int nkeep;
   int cap;         /* entries allocated in keep and host_sel */
   float *host_sel; /* GPU: host copy of the selector */
+  int *keep_dev;   /* GPU: (cap) device copy of keep */
   bool first;      /* the first reshape keeps every item */
 } filter_priv;
 
@@ -38,13 +40,13 @@ static void select_items(ct_layer *l, const ct_tensor *sel) {
   filter_priv *f = l->priv;
   const float *s = sel->data;
   if (sel->device != CT_DEVICE_CPU) {
-    ct_context_sync(l->ctx);
-    ct_tensor_download(sel, f->host_sel);
+    ct_stream_download(l->ctx, f->host_sel, sel->data, (size_t)sel->shape[0] * sizeof(float));
     s = f->host_sel;
   }
   f->nkeep = 0;
   for (int n = 0; n < sel->shape[0]; n++)
     if (s[n] != 0.0f) f->keep[f->nkeep++] = n;
+  if (f->keep_dev) ct_stream_upload(l->ctx, f->keep_dev, f->keep, (size_t)f->nkeep * sizeof(int));
 }
 
 static ct_status shape_tops(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, int num,
@@ -82,6 +84,12 @@ static ct_status filter_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor
     f->cap = sel->shape[0];
     f->keep = ct_xcalloc((size_t)f->cap + 1, sizeof *f->keep);
     f->host_sel = ct_xcalloc((size_t)f->cap + 1, sizeof *f->host_sel);
+    if (l->ctx->device != CT_DEVICE_CPU) {
+      /* Stream-ordered, so that no kernel still reads the old array. */
+      ct_context_sync(l->ctx);
+      if (f->keep_dev) ct_mem_free(l->ctx->device, f->keep_dev);
+      f->keep_dev = ct_mem_alloc(l->ctx->device, ((size_t)f->cap + 1) * sizeof(int));
+    }
   }
   if (f->first) {
     f->first = false;
@@ -119,9 +127,36 @@ static void filter_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status filter_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                    ct_error *err) {
+  filter_priv *f = l->priv;
+  select_items(l, bottom[l->nbottom - 1]);
+  CT_TRY(shape_tops(l, bottom, top, f->nkeep, err));
+  for (int t = 0; t < l->ntop; t++)
+    ct_filter_forward_gpu(l->ctx, f->nkeep, ct_tensor_count_range(bottom[t], 1, bottom[t]->ndim),
+                          f->keep_dev, bottom[t]->data, top[t]->data);
+  return CT_OK;
+}
+
+static void filter_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                ct_tensor *const *bottom) {
+  filter_priv *f = l->priv;
+  int last = l->nbottom - 1;
+  if (propagate_down[last]) ct_gpu_set(l->ctx, bottom[last]->count, 0.0f, bottom[last]->diff);
+  for (int t = 0; t < l->ntop; t++) {
+    if (!propagate_down[t]) continue;
+    ct_gpu_set(l->ctx, bottom[t]->count, 0.0f, bottom[t]->diff);
+    ct_filter_backward_gpu(l->ctx, f->nkeep, ct_tensor_count_range(bottom[t], 1, bottom[t]->ndim),
+                           f->keep_dev, top[t]->diff, bottom[t]->diff);
+  }
+}
+#endif
+
 static void filter_destroy(ct_layer *l) {
   filter_priv *f = l->priv;
   if (!f) return;
+  if (f->keep_dev) ct_mem_free(l->ctx->device, f->keep_dev);
   free(f->keep);
   free(f->host_sel);
   free(f);
@@ -134,5 +169,9 @@ const ct_layer_ops ct_filter_ops = {
     .reshape = filter_reshape,
     .forward_cpu = filter_forward_cpu,
     .backward_cpu = filter_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = filter_forward_gpu,
+    .backward_gpu = filter_backward_gpu,
+#endif
     .destroy = filter_destroy,
 };

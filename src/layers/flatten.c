@@ -48,6 +48,8 @@ const ct_layer_ops ct_flatten_ops = {
     .reshape = flatten_reshape,
     .forward_cpu = flatten_forward,
     .backward_cpu = flatten_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = flatten_forward,
     .backward_gpu = flatten_backward,
+#endif
 };

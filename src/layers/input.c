@@ -47,5 +47,7 @@ const ct_layer_ops ct_input_ops = {
     .setup = input_setup,
     .reshape = input_reshape,
     .forward_cpu = input_forward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = input_forward,
+#endif
 };

@@ -47,6 +47,8 @@ const ct_layer_ops ct_parameter_ops = {
     .reshape = parameter_reshape,
     .forward_cpu = parameter_forward,
     .backward_cpu = parameter_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = parameter_forward,
     .backward_gpu = parameter_backward,
+#endif
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "layers/layer.h"
+#include "layers/reduction.h"
 #include "layers/shape_util.h"
 #include "math/math.h"
 
@@ -88,6 +89,29 @@ static void reduction_backward_cpu(ct_layer *l, ct_tensor *const *top, const boo
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_reduce_term term_of(Caffe__ReductionParameter__ReductionOp op) {
+  if (op == CAFFE__REDUCTION_PARAMETER__REDUCTION_OP__ASUM) return CT_REDUCE_ASUM;
+  if (op == CAFFE__REDUCTION_PARAMETER__REDUCTION_OP__SUMSQ) return CT_REDUCE_SUMSQ;
+  return CT_REDUCE_SUM;
+}
+
+static ct_status reduction_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                       ct_tensor *const *top, ct_error *err) {
+  const reduction_priv *r = l->priv;
+  ct_reduction_forward_gpu(l->ctx, term_of(r->op), r->num, r->dim, r->coeff, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void reduction_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                   ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  const reduction_priv *r = l->priv;
+  ct_reduction_backward_gpu(l->ctx, term_of(r->op), r->num, r->dim, r->coeff, bottom[0]->data,
+                            top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 static void reduction_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_reduction_ops = {
@@ -97,5 +121,9 @@ const ct_layer_ops ct_reduction_ops = {
     .reshape = reduction_reshape,
     .forward_cpu = reduction_forward_cpu,
     .backward_cpu = reduction_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = reduction_forward_gpu,
+    .backward_gpu = reduction_backward_gpu,
+#endif
     .destroy = reduction_destroy,
 };

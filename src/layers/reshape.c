@@ -125,7 +125,9 @@ const ct_layer_ops ct_reshape_ops = {
     .reshape = reshape_reshape,
     .forward_cpu = reshape_forward,
     .backward_cpu = reshape_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = reshape_forward,
     .backward_gpu = reshape_backward,
+#endif
     .destroy = reshape_destroy,
 };

@@ -81,3 +81,27 @@ void ct_copy_rows(ct_context *ctx, size_t rows, size_t row_len, const float *src
   for (size_t r = 0; r < rows; r++)
     memcpy(dst + r * dst_stride, src + r * src_stride, row_len * sizeof(float));
 }
+
+void ct_stream_upload(ct_context *ctx, void *dst, const void *src_host, size_t bytes) {
+  if (!bytes) return;
+#ifdef CORTADO_HAVE_CUDA
+  if (ctx->device != CT_DEVICE_CPU) {
+    ct_stream_copy_gpu(ctx, dst, src_host, bytes, false);
+    return;
+  }
+#endif
+  CT_ASSERT(ctx->device == CT_DEVICE_CPU);
+  memcpy(dst, src_host, bytes);
+}
+
+void ct_stream_download(ct_context *ctx, void *dst_host, const void *src, size_t bytes) {
+  if (!bytes) return;
+#ifdef CORTADO_HAVE_CUDA
+  if (ctx->device != CT_DEVICE_CPU) {
+    ct_stream_copy_gpu(ctx, dst_host, src, bytes, true);
+    return;
+  }
+#endif
+  CT_ASSERT(ctx->device == CT_DEVICE_CPU);
+  memcpy(dst_host, src, bytes);
+}

@@ -15,3 +15,13 @@ extern "C" void ct_copy_rows_gpu(ct_context *ctx, size_t rows, size_t row_len, c
   CT_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
                                   row_len * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream));
 }
+
+/* Pageable host memory is staged by the driver before cudaMemcpyAsync
+ * returns, so the caller may reuse it; the device side is stream-ordered. */
+extern "C" void ct_stream_copy_gpu(ct_context *ctx, void *dst, const void *src, size_t bytes,
+                                   bool wait) {
+  if (!bytes) return;
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  if (wait) CT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}

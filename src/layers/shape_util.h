@@ -5,6 +5,7 @@
 #ifndef CT_LAYERS_SHAPE_UTIL_H
 #define CT_LAYERS_SHAPE_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "caffe.pb-c.h"
@@ -43,9 +44,16 @@ void ct_layer_share_top(ct_tensor *top, ct_tensor *bottom, int ndim, const int *
 void ct_copy_rows(ct_context *ctx, size_t rows, size_t row_len, const float *src,
                   size_t src_stride, float *dst, size_t dst_stride);
 
-/* The GPU half of ct_copy_rows (shape_util.cu). */
+/* Host <-> ctx's device copies ordered on ctx's stream (a plain memcpy on
+ * the host).  Upload: src may be reused as soon as it returns.  Download:
+ * waits for the stream, so dst holds the values on return. */
+void ct_stream_upload(ct_context *ctx, void *dst, const void *src_host, size_t bytes);
+void ct_stream_download(ct_context *ctx, void *dst_host, const void *src, size_t bytes);
+
+/* The GPU halves of ct_copy_rows and the stream copies (shape_util.cu). */
 void ct_copy_rows_gpu(ct_context *ctx, size_t rows, size_t row_len, const float *src,
                       size_t src_stride, float *dst, size_t dst_stride);
+void ct_stream_copy_gpu(ct_context *ctx, void *dst, const void *src, size_t bytes, bool wait);
 
 #ifdef __cplusplus
 }

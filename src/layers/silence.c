@@ -27,6 +27,8 @@ const ct_layer_ops ct_silence_ops = {
     .reshape = silence_shape,
     .forward_cpu = silence_forward,
     .backward_cpu = silence_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = silence_forward,
     .backward_gpu = silence_backward,
+#endif
 };

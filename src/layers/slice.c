@@ -128,7 +128,9 @@ const ct_layer_ops ct_slice_ops = {
     .reshape = slice_reshape,
     .forward_cpu = slice_forward,
     .backward_cpu = slice_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = slice_forward,
     .backward_gpu = slice_backward,
+#endif
     .destroy = slice_destroy,
 };

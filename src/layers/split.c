@@ -44,6 +44,8 @@ const ct_layer_ops ct_split_ops = {
     .reshape = split_reshape,
     .forward_cpu = split_forward,
     .backward_cpu = split_backward,
+#ifdef CORTADO_HAVE_CUDA
     .forward_gpu = split_forward,
     .backward_gpu = split_backward,
+#endif
 };

@@ -7,6 +7,7 @@
 
 #include "layers/layer.h"
 #include "layers/shape_util.h"
+#include "layers/tile.h"
 #include "math/math.h"
 
 typedef struct {
@@ -77,6 +78,17 @@ static void tile_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static void tile_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  size_t outer, inner;
+  tile_dims(l, bottom[0], &outer, &inner);
+  ct_tile_backward_gpu(l->ctx, outer, inner, ((tile_priv *)l->priv)->tiles, top[0]->diff,
+                       bottom[0]->diff);
+}
+#endif
+
 static void tile_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_tile_ops = {
@@ -86,5 +98,9 @@ const ct_layer_ops ct_tile_ops = {
     .reshape = tile_reshape,
     .forward_cpu = tile_forward,
     .backward_cpu = tile_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = tile_forward,
+    .backward_gpu = tile_backward_gpu,
+#endif
     .destroy = tile_destroy,
 };
