@@ -74,6 +74,7 @@ typedef struct ct_net {
   size_t flat_count;
   size_t *layer_ready_count;   /* (nlayers) final-gradient prefix after layer i's backward */
 
+  bool quiet_build;           /* built with opts.quiet */
   ct_grad_hook grad_hook;
   void *grad_hook_user;
 } ct_net;

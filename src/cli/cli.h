@@ -1,0 +1,87 @@
+/* The `cortado` command: one entry per command in a const table (main.c),
+ * one cmd_<name>.c file per command holding its flag table and handler.
+ *
+ * Adding a command: write src/cli/cmd_<name>.c defining
+ * `const ct_cli_command ct_cli_cmd_<name>`, declare it below and add it to
+ * the table in main.c. */
+#ifndef CT_CLI_CLI_H
+#define CT_CLI_CLI_H
+
+#include <stdio.h>
+
+#include "cli/flags.h"
+
+/* Exit statuses of the cortado command. */
+enum {
+  CT_EXIT_OK = 0,      /* success, and only success */
+  CT_EXIT_FAILURE = 1, /* the command ran and failed (bad file, no device, ...) */
+  CT_EXIT_USAGE = 2    /* the command line itself is wrong */
+};
+
+typedef struct ct_cli_command {
+  const char *name;        /* "train" */
+  const char *summary;     /* one line for the command list */
+  const char *usage;       /* "cortado train --solver=FILE [flags]" */
+  const char *description; /* a short paragraph for `cortado help <name>`, or NULL */
+  const ct_flag_spec *flags;
+  size_t n_flags;
+  int min_args, max_args;  /* how many positional arguments it takes */
+  /* Runs the command; returns a CT_EXIT_* status.  Reports its own errors
+   * (ct_cli_error).  The global flags are already applied. */
+  int (*run)(const ct_cli_args *args);
+} ct_cli_command;
+
+/* Flags shared by train, test and time, declared once. */
+#define CT_CLI_FLAG_MODEL \
+  {"model", CT_FLAG_STRING, NULL, "The network definition: a NetParameter prototxt file.", \
+   .meta = "FILE"}
+#define CT_CLI_FLAG_LEVEL                                                                \
+  {"level", CT_FLAG_INT, "0",                                                            \
+   "Network level, matched against the min_level/max_level of the net's include and " \
+   "exclude rules."}
+#define CT_CLI_FLAG_STAGE                                                              \
+  {"stage", CT_FLAG_STRING, NULL,                                                      \
+   "Network stages, separated by ','; matched against the stage/not_stage of the " \
+   "net's include and exclude rules."}
+#define CT_CLI_FLAG_ITERATIONS                                                        \
+  {"iterations", CT_FLAG_INT, "50", "How many iterations (batches) to run.", .min = 1, \
+   .max = 2147483647}
+
+extern const ct_cli_command ct_cli_cmd_train;
+extern const ct_cli_command ct_cli_cmd_test;
+extern const ct_cli_command ct_cli_cmd_time;
+extern const ct_cli_command ct_cli_cmd_device_query;
+extern const ct_cli_command ct_cli_cmd_model_info;
+extern const ct_cli_command ct_cli_cmd_upgrade_net_proto_text;
+extern const ct_cli_command ct_cli_cmd_upgrade_solver_proto_text;
+extern const ct_cli_command ct_cli_cmd_help;
+
+/* The command table, in the order `cortado --help` lists it. */
+const ct_cli_command *const *ct_cli_commands(size_t *n);
+/* The command called name, or NULL. */
+const ct_cli_command *ct_cli_find_command(const char *name);
+
+/* Turns a parsed --gpu value into device ids: `all` becomes every visible
+ * device, and every id is checked against the devices present.  An empty
+ * request (the CPU) stays empty.  Fails with ct_gpu_check_device's message
+ * ("no CUDA device found", ...) when a device is missing. */
+ct_status ct_cli_resolve_gpus(const ct_gpu_list *requested, ct_gpu_list *out, ct_error *err);
+
+/* Prints "cortado: error: <message>" to stderr and returns exit_code, so that
+ * a handler can `return ct_cli_error(CT_EXIT_FAILURE, "...")`. */
+int ct_cli_error(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reports "unknown command 'trian' (did you mean 'train'?)"; returns
+ * CT_EXIT_USAGE. */
+int ct_cli_unknown_command(const char *name);
+
+/* The standard failure of a handler whose work is not written yet. */
+int ct_cli_not_implemented(const ct_cli_args *args);
+
+/* `cortado --help`: the command list with summaries. */
+void ct_cli_print_overview(FILE *out);
+/* `cortado help <cmd>`: usage, description, the command's flags and the
+ * global flags. */
+void ct_cli_print_command_help(const ct_cli_command *cmd, FILE *out);
+
+#endif

@@ -1,0 +1,31 @@
+/* cortado upgrade_solver_proto_text IN OUT: rewrite an old-format solver. */
+#include "cli/cli.h"
+#include "cli/pending.h"
+
+#if CT_CLI_HAVE_PROTO_TOOLS
+static ct_status upgrade_solver(ProtobufCMessage *msg, ct_error *err) {
+  return ct_solver_upgrade((Caffe__SolverParameter *)msg, err);
+}
+#endif
+
+static int run_upgrade_solver(const ct_cli_args *args) {
+#if CT_CLI_HAVE_PROTO_TOOLS
+  return ct_cli_upgrade_text(args, &caffe__solver_parameter__descriptor, upgrade_solver);
+#else
+  return ct_cli_not_implemented(args);
+#endif
+}
+
+const ct_cli_command ct_cli_cmd_upgrade_solver_proto_text = {
+    .name = "upgrade_solver_proto_text",
+    .summary = "Rewrite a solver prototxt from an older Caffe in the current format.",
+    .usage = "cortado upgrade_solver_proto_text IN.prototxt OUT.prototxt",
+    .description = "Replaces the old solver_type enum with the `type` string "
+                   "(e.g. solver_type: NESTEROV becomes type: \"Nesterov\") and writes the "
+                   "result to OUT.",
+    .flags = NULL,
+    .n_flags = 0,
+    .min_args = 2,
+    .max_args = 2,
+    .run = run_upgrade_solver,
+};

@@ -1,0 +1,376 @@
+/* Building and running nets (Caffe's Net::Init, Forward, Backward). */
+#include "net/net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "math/math.h"
+#include "net/net_internal.h"
+
+#define NET_LOG(net, ...) \
+  do {                    \
+    if (!(net)->quiet) LOG_INFO(__VA_ARGS__); \
+  } while (0)
+
+/* Build-time bookkeeping that does not outlive ct_net_init. */
+typedef struct {
+  ct_net *net;
+  bool quiet;
+  const char *source;
+  char **avail;   /* names of blobs available as bottoms */
+  int navail;
+} builder;
+
+static int find_blob(const ct_net *net, const char *name) {
+  for (int i = 0; i < net->nblobs; i++)
+    if (net->blobs[i]->name && strcmp(net->blobs[i]->name, name) == 0) return i;
+  return -1;
+}
+
+ct_tensor *ct_net_blob(const ct_net *net, const char *name) {
+  int i = find_blob(net, name);
+  return i < 0 ? NULL : net->blobs[i];
+}
+
+int ct_net_layer_index(const ct_net *net, const char *name) {
+  for (int i = 0; i < net->nlayers; i++)
+    if (strcmp(net->layers[i]->name, name) == 0) return i;
+  return -1;
+}
+
+static int add_blob(ct_net *net, const char *name) {
+  net->blobs = ct_xrealloc(net->blobs, (size_t)(net->nblobs + 1) * sizeof *net->blobs);
+  net->blob_need_backward =
+      ct_xrealloc(net->blob_need_backward, (size_t)(net->nblobs + 1) * sizeof(bool));
+  ct_tensor *t = ct_tensor_new(net->ctx->device, name);
+  t->has_diff = true;
+  net->blobs[net->nblobs] = t;
+  net->blob_need_backward[net->nblobs] = false;
+  return net->nblobs++;
+}
+
+static void avail_add(builder *b, const char *name) {
+  for (int i = 0; i < b->navail; i++)
+    if (strcmp(b->avail[i], name) == 0) return;
+  b->avail = ct_xrealloc(b->avail, (size_t)(b->navail + 1) * sizeof(char *));
+  b->avail[b->navail++] = (char *)name;
+}
+
+static bool avail_take(builder *b, const char *name) {
+  for (int i = 0; i < b->navail; i++)
+    if (strcmp(b->avail[i], name) == 0) {
+      b->avail[i] = b->avail[--b->navail];
+      return true;
+    }
+  return false;
+}
+
+static char *shape_str(const ct_tensor *t, char *buf, size_t n) { return ct_tensor_shape_string(t, buf, n); }
+
+/* Net-level inputs (the legacy `input` fields). */
+static ct_status add_inputs(builder *b, ct_error *err) {
+  ct_net *net = b->net;
+  const Caffe__NetParameter *p = net->param;
+  if (p->n_input == 0) return CT_OK;
+  if (p->n_input_shape > 0 && p->n_input_dim > 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: give input_shape or input_dim, not both", b->source);
+  if (p->n_input_shape > 0 && p->n_input_shape != p->n_input && p->n_input_shape != 1)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: %zu inputs but %zu input_shape entries", b->source,
+                        p->n_input, p->n_input_shape);
+  if (p->n_input_dim > 0 && p->n_input_dim != 4 * p->n_input)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: input_dim needs 4 values per input (%zu inputs, %zu values)",
+                        b->source, p->n_input, p->n_input_dim);
+  if (p->n_input_shape == 0 && p->n_input_dim == 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' has no input_shape or input_dim", b->source,
+                        p->input[0]);
+  net->input_ids = ct_xcalloc(p->n_input, sizeof(int));
+  for (size_t i = 0; i < p->n_input; i++) {
+    if (find_blob(net, p->input[i]) >= 0)
+      return ct_error_set(err, CT_ERR_INVALID, "%s: duplicate input blob '%s'", b->source, p->input[i]);
+    int id = add_blob(net, p->input[i]);
+    int shape[CT_MAX_AXES], nd = 0;
+    if (p->n_input_shape > 0) {
+      const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
+      if (s->n_dim > CT_MAX_AXES)
+        return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' has too many axes", b->source, p->input[i]);
+      for (size_t k = 0; k < s->n_dim; k++) shape[nd++] = (int)s->dim[k];
+    } else {
+      for (int k = 0; k < 4; k++) shape[nd++] = p->input_dim[4 * i + (size_t)k];
+    }
+    CT_TRY(ct_tensor_reshape(net->blobs[id], nd, shape, err));
+    net->input_ids[net->ninputs++] = id;
+    avail_add(b, net->blobs[id]->name);
+    char sb[256];
+    if (!b->quiet) LOG_INFO("Input %zu -> %s, shape %s", i, p->input[i], shape_str(net->blobs[id], sb, sizeof sb));
+  }
+  return CT_OK;
+}
+
+/* Wires bottoms and tops of layer li (Caffe's AppendBottom / AppendTop). */
+static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *lp, ct_error *err) {
+  ct_net *net = b->net;
+  int nb = (int)lp->n_bottom, nt = (int)lp->n_top;
+  if (lp->n_propagate_down > 0 && (int)lp->n_propagate_down != nb)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "layer '%s': propagate_down has %zu values but the layer has %d bottoms",
+                        lp->name ? lp->name : "", lp->n_propagate_down, nb);
+  net->bottom_ids[li] = ct_xcalloc((size_t)nb + 1, sizeof(int));
+  net->bottom_need_backward[li] = ct_xcalloc((size_t)nb + 1, sizeof(bool));
+  for (int j = 0; j < nb; j++) {
+    const char *name = lp->bottom[j];
+    int id = find_blob(net, name);
+    if (id < 0 || !avail_take(b, name))
+      return ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %d)",
+                          lp->name ? lp->name : "", name, j);
+    net->bottom_ids[li][j] = id;
+    bool need = net->blob_need_backward[id];
+    if (lp->n_propagate_down > 0) need = lp->propagate_down[j];
+    net->bottom_need_backward[li][j] = need;
+    NET_LOG(b, "%s <- %s", lp->name ? lp->name : "", name);
+  }
+  const ct_layer_ops *ops = ct_layer_find(lp->type ? lp->type : "");
+  int want = nt;
+  if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && nt < ops->min_tops) want = ops->min_tops;
+  net->top_ids[li] = ct_xcalloc((size_t)want + 1, sizeof(int));
+  for (int j = 0; j < want; j++) {
+    int id;
+    if (j < nt) {
+      const char *name = lp->top[j];
+      if (j < nb && strcmp(lp->bottom[j], name) == 0) {
+        id = net->bottom_ids[li][j]; /* in place */
+      } else {
+        if (find_blob(net, name) >= 0)
+          return ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
+                              lp->name ? lp->name : "", name);
+        id = add_blob(net, name);
+      }
+      avail_add(b, net->blobs[id]->name);
+    } else {
+      id = add_blob(net, NULL); /* automatic top, not available as a bottom */
+    }
+    net->top_ids[li][j] = id;
+    NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
+  }
+  return CT_OK;
+}
+
+static void make_vecs(ct_net *net, int li) {
+  ct_layer *l = net->layers[li];
+  net->bottoms[li] = ct_xcalloc((size_t)l->nbottom + 1, sizeof(ct_tensor *));
+  net->tops[li] = ct_xcalloc((size_t)l->ntop + 1, sizeof(ct_tensor *));
+  for (int j = 0; j < l->nbottom; j++) net->bottoms[li][j] = net->blobs[net->bottom_ids[li][j]];
+  for (int j = 0; j < l->ntop; j++) net->tops[li][j] = net->blobs[net->top_ids[li][j]];
+}
+
+/* Loss tops carry their loss weight in diff (Caffe's SetLossWeights). */
+static void set_loss_diffs(ct_net *net, int li) {
+  ct_layer *l = net->layers[li];
+  for (int j = 0; j < l->ntop; j++)
+    if (l->loss_weight[j] != 0.0f) {
+      ct_tensor *t = net->tops[li][j];
+      ct_tensor_need_diff(t);
+      ct_dev_set(net->ctx, t->count, l->loss_weight[j], t->diff);
+    }
+}
+
+static ct_status check_state(const Caffe__NetParameter *p, const ct_net_opts *o, Caffe__NetState *state) {
+  caffe__net_state__init(state);
+  state->has_phase = 1;
+  state->phase = (Caffe__Phase)o->phase;
+  state->has_level = 1;
+  state->level = (p->state && p->state->has_level ? p->state->level : 0) + o->level;
+  size_t n = (p->state ? p->state->n_stage : 0) + (size_t)o->nstages;
+  state->stage = ct_xcalloc(n + 1, sizeof(char *));
+  if (p->state)
+    for (size_t i = 0; i < p->state->n_stage; i++) state->stage[state->n_stage++] = p->state->stage[i];
+  for (int i = 0; i < o->nstages; i++) state->stage[state->n_stage++] = (char *)o->stages[i];
+  return CT_OK;
+}
+
+ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err); /* net_params.c */
+void ct_net_analyze_backward(ct_net *net, bool quiet);                  /* net_params.c */
+
+ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
+                      ct_context *ctx, ct_error *err) {
+  *out = NULL;
+  ct_net_opts defaults = {0};
+  if (!opts) opts = &defaults;
+  const char *source = opts->source_name ? opts->source_name : (param->name ? param->name : "net");
+  if (param->n_layers > 0 && param->n_layer == 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: V1 'layers' must be upgraded before building the net",
+                        source);
+  Caffe__NetState state;
+  check_state(param, opts, &state);
+  Caffe__NetParameter *filtered;
+  ct_status st = ct_net_filter(param, &state, &filtered, err);
+  free(state.stage);
+  if (st != CT_OK) return ct_error_prefix(err, "%s", source);
+  st = ct_net_insert_splits(filtered, err);
+  if (st != CT_OK) {
+    protobuf_c_message_free_unpacked(&filtered->base, NULL);
+    return ct_error_prefix(err, "%s", source);
+  }
+  ct_net *net = ct_xcalloc(1, sizeof *net);
+  net->param = filtered;
+  net->name = filtered->name ? filtered->name : "";
+  net->phase = opts->phase;
+  net->ctx = ctx;
+  int nl = (int)filtered->n_layer;
+  net->layers = ct_xcalloc((size_t)nl + 1, sizeof(ct_layer *));
+  net->bottom_ids = ct_xcalloc((size_t)nl + 1, sizeof(int *));
+  net->top_ids = ct_xcalloc((size_t)nl + 1, sizeof(int *));
+  net->bottoms = ct_xcalloc((size_t)nl + 1, sizeof(ct_tensor **));
+  net->tops = ct_xcalloc((size_t)nl + 1, sizeof(ct_tensor **));
+  net->bottom_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool *));
+  net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
+  net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
+  builder b = {net, opts->quiet, source, NULL, 0};
+  NET_LOG(&b, "Initializing net '%s' (phase %s, %d layers)", net->name,
+          opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
+  st = add_inputs(&b, err);
+  size_t memory = 0;
+  for (int i = 0; i < nl && st == CT_OK; i++) {
+    Caffe__LayerParameter *lp = filtered->layer[i];
+    if (!lp->has_phase) {
+      lp->has_phase = 1;
+      lp->phase = (Caffe__Phase)opts->phase;
+    }
+    NET_LOG(&b, "Creating Layer %s", lp->name ? lp->name : "");
+    st = connect_layer(&b, i, lp, err);
+    if (st != CT_OK) break;
+    int ntop = (int)lp->n_top;
+    const ct_layer_ops *ops = ct_layer_find(lp->type ? lp->type : "");
+    if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && ntop < ops->min_tops) ntop = ops->min_tops;
+    st = ct_layer_create(lp, opts->phase, ctx, (int)lp->n_bottom, ntop, &net->layers[i], err);
+    if (st != CT_OK) break;
+    net->nlayers = i + 1;
+    make_vecs(net, i);
+    NET_LOG(&b, "Setting up %s", net->layers[i]->name);
+    st = ct_layer_setup(net->layers[i], net->bottoms[i], net->tops[i], err);
+    if (st != CT_OK) break;
+    for (int j = 0; j < net->layers[i]->ntop; j++) {
+      char sb[256];
+      ct_tensor *t = net->tops[i][j];
+      NET_LOG(&b, "Top shape: %s", shape_str(t, sb, sizeof sb));
+      if (net->layers[i]->loss_weight[j] != 0.0f)
+        NET_LOG(&b, "    with loss weight %g", (double)net->layers[i]->loss_weight[j]);
+      memory += t->count;
+    }
+    set_loss_diffs(net, i);
+    NET_LOG(&b, "Memory required for data: %zu", memory * sizeof(float));
+  }
+  if (st == CT_OK) {
+    net->quiet_build = opts->quiet;
+    st = ct_net_params_build(net, opts->quiet, err);
+  }
+  if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
+  if (st == CT_OK) {
+    /* outputs: blobs left available */
+    net->output_ids = ct_xcalloc((size_t)b.navail + 1, sizeof(int));
+    for (int i = 0; i < net->nblobs; i++)
+      for (int k = 0; k < b.navail; k++)
+        if (net->blobs[i]->name && strcmp(b.avail[k], net->blobs[i]->name) == 0) {
+          net->output_ids[net->noutputs++] = i;
+          NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
+          break;
+        }
+    NET_LOG(&b, "Network initialization done.");
+  }
+  free(b.avail);
+  if (st != CT_OK) {
+    if (source && strncmp(err->msg, source, strlen(source)) != 0) ct_error_prefix(err, "%s", source);
+    ct_net_free(net);
+    return st;
+  }
+  *out = net;
+  return CT_OK;
+}
+
+void ct_net_free(ct_net *net) {
+  if (!net) return;
+  for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
+  for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
+    free(net->bottom_ids[i]);
+    free(net->top_ids[i]);
+    free(net->bottoms[i]);
+    free(net->tops[i]);
+    free(net->bottom_need_backward[i]);
+  }
+  for (int i = 0; i < net->nblobs; i++) ct_tensor_free(net->blobs[i]);
+  for (int i = 0; i < net->nparams; i++) free(net->params[i].name);
+  free(net->params);
+  if (net->flat_data) ct_mem_free(net->ctx->device, net->flat_data);
+  if (net->flat_diff) ct_mem_free(net->ctx->device, net->flat_diff);
+  free(net->layer_ready_count);
+  free(net->layers);
+  free(net->bottom_ids);
+  free(net->top_ids);
+  free(net->bottoms);
+  free(net->tops);
+  free(net->bottom_need_backward);
+  free(net->layer_need_backward);
+  free(net->layer_contributes_loss);
+  free(net->blob_need_backward);
+  free(net->blobs);
+  free(net->input_ids);
+  free(net->output_ids);
+  if (net->param) protobuf_c_message_free_unpacked(&net->param->base, NULL);
+  free(net);
+}
+
+ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err) {
+  CT_ASSERT(start >= 0 && end <= net->nlayers);
+  double total = 0;
+  for (int i = start; i < end; i++)
+    CT_TRY(ct_layer_forward(net->layers[i], net->bottoms[i], net->tops[i], &total, err));
+  if (loss) *loss = total;
+  return CT_OK;
+}
+
+ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
+  return ct_net_forward_range(net, 0, net->nlayers, loss, err);
+}
+
+void ct_net_backward(ct_net *net) {
+  size_t reported = 0;
+  for (int i = net->nlayers - 1; i >= 0; i--) {
+    if (net->layer_need_backward[i])
+      ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+    if (net->grad_hook && net->layer_ready_count[i] > reported) {
+      reported = net->layer_ready_count[i];
+      net->grad_hook(net->grad_hook_user, reported);
+    }
+  }
+  if (net->grad_hook && reported < net->flat_count) net->grad_hook(net->grad_hook_user, net->flat_count);
+}
+
+void ct_net_clear_param_diffs(ct_net *net) {
+  if (net->flat_count) ct_mem_zero(net->ctx->device, net->flat_diff, net->flat_count * sizeof(float));
+}
+
+ct_status ct_net_reshape(ct_net *net, ct_error *err) {
+  for (int i = 0; i < net->nlayers; i++) {
+    CT_TRY(ct_layer_reshape(net->layers[i], net->bottoms[i], net->tops[i], err));
+    set_loss_diffs(net, i);
+  }
+  return CT_OK;
+}
+
+void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user) {
+  net->grad_hook = hook;
+  net->grad_hook_user = user;
+}
+
+int ct_net_first_nonfinite_layer(ct_net *net) {
+  ct_error err;
+  for (int i = 0; i < net->nlayers; i++) {
+    if (ct_layer_forward(net->layers[i], net->bottoms[i], net->tops[i], NULL, &err) != CT_OK) return i;
+    for (int j = 0; j < net->layers[i]->ntop; j++) {
+      ct_tensor *t = net->tops[i][j];
+      if (!ct_dev_all_finite(net->ctx, t->count, t->data)) return i;
+    }
+  }
+  return -1;
+}

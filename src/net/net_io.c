@@ -1,0 +1,161 @@
+/* A net's parameters in and out: Caffe's CopyTrainedLayersFrom, ToProto and
+ * ShareTrainedLayersWith. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/log.h"
+#include "net/net.h"
+#include "proto/io.h"
+
+static ct_status copy_blob(ct_net *net, ct_layer *l, int j, const Caffe__BlobProto *bp, ct_error *err) {
+  ct_tensor *t = l->params[j];
+  int64_t dims[CT_MAX_AXES];
+  for (int a = 0; a < t->ndim; a++) dims[a] = t->shape[a];
+  if (!ct_blob_proto_shape_matches(bp, dims, t->ndim)) {
+    int64_t sd[CT_MAX_AXES];
+    int sn = ct_blob_proto_shape(bp, sd, CT_MAX_AXES);
+    char src[256] = "", dst[256];
+    size_t o = 0;
+    size_t cnt = 1;
+    for (int a = 0; a < sn && a < CT_MAX_AXES && o < sizeof src; a++) {
+      o += (size_t)snprintf(src + o, sizeof src - o, "%lld ", (long long)sd[a]);
+      cnt *= (size_t)sd[a];
+    }
+    if (o < sizeof src) snprintf(src + o, sizeof src - o, "(%zu)", cnt);
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "cannot copy param %d weights from layer '%s'; shape mismatch. Source param "
+                        "shape is %s; target param shape is %s. To learn this layer's parameters from "
+                        "scratch rather than copying from a saved net, rename the layer.",
+                        j, l->name, src, ct_tensor_shape_string(t, dst, sizeof dst));
+  }
+  if (bp->n_data == t->count) {
+    ct_tensor_upload(t, bp->data);
+  } else if (bp->n_double_data == t->count) {
+    float *h = ct_xcalloc(t->count, sizeof(float));
+    for (size_t i = 0; i < t->count; i++) h[i] = (float)bp->double_data[i];
+    ct_tensor_upload(t, h);
+    free(h);
+  } else {
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "layer '%s' param %d: the stored blob has %zu values for a shape of %zu",
+                        l->name, j, bp->n_data ? bp->n_data : bp->n_double_data, t->count);
+  }
+  (void)net;
+  return CT_OK;
+}
+
+static ct_status copy_layer(ct_net *net, const char *name, Caffe__BlobProto **blobs, size_t nblobs,
+                            ct_error *err) {
+  int li = ct_net_layer_index(net, name);
+  if (li < 0) {
+    if (!net->quiet_build) LOG_INFO("Ignoring source layer %s", name);
+    return CT_OK;
+  }
+  ct_layer *l = net->layers[li];
+  if ((int)nblobs != l->nparams)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "incompatible number of blobs for layer '%s': the source has %zu, the net %d",
+                        name, nblobs, l->nparams);
+  if (!net->quiet_build) LOG_INFO("Copying source layer %s (%s, %zu blobs)", name, l->ops->type, nblobs);
+  for (size_t j = 0; j < nblobs; j++) CT_TRY(copy_blob(net, l, (int)j, blobs[j], err));
+  return CT_OK;
+}
+
+ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, ct_error *err) {
+  for (size_t i = 0; i < trained->n_layer; i++) {
+    const Caffe__LayerParameter *src = trained->layer[i];
+    CT_TRY(copy_layer(net, src->name ? src->name : "", src->blobs, src->n_blobs, err));
+  }
+  /* V1 `layers` carry names and blobs the same way; no upgrade needed to copy. */
+  for (size_t i = 0; i < trained->n_layers; i++) {
+    const Caffe__V1LayerParameter *src = trained->layers[i];
+    CT_TRY(copy_layer(net, src->name ? src->name : "", src->blobs, src->n_blobs, err));
+  }
+  return CT_OK;
+}
+
+ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err) {
+  ProtobufCMessage *m;
+  CT_TRY(ct_proto_read_binary(&caffe__net_parameter__descriptor, path, &m, err));
+  ct_status s = ct_net_copy_trained(net, (Caffe__NetParameter *)m, err);
+  protobuf_c_message_free_unpacked(m, NULL);
+  if (s != CT_OK) return ct_error_prefix(err, "%s", path);
+  return CT_OK;
+}
+
+void ct_net_share_trained(ct_net *net, const ct_net *other) {
+  for (int i = 0; i < other->nlayers; i++) {
+    const ct_layer *src = other->layers[i];
+    int li = ct_net_layer_index(net, src->name);
+    if (li < 0) continue;
+    ct_layer *dst = net->layers[li];
+    CT_ASSERT(dst->nparams == src->nparams);
+    for (int j = 0; j < src->nparams; j++) {
+      CT_ASSERT(dst->params[j]->count == src->params[j]->count);
+      ct_tensor_share_data(dst->params[j], src->params[j]);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- out */
+
+static Caffe__BlobProto *blob_to_proto(const ct_tensor *t, bool write_diff) {
+  Caffe__BlobProto *b = ct_xcalloc(1, sizeof *b);
+  caffe__blob_proto__init(b);
+  Caffe__BlobShape *s = ct_xcalloc(1, sizeof *s);
+  caffe__blob_shape__init(s);
+  s->n_dim = (size_t)t->ndim;
+  s->dim = ct_xcalloc((size_t)t->ndim + 1, sizeof(int64_t));
+  for (int a = 0; a < t->ndim; a++) s->dim[a] = t->shape[a];
+  b->shape = s;
+  b->n_data = t->count;
+  b->data = ct_xcalloc(t->count + 1, sizeof(float));
+  ct_tensor_download(t, b->data);
+  if (write_diff && t->diff) {
+    b->n_diff = t->count;
+    b->diff = ct_xcalloc(t->count + 1, sizeof(float));
+    ct_tensor_download_diff(t, b->diff);
+  }
+  return b;
+}
+
+/* The returned message borrows every field of the net's layer parameters
+ * except `blobs`, which it owns (see ct_net_proto_free). */
+Caffe__NetParameter *ct_net_to_proto(const ct_net *net, bool write_diff) {
+  Caffe__NetParameter *p = ct_xcalloc(1, sizeof *p);
+  caffe__net_parameter__init(p);
+  p->name = net->param->name;
+  p->n_layer = (size_t)net->nlayers;
+  p->layer = ct_xcalloc((size_t)net->nlayers + 1, sizeof(Caffe__LayerParameter *));
+  for (int i = 0; i < net->nlayers; i++) {
+    const ct_layer *l = net->layers[i];
+    Caffe__LayerParameter *lp = ct_xcalloc(1, sizeof *lp);
+    *lp = *l->param; /* shallow */
+    lp->n_blobs = (size_t)l->nparams;
+    lp->blobs = ct_xcalloc((size_t)l->nparams + 1, sizeof(Caffe__BlobProto *));
+    for (int j = 0; j < l->nparams; j++) lp->blobs[j] = blob_to_proto(l->params[j], write_diff);
+    p->layer[i] = lp;
+  }
+  return p;
+}
+
+void ct_net_proto_free(Caffe__NetParameter *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->n_layer; i++) {
+    Caffe__LayerParameter *lp = p->layer[i];
+    for (size_t j = 0; j < lp->n_blobs; j++) protobuf_c_message_free_unpacked(&lp->blobs[j]->base, NULL);
+    free(lp->blobs);
+    free(lp);
+  }
+  free(p->layer);
+  free(p);
+}
+
+ct_status ct_net_save_caffemodel(const ct_net *net, const char *path, bool write_diff, ct_error *err) {
+  Caffe__NetParameter *p = ct_net_to_proto(net, write_diff);
+  ct_status s = ct_proto_write_binary(&p->base, path, err);
+  ct_net_proto_free(p);
+  return s;
+}
