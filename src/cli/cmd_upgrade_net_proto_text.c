@@ -4,7 +4,7 @@
 
 #if CT_CLI_HAVE_PROTO_TOOLS
 static ct_status upgrade_net(ProtobufCMessage *msg, ct_error *err) {
-  return ct_net_upgrade((Caffe__NetParameter *)msg, err);
+  return ct_net_upgrade((Caffe__NetParameter *)msg, NULL, NULL, err);
 }
 #endif
 

@@ -4,7 +4,7 @@
 
 #if CT_CLI_HAVE_PROTO_TOOLS
 static ct_status upgrade_solver(ProtobufCMessage *msg, ct_error *err) {
-  return ct_solver_upgrade((Caffe__SolverParameter *)msg, err);
+  return ct_solver_upgrade((Caffe__SolverParameter *)msg, NULL, NULL, err);
 }
 #endif
 

@@ -1,0 +1,1 @@
+d ô-oƒ:0d8 Bfixed]fff?eoƒ;p zexamples/cifar10/cifar10_quickˆÂ2examples/cifar10/cifar10_quick_train_test.prototxt

@@ -1,0 +1,1 @@
+d ô-oƒ:0d8NBfixed]fff?pˆ'zexamples/mnist/lenetˆÂ(examples/mnist/lenet_train_test.prototxt½w¾?ÂAdam
