@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "math/math.h"
+#include "proto/textformat.h"
 #include "proto/upgrade.h"
 #include "solvers/solver_internal.h"
 
@@ -113,9 +114,17 @@ static ct_status init_update_state(ct_solver *s, ct_error *err) {
   return CT_OK;
 }
 
+static void log_param(const ct_solver *s) {
+  if (!ct_solver_is_root(s) || ct_log_get_level() > CT_LOG_INFO) return;
+  char *text = ct_text_print(&s->param->base);
+  if (text) LOG_INFO("Initializing solver from parameters: \n%s", text);
+  free(text);
+}
+
 static ct_status solver_init(ct_solver *s, ct_error *err) {
   Caffe__SolverParameter *p = s->param;
   CT_TRY(ct_solver_upgrade(p, NULL, NULL, err));
+  log_param(s);
   CT_TRY(ct_update_rule_lookup(p->type, &s->rule, err));
   if (s->rule->check) CT_TRY(s->rule->check(p, err));
   CT_TRY(ct_lr_schedule_init(&s->lr, p, err));

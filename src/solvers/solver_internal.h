@@ -4,15 +4,6 @@
 
 #include "solvers/solver.h"
 
-/* The text-format reader reaches main on its own branch; until then net
- * files cannot be read (nets given inline still work). */
-#if __has_include("proto/textformat.h")
-#include "proto/textformat.h"
-#define CT_SOLVER_HAVE_TEXT 1
-#else
-#define CT_SOLVER_HAVE_TEXT 0
-#endif
-
 /* solver_nets.c: Caffe's InitTrainNet and InitTestNets, then `weights`. */
 ct_status ct_solver_build_nets(ct_solver *s, ct_error *err);
 

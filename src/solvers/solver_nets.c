@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "proto/textformat.h"
 #include "proto/upgrade.h"
 #include "solvers/solver_internal.h"
 
@@ -12,7 +13,6 @@
  * protobuf_c_message_free_unpacked. */
 static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_error *err) {
   *out = NULL;
-#if CT_SOLVER_HAVE_TEXT
   ProtobufCMessage *m;
   CT_TRY(ct_text_parse_file(&caffe__net_parameter__descriptor, path, &m, err));
   Caffe__NetParameter *np = (Caffe__NetParameter *)m;
@@ -23,12 +23,6 @@ static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_e
   }
   *out = np;
   return CT_OK;
-#else
-  return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                      "%s: reading net prototxt files needs the text-format reader, which "
-                      "this build lacks",
-                      path);
-#endif
 }
 
 /* Net options giving Caffe's NetState merge: `phase` first, then the net's
