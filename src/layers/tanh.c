@@ -1,0 +1,36 @@
+/* TanH: y = tanh(x).  Backward uses only y (dy/dx = 1 - y^2), so in place is
+ * free. */
+#include <math.h>
+
+#include "layers/layer.h"
+#include "layers/neuron.h"
+
+static ct_status tanh_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                            ct_error *err) {
+  return CT_OK;
+}
+
+static ct_status tanh_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  const float *x = bottom[0]->data;
+  float *y = top[0]->data;
+  for (size_t i = 0; i < bottom[0]->count; i++) y[i] = tanhf(x[i]);
+  return CT_OK;
+}
+
+static void tanh_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  const float *y = top[0]->data, *dy = top[0]->diff;
+  float *dx = bottom[0]->diff;
+  for (size_t i = 0; i < bottom[0]->count; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+const ct_layer_ops ct_tanh_ops = {
+    .type = "TanH",
+    .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .setup = tanh_setup,
+    .reshape = ct_neuron_reshape,
+    .forward_cpu = tanh_forward_cpu,
+    .backward_cpu = tanh_backward_cpu,
+};
