@@ -64,7 +64,8 @@ static inline void nt_expect_same(const char *what, const ct_tensor *a, const ct
     ct_tensor_download(b, y);
   }
   double e = tu_max_rel_err(x, y, a->count, 1e-3);
-  if (!(e <= tol)) fail_msg("%s: in place differs from out of place, max relative error %g", what, e);
+  if (!(e <= tol))
+    fail_msg("%s: in place differs from out of place, max relative error %g", what, e);
   free(x);
   free(y);
 }
@@ -100,6 +101,8 @@ static inline void nt_check_in_place_on(int device, const Caffe__LayerParameter 
   ctx.rng = c.ctx.rng;
   tu_forward(&c);
   if (ct_layer_forward(l, b, b, NULL, &err) != CT_OK) fail_msg("in-place forward: %s", err.msg);
+  ct_context_sync(&c.ctx);
+  ct_context_sync(&ctx);
   nt_expect_same("top", c.top[0], b[0], false, 1e-6);
   if (c.l->ops->backward_cpu) {
     float *dy = malloc(c.top[0]->count * sizeof(float) + 1);
@@ -115,6 +118,8 @@ static inline void nt_check_in_place_on(int device, const Caffe__LayerParameter 
     }
     ct_layer_backward(c.l, c.top, prop, c.bottom);
     ct_layer_backward(l, b, prop, b);
+    ct_context_sync(&c.ctx);
+    ct_context_sync(&ctx);
     for (int i = 0; i < c.nb; i++) nt_expect_same("bottom diff", c.bottom[i], b[i], true, 1e-5);
     for (int i = 0; i < l->nparams; i++)
       nt_expect_same("param diff", c.l->params[i], l->params[i], true, 1e-5);

@@ -222,7 +222,8 @@ static void test_clip(void **state) {
   assert_float_equal(dx[3], 0.0f, 0);
   tu_layer_case_free(&c);
   p.clip_param = NULL;
-  expect_setup_error(&p, "2,3", 1, "layer 'clip' (Clip): clip_param (with min and max) must be given");
+  expect_setup_error(&p, "2,3", 1,
+                     "layer 'clip' (Clip): clip_param (with min and max) must be given");
 }
 
 /* ---------------------------------------------------------------- Swish */
@@ -338,9 +339,10 @@ static void test_prelu_param_diff_accumulates(void **state) {
 
 static void test_prelu_bad(void **state) {
   Caffe__LayerParameter p = nt_layer("prelu", "PReLU");
-  expect_setup_error(&p, "6", 1,
-                     "layer 'prelu' (PReLU): PReLU needs a bottom with at least 2 axes (N, C, ...), "
-                     "got 1");
+  expect_setup_error(
+      &p, "6", 1,
+      "layer 'prelu' (PReLU): PReLU needs a bottom with at least 2 axes (N, C, ...), "
+      "got 1");
   Caffe__PReLUParameter pp = CAFFE__PRE_LUPARAMETER__INIT;
   Caffe__FillerParameter bad = CAFFE__FILLER_PARAMETER__INIT;
   bad.type = "gausian";
@@ -357,7 +359,8 @@ static void test_prelu_bad(void **state) {
   tu_layer_case_init(&c, &p, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,3,4", 1);
   ct_tensor_reshape4(c.bottom[0], 2, 5, 4, 1);
   assert_int_equal(ct_layer_reshape(c.l, c.bottom, c.top, &err), CT_ERR_INVALID);
-  assert_string_equal(err.msg, "layer 'prelu' (PReLU): bottom has 5 channels but the layer has 3 slopes");
+  assert_string_equal(err.msg,
+                      "layer 'prelu' (PReLU): bottom has 5 channels but the layer has 3 slopes");
   tu_layer_case_free(&c);
 }
 

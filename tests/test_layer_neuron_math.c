@@ -108,7 +108,8 @@ static void test_exp(void **state) {
     tu_forward(&c);
     float *x = tu_values(c.bottom[0]), *y = tu_values(c.top[0]);
     double want[120], base = cases[k][0] == -1.0f ? M_E : cases[k][0];
-    for (int i = 0; i < 120; i++) want[i] = pow(base, (double)cases[k][2] + (double)cases[k][1] * x[i]);
+    for (int i = 0; i < 120; i++)
+      want[i] = pow(base, (double)cases[k][2] + (double)cases[k][1] * x[i]);
     nt_expect_close("Exp", y, want, 120, 2e-6);
     free(x);
     free(y);
@@ -301,8 +302,8 @@ static void test_dropout_test_phase(void **state) {
 static void test_dropout_bad(void **state) {
   Caffe__DropoutParameter dp;
   Caffe__LayerParameter p = dropout_param(&dp, 1.0f);
-  expect_setup_error(&p, "2,3",
-                     "layer 'drop' (Dropout): dropout_param.dropout_ratio must be in [0, 1), got 1");
+  expect_setup_error(
+      &p, "2,3", "layer 'drop' (Dropout): dropout_param.dropout_ratio must be in [0, 1), got 1");
   p = dropout_param(&dp, -0.25f);
   expect_setup_error(&p, "2,3",
                      "layer 'drop' (Dropout): dropout_param.dropout_ratio must be in [0, 1), got "

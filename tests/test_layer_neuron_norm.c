@@ -123,7 +123,8 @@ static void test_batch_norm_global(void **state) {
       p.batch_norm_param = &bp;
     }
     tu_layer_case c;
-    tu_layer_case_init(&c, &p, CT_DEVICE_CPU, k == 1 ? CT_PHASE_TRAIN : CT_PHASE_TEST, "2,3,4,5", 1);
+    tu_layer_case_init(&c, &p, CT_DEVICE_CPU, k == 1 ? CT_PHASE_TRAIN : CT_PHASE_TEST, "2,3,4,5",
+                       1);
     const float ms[3] = {0.4f, -0.2f, 1.0f}, vs[3] = {2.0f, 0.5f, 1.2f};
     const float factor = k == 3 ? 0.0f : 2.5f;
     tu_set_values(c.l->params[0], ms);
@@ -186,9 +187,10 @@ static void test_batch_norm_bad(void **state) {
   ct_error err;
   assert_int_equal(tu_layer_case_try(&c, &p, CT_DEVICE_CPU, CT_PHASE_TRAIN, "7", 1, &err),
                    CT_ERR_INVALID);
-  assert_string_equal(err.msg,
-                      "layer 'bn' (BatchNorm): BatchNorm needs a bottom with at least 2 axes (N, C, "
-                      "...), got 1");
+  assert_string_equal(
+      err.msg,
+      "layer 'bn' (BatchNorm): BatchNorm needs a bottom with at least 2 axes (N, C, "
+      "...), got 1");
   tu_layer_case_free(&c);
   /* Statistics cannot be learned: lr_mult must be 0 (and defaults to 1). */
   Caffe__ParamSpec frozen = CAFFE__PARAM_SPEC__INIT, learned = CAFFE__PARAM_SPEC__INIT;
@@ -208,8 +210,8 @@ static void test_batch_norm_bad(void **state) {
   /* A reshape to another channel count. */
   ct_tensor_reshape4(c.bottom[0], 2, 4, 1, 1);
   assert_int_equal(ct_layer_reshape(c.l, c.bottom, c.top, &err), CT_ERR_INVALID);
-  assert_string_equal(err.msg,
-                      "layer 'bn' (BatchNorm): bottom has 4 channels but the layer was set up for 3");
+  assert_string_equal(
+      err.msg, "layer 'bn' (BatchNorm): bottom has 4 channels but the layer was set up for 3");
   tu_layer_case_free(&c);
 }
 

@@ -57,7 +57,8 @@ static void operand_place(const ct_tensor *bottom, const ct_tensor *operand, int
 }
 
 /* Index into the operand of flat bottom index i. */
-static size_t operand_index(const ct_tensor *bottom, const ct_tensor *operand, int first, size_t i) {
+static size_t operand_index(const ct_tensor *bottom, const ct_tensor *operand, int first,
+                            size_t i) {
   int idx[CT_MAX_AXES];
   size_t r = i;
   for (int a = bottom->ndim - 1; a >= 0; a--) {
@@ -65,7 +66,8 @@ static size_t operand_index(const ct_tensor *bottom, const ct_tensor *operand, i
     r /= (size_t)bottom->shape[a];
   }
   size_t k = 0;
-  for (int a = 0; a < operand->ndim; a++) k = k * (size_t)operand->shape[a] + (size_t)idx[first + a];
+  for (int a = 0; a < operand->ndim; a++)
+    k = k * (size_t)operand->shape[a] + (size_t)idx[first + a];
   return k;
 }
 
@@ -199,9 +201,10 @@ static void expect_scale_error(const bcase *bc, const char *msg) {
 }
 
 static void test_scale_bad(void **state) {
-  expect_scale_error(&(bcase){"2,3,4,5; 4,4", UNSET, UNSET, false},
-                     "layer 'scale' (Scale): dimension mismatch between bottom[0]->shape(1) = 3 and "
-                     "scale->shape(0) = 4");
+  expect_scale_error(
+      &(bcase){"2,3,4,5; 4,4", UNSET, UNSET, false},
+      "layer 'scale' (Scale): dimension mismatch between bottom[0]->shape(1) = 3 and "
+      "scale->shape(0) = 4");
   expect_scale_error(&(bcase){"2,3,4,5; 4,5,6", 2, UNSET, false},
                      "layer 'scale' (Scale): scale's 3 axes extend past bottom[0]'s 4 axes when "
                      "applied from axis 2");

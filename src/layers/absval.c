@@ -2,6 +2,7 @@
  * place: backward needs the sign of x. */
 #include <math.h>
 
+#include "layers/absval.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
 
@@ -31,6 +32,20 @@ static void absval_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *
     dx[i] = x[i] > 0 ? dy[i] : (x[i] < 0 ? -dy[i] : 0.0f);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status absval_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                    ct_error *err) {
+  ct_absval_forward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void absval_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  ct_absval_backward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_absval_ops = {
     .type = "AbsVal",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -38,4 +53,8 @@ const ct_layer_ops ct_absval_ops = {
     .reshape = ct_neuron_reshape,
     .forward_cpu = absval_forward_cpu,
     .backward_cpu = absval_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = absval_forward_gpu,
+    .backward_gpu = absval_backward_gpu,
+#endif
 };

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/batch_norm.h"
 #include "layers/layer.h"
+#include "math/math.h"
 
 typedef struct {
   bool use_global_stats;
@@ -175,6 +177,27 @@ static void batch_norm_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                        ct_tensor *const *top, ct_error *err) {
+  batch_norm_state *s = l->priv;
+  ct_batch_norm_forward_gpu(l->ctx, s->num, s->channels, s->spatial, s->eps,
+                            s->moving_average_fraction, s->use_global_stats, bottom[0]->data,
+                            top[0]->data, s->mean->data, s->std->data, l->params[0]->data,
+                            l->params[1]->data, l->params[2]->data);
+  if (!s->use_global_stats) ct_gpu_copy(l->ctx, top[0]->count, top[0]->data, s->x_norm->data);
+  return CT_OK;
+}
+
+static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                    ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  batch_norm_state *s = l->priv;
+  ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, s->use_global_stats,
+                             s->x_norm->data, s->std->data, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_batch_norm_ops = {
     .type = "BatchNorm",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -182,5 +205,9 @@ const ct_layer_ops ct_batch_norm_ops = {
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,
     .backward_cpu = batch_norm_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = batch_norm_forward_gpu,
+    .backward_gpu = batch_norm_backward_gpu,
+#endif
     .destroy = batch_norm_destroy,
 };

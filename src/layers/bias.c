@@ -9,6 +9,7 @@
 
 #include "layers/filler.h"
 #include "layers/layer.h"
+#include "math/math.h"
 
 ct_status ct_broadcast_param_shape(const ct_tensor *bottom, int axis, int num_axes,
                                    const char *what, int *ndim, int shape[CT_MAX_AXES],
@@ -17,9 +18,11 @@ ct_status ct_broadcast_param_shape(const ct_tensor *bottom, int axis, int num_ax
   if (ct_tensor_canonical_axis(bottom, axis, &a, err) != CT_OK)
     return ct_error_prefix(err, "%s.axis", what);
   if (num_axes < -1)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "%s.num_axes must be non-negative, or -1 to extend to the end of bottom[0]; "
-                        "got %d", what, num_axes);
+    return ct_error_set(
+        err, CT_ERR_INVALID,
+        "%s.num_axes must be non-negative, or -1 to extend to the end of bottom[0]; "
+        "got %d",
+        what, num_axes);
   if (num_axes >= 0 && a + num_axes > bottom->ndim)
     return ct_error_set(err, CT_ERR_INVALID,
                         "%s.num_axes %d from axis %d extends past bottom[0]'s %d axes", what,
@@ -86,7 +89,8 @@ static ct_status bias_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
   if (l->nbottom > 1) return CT_OK;
   const Caffe__BiasParameter *p = CT_PARAM_OR_DEFAULT(l, bias_param, CAFFE__BIAS_PARAMETER__INIT);
   int ndim, shape[CT_MAX_AXES];
-  CT_TRY(ct_broadcast_param_shape(bottom[0], p->axis, p->num_axes, "bias_param", &ndim, shape, err));
+  CT_TRY(
+      ct_broadcast_param_shape(bottom[0], p->axis, p->num_axes, "bias_param", &ndim, shape, err));
   ct_tensor *b = ct_layer_add_param(l, ndim, shape);
   return ct_filler_fill(p->filler, b, &l->ctx->rng, err);
 }
@@ -121,6 +125,27 @@ static void bias_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 static void bias_destroy(ct_layer *l) { free(l->priv); }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status bias_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  bias_state *s = l->priv;
+  const ct_tensor *b = l->nbottom > 1 ? bottom[1] : l->params[0];
+  ct_bias_forward_gpu(l->ctx, &s->g, bottom[0]->data, b->data, top[0]->data);
+  return CT_OK;
+}
+
+static void bias_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  bias_state *s = l->priv;
+  if (l->nbottom > 1 && propagate_down[1])
+    ct_bias_backward_operand_gpu(l->ctx, &s->g, top[0]->diff, false, bottom[1]->diff);
+  if (l->nbottom == 1 && l->param_propagate_down[0])
+    ct_bias_backward_operand_gpu(l->ctx, &s->g, top[0]->diff, true, l->params[0]->diff);
+  if (propagate_down[0] && top[0] != bottom[0])
+    ct_gpu_copy(l->ctx, top[0]->count, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_bias_ops = {
     .type = "Bias",
     .min_bottoms = 1, .max_bottoms = 2, .min_tops = 1, .max_tops = 1,
@@ -128,5 +153,9 @@ const ct_layer_ops ct_bias_ops = {
     .reshape = bias_reshape,
     .forward_cpu = bias_forward_cpu,
     .backward_cpu = bias_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = bias_forward_gpu,
+    .backward_gpu = bias_backward_gpu,
+#endif
     .destroy = bias_destroy,
 };

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "layers/bnll.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
 
@@ -58,6 +59,24 @@ static void bnll_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status bnll_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  bnll_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  ct_bnll_forward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void bnll_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  bnll_state *s = l->priv;
+  ct_bnll_backward_gpu(l->ctx, bottom[0]->count, ct_neuron_input_data(&s->input, bottom[0], top[0]),
+                       top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_bnll_ops = {
     .type = "BNLL",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -65,5 +84,9 @@ const ct_layer_ops ct_bnll_ops = {
     .reshape = bnll_reshape,
     .forward_cpu = bnll_forward_cpu,
     .backward_cpu = bnll_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = bnll_forward_gpu,
+    .backward_gpu = bnll_backward_gpu,
+#endif
     .destroy = bnll_destroy,
 };

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "layers/clip.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
 
@@ -58,6 +59,25 @@ static void clip_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status clip_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  clip_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  ct_clip_forward_gpu(l->ctx, bottom[0]->count, s->min, s->max, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void clip_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  clip_state *s = l->priv;
+  ct_clip_backward_gpu(l->ctx, bottom[0]->count, s->min, s->max,
+                       ct_neuron_input_data(&s->input, bottom[0], top[0]), top[0]->diff,
+                       bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_clip_ops = {
     .type = "Clip",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -65,5 +85,9 @@ const ct_layer_ops ct_clip_ops = {
     .reshape = clip_reshape,
     .forward_cpu = clip_forward_cpu,
     .backward_cpu = clip_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = clip_forward_gpu,
+    .backward_gpu = clip_backward_gpu,
+#endif
     .destroy = clip_destroy,
 };

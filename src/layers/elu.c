@@ -3,6 +3,7 @@
  * y, whose sign is x's for alpha > 0, and dy/dx = y + alpha on the left. */
 #include <math.h>
 
+#include "layers/elu.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
 
@@ -35,6 +36,21 @@ static void elu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pro
     dx[i] = x[i] > 0 ? dy[i] : dy[i] * (y[i] + alpha);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status elu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
+  ct_elu_forward_gpu(l->ctx, bottom[0]->count, elu_alpha(l), bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void elu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                             ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  ct_elu_backward_gpu(l->ctx, bottom[0]->count, elu_alpha(l), bottom[0]->data, top[0]->data,
+                      top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_elu_ops = {
     .type = "ELU",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -42,4 +58,8 @@ const ct_layer_ops ct_elu_ops = {
     .reshape = ct_neuron_reshape,
     .forward_cpu = elu_forward_cpu,
     .backward_cpu = elu_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = elu_forward_gpu,
+    .backward_gpu = elu_backward_gpu,
+#endif
 };

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "layers/exp.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
 
@@ -56,6 +57,24 @@ static void exp_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 
 static void exp_destroy(ct_layer *l) { free(l->priv); }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status exp_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
+  const exp_state *s = l->priv;
+  ct_exp_forward_gpu(l->ctx, bottom[0]->count, s->inner_scale, s->outer_scale, bottom[0]->data,
+                     top[0]->data);
+  return CT_OK;
+}
+
+static void exp_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                             ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  const exp_state *s = l->priv;
+  ct_exp_backward_gpu(l->ctx, bottom[0]->count, s->inner_scale, top[0]->data, top[0]->diff,
+                      bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_exp_ops = {
     .type = "Exp",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -63,5 +82,9 @@ const ct_layer_ops ct_exp_ops = {
     .reshape = ct_neuron_reshape,
     .forward_cpu = exp_forward_cpu,
     .backward_cpu = exp_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = exp_forward_gpu,
+    .backward_gpu = exp_backward_gpu,
+#endif
     .destroy = exp_destroy,
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "layers/layer.h"
+#include "layers/log.h"
 #include "layers/neuron.h"
 
 typedef struct {
@@ -25,8 +26,8 @@ static ct_status log_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *con
   float log_base = natural ? 1.0f : logf(p->base_);
   if (!isfinite(log_base) || log_base == 0.0f)
     return ct_error_set(err, CT_ERR_INVALID,
-                        "log_param.base %g gives ln(base) = %g, which cannot divide", (double)p->base_,
-                        (double)log_base);
+                        "log_param.base %g gives ln(base) = %g, which cannot divide",
+                        (double)p->base_, (double)log_base);
   log_state *s = ct_xcalloc(1, sizeof *s);
   s->scale = p->scale;
   s->shift = p->shift;
@@ -74,6 +75,26 @@ static void log_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status log_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
+  log_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  ct_log_forward_gpu(l->ctx, bottom[0]->count, s->scale, s->shift, s->base_scale, bottom[0]->data,
+                     top[0]->data);
+  return CT_OK;
+}
+
+static void log_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                             ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  log_state *s = l->priv;
+  ct_log_backward_gpu(l->ctx, bottom[0]->count, s->scale, s->shift, s->backward_num_scale,
+                      ct_neuron_input_data(&s->input, bottom[0], top[0]), top[0]->diff,
+                      bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_log_ops = {
     .type = "Log",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -81,5 +102,9 @@ const ct_layer_ops ct_log_ops = {
     .reshape = log_reshape,
     .forward_cpu = log_forward_cpu,
     .backward_cpu = log_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = log_forward_gpu,
+    .backward_gpu = log_backward_gpu,
+#endif
     .destroy = log_destroy,
 };

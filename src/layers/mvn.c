@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "layers/layer.h"
+#include "layers/mvn.h"
 #include "layers/neuron.h"
 
 typedef struct {
@@ -94,6 +95,24 @@ static void mvn_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status mvn_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
+  mvn_state *s = l->priv;
+  ct_mvn_forward_gpu(l->ctx, s->groups, s->dim, s->normalize_variance, s->eps, bottom[0]->data,
+                     top[0]->data, s->std->data);
+  return CT_OK;
+}
+
+static void mvn_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                             ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  mvn_state *s = l->priv;
+  ct_mvn_backward_gpu(l->ctx, s->groups, s->dim, s->normalize_variance, top[0]->data, s->std->data,
+                      top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_mvn_ops = {
     .type = "MVN",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -101,5 +120,9 @@ const ct_layer_ops ct_mvn_ops = {
     .reshape = mvn_reshape,
     .forward_cpu = mvn_forward_cpu,
     .backward_cpu = mvn_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = mvn_forward_gpu,
+    .backward_gpu = mvn_backward_gpu,
+#endif
     .destroy = mvn_destroy,
 };

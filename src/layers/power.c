@@ -8,6 +8,7 @@
 
 #include "layers/layer.h"
 #include "layers/neuron.h"
+#include "layers/power.h"
 
 typedef struct {
   float power, scale, shift;
@@ -17,7 +18,8 @@ typedef struct {
 
 static ct_status power_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                              ct_error *err) {
-  const Caffe__PowerParameter *p = CT_PARAM_OR_DEFAULT(l, power_param, CAFFE__POWER_PARAMETER__INIT);
+  const Caffe__PowerParameter *p =
+      CT_PARAM_OR_DEFAULT(l, power_param, CAFFE__POWER_PARAMETER__INIT);
   power_state *s = ct_xcalloc(1, sizeof *s);
   s->power = p->power;
   s->scale = p->scale;
@@ -81,6 +83,26 @@ static void power_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status power_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  power_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  ct_power_forward_gpu(l->ctx, bottom[0]->count, s->power, s->scale, s->shift, bottom[0]->data,
+                       top[0]->data);
+  return CT_OK;
+}
+
+static void power_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  power_state *s = l->priv;
+  ct_power_backward_gpu(l->ctx, bottom[0]->count, s->power, s->scale, s->shift,
+                        ct_neuron_input_data(&s->input, bottom[0], top[0]), top[0]->data,
+                        top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_power_ops = {
     .type = "Power",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -88,5 +110,9 @@ const ct_layer_ops ct_power_ops = {
     .reshape = power_reshape,
     .forward_cpu = power_forward_cpu,
     .backward_cpu = power_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = power_forward_gpu,
+    .backward_gpu = power_backward_gpu,
+#endif
     .destroy = power_destroy,
 };

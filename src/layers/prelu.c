@@ -8,6 +8,7 @@
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
+#include "layers/prelu.h"
 
 typedef struct {
   bool channel_shared;
@@ -17,7 +18,8 @@ typedef struct {
 static ct_status check_bottom(const ct_layer *l, const ct_tensor *bottom, ct_error *err) {
   if (bottom->ndim < 2)
     return ct_error_set(err, CT_ERR_INVALID,
-                        "PReLU needs a bottom with at least 2 axes (N, C, ...), got %d", bottom->ndim);
+                        "PReLU needs a bottom with at least 2 axes (N, C, ...), got %d",
+                        bottom->ndim);
   const prelu_state *s = l->priv;
   if (!s->channel_shared && (size_t)bottom->shape[1] != l->params[0]->count)
     return ct_error_set(err, CT_ERR_INVALID, "bottom has %d channels but the layer has %zu slopes",
@@ -31,7 +33,8 @@ static ct_status prelu_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
     return ct_error_set(err, CT_ERR_INVALID,
                         "PReLU needs a bottom with at least 2 axes (N, C, ...), got %d",
                         bottom[0]->ndim);
-  const Caffe__PReLUParameter *p = CT_PARAM_OR_DEFAULT(l, prelu_param, CAFFE__PRE_LUPARAMETER__INIT);
+  const Caffe__PReLUParameter *p =
+      CT_PARAM_OR_DEFAULT(l, prelu_param, CAFFE__PRE_LUPARAMETER__INIT);
   prelu_state *s = ct_xcalloc(1, sizeof *s);
   s->channel_shared = p->channel_shared;
   l->priv = s;
@@ -109,6 +112,34 @@ static void prelu_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status prelu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  prelu_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  int dim, channels, div;
+  geometry(l, bottom[0], &dim, &channels, &div);
+  ct_prelu_forward_gpu(l->ctx, bottom[0]->count, channels, dim, s->channel_shared,
+                       l->params[0]->data, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void prelu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  prelu_state *s = l->priv;
+  int dim, channels, div;
+  geometry(l, bottom[0], &dim, &channels, &div);
+  const float *x = ct_neuron_input_data(&s->input, bottom[0], top[0]);
+  size_t n = bottom[0]->count;
+  if (l->param_propagate_down[0])
+    ct_prelu_backward_slope_gpu(l->ctx, n, channels, dim, s->channel_shared, x, top[0]->diff,
+                                l->params[0]->diff);
+  if (propagate_down[0])
+    ct_prelu_backward_gpu(l->ctx, n, channels, dim, s->channel_shared, l->params[0]->data, x,
+                          top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_prelu_ops = {
     .type = "PReLU",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -116,5 +147,9 @@ const ct_layer_ops ct_prelu_ops = {
     .reshape = prelu_reshape,
     .forward_cpu = prelu_forward_cpu,
     .backward_cpu = prelu_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = prelu_forward_gpu,
+    .backward_gpu = prelu_backward_gpu,
+#endif
     .destroy = prelu_destroy,
 };

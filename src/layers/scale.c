@@ -12,6 +12,7 @@
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
+#include "layers/scale.h"
 
 typedef struct {
   int axis;
@@ -24,7 +25,8 @@ typedef struct {
 
 static ct_status scale_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                              ct_error *err) {
-  const Caffe__ScaleParameter *p = CT_PARAM_OR_DEFAULT(l, scale_param, CAFFE__SCALE_PARAMETER__INIT);
+  const Caffe__ScaleParameter *p =
+      CT_PARAM_OR_DEFAULT(l, scale_param, CAFFE__SCALE_PARAMETER__INIT);
   scale_state *s = ct_xcalloc(1, sizeof *s);
   l->priv = s;
   s->axis = p->axis;
@@ -60,7 +62,8 @@ static ct_status scale_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   scale_state *s = l->priv;
   CT_TRY(ct_broadcast_dims_get(bottom[0], scale_operand(l, bottom), s->axis, "scale", &s->g, err));
   if (s->bias_term)
-    CT_TRY(ct_broadcast_dims_get(bottom[0], l->params[s->bias_index], s->axis, "bias", &s->gb, err));
+    CT_TRY(
+        ct_broadcast_dims_get(bottom[0], l->params[s->bias_index], s->axis, "bias", &s->gb, err));
   ct_neuron_input_reshape(&s->input, l, bottom[0], top[0]);
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
   return CT_OK;
@@ -126,6 +129,34 @@ static void scale_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status scale_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  scale_state *s = l->priv;
+  ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  ct_scale_forward_gpu(l->ctx, &s->g, bottom[0]->data, scale_operand(l, bottom)->data,
+                       top[0]->data);
+  if (s->bias_term)
+    ct_bias_forward_gpu(l->ctx, &s->gb, top[0]->data, l->params[s->bias_index]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  scale_state *s = l->priv;
+  const float *dy = top[0]->diff;
+  if (s->bias_term && l->param_propagate_down[s->bias_index])
+    ct_bias_backward_operand_gpu(l->ctx, &s->gb, dy, true, l->params[s->bias_index]->diff);
+  const float *x = ct_neuron_input_data(&s->input, bottom[0], top[0]);
+  if (l->nbottom > 1 && propagate_down[1])
+    ct_scale_backward_operand_gpu(l->ctx, &s->g, dy, x, false, bottom[1]->diff);
+  if (l->nbottom == 1 && l->param_propagate_down[0])
+    ct_scale_backward_operand_gpu(l->ctx, &s->g, dy, x, true, l->params[0]->diff);
+  if (propagate_down[0])
+    ct_scale_forward_gpu(l->ctx, &s->g, dy, scale_operand(l, bottom)->data, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_scale_ops = {
     .type = "Scale",
     .min_bottoms = 1, .max_bottoms = 2, .min_tops = 1, .max_tops = 1,
@@ -133,5 +164,9 @@ const ct_layer_ops ct_scale_ops = {
     .reshape = scale_reshape,
     .forward_cpu = scale_forward_cpu,
     .backward_cpu = scale_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = scale_forward_gpu,
+    .backward_gpu = scale_backward_gpu,
+#endif
     .destroy = scale_destroy,
 };

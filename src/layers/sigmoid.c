@@ -4,6 +4,7 @@
 
 #include "layers/layer.h"
 #include "layers/neuron.h"
+#include "layers/sigmoid.h"
 
 static ct_status sigmoid_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                ct_error *err) {
@@ -26,6 +27,20 @@ static void sigmoid_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   for (size_t i = 0; i < bottom[0]->count; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status sigmoid_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  ct_sigmoid_forward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void sigmoid_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                 ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  ct_sigmoid_backward_gpu(l->ctx, bottom[0]->count, top[0]->data, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_sigmoid_ops = {
     .type = "Sigmoid",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -33,4 +48,8 @@ const ct_layer_ops ct_sigmoid_ops = {
     .reshape = ct_neuron_reshape,
     .forward_cpu = sigmoid_forward_cpu,
     .backward_cpu = sigmoid_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = sigmoid_forward_gpu,
+    .backward_gpu = sigmoid_backward_gpu,
+#endif
 };

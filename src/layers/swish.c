@@ -6,6 +6,7 @@
 
 #include "layers/layer.h"
 #include "layers/neuron.h"
+#include "layers/swish.h"
 
 typedef struct {
   float beta;
@@ -59,6 +60,24 @@ static void swish_destroy(ct_layer *l) {
   free(s);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status swish_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  swish_state *s = l->priv;
+  ct_swish_forward_gpu(l->ctx, bottom[0]->count, s->beta, bottom[0]->data, s->sig->data,
+                       top[0]->data);
+  return CT_OK;
+}
+
+static void swish_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  swish_state *s = l->priv;
+  ct_swish_backward_gpu(l->ctx, bottom[0]->count, s->beta, top[0]->data, s->sig->data,
+                        top[0]->diff, bottom[0]->diff);
+}
+#endif
+
 const ct_layer_ops ct_swish_ops = {
     .type = "Swish",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -66,5 +85,9 @@ const ct_layer_ops ct_swish_ops = {
     .reshape = swish_reshape,
     .forward_cpu = swish_forward_cpu,
     .backward_cpu = swish_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = swish_forward_gpu,
+    .backward_gpu = swish_backward_gpu,
+#endif
     .destroy = swish_destroy,
 };
