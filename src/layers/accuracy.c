@@ -6,6 +6,7 @@
  * backward. */
 #include <stdlib.h>
 
+#include "layers/accuracy.h"
 #include "layers/layer.h"
 #include "layers/loss_common.h"
 #include "math/math.h"
@@ -17,7 +18,8 @@ typedef struct {
   int axis;
   size_t outer, inner;
   int nclass;
-  ct_tensor *class_count; /* (nclass): positions per class, when top 1 is wanted */
+  ct_tensor *class_count; /* (nclass): positions per class, when top 1 is wanted (CPU) */
+  ct_loss_scratch gpu;    /* GPU path only: value holds the hits */
 } accuracy_priv;
 
 static ct_status accuracy_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -29,7 +31,9 @@ static ct_status accuracy_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   p->top_k = ap->top_k;
   p->has_ignore = ap->has_ignore_label;
   p->ignore_label = ap->ignore_label;
-  if (l->ntop >= 2) p->class_count = ct_tensor_new(l->ctx->device, "accuracy.class_count");
+  if (l->ntop >= 2 && l->ctx->device == CT_DEVICE_CPU)
+    p->class_count = ct_tensor_new(CT_DEVICE_CPU, "accuracy.class_count");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -57,9 +61,10 @@ static ct_status accuracy_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tens
                         p->outer, p->inner, p->outer * p->inner,
                         ct_tensor_shape_string(bottom[0], s, sizeof s), p->axis, bottom[1]->count);
   ct_tensor_reshape_or_die(top[0], 0, NULL);
+  ct_loss_scratch_reshape(&p->gpu, p->outer * p->inner);
   if (l->ntop >= 2) {
     ct_tensor_reshape_or_die(top[1], 1, (int[]){p->nclass});
-    ct_tensor_reshape_or_die(p->class_count, 1, (int[]){p->nclass});
+    if (p->class_count) ct_tensor_reshape_or_die(p->class_count, 1, (int[]){p->nclass});
   }
   return CT_OK;
 }
@@ -104,10 +109,33 @@ static ct_status accuracy_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_
   return CT_OK;
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status accuracy_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                      ct_error *err) {
+  accuracy_priv *p = l->priv;
+  size_t n = p->outer * p->inner;
+  ct_accuracy_forward_gpu(l->ctx, p->outer, p->nclass, p->inner, bottom[0]->data, bottom[1]->data,
+                          p->top_k, p->has_ignore, p->ignore_label, p->gpu.value->data,
+                          p->gpu.flag->data);
+  double hits;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
+                     &hits, &valid, &bad);
+  if (bad)
+    return ct_loss_report_bad_labels(bottom[1], n, p->nclass, p->has_ignore, p->ignore_label, err);
+  ct_loss_set_scalar(l->ctx, top[0], valid ? (float)(hits / valid) : 0.0f);
+  if (l->ntop >= 2)
+    ct_accuracy_per_class_gpu(l->ctx, n, p->nclass, bottom[1]->data, p->gpu.value->data,
+                              p->gpu.flag->data, top[1]->data);
+  return CT_OK;
+}
+#endif
+
 static void accuracy_destroy(ct_layer *l) {
   accuracy_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->class_count);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -119,5 +147,8 @@ const ct_layer_ops ct_accuracy_ops = {
     .setup = accuracy_setup,
     .reshape = accuracy_reshape,
     .forward_cpu = accuracy_forward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = accuracy_forward_gpu,
+#endif
     .destroy = accuracy_destroy,
 };

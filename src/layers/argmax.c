@@ -9,6 +9,7 @@
  * No backward. */
 #include <stdlib.h>
 
+#include "layers/argmax.h"
 #include "layers/layer.h"
 
 typedef struct {
@@ -121,6 +122,16 @@ static ct_status argmax_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_te
   return CT_OK;
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status argmax_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                    ct_error *err) {
+  argmax_priv *p = l->priv;
+  ct_argmax_forward_gpu(l->ctx, p->rows, p->dim, p->axis_dist, p->top_k, p->out_max_val,
+                        !p->has_axis && p->out_max_val, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+#endif
+
 static void argmax_destroy(ct_layer *l) {
   argmax_priv *p = l->priv;
   if (!p) return;
@@ -137,5 +148,8 @@ const ct_layer_ops ct_argmax_ops = {
     .setup = argmax_setup,
     .reshape = argmax_reshape,
     .forward_cpu = argmax_forward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = argmax_forward_gpu,
+#endif
     .destroy = argmax_destroy,
 };

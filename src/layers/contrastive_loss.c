@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "layers/layer.h"
+#include "layers/contrastive_loss.h"
 #include "layers/loss_common.h"
 #include "math/math.h"
 
@@ -17,6 +18,7 @@ typedef struct {
   int num, channels;
   ct_tensor *diff;    /* (N, C): a - b */
   ct_tensor *dist_sq; /* (N): ||a - b||^2 */
+  ct_loss_scratch gpu; /* GPU path only: value holds each pair's term */
 } contrastive_priv;
 
 /* Caffe reads the similarity with static_cast<int>: nonzero after truncation. */
@@ -32,6 +34,7 @@ static ct_status contrastive_setup(ct_layer *l, ct_tensor *const *bottom, ct_ten
   p->legacy = cp->legacy_version;
   p->diff = ct_tensor_new(l->ctx->device, "contrastive.diff");
   p->dist_sq = ct_tensor_new(l->ctx->device, "contrastive.dist_sq");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -67,6 +70,7 @@ static ct_status contrastive_reshape(ct_layer *l, ct_tensor *const *bottom, ct_t
   }
   ct_tensor_reshape_or_die(p->diff, 2, (int[]){p->num, p->channels});
   ct_tensor_reshape_or_die(p->dist_sq, 1, (int[]){p->num});
+  ct_loss_scratch_reshape(&p->gpu, (size_t)p->num);
   return CT_OK;
 }
 
@@ -118,11 +122,39 @@ static void contrastive_backward_cpu(ct_layer *l, ct_tensor *const *top,
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status contrastive_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                         ct_tensor *const *top, ct_error *err) {
+  contrastive_priv *p = l->priv;
+  ct_gpu_sub(l->ctx, bottom[0]->count, bottom[0]->data, bottom[1]->data, p->diff->data);
+  ct_contrastive_forward_gpu(l->ctx, p->num, p->channels, p->diff->data, bottom[2]->data,
+                             p->margin, p->legacy, p->dist_sq->data, p->gpu.value->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, (size_t)p->num, p->gpu.value->data, NULL, p->gpu.partials->data,
+                     &loss, &valid, &bad);
+  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->num / 2.0));
+  return CT_OK;
+}
+
+static void contrastive_backward_gpu(ct_layer *l, ct_tensor *const *top,
+                                     const bool *propagate_down, ct_tensor *const *bottom) {
+  contrastive_priv *p = l->priv;
+  for (int i = 0; i < 2; i++) {
+    if (!propagate_down[i]) continue;
+    ct_contrastive_backward_gpu(l->ctx, p->num, p->channels, p->diff->data, p->dist_sq->data,
+                                bottom[2]->data, p->margin, p->legacy, top[0]->diff,
+                                (i == 0 ? 1.0f : -1.0f) / (float)p->num, bottom[i]->diff);
+  }
+}
+#endif
+
 static void contrastive_destroy(ct_layer *l) {
   contrastive_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->diff);
   ct_tensor_free(p->dist_sq);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -135,5 +167,9 @@ const ct_layer_ops ct_contrastive_loss_ops = {
     .reshape = contrastive_reshape,
     .forward_cpu = contrastive_forward_cpu,
     .backward_cpu = contrastive_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = contrastive_forward_gpu,
+    .backward_gpu = contrastive_backward_gpu,
+#endif
     .destroy = contrastive_destroy,
 };

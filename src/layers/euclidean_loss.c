@@ -55,6 +55,29 @@ static void euclidean_backward_cpu(ct_layer *l, ct_tensor *const *top, const boo
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status euclidean_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                       ct_tensor *const *top, ct_error *err) {
+  euclidean_priv *p = l->priv;
+  size_t n = bottom[0]->count;
+  ct_gpu_sub(l->ctx, n, bottom[0]->data, bottom[1]->data, p->diff->data);
+  double sumsq = ct_gpu_dot(l->ctx, n, p->diff->data, p->diff->data);
+  ct_loss_set_scalar(l->ctx, top[0], (float)(sumsq / bottom[0]->shape[0] / 2.0));
+  return CT_OK;
+}
+
+static void euclidean_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                   ct_tensor *const *bottom) {
+  euclidean_priv *p = l->priv;
+  for (int i = 0; i < 2; i++) {
+    if (!propagate_down[i]) continue;
+    float sign_over_num = (i == 0 ? 1.0f : -1.0f) / (float)bottom[i]->shape[0];
+    ct_loss_scale_gpu(l->ctx, bottom[i]->count, p->diff->data, top[0]->diff, sign_over_num,
+                      bottom[i]->diff);
+  }
+}
+#endif
+
 static void euclidean_destroy(ct_layer *l) {
   euclidean_priv *p = l->priv;
   if (!p) return;
@@ -71,5 +94,9 @@ const ct_layer_ops ct_euclidean_loss_ops = {
     .reshape = euclidean_reshape,
     .forward_cpu = euclidean_forward_cpu,
     .backward_cpu = euclidean_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = euclidean_forward_gpu,
+    .backward_gpu = euclidean_backward_gpu,
+#endif
     .destroy = euclidean_destroy,
 };

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "layers/hinge_loss.h"
 #include "layers/layer.h"
 #include "layers/loss_common.h"
 #include "math/math.h"
@@ -13,6 +14,7 @@ typedef struct {
   int num;
   size_t dim;         /* scores per item */
   ct_tensor *margin;  /* like bottom 0: t */
+  ct_loss_scratch gpu; /* GPU path only: value and flag per item */
 } hinge_priv;
 
 static ct_status hinge_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -27,6 +29,7 @@ static ct_status hinge_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
   l->priv = p;
   p->norm = hp->norm;
   p->margin = ct_tensor_new(l->ctx->device, "hinge.margin");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -42,6 +45,7 @@ static ct_status hinge_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
                         p->num, bottom[1]->count);
   p->dim = p->num ? bottom[0]->count / (size_t)p->num : 0;
   ct_tensor_reshape_like(p->margin, bottom[0]);
+  ct_loss_scratch_reshape(&p->gpu, (size_t)p->num);
   return CT_OK;
 }
 
@@ -82,10 +86,37 @@ static void hinge_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *p
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status hinge_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  hinge_priv *p = l->priv;
+  bool l1 = p->norm == CAFFE__HINGE_LOSS_PARAMETER__NORM__L1;
+  ct_hinge_forward_gpu(l->ctx, p->num, p->dim, bottom[0]->data, bottom[1]->data, l1,
+                       p->margin->data, p->gpu.value->data, p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, (size_t)p->num, p->gpu.value->data, p->gpu.flag->data,
+                     p->gpu.partials->data, &loss, &valid, &bad);
+  if (bad) return ct_loss_report_bad_labels(bottom[1], (size_t)p->num, (int)p->dim, false, 0, err);
+  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->num));
+  return CT_OK;
+}
+
+static void hinge_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  hinge_priv *p = l->priv;
+  ct_hinge_backward_gpu(l->ctx, p->num, p->dim, p->margin->data, bottom[1]->data,
+                        p->norm == CAFFE__HINGE_LOSS_PARAMETER__NORM__L1, top[0]->diff,
+                        1.0f / (float)p->num, bottom[0]->diff);
+}
+#endif
+
 static void hinge_destroy(ct_layer *l) {
   hinge_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->margin);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -98,5 +129,9 @@ const ct_layer_ops ct_hinge_loss_ops = {
     .reshape = hinge_reshape,
     .forward_cpu = hinge_forward_cpu,
     .backward_cpu = hinge_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = hinge_forward_gpu,
+    .backward_gpu = hinge_backward_gpu,
+#endif
     .destroy = hinge_destroy,
 };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/infogain_loss.h"
 #include "layers/layer.h"
 #include "layers/loss_common.h"
 #include "layers/softmax.h"
@@ -29,6 +30,7 @@ typedef struct {
   float *h_host;       /* the same values on the host */
   ct_tensor *sum_rows; /* (L): row sums of H */
   long valid;          /* positions counted by the last forward */
+  ct_loss_scratch gpu; /* GPU path only */
 } infogain_priv;
 
 /* Reads the values of a binary BlobProto file into a malloc'd array. */
@@ -89,6 +91,7 @@ static ct_status infogain_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   p->prob = ct_tensor_new(l->ctx->device, "infogain.prob");
   p->sum_rows = ct_tensor_new(l->ctx->device, "infogain.sum_rows");
   if (l->ctx->device == CT_DEVICE_CPU) p->scratch = ct_tensor_new(CT_DEVICE_CPU, "infogain.scratch");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   if (l->nbottom < 3) {
     size_t n = 0;
     if (read_blob_file(ip->source, &p->h_host, &n, err) != CT_OK)
@@ -130,6 +133,7 @@ static ct_status infogain_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tens
   ct_tensor_reshape_like(p->prob, bottom[0]);
   ct_tensor_reshape_or_die(p->sum_rows, 1, (int[]){p->nlabels});
   if (p->scratch) ct_tensor_reshape_or_die(p->scratch, 1, (int[]){(int)p->inner});
+  ct_loss_scratch_reshape(&p->gpu, p->outer * p->inner);
   if (p->h_host) {
     /* A fixed H: its row sums once. */
     float *sums = ct_xcalloc((size_t)p->nlabels, sizeof *sums);
@@ -195,6 +199,42 @@ static void infogain_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status infogain_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                      ct_error *err) {
+  infogain_priv *p = l->priv;
+  const float *h = l->nbottom >= 3 ? bottom[2]->data : p->h->data;
+  size_t n = p->outer * p->inner;
+  ct_softmax_forward_gpu(l->ctx, p->outer, p->nlabels, p->inner, bottom[0]->data, p->prob->data);
+  ct_infogain_forward_gpu(l->ctx, p->outer, p->nlabels, p->inner, p->prob->data, bottom[1]->data,
+                          h, p->has_ignore, p->ignore_label, p->gpu.value->data,
+                          p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
+                     &loss, &valid, &bad);
+  if (bad)
+    return ct_loss_report_bad_labels(bottom[1], n, p->nlabels, p->has_ignore, p->ignore_label, err);
+  p->valid = valid;
+  ct_loss_set_scalar(l->ctx, top[0],
+                     (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid)));
+  if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
+  return CT_OK;
+}
+
+static void infogain_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                  ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  infogain_priv *p = l->priv;
+  const float *h = l->nbottom >= 3 ? bottom[2]->data : p->h->data;
+  if (l->nbottom >= 3) ct_infogain_sum_rows_gpu(l->ctx, p->nlabels, h, p->sum_rows->data);
+  double norm = ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
+  ct_infogain_backward_gpu(l->ctx, p->outer, p->nlabels, p->inner, p->prob->data, bottom[1]->data,
+                           h, p->sum_rows->data, p->has_ignore, p->ignore_label, top[0]->diff,
+                           (float)(1.0 / norm), bottom[0]->diff);
+}
+#endif
+
 static void infogain_destroy(ct_layer *l) {
   infogain_priv *p = l->priv;
   if (!p) return;
@@ -203,6 +243,7 @@ static void infogain_destroy(ct_layer *l) {
   ct_tensor_free(p->h);
   ct_tensor_free(p->sum_rows);
   free(p->h_host);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -215,5 +256,9 @@ const ct_layer_ops ct_infogain_loss_ops = {
     .reshape = infogain_reshape,
     .forward_cpu = infogain_forward_cpu,
     .backward_cpu = infogain_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = infogain_forward_gpu,
+    .backward_gpu = infogain_backward_gpu,
+#endif
     .destroy = infogain_destroy,
 };

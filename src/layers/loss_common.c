@@ -67,6 +67,35 @@ ct_status ct_loss_check_labels(const ct_tensor *label, size_t n, int nclass, boo
   return s;
 }
 
+ct_status ct_loss_report_bad_labels(const ct_tensor *label, size_t n, int nclass, bool has_ignore,
+                                    int ignore_label, ct_error *err) {
+  ct_status s = ct_loss_check_labels(label, n, nclass, has_ignore, ignore_label, err);
+  CT_ASSERTF(s != CT_OK, "a GPU kernel flagged a bad label that the host check does not find");
+  return s;
+}
+
 void ct_loss_set_scalar(ct_context *ctx, ct_tensor *t, float value) {
   ct_dev_set(ctx, 1, value, t->data);
+}
+
+void ct_loss_scratch_init(ct_loss_scratch *s, const ct_context *ctx) {
+  s->value = s->flag = s->partials = NULL;
+  if (ctx->device == CT_DEVICE_CPU) return;
+  s->value = ct_tensor_new(ctx->device, "loss.value");
+  s->flag = ct_tensor_new(ctx->device, "loss.flag");
+  s->partials = ct_tensor_new_shape(ctx->device, "loss.partials", 1, (int[]){CT_LOSS_PARTIALS}, false);
+}
+
+void ct_loss_scratch_reshape(ct_loss_scratch *s, size_t positions) {
+  if (!s->value) return;
+  int n = (int)positions;
+  ct_tensor_reshape_or_die(s->value, 1, &n);
+  ct_tensor_reshape_or_die(s->flag, 1, &n);
+}
+
+void ct_loss_scratch_free(ct_loss_scratch *s) {
+  ct_tensor_free(s->value);
+  ct_tensor_free(s->flag);
+  ct_tensor_free(s->partials);
+  s->value = s->flag = s->partials = NULL;
 }

@@ -6,16 +6,20 @@
 
 #include "layers/layer.h"
 #include "layers/loss_common.h"
+#include "layers/multinomial_logistic_loss.h"
 #include "math/math.h"
 
 typedef struct {
   int num;
   size_t dim; /* probabilities per item */
+  ct_loss_scratch gpu; /* GPU path only: value and flag per item */
 } multinomial_priv;
 
 static ct_status multinomial_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                    ct_error *err) {
-  l->priv = ct_xcalloc(1, sizeof(multinomial_priv));
+  multinomial_priv *p = ct_xcalloc(1, sizeof *p);
+  l->priv = p;
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -32,6 +36,7 @@ static ct_status multinomial_reshape(ct_layer *l, ct_tensor *const *bottom, ct_t
   }
   p->num = bottom[0]->shape[0];
   p->dim = p->num ? bottom[0]->count / (size_t)p->num : 0;
+  ct_loss_scratch_reshape(&p->gpu, (size_t)p->num);
   return CT_OK;
 }
 
@@ -63,7 +68,36 @@ static void multinomial_backward_cpu(ct_layer *l, ct_tensor *const *top,
   }
 }
 
-static void multinomial_destroy(ct_layer *l) { free(l->priv); }
+#ifdef CORTADO_HAVE_CUDA
+static ct_status multinomial_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                         ct_tensor *const *top, ct_error *err) {
+  multinomial_priv *p = l->priv;
+  ct_multinomial_forward_gpu(l->ctx, p->num, p->dim, bottom[0]->data, bottom[1]->data,
+                             p->gpu.value->data, p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, (size_t)p->num, p->gpu.value->data, p->gpu.flag->data,
+                     p->gpu.partials->data, &loss, &valid, &bad);
+  if (bad) return ct_loss_report_bad_labels(bottom[1], (size_t)p->num, (int)p->dim, false, 0, err);
+  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->num));
+  return CT_OK;
+}
+
+static void multinomial_backward_gpu(ct_layer *l, ct_tensor *const *top,
+                                     const bool *propagate_down, ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  multinomial_priv *p = l->priv;
+  ct_multinomial_backward_gpu(l->ctx, p->num, p->dim, bottom[0]->data, bottom[1]->data,
+                              top[0]->diff, 1.0f / (float)p->num, bottom[0]->diff);
+}
+#endif
+
+static void multinomial_destroy(ct_layer *l) {
+  multinomial_priv *p = l->priv;
+  if (!p) return;
+  ct_loss_scratch_free(&p->gpu);
+  free(p);
+}
 
 const ct_layer_ops ct_multinomial_logistic_loss_ops = {
     .type = "MultinomialLogisticLoss",
@@ -74,5 +108,9 @@ const ct_layer_ops ct_multinomial_logistic_loss_ops = {
     .reshape = multinomial_reshape,
     .forward_cpu = multinomial_forward_cpu,
     .backward_cpu = multinomial_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = multinomial_forward_gpu,
+    .backward_gpu = multinomial_backward_gpu,
+#endif
     .destroy = multinomial_destroy,
 };

@@ -9,6 +9,7 @@
 
 #include "layers/layer.h"
 #include "layers/loss_common.h"
+#include "layers/sigmoid_cross_entropy_loss.h"
 #include "math/math.h"
 
 typedef struct {
@@ -18,6 +19,7 @@ typedef struct {
   size_t outer, inner;  /* shape[0] and the rest */
   ct_tensor *sigmoid;   /* like bottom 0: sigmoid(x), for backward */
   double normalizer;    /* of the last forward */
+  ct_loss_scratch gpu;  /* GPU path only */
 } sigmoid_ce_priv;
 
 static bool ignored(const sigmoid_ce_priv *p, float target) {
@@ -35,6 +37,7 @@ static ct_status sigmoid_ce_setup(ct_layer *l, ct_tensor *const *bottom, ct_tens
   p->ignore_label = lp->ignore_label;
   p->sigmoid = ct_tensor_new(l->ctx->device, "sigmoid_ce.sigmoid");
   p->normalizer = 1.0;
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -49,6 +52,7 @@ static ct_status sigmoid_ce_reshape(ct_layer *l, ct_tensor *const *bottom, ct_te
   p->outer = (size_t)bottom[0]->shape[0];
   p->inner = ct_tensor_count_range(bottom[0], 1, bottom[0]->ndim);
   ct_tensor_reshape_like(p->sigmoid, bottom[0]);
+  ct_loss_scratch_reshape(&p->gpu, bottom[0]->count);
   return CT_OK;
 }
 
@@ -82,10 +86,38 @@ static void sigmoid_ce_backward_cpu(ct_layer *l, ct_tensor *const *top, const bo
     dx[i] = ignored(p, t[i]) ? 0.0f : scale * (s[i] - t[i]);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status sigmoid_ce_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                        ct_tensor *const *top, ct_error *err) {
+  sigmoid_ce_priv *p = l->priv;
+  size_t n = bottom[0]->count;
+  ct_sigmoid_ce_forward_gpu(l->ctx, n, bottom[0]->data, bottom[1]->data, p->has_ignore,
+                            p->ignore_label, p->sigmoid->data, p->gpu.value->data,
+                            p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
+                     &loss, &valid, &bad);
+  p->normalizer = ct_loss_normalizer(p->norm, p->outer, p->inner, valid);
+  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->normalizer));
+  return CT_OK;
+}
+
+static void sigmoid_ce_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                    ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  sigmoid_ce_priv *p = l->priv;
+  ct_sigmoid_ce_backward_gpu(l->ctx, bottom[0]->count, p->sigmoid->data, bottom[1]->data,
+                             p->has_ignore, p->ignore_label, top[0]->diff,
+                             (float)(1.0 / p->normalizer), bottom[0]->diff);
+}
+#endif
+
 static void sigmoid_ce_destroy(ct_layer *l) {
   sigmoid_ce_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->sigmoid);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -98,5 +130,9 @@ const ct_layer_ops ct_sigmoid_cross_entropy_loss_ops = {
     .reshape = sigmoid_ce_reshape,
     .forward_cpu = sigmoid_ce_forward_cpu,
     .backward_cpu = sigmoid_ce_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = sigmoid_ce_forward_gpu,
+    .backward_gpu = sigmoid_ce_backward_gpu,
+#endif
     .destroy = sigmoid_ce_destroy,
 };

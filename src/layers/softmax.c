@@ -82,6 +82,23 @@ static void softmax_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status softmax_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  softmax_priv *p = l->priv;
+  ct_softmax_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void softmax_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                 ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  softmax_priv *p = l->priv;
+  ct_softmax_backward_gpu(l->ctx, p->outer, p->channels, p->inner, top[0]->data, top[0]->diff,
+                          bottom[0]->diff);
+}
+#endif
+
 static void softmax_destroy(ct_layer *l) {
   softmax_priv *p = l->priv;
   if (!p) return;
@@ -96,5 +113,9 @@ const ct_layer_ops ct_softmax_ops = {
     .reshape = softmax_reshape,
     .forward_cpu = softmax_forward_cpu,
     .backward_cpu = softmax_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = softmax_forward_gpu,
+    .backward_gpu = softmax_backward_gpu,
+#endif
     .destroy = softmax_destroy,
 };

@@ -11,6 +11,7 @@
 #include "layers/layer.h"
 #include "layers/loss_common.h"
 #include "layers/softmax.h"
+#include "layers/softmax_loss.h"
 #include "math/math.h"
 
 typedef struct {
@@ -23,6 +24,7 @@ typedef struct {
   ct_tensor *prob;    /* like bottom 0: the softmax */
   ct_tensor *scratch; /* (inner) on the host, CPU path only */
   long valid;         /* positions counted by the last forward */
+  ct_loss_scratch gpu; /* GPU path only */
 } softmax_loss_priv;
 
 static ct_status softmax_loss_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -35,6 +37,7 @@ static ct_status softmax_loss_setup(ct_layer *l, ct_tensor *const *bottom, ct_te
   p->ignore_label = lp->ignore_label;
   p->prob = ct_tensor_new(l->ctx->device, "softmax_loss.prob");
   if (l->ctx->device == CT_DEVICE_CPU) p->scratch = ct_tensor_new(CT_DEVICE_CPU, "softmax_loss.scratch");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -60,6 +63,7 @@ static ct_status softmax_loss_reshape(ct_layer *l, ct_tensor *const *bottom, ct_
   }
   ct_tensor_reshape_like(p->prob, bottom[0]);
   if (p->scratch) ct_tensor_reshape_or_die(p->scratch, 1, (int[]){(int)p->inner});
+  ct_loss_scratch_reshape(&p->gpu, p->outer * p->inner);
   if (l->ntop >= 2) ct_tensor_reshape_like(top[1], bottom[0]);
   return CT_OK;
 }
@@ -112,11 +116,45 @@ static void softmax_loss_backward_cpu(ct_layer *l, ct_tensor *const *top,
   ct_cpu_scal(p->prob->count, (float)scale, dx);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                          ct_tensor *const *top, ct_error *err) {
+  softmax_loss_priv *p = l->priv;
+  size_t n = p->outer * p->inner;
+  ct_softmax_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data, p->prob->data);
+  ct_softmax_loss_forward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
+                              bottom[1]->data, p->has_ignore, p->ignore_label, p->gpu.value->data,
+                              p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
+                     &loss, &valid, &bad);
+  if (bad)
+    return ct_loss_report_bad_labels(bottom[1], n, p->channels, p->has_ignore, p->ignore_label, err);
+  p->valid = valid;
+  ct_loss_set_scalar(l->ctx, top[0],
+                     (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid)));
+  if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
+  return CT_OK;
+}
+
+static void softmax_loss_backward_gpu(ct_layer *l, ct_tensor *const *top,
+                                      const bool *propagate_down, ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  softmax_loss_priv *p = l->priv;
+  double norm = ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
+  ct_softmax_loss_backward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
+                               bottom[1]->data, p->has_ignore, p->ignore_label, top[0]->diff,
+                               (float)(1.0 / norm), bottom[0]->diff);
+}
+#endif
+
 static void softmax_loss_destroy(ct_layer *l) {
   softmax_loss_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->prob);
   ct_tensor_free(p->scratch);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 
@@ -129,5 +167,9 @@ const ct_layer_ops ct_softmax_loss_ops = {
     .reshape = softmax_loss_reshape,
     .forward_cpu = softmax_loss_forward_cpu,
     .backward_cpu = softmax_loss_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = softmax_loss_forward_gpu,
+    .backward_gpu = softmax_loss_backward_gpu,
+#endif
     .destroy = softmax_loss_destroy,
 };
