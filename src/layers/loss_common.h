@@ -1,7 +1,7 @@
 /* What the loss layers share (Caffe's LossLayer base and the normalisation
  * of SoftmaxWithLoss and friends): the scalar top, the first-axis check, the
- * loss_param normalisation modes, labels stored as floats holding integers,
- * and the scalar top.  Backward passes scale by the loss weight that the net
+ * loss_param normalisation modes, and labels stored as floats holding
+ * integers.  Backward passes scale by the loss weight that the net
  * leaves in top[0]'s diff[0] (read on the host on the CPU; GPU kernels read
  * it from device memory, so that no copy waits on the stream).
  *
