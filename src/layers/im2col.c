@@ -24,68 +24,98 @@ size_t ct_im2col_kernel_count(const ct_im2col_geom *g) {
 
 /* Output positions o in [*lo, *hi) of one axis whose input o * stride + off
  * falls inside [0, size). */
-static void valid_range(int off, int stride, int size, int nout, int *lo, int *hi) {
-  int l = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  int h = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+static inline void valid_range(int off, int stride, int size, int nout, int *lo, int *hi) {
+  int l, h;
+  if (stride == 1) {
+    l = off >= 0 ? 0 : -off;
+    h = size - off;
+  } else {
+    l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    h = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+  }
   if (h > nout) h = nout;
   if (l > h) l = h;
   *lo = l;
   *hi = h;
 }
 
+/* Short runs (a row of a small feature map is often 8-30 values) are copied
+ * with inline loops: the compiler would otherwise turn them into memcpy and
+ * memset calls that cost more than the copy. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
+static inline void copy_run(float *restrict dst, const float *restrict src, int n) {
+  for (int i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static inline void zero_run(float *dst, int n) {
+  for (int i = 0; i < n; i++) dst[i] = 0.0f;
+}
+
+static void zero_image(float *dst, size_t n) { memset(dst, 0, n * sizeof *dst); }
+
+static inline void add_run(float *restrict dst, const float *restrict src, int n) {
+  for (int i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* One image into the rows of col (row stride ld). */
 static void im2col_2d(const ct_im2col_geom *g, const float *im, float *col, size_t ld) {
   const int H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
   const int KH = g->kernel[0], KW = g->kernel[1];
-  const int sh = g->stride[0], sw = g->stride[1];
+  const int sh = g->stride[0], sw = g->stride[1], ph = g->pad[0];
   for (int c = 0; c < g->channels; c++) {
     const float *img = im + (size_t)c * H * W;
     for (int ki = 0; ki < KH; ki++) {
+      const int hoff = ki * g->dilation[0] - ph;
+      int olo, ohi; /* output rows that read inside the image */
+      valid_range(hoff, sh, H, OH, &olo, &ohi);
       for (int kj = 0; kj < KW; kj++) {
         float *row = col + (size_t)((c * KH + ki) * KW + kj) * ld;
         const int woff = kj * g->dilation[1] - g->pad[1];
         int lo, hi;
         valid_range(woff, sw, W, OW, &lo, &hi);
-        for (int oh = 0; oh < OH; oh++) {
+        zero_run(row, olo * OW);
+        for (int oh = olo; oh < ohi; oh++) {
           float *dst = row + (size_t)oh * OW;
-          const int ih = oh * sh - g->pad[0] + ki * g->dilation[0];
-          if (ih < 0 || ih >= H) {
-            memset(dst, 0, (size_t)OW * sizeof *dst);
-            continue;
-          }
-          const float *src = img + (size_t)ih * W;
-          for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+          const float *src = img + (size_t)(oh * sh + hoff) * W;
+          zero_run(dst, lo);
           if (sw == 1) {
-            memcpy(dst + lo, src + woff + lo, (size_t)(hi - lo) * sizeof *dst);
+            copy_run(dst + lo, src + lo + woff, hi - lo);
           } else {
             for (int ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + woff];
           }
-          for (int ow = hi; ow < OW; ow++) dst[ow] = 0.0f;
+          zero_run(dst + hi, OW - hi);
         }
+        zero_run(row + (size_t)ohi * OW, (OH - ohi) * OW);
       }
     }
   }
 }
 
+/* One image from the rows of col (row stride ld); im is overwritten. */
 static void col2im_2d(const ct_im2col_geom *g, const float *col, size_t ld, float *im) {
   const int H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
   const int KH = g->kernel[0], KW = g->kernel[1];
-  const int sh = g->stride[0], sw = g->stride[1];
-  memset(im, 0, (size_t)g->channels * H * W * sizeof *im);
+  const int sh = g->stride[0], sw = g->stride[1], ph = g->pad[0];
+  zero_image(im, (size_t)g->channels * H * W);
   for (int c = 0; c < g->channels; c++) {
     float *img = im + (size_t)c * H * W;
     for (int ki = 0; ki < KH; ki++) {
+      const int hoff = ki * g->dilation[0] - ph;
+      int olo, ohi;
+      valid_range(hoff, sh, H, OH, &olo, &ohi);
       for (int kj = 0; kj < KW; kj++) {
         const float *row = col + (size_t)((c * KH + ki) * KW + kj) * ld;
         const int woff = kj * g->dilation[1] - g->pad[1];
         int lo, hi;
         valid_range(woff, sw, W, OW, &lo, &hi);
-        for (int oh = 0; oh < OH; oh++) {
-          const int ih = oh * sh - g->pad[0] + ki * g->dilation[0];
-          if (ih < 0 || ih >= H) continue;
+        for (int oh = olo; oh < ohi; oh++) {
           const float *src = row + (size_t)oh * OW;
-          float *dst = img + (size_t)ih * W;
+          float *dst = img + (size_t)(oh * sh + hoff) * W;
           if (sw == 1) {
-            for (int ow = lo; ow < hi; ow++) dst[ow + woff] += src[ow];
+            add_run(dst + lo + woff, src + lo, hi - lo);
           } else {
             for (int ow = lo; ow < hi; ow++) dst[ow * sw + woff] += src[ow];
           }
@@ -157,7 +187,7 @@ void ct_col2im_cpu(const ct_im2col_geom *g, int B, const float *col, float *im) 
     if (g->nspatial == 2 && !g->force_nd) {
       col2im_2d(g, src, ld, dst);
     } else {
-      memset(dst, 0, in_count * sizeof *dst);
+      zero_image(dst, in_count);
       walk_nd(g, false, NULL, NULL, src, dst, ld);
     }
   }
