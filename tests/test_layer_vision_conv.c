@@ -5,88 +5,7 @@
 #include <stdio.h>
 
 #include "layers/conv_common.h"
-#include "layertest.h"
-#include "testutil.h"
-
-/* A case.  Spatial values are given for 3 axes; a 2-D case uses [1], [2] and
- * a 1-D case [2] (the reference runs everything as 3-D with unit axes). */
-typedef struct conv_cfg {
-  const char *name;
-  const char *shape;  /* bottom shape */
-  int axis;           /* channel axis */
-  int nsp;            /* spatial axes */
-  int k[3], s[3], p[3], d[3];
-  int group, nout;
-  bool bias, force_nd, hw_fields;
-} conv_cfg;
-
-typedef struct conv_param {
-  Caffe__LayerParameter lp;
-  Caffe__ConvolutionParameter cp;
-  Caffe__FillerParameter wf, bf;
-  uint32_t k[3], s[3], p[3], d[3];
-} conv_param;
-
-/* One value when every spatial axis agrees, else one per axis. */
-static size_t repeated(const int *v, int nsp, uint32_t *out) {
-  bool same = true;
-  for (int i = 0; i < nsp; i++) {
-    out[i] = (uint32_t)v[3 - nsp + i];
-    same = same && v[3 - nsp + i] == v[3 - nsp];
-  }
-  return same ? 1 : (size_t)nsp;
-}
-
-static void make_param(conv_param *st, const conv_cfg *c, const char *type) {
-  memset(st, 0, sizeof *st);
-  Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
-  Caffe__ConvolutionParameter cp = CAFFE__CONVOLUTION_PARAMETER__INIT;
-  st->lp = lp;
-  st->cp = cp;
-  caffe__filler_parameter__init(&st->wf);
-  caffe__filler_parameter__init(&st->bf);
-  st->lp.name = "conv";
-  st->lp.type = (char *)type;
-  st->lp.convolution_param = &st->cp;
-  st->cp.has_num_output = 1;
-  st->cp.num_output = (uint32_t)c->nout;
-  st->cp.has_bias_term = 1;
-  st->cp.bias_term = c->bias;
-  st->cp.has_group = 1;
-  st->cp.group = (uint32_t)c->group;
-  st->cp.has_axis = 1;
-  st->cp.axis = c->axis;
-  st->cp.has_force_nd_im2col = 1;
-  st->cp.force_nd_im2col = c->force_nd;
-  st->wf.type = "gaussian";
-  st->wf.has_std = 1;
-  st->wf.std = 0.5f;
-  st->bf.type = "uniform";
-  st->bf.min = -1.0f;
-  st->bf.max = 1.0f;
-  st->cp.weight_filler = &st->wf;
-  st->cp.bias_filler = &st->bf;
-  if (c->hw_fields) {
-    st->cp.has_kernel_h = st->cp.has_kernel_w = 1;
-    st->cp.kernel_h = (uint32_t)c->k[1];
-    st->cp.kernel_w = (uint32_t)c->k[2];
-    st->cp.has_stride_h = st->cp.has_stride_w = 1;
-    st->cp.stride_h = (uint32_t)c->s[1];
-    st->cp.stride_w = (uint32_t)c->s[2];
-    st->cp.has_pad_h = st->cp.has_pad_w = 1;
-    st->cp.pad_h = (uint32_t)c->p[1];
-    st->cp.pad_w = (uint32_t)c->p[2];
-  } else {
-    st->cp.n_kernel_size = repeated(c->k, c->nsp, st->k);
-    st->cp.kernel_size = st->k;
-    st->cp.n_stride = repeated(c->s, c->nsp, st->s);
-    st->cp.stride = st->s;
-    st->cp.n_pad = repeated(c->p, c->nsp, st->p);
-    st->cp.pad = st->p;
-  }
-  st->cp.n_dilation = repeated(c->d, c->nsp, st->d);
-  st->cp.dilation = st->d;
-}
+#include "vision_cases.h"
 
 /* The reference's view of a bottom: N images (product of the axes before
  * the channel axis), C channels, 3 spatial axes (unit ones in front). */
@@ -177,25 +96,12 @@ static void ref_deconv(const conv_cfg *c, const ref_geom *g, const float *x, con
           }
 }
 
-static const conv_cfg k_cases[] = {
-    {"plain 3x3 pad 1", "2,4,6,5", 1, 2, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1, 3, true},
-    {"group 2 stride 2", "2,4,7,6", 1, 2, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {1, 1, 1}, 2, 4, true},
-    {"dilation 2 no bias", "2,3,7,7", 1, 2, {1, 3, 3}, {1, 1, 1}, {0, 2, 1}, {1, 2, 2}, 1, 2, false},
-    {"kernel_h 3 kernel_w 2", "2,4,7,6", 1, 2, {1, 3, 2}, {1, 2, 1}, {0, 1, 0}, {1, 1, 1}, 2, 2, true,
-     false, true},
-    {"1x1 fast path", "2,4,3,5", 1, 2, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 2, 6, true},
-    {"1x1 stride 2", "2,3,5,5", 1, 2, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {1, 1, 1}, 1, 2, true},
-    {"force_nd", "2,4,7,6", 1, 2, {1, 3, 2}, {1, 2, 1}, {0, 1, 1}, {1, 1, 2}, 2, 4, true, true},
-    {"3-d", "2,2,4,5,4", 1, 3, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 1}, 1, 2, true},
-    {"1-d", "2,3,9", 1, 1, {1, 1, 3}, {1, 1, 2}, {0, 0, 1}, {1, 1, 1}, 1, 2, true},
-    {"axis 2", "2,3,2,5,4", 2, 2, {1, 3, 2}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, 1, 3, true},
-};
-#define NCASES (sizeof k_cases / sizeof k_cases[0])
+#define NCASES (sizeof k_conv_cases / sizeof k_conv_cases[0])
 
 /* Forward of one case against the reference; returns nothing, fails the test. */
 static void check_forward(const conv_cfg *c, bool deconv, int nbottom) {
   conv_param st;
-  make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
   char shapes[128];
   snprintf(shapes, sizeof shapes, nbottom == 2 ? "%s;%s" : "%s", c->shape, c->shape);
   tu_layer_case lc;
@@ -239,21 +145,21 @@ static void check_forward(const conv_cfg *c, bool deconv, int nbottom) {
 }
 
 static void test_conv_forward(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_forward(&k_cases[i], false, 1);
+  for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], false, 1);
 }
 
 static void test_deconv_forward(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_forward(&k_cases[i], true, 1);
+  for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], true, 1);
 }
 
 static void test_two_bottoms_share_weights(void **state) {
-  check_forward(&k_cases[1], false, 2);
-  check_forward(&k_cases[1], true, 2);
+  check_forward(&k_conv_cases[1], false, 2);
+  check_forward(&k_conv_cases[1], true, 2);
 }
 
 static void check_gradient(const conv_cfg *c, bool deconv) {
   conv_param st;
-  make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
   ct_gradcheck_opts o = ct_gradcheck_defaults();
@@ -262,18 +168,18 @@ static void check_gradient(const conv_cfg *c, bool deconv) {
 }
 
 static void test_conv_gradient(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_cases[i], false);
+  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], false);
 }
 
 static void test_deconv_gradient(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_cases[i], true);
+  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], true);
 }
 
 /* Runs forward + backward with fixed top diffs; returns top, bottom diff and
  * parameter diffs concatenated (malloc'd) and the chunk the layer used. */
 static float *run_all(const conv_cfg *c, bool deconv, const char *shape, size_t *n, int *chunk) {
   conv_param st;
-  make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shape, 1);
   *chunk = ((ct_conv *)lc.l->priv)->chunk;
@@ -308,7 +214,7 @@ static void test_chunking(void **state) {
   const int which[] = {0, 1, 3, 7};
   for (int d = 0; d < 2; d++) {
     for (size_t j = 0; j < sizeof which / sizeof which[0]; j++) {
-      conv_cfg c = k_cases[which[j]];
+      conv_cfg c = k_conv_cases[which[j]];
       char shape[64];
       snprintf(shape, sizeof shape, "5%s", strchr(c.shape, ','));
       c.shape = shape;
@@ -319,7 +225,7 @@ static void test_chunking(void **state) {
       assert_int_equal(chunk1, 5);
       /* Budget for two images of this case's scratch. */
       conv_param st;
-      make_param(&st, &c, d ? "Deconvolution" : "Convolution");
+      conv_make_param(&st, &c, d ? "Deconvolution" : "Convolution");
       tu_layer_case lc;
       tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shape, 1);
       ct_conv *cv = lc.l->priv;
@@ -343,9 +249,9 @@ static void test_chunking(void **state) {
 /* The bottom gradient is written, not accumulated; the parameter gradients
  * accumulate; propagate_down false leaves the bottom diff alone. */
 static void test_backward_conventions(void **state) {
-  const conv_cfg *c = &k_cases[1];
+  const conv_cfg *c = &k_conv_cases[1];
   conv_param st;
-  make_param(&st, c, "Convolution");
+  conv_make_param(&st, c, "Convolution");
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
   tu_forward(&lc);
@@ -383,7 +289,7 @@ static void test_backward_conventions(void **state) {
 static void expect_error(const conv_cfg *c, const char *type, const char *shape,
                          void (*edit)(conv_param *), ct_status code, const char *msg) {
   conv_param st;
-  make_param(&st, c, type);
+  conv_make_param(&st, c, type);
   if (edit) edit(&st);
   tu_layer_case lc;
   ct_error err;
@@ -404,7 +310,7 @@ static void bad_axis(conv_param *st) { st->cp.axis = 4; }
 static void zero_stride(conv_param *st) { st->s[0] = 0; }
 
 static void test_bad_params(void **state) {
-  const conv_cfg *c = &k_cases[0];
+  const conv_cfg *c = &k_conv_cases[0];
   expect_error(c, "Convolution", "2,4,6,5", no_kernel, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.kernel_size must be given (or "
                "kernel_h and kernel_w)");
@@ -417,7 +323,7 @@ static void test_bad_params(void **state) {
   expect_error(c, "Convolution", "2,4,6,5", two_strides, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.stride must be given once or once "
                "per spatial axis (given 3 times for 2 spatial axes)");
-  expect_error(&k_cases[7], "Convolution", "2,2,4,5,4", kernel_both, CT_ERR_INVALID,
+  expect_error(&k_conv_cases[7], "Convolution", "2,2,4,5,4", kernel_both, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.kernel_h and kernel_w can only be "
                "used for 2-D convolution (the bottom has 3 spatial axes)");
   expect_error(c, "Convolution", "2,4,6,5", bad_axis, CT_ERR_INVALID,
@@ -426,10 +332,10 @@ static void test_bad_params(void **state) {
   expect_error(c, "Convolution", "2,4,6,5", zero_stride, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param: stride must be positive (spatial "
                "axis 0 is 0)");
-  expect_error(&k_cases[1], "Convolution", "2,3,7,6", NULL, CT_ERR_INVALID,
+  expect_error(&k_conv_cases[1], "Convolution", "2,3,7,6", NULL, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.group 2 does not divide the 3 input "
                "channels");
-  expect_error(&k_cases[3], "Convolution", "2,4,7,1", NULL, CT_ERR_INVALID,
+  expect_error(&k_conv_cases[3], "Convolution", "2,4,7,1", NULL, CT_ERR_INVALID,
                "layer 'conv' (Convolution): output size 0 along spatial axis 1 is not positive "
                "(input 1, kernel extent 2, pad 0, stride 1)");
 }

@@ -5,58 +5,9 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "layertest.h"
-#include "testutil.h"
+#include "vision_cases.h"
 
 /* ---------------------------------------------------------------- InnerProduct */
-
-typedef struct ip_cfg {
-  const char *shape;
-  int axis, nout;
-  bool bias, transpose;
-  int M, K;  /* expected flattening */
-} ip_cfg;
-
-static const ip_cfg k_ip[] = {
-    {"2,3,4,5", 1, 6, true, false, 2, 60},
-    {"2,3,4,5", 1, 6, true, true, 2, 60},
-    {"2,3,4,5", 2, 4, false, false, 6, 20},
-    {"2,3,4,5", -1, 3, true, true, 24, 5},
-    {"5,7", 1, 4, true, false, 5, 7},
-};
-
-typedef struct ip_param {
-  Caffe__LayerParameter lp;
-  Caffe__InnerProductParameter ip;
-  Caffe__FillerParameter wf, bf;
-} ip_param;
-
-static void make_ip(ip_param *st, const ip_cfg *c) {
-  Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
-  Caffe__InnerProductParameter ip = CAFFE__INNER_PRODUCT_PARAMETER__INIT;
-  st->lp = lp;
-  st->ip = ip;
-  caffe__filler_parameter__init(&st->wf);
-  caffe__filler_parameter__init(&st->bf);
-  st->lp.name = "ip";
-  st->lp.type = "InnerProduct";
-  st->lp.inner_product_param = &st->ip;
-  st->ip.has_num_output = 1;
-  st->ip.num_output = (uint32_t)c->nout;
-  st->ip.has_bias_term = 1;
-  st->ip.bias_term = c->bias;
-  st->ip.has_axis = 1;
-  st->ip.axis = c->axis;
-  st->ip.has_transpose = 1;
-  st->ip.transpose = c->transpose;
-  st->wf.type = "uniform";
-  st->wf.min = -1;
-  st->wf.max = 1;
-  st->bf.type = "gaussian";
-  st->bf.std = 1;
-  st->ip.weight_filler = &st->wf;
-  st->ip.bias_filler = &st->bf;
-}
 
 static void test_ip_forward(void **state) {
   for (size_t k = 0; k < sizeof k_ip / sizeof k_ip[0]; k++) {
@@ -138,43 +89,6 @@ static void test_ip_bad(void **state) {
 }
 
 /* ---------------------------------------------------------------- LRN */
-
-typedef struct lrn_cfg {
-  bool within;
-  int size;
-  float alpha, beta, k;
-} lrn_cfg;
-
-static const lrn_cfg k_lrn[] = {
-    {false, 5, 1e-4f, 0.75f, 1.0f},  /* Caffe's defaults */
-    {false, 3, 0.5f, 0.6f, 2.0f},
-    {false, 7, 1.5f, 0.9f, 1.5f},    /* window wider than the channels */
-    {true, 3, 0.8f, 0.75f, 5.0f},    /* k is ignored within a channel */
-    {true, 5, 2.0f, 0.5f, 1.0f},
-};
-
-typedef struct lrn_param {
-  Caffe__LayerParameter lp;
-  Caffe__LRNParameter rp;
-} lrn_param;
-
-static void make_lrn(lrn_param *st, const lrn_cfg *c) {
-  Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
-  Caffe__LRNParameter rp = CAFFE__LRNPARAMETER__INIT;
-  st->lp = lp;
-  st->rp = rp;
-  st->lp.name = "norm";
-  st->lp.type = "LRN";
-  st->lp.lrn_param = &st->rp;
-  st->rp.has_local_size = st->rp.has_alpha = st->rp.has_beta = st->rp.has_k = 1;
-  st->rp.local_size = (uint32_t)c->size;
-  st->rp.alpha = c->alpha;
-  st->rp.beta = c->beta;
-  st->rp.k = c->k;
-  st->rp.has_norm_region = 1;
-  st->rp.norm_region = c->within ? CAFFE__LRNPARAMETER__NORM_REGION__WITHIN_CHANNEL
-                                 : CAFFE__LRNPARAMETER__NORM_REGION__ACROSS_CHANNELS;
-}
 
 static void ref_lrn(const lrn_cfg *c, int N, int C, int H, int W, const float *x, double *y) {
   const int half = (c->size - 1) / 2;

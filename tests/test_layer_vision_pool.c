@@ -5,89 +5,9 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "layertest.h"
-#include "testutil.h"
+#include "vision_cases.h"
 
-enum { MAX = CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX,
-       AVE = CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE,
-       STO = CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC };
-
-typedef struct pool_cfg {
-  const char *name, *shape;
-  int method;
-  int kh, kw, sh, sw, ph, pw; /* kh == kw, sh == sw, ph == pw use the one-value fields */
-  bool global, floor_mode;
-  int out_h, out_w;           /* expected pooled size, worked out by hand */
-} pool_cfg;
-
-typedef struct pool_param {
-  Caffe__LayerParameter lp;
-  Caffe__PoolingParameter pp;
-} pool_param;
-
-static void make_param(pool_param *st, const pool_cfg *c) {
-  Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
-  Caffe__PoolingParameter pp = CAFFE__POOLING_PARAMETER__INIT;
-  st->lp = lp;
-  st->pp = pp;
-  st->lp.name = "pool";
-  st->lp.type = "Pooling";
-  st->lp.pooling_param = &st->pp;
-  Caffe__PoolingParameter *p = &st->pp;
-  p->has_pool = 1;
-  p->pool = c->method;
-  if (c->global) {
-    p->has_global_pooling = 1;
-    p->global_pooling = 1;
-  } else if (c->kh == c->kw) {
-    p->has_kernel_size = 1;
-    p->kernel_size = (uint32_t)c->kh;
-  } else {
-    p->has_kernel_h = p->has_kernel_w = 1;
-    p->kernel_h = (uint32_t)c->kh;
-    p->kernel_w = (uint32_t)c->kw;
-  }
-  if (c->sh == c->sw) {
-    p->has_stride = 1;
-    p->stride = (uint32_t)c->sh;
-  } else {
-    p->has_stride_h = p->has_stride_w = 1;
-    p->stride_h = (uint32_t)c->sh;
-    p->stride_w = (uint32_t)c->sw;
-  }
-  if (c->ph == c->pw) {
-    p->has_pad = c->ph != 0;
-    p->pad = (uint32_t)c->ph;
-  } else {
-    p->has_pad_h = p->has_pad_w = 1;
-    p->pad_h = (uint32_t)c->ph;
-    p->pad_w = (uint32_t)c->pw;
-  }
-  if (c->floor_mode) {
-    p->has_round_mode = 1;
-    p->round_mode = CAFFE__POOLING_PARAMETER__ROUND_MODE__FLOOR;
-  }
-}
-
-static const pool_cfg k_cases[] = {
-    /* ceil((6-3)/2)+1 = 3, ceil((5-3)/2)+1 = 2 */
-    {"max 3x3 s2", "2,3,6,5", MAX, 3, 3, 2, 2, 0, 0, false, false, 3, 2},
-    /* ceil((6+2-3)/2)+1 = 4 kept since 3*2 < 6+1; ceil((5+2-3)/2)+1 = 3 */
-    {"max pad 1", "2,3,6,5", MAX, 3, 3, 2, 2, 1, 1, false, false, 4, 3},
-    /* ceil((5+2-2)/2)+1 = 4, but the 4th window starts at 3*2-1 = 5 >= 5: 3 */
-    {"max last window in pad", "2,2,5,5", MAX, 2, 2, 2, 2, 1, 1, false, false, 3, 3},
-    {"max floor", "2,3,6,5", MAX, 3, 3, 2, 2, 0, 0, false, true, 2, 2},
-    /* H: ceil((7+2-3)/2)+1 = 4; W: ceil((6+0-2)/1)+1 = 5 */
-    {"max rect", "2,2,7,6", MAX, 3, 2, 2, 1, 1, 0, false, false, 4, 5},
-    {"ave 3x3 s2", "2,3,6,5", AVE, 3, 3, 2, 2, 0, 0, false, false, 3, 2},
-    {"ave pad 1", "2,3,6,5", AVE, 3, 3, 2, 2, 1, 1, false, false, 4, 3},
-    {"ave last window in pad", "2,2,5,5", AVE, 2, 2, 2, 2, 1, 1, false, false, 3, 3},
-    {"ave rect pad", "2,2,7,6", AVE, 3, 2, 2, 1, 1, 1, false, false, 4, 7},
-    {"ave floor", "2,3,6,5", AVE, 3, 3, 2, 2, 1, 1, false, true, 3, 3},
-    {"max global", "2,3,4,5", MAX, 0, 0, 1, 1, 0, 0, true, false, 1, 1},
-    {"ave global", "2,3,4,5", AVE, 0, 0, 1, 1, 0, 0, true, false, 1, 1},
-};
-#define NCASES (sizeof k_cases / sizeof k_cases[0])
+#define NCASES (sizeof k_pool_cases / sizeof k_pool_cases[0])
 
 /* Caffe's rules written out again, plainly, in double. */
 static void reference(const pool_cfg *c, int N, int C, int H, int W, const float *x, double *y,
@@ -121,9 +41,9 @@ static void reference(const pool_cfg *c, int N, int C, int H, int W, const float
 
 static void test_forward_cases(void **state) {
   for (size_t i = 0; i < NCASES; i++) {
-    const pool_cfg *c = &k_cases[i];
+    const pool_cfg *c = &k_pool_cases[i];
     pool_param st;
-    make_param(&st, c);
+    pool_make_param(&st, c);
     tu_layer_case lc;
     tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
     tu_forward(&lc);
@@ -152,7 +72,7 @@ static void test_forward_cases(void **state) {
 static void test_ave_divisor_by_hand(void **state) {
   pool_cfg c = {"hand", "1,1,2,2", AVE, 2, 2, 1, 1, 1, 1, false, false, 3, 3};
   pool_param st;
-  make_param(&st, &c);
+  pool_make_param(&st, &c);
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c.shape, 1);
   const float x[4] = {1, 2, 3, 4};
@@ -169,9 +89,9 @@ static void test_ave_divisor_by_hand(void **state) {
 /* MAX with two tops: the second is the argmax within each plane, and the
  * backward routes each top diff there. */
 static void test_max_mask_top(void **state) {
-  const pool_cfg *c = &k_cases[1];
+  const pool_cfg *c = &k_pool_cases[1];
   pool_param st;
-  make_param(&st, c);
+  pool_make_param(&st, c);
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 2);
   tu_forward(&lc);
@@ -204,21 +124,11 @@ static void test_max_mask_top(void **state) {
   tu_layer_case_free(&lc);
 }
 
-/* Values 2/n apart in a scrambled order: no two inputs of a window are
- * within a finite-difference step of each other (no ties for the max). */
-static void distinct_values(ct_tensor *t) {
-  size_t n = t->count;
-  float *v = malloc(n * sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = (float)((i * 7919) % n) * 2.0f / (float)n - 1.0f;
-  tu_set_values(t, v);
-  free(v);
-}
-
 static void test_gradients(void **state) {
   for (size_t i = 0; i < NCASES; i++) {
-    const pool_cfg *c = &k_cases[i];
+    const pool_cfg *c = &k_pool_cases[i];
     pool_param st;
-    make_param(&st, c);
+    pool_make_param(&st, c);
     tu_layer_case lc;
     tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
     ct_gradcheck_opts o = ct_gradcheck_defaults();
@@ -239,7 +149,7 @@ static void test_gradients(void **state) {
 static void test_stochastic(void **state) {
   pool_cfg c = {"sto", "2,3,6,5", STO, 3, 3, 2, 2, 0, 0, false, false, 3, 2};
   pool_param st;
-  make_param(&st, &c);
+  pool_make_param(&st, &c);
   for (int phase = 0; phase < 2; phase++) {
     tu_layer_case lc;
     tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, phase ? CT_PHASE_TEST : CT_PHASE_TRAIN,
@@ -293,40 +203,40 @@ static void expect_error(pool_param *st, const char *shape, int ntop, const char
 
 static void test_bad_params(void **state) {
   pool_param st;
-  make_param(&st, &k_cases[0]);
+  pool_make_param(&st, &k_pool_cases[0]);
   st.pp.has_kernel_size = 0;
   expect_error(&st, "2,3,6,5", 1,
                "layer 'pool' (Pooling): pooling_param.kernel_size must be given (or both "
                "kernel_h and kernel_w)");
-  make_param(&st, &k_cases[0]);
+  pool_make_param(&st, &k_pool_cases[0]);
   st.pp.has_kernel_h = 1;
   st.pp.kernel_h = 2;
   expect_error(&st, "2,3,6,5", 1,
                "layer 'pool' (Pooling): pooling_param: give either kernel_size or kernel_h and "
                "kernel_w, not both");
-  make_param(&st, &k_cases[1]);
+  pool_make_param(&st, &k_pool_cases[1]);
   st.pp.pad = 3;
   expect_error(&st, "2,3,6,5", 1,
                "layer 'pool' (Pooling): pooling_param: pad (3, 3) must be smaller than the "
                "kernel (3, 3)");
-  make_param(&st, &k_cases[10]);
+  pool_make_param(&st, &k_pool_cases[10]);
   st.pp.has_kernel_size = 1;
   st.pp.kernel_size = 2;
   expect_error(&st, "2,3,6,5", 1,
                "layer 'pool' (Pooling): pooling_param: kernel_size, kernel_h and kernel_w "
                "cannot be given with global_pooling");
-  make_param(&st, &k_cases[5]);
+  pool_make_param(&st, &k_pool_cases[5]);
   expect_error(&st, "2,3,6,5", 2,
                "layer 'pool' (Pooling): pooling_param: only MAX pooling has a second top (the "
                "argmax mask)");
-  make_param(&st, &k_cases[0]);
+  pool_make_param(&st, &k_pool_cases[0]);
   expect_error(&st, "2,3,6", 1,
                "layer 'pool' (Pooling): the bottom must have 4 axes (num, channels, height, "
                "width), got 2 3 6 (36)");
-  make_param(&st, &k_cases[0]);
+  pool_make_param(&st, &k_pool_cases[0]);
   expect_error(&st, "2,3,1,5", 1,
                "layer 'pool' (Pooling): the 3x3 kernel does not fit the 1x5 input with pad (0, 0)");
-  make_param(&st, &k_cases[0]);
+  pool_make_param(&st, &k_pool_cases[0]);
   st.pp.has_pad_h = 1;
   st.pp.pad_h = 1;
   expect_error(&st, "2,3,6,5", 1,
