@@ -1,5 +1,11 @@
 /* cortado time: benchmark a network's forward and backward passes. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli/cli.h"
+#include "cli/run_common.h"
+#include "core/log.h"
 
 static const ct_flag_spec time_flags[] = {
     CT_CLI_FLAG_MODEL,
@@ -18,6 +24,90 @@ static const ct_flag_spec time_flags[] = {
      .meta = "C,H,W"},
 };
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Caffe's `time`: one warm-up pass, then per-layer forward and backward
+ * times averaged over --iterations, with Caffe's summary lines. */
+static int time_run(const ct_cli_args *args) {
+  ct_error err;
+  int device;
+  if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  ct_context ctx;
+  if (ct_context_init(&ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  const char *phase_s = ct_cli_string(args, "phase");
+  ct_phase phase = phase_s && strcmp(phase_s, "TEST") == 0 ? CT_PHASE_TEST : CT_PHASE_TRAIN;
+  ct_net *net;
+  if (ct_cli_build_model(args, phase, &ctx, &net, &err) != CT_OK) {
+    ct_context_free(&ctx);
+    return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  }
+  int iters = ct_cli_int(args, "iterations");
+  int rc = CT_EXIT_OK;
+  LOG_INFO("Performing Forward");
+  double loss;
+  if (ct_net_forward(net, &loss, &err) != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    goto done;
+  }
+  LOG_INFO("Initial loss: %g", loss);
+  LOG_INFO("Performing Backward");
+  ct_net_backward(net);
+  ct_context_sync(&ctx);
+
+  double *fwd = calloc((size_t)net->nlayers + 1, sizeof(double));
+  double *bwd = calloc((size_t)net->nlayers + 1, sizeof(double));
+  LOG_INFO("*** Benchmark begins ***");
+  LOG_INFO("Testing for %d iterations.", iters);
+  double total = 0, fwd_total = 0, bwd_total = 0;
+  for (int it = 0; it < iters && rc == CT_EXIT_OK; it++) {
+    double t_iter = now_ms(), t_f = t_iter;
+    for (int i = 0; i < net->nlayers; i++) {
+      double t0 = now_ms();
+      if (ct_layer_forward(net->layers[i], net->bottoms[i], net->tops[i], NULL, &err) != CT_OK) {
+        rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+        break;
+      }
+      ct_context_sync(&ctx);
+      fwd[i] += now_ms() - t0;
+    }
+    fwd_total += now_ms() - t_f;
+    double t_b = now_ms();
+    for (int i = net->nlayers - 1; i >= 0 && rc == CT_EXIT_OK; i--) {
+      double t0 = now_ms();
+      if (net->layer_need_backward[i])
+        ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+      ct_context_sync(&ctx);
+      bwd[i] += now_ms() - t0;
+    }
+    bwd_total += now_ms() - t_b;
+    double t = now_ms() - t_iter;
+    total += t;
+    LOG_INFO("Iteration: %d forward-backward time: %g ms.", it + 1, t);
+  }
+  if (rc == CT_EXIT_OK) {
+    LOG_INFO("Average time per layer: ");
+    for (int i = 0; i < net->nlayers; i++) {
+      LOG_INFO("%10s\tforward: %g ms.", net->layers[i]->name, fwd[i] / iters);
+      LOG_INFO("%10s\tbackward: %g ms.", net->layers[i]->name, bwd[i] / iters);
+    }
+    LOG_INFO("Average Forward pass: %g ms.", fwd_total / iters);
+    LOG_INFO("Average Backward pass: %g ms.", bwd_total / iters);
+    LOG_INFO("Average Forward-Backward: %g ms.", total / iters);
+    LOG_INFO("Total Time: %g ms.", total);
+    LOG_INFO("*** Benchmark ends ***");
+  }
+  free(fwd);
+  free(bwd);
+done:
+  ct_net_free(net);
+  ct_context_free(&ctx);
+  return rc;
+}
+
 const ct_cli_command ct_cli_cmd_time = {
     .name = "time",
     .summary = "Time a network's forward and backward passes, layer by layer.",
@@ -28,5 +118,5 @@ const ct_cli_command ct_cli_cmd_time = {
     .n_flags = sizeof time_flags / sizeof time_flags[0],
     .min_args = 0,
     .max_args = 0,
-    .run = ct_cli_not_implemented,
+    .run = time_run,
 };

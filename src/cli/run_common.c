@@ -1,0 +1,78 @@
+#include "cli/run_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "net/net_load.h"
+
+ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err) {
+  *device = CT_DEVICE_CPU;
+  if (!ct_cli_is_set(args, "gpu")) {
+    LOG_INFO("Use CPU.");
+    return CT_OK;
+  }
+  ct_gpu_list gpus;
+  CT_TRY(ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, err));
+  *device = gpus.n > 0 ? gpus.ids[0] : 0;
+  LOG_INFO("Use GPU with device ID %d", *device);
+  return CT_OK;
+}
+
+char **ct_cli_stages(const ct_cli_args *args, int *n) {
+  *n = 0;
+  const char *s = ct_cli_is_set(args, "stage") ? ct_cli_string(args, "stage") : NULL;
+  if (!s || !*s) return NULL;
+  size_t len = strlen(s);
+  int max = 1;
+  for (const char *p = s; *p; p++) max += *p == ',';
+  char **out = ct_xcalloc(1, (size_t)(max + 1) * sizeof(char *) + len + 1);
+  char *buf = (char *)(out + max + 1);
+  memcpy(buf, s, len + 1);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) out[(*n)++] = tok;
+  return out;
+}
+
+static ct_status parse_dummy_shape(const char *text, int chw[3], ct_error *err) {
+  if (sscanf(text, "%d,%d,%d", &chw[0], &chw[1], &chw[2]) != 3 || chw[0] <= 0 || chw[1] <= 0 ||
+      chw[2] <= 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--dummy_shape=%s: expected three positive integers C,H,W (e.g. 3,224,224)", text);
+  return CT_OK;
+}
+
+ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
+                             ct_error *err) {
+  *out = NULL;
+  const char *model = ct_cli_is_set(args, "model") ? ct_cli_string(args, "model") : NULL;
+  if (!model || !*model) return ct_error_set(err, CT_ERR_INVALID, "--model=FILE is required");
+  Caffe__NetParameter *param;
+  CT_TRY(ct_net_param_read(model, &param, err));
+  ct_status s = CT_OK;
+  bool dummy = false;
+  for (size_t i = 0; i < args->n_command_specs; i++)
+    if (strcmp(args->specs[i].name, "dummy_data") == 0) dummy = ct_cli_bool(args, "dummy_data");
+  if (dummy) {
+    int chw[3], *pchw = NULL;
+    if (ct_cli_is_set(args, "dummy_shape")) {
+      s = parse_dummy_shape(ct_cli_string(args, "dummy_shape"), chw, err);
+      pchw = chw;
+    }
+    if (s == CT_OK) s = ct_net_param_replace_data_layers(param, pchw, err);
+  }
+  if (s == CT_OK) {
+    int nstages;
+    char **stages = ct_cli_stages(args, &nstages);
+    ct_net_opts o = {.phase = phase,
+                     .level = ct_cli_int(args, "level"),
+                     .stages = (const char *const *)stages,
+                     .nstages = nstages,
+                     .source_name = model};
+    s = ct_net_init(out, param, &o, ctx, err);
+    free(stages);
+  }
+  protobuf_c_message_free_unpacked(&param->base, NULL);
+  return s;
+}

@@ -1,0 +1,27 @@
+/* The MPI back end of ct_comm (host buffers).  Only built with MPI. */
+#ifndef CT_PARALLEL_COMM_MPI_H
+#define CT_PARALLEL_COMM_MPI_H
+
+#include <stdbool.h>
+
+#include "parallel/comm.h"
+
+/* True when this process was started by mpirun or another PMI launcher
+ * (Open MPI's OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, Slurm's SLURM_NTASKS
+ * with SLURM_PROCID...) with more than one rank. */
+bool ct_mpi_launched(void);
+/* Local rank on this node (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+ * SLURM_LOCALID), or -1 when unknown. */
+int ct_mpi_local_rank_from_env(void);
+
+/* Initialises MPI once per process (thread level FUNNELED is enough) and
+ * returns a communicator over MPI_COMM_WORLD with MPI's errors returned, not
+ * fatal.  CT_ERR_UNSUPPORTED in a build without MPI. */
+ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err);
+/* MPI_Finalize when we initialised MPI (call once at exit). */
+void ct_mpi_finalize(void);
+/* Broadcasts `bytes` of host data from rank 0 of MPI_COMM_WORLD (used to
+ * share an NCCL unique id). */
+ct_status ct_mpi_broadcast_bytes(void *data, size_t bytes, ct_error *err);
+
+#endif
