@@ -9,7 +9,9 @@
 extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   CT_TRY(ct_gpu_set_device(ctx->device, err));
   cudaStream_t stream;
-  cudaError_t ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  /* A blocking stream: plain cudaMemcpy (uploads, downloads, snapshots) on the
+   * legacy default stream then orders after the compute work on it. */
+  cudaError_t ce = cudaStreamCreate(&stream);
   if (ce != cudaSuccess)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot create a stream: %s", ctx->device,
                         cudaGetErrorString(ce));

@@ -1,0 +1,102 @@
+/* Concat: joins its bottoms along one axis (concat_param.axis, default 1, or
+ * the legacy concat_dim).  The other axes must agree.  Backward hands each
+ * bottom its block of the top's diff.  Both directions are block copies,
+ * so the same code runs on the host and on a GPU (ct_copy_rows). */
+#include <stdlib.h>
+
+#include "layers/layer.h"
+#include "layers/shape_util.h"
+
+typedef struct {
+  int axis;
+} concat_priv;
+
+static ct_status concat_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                              ct_error *err) {
+  const Caffe__ConcatParameter *p =
+      CT_PARAM_OR_DEFAULT(l, concat_param, CAFFE__CONCAT_PARAMETER__INIT);
+  if (p->has_axis && p->has_concat_dim)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "concat_param: give either axis or concat_dim, not both");
+  l->priv = ct_xcalloc(1, sizeof(concat_priv));
+  return CT_OK;
+}
+
+static ct_status concat_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                ct_error *err) {
+  const Caffe__ConcatParameter *p =
+      CT_PARAM_OR_DEFAULT(l, concat_param, CAFFE__CONCAT_PARAMETER__INIT);
+  concat_priv *c = l->priv;
+  const ct_tensor *b0 = bottom[0];
+  if (p->has_concat_dim) {
+    if (p->concat_dim >= (uint32_t)b0->ndim)
+      return ct_error_set(err, CT_ERR_INVALID, "concat_dim %u out of range for a %d-axis bottom",
+                          p->concat_dim, b0->ndim);
+    c->axis = (int)p->concat_dim;
+  } else {
+    CT_TRY(ct_layer_axis(b0, p->axis, "axis", &c->axis, err));
+  }
+  int shape[CT_MAX_AXES];
+  for (int k = 0; k < b0->ndim; k++) shape[k] = b0->shape[k];
+  for (int i = 1; i < l->nbottom; i++) {
+    const ct_tensor *b = bottom[i];
+    char sb[256], s0[256];
+    if (b->ndim != b0->ndim)
+      return ct_error_set(err, CT_ERR_INVALID, "bottom %d has %d axes but bottom 0 has %d", i,
+                          b->ndim, b0->ndim);
+    for (int k = 0; k < b0->ndim; k++)
+      if (k != c->axis && b->shape[k] != b0->shape[k])
+        return ct_error_set(err, CT_ERR_INVALID,
+                            "bottom %d has shape %s but bottom 0 has %s: only the concat axis %d "
+                            "may differ",
+                            i, ct_tensor_shape_string(b, sb, sizeof sb),
+                            ct_tensor_shape_string(b0, s0, sizeof s0), c->axis);
+    shape[c->axis] += b->shape[c->axis];
+  }
+  return ct_tensor_reshape(top[0], b0->ndim, shape, err);
+}
+
+static ct_status concat_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                ct_error *err) {
+  int axis = ((concat_priv *)l->priv)->axis;
+  size_t outer = ct_tensor_count_range(top[0], 0, axis);
+  size_t inner = ct_tensor_count_range(top[0], axis + 1, top[0]->ndim);
+  size_t top_row = (size_t)top[0]->shape[axis] * inner, offset = 0;
+  for (int i = 0; i < l->nbottom; i++) {
+    size_t row = (size_t)bottom[i]->shape[axis] * inner;
+    ct_copy_rows(l->ctx, outer, row, bottom[i]->data, row, top[0]->data + offset, top_row);
+    offset += row;
+  }
+  return CT_OK;
+}
+
+static void concat_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                            ct_tensor *const *bottom) {
+  int axis = ((concat_priv *)l->priv)->axis;
+  size_t outer = ct_tensor_count_range(top[0], 0, axis);
+  size_t inner = ct_tensor_count_range(top[0], axis + 1, top[0]->ndim);
+  size_t top_row = (size_t)top[0]->shape[axis] * inner, offset = 0;
+  for (int i = 0; i < l->nbottom; i++) {
+    size_t row = (size_t)bottom[i]->shape[axis] * inner;
+    if (propagate_down[i])
+      ct_copy_rows(l->ctx, outer, row, top[0]->diff + offset, top_row, bottom[i]->diff, row);
+    offset += row;
+  }
+}
+
+static void concat_destroy(ct_layer *l) { free(l->priv); }
+
+/* Device-neutral: block copies on the context's device. */
+const ct_layer_ops ct_concat_ops = {
+    .type = "Concat",
+    .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = 1,
+    .setup = concat_setup,
+    .reshape = concat_reshape,
+    .forward_cpu = concat_forward,
+    .backward_cpu = concat_backward,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = concat_forward,
+    .backward_gpu = concat_backward,
+#endif
+    .destroy = concat_destroy,
+};

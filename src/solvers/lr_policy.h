@@ -1,0 +1,64 @@
+/* Learning-rate policies (Caffe's SGDSolver::GetLearningRate):
+ *
+ *   fixed      base_lr
+ *   step       base_lr * gamma ^ floor(iter / stepsize)
+ *   exp        base_lr * gamma ^ iter
+ *   inv        base_lr * (1 + gamma * iter) ^ (-power)
+ *   multistep  base_lr * gamma ^ current_step, where current_step counts the
+ *              stepvalue entries passed (advancing by at most one per call)
+ *   poly       base_lr * (1 - iter / max_iter) ^ power
+ *   sigmoid    base_lr / (1 + exp(-gamma * (iter - stepsize)))
+ */
+#ifndef CT_SOLVERS_LR_POLICY_H
+#define CT_SOLVERS_LR_POLICY_H
+
+#include "caffe.pb-c.h"
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ct_lr_policy {
+  CT_LR_POLICY_FIXED = 0,
+  CT_LR_POLICY_STEP,
+  CT_LR_POLICY_EXP,
+  CT_LR_POLICY_INV,
+  CT_LR_POLICY_MULTISTEP,
+  CT_LR_POLICY_POLY,
+  CT_LR_POLICY_SIGMOID
+} ct_lr_policy;
+
+typedef struct ct_lr_schedule {
+  ct_lr_policy policy;
+  float base_lr, gamma, power;
+  int stepsize, max_iter;
+  int nstepvalues;
+  int *stepvalues; /* (nstepvalues) owned */
+} ct_lr_schedule;
+
+/* Reads lr_policy and the fields it uses from p, with Caffe's checks:
+ * step and sigmoid need stepsize > 0; step, exp, inv, multistep and sigmoid
+ * need gamma >= 0; poly needs max_iter > 0.  Errors (CT_ERR_INVALID):
+ *   "lr_policy: unknown policy 'stpe' (known: fixed, step, exp, inv,
+ *    multistep, poly, sigmoid; did you mean 'step'?)"
+ *   "lr_policy: not set (one of fixed, step, ...)"
+ *   "stepsize: lr_policy 'step' needs stepsize > 0, got 0"
+ * Free with ct_lr_schedule_free. */
+ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p, ct_error *err);
+void ct_lr_schedule_free(ct_lr_schedule *s);
+
+/* The rate at iteration iter.  *current_step is Caffe's current_step_: step
+ * sets it to iter / stepsize; multistep advances it by one when iter has
+ * reached the next stepvalue (and logs "MultiStep Status: Iteration N,
+ * step = K"); other policies leave it alone. */
+float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step);
+
+/* The policy's name as written in a solver file. */
+const char *ct_lr_policy_name(ct_lr_policy p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,196 @@
+/* The solver: Caffe's Solver and SGDSolver family in one object.
+ *
+ * A solver owns a train net and its test nets (built from a SolverParameter
+ * as Caffe's InitTrainNet / InitTestNets do), the update rule's history
+ * arrays (flat, with the layout of the net's flat parameter buffers), the
+ * iteration count and the learning-rate schedule.  One iteration
+ * (ct_solver_step) is Caffe's:
+ *
+ *   clear param diffs; test when test_interval says so;
+ *   iter_size x (forward, backward), loss averaged;
+ *   display every `display` iterations;
+ *   hooks.on_gradients (a data-parallel all-reduce goes here);
+ *   update: rate from lr_policy, clip_gradients (global L2 norm), then per
+ *           parameter 1/iter_size, weight decay (L2/L1 x decay_mult), the
+ *           rule's step with rate x lr_mult, and w -= step;
+ *   ++iter; snapshot every `snapshot` iterations or when requested; stop
+ *   when requested.
+ *
+ * Log lines are Caffe's, so Caffe's log parsers and plots keep working:
+ *   Iteration 100 (12.3 iter/s, 8.1s/100 iters), loss = 0.3
+ *       Train net output #0: loss = 0.3 (* 1 = 0.3 loss)
+ *   Iteration 100, lr = 0.01
+ *   Iteration 500, Testing net (#0)
+ *       Test net output #0: accuracy = 0.87
+ *
+ * Snapshots are <prefix>_iter_N.caffemodel and <prefix>_iter_N.solverstate,
+ * both written atomically; a .solverstate holds Caffe's fields (iter,
+ * learned_net, history, current_step) plus the context RNG state, so that a
+ * resumed run on the CPU repeats an uninterrupted one bit for bit.
+ *
+ * Paths in the SolverParameter (net files, snapshot_prefix, weights) are used
+ * as given, relative to the current directory, as Caffe does. */
+#ifndef CT_SOLVERS_SOLVER_H
+#define CT_SOLVERS_SOLVER_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "caffe.pb-c.h"
+#include "core/context.h"
+#include "core/status.h"
+#include "net/net.h"
+#include "solvers/lr_policy.h"
+#include "solvers/update.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Requests from outside the training loop (signal handlers), as bit flags. */
+typedef enum ct_solver_action {
+  CT_SOLVER_ACTION_NONE = 0,
+  CT_SOLVER_ACTION_STOP = 1 << 0,     /* finish the iteration, then return */
+  CT_SOLVER_ACTION_SNAPSHOT = 1 << 1  /* snapshot after the iteration */
+} ct_solver_action;
+
+/* Callbacks into one iteration (Caffe's Solver::Callback); any may be NULL. */
+typedef struct ct_solver_hooks {
+  /* Before the iteration's forward passes. */
+  void (*on_start)(void *user);
+  /* After the iteration's backward passes, before the update: the flat
+   * gradient holds this worker's sum over iter_size passes.  A failure
+   * (e.g. CT_ERR_COMM) ends ct_solver_step with that status. */
+  ct_status (*on_gradients)(void *user, ct_error *err);
+  void *user;
+} ct_solver_hooks;
+
+/* Options beyond the SolverParameter. */
+typedef struct ct_solver_opts {
+  /* Keep training after a NaN or infinite loss (default: stop with
+   * CT_ERR_NUMERIC naming the first layer whose output went non-finite). */
+  bool continue_on_nonfinite;
+  /* No per-layer INFO lines while building the nets. */
+  bool quiet_nets;
+} ct_solver_opts;
+
+typedef struct ct_solver {
+  Caffe__SolverParameter *param; /* owned copy (upgraded) */
+  ct_context *ctx;               /* borrowed; the nets compute on it */
+  ct_net *net;                   /* the train net */
+  int ntest_nets;
+  ct_net **test_nets;            /* (ntest_nets), sharing the train net's weights */
+  const ct_update_rule *rule;
+  ct_lr_schedule lr;
+  /* History: rule->nslots arrays of net->flat_count values on ctx->device;
+   * slot k starts at history + k * net->flat_count (SGD: momentum; Adam: m, v;
+   * AdaDelta: squared gradients, squared steps). */
+  float *history;
+  int *caffe_order;              /* (net->nparams) indices into net->params in
+                                    Caffe's learnable_params order (layer, index) */
+
+  int iter;                      /* updates done so far */
+  int current_step;              /* Caffe's current_step_ (step / multistep) */
+  float rate;                    /* the learning rate of the last update */
+  float smoothed_loss;           /* mean of the last average_loss iteration losses */
+  float *losses;                 /* (average_loss) window behind smoothed_loss */
+  int nlosses;
+  float **test_scores;           /* (ntest_nets) the mean outputs of each net's */
+  int *ntest_scores;             /* last test: ntest_scores[i] values, Caffe's order */
+  bool requested_early_exit;     /* the last step/solve stopped on a STOP request */
+
+  ct_solver_opts opts;
+  ct_solver_hooks hooks;
+  volatile sig_atomic_t stop_requested;
+  volatile sig_atomic_t snapshot_requested;
+  double timer_start;            /* display timing (monotonic seconds) */
+  int iterations_last;
+} ct_solver;
+
+/* Builds a solver from param (copied; not kept) on ctx (borrowed, must
+ * outlive the solver), as Caffe's Solver::Init:
+ *   - checks average_loss >= 1, iter_size >= 1, the solver type and its
+ *     fields, lr_policy and its fields, snapshot_format (HDF5 is
+ *     CT_ERR_UNSUPPORTED), and when snapshot > 0 that snapshot_prefix is set
+ *     and writable (a probe file is created and removed);
+ *   - seeds ctx's RNG with random_seed + ctx->rank when random_seed >= 0,
+ *     else from the clock (before the nets are built, so fillers use it);
+ *   - builds the train net from exactly one of net, net_param, train_net,
+ *     train_net_param (NetState: phase TRAIN, then the net's own state, then
+ *     train_state), and the test nets from test_net_param, test_net and then
+ *     net/net_param for the remaining test_iter entries (phase TEST, the
+ *     net's state, then test_state[i]); net files are read as text and
+ *     upgraded; the test nets share the train net's weights;
+ *   - loads each `weights` entry (comma-separated .caffemodel lists) into
+ *     every net.
+ * Errors carry Caffe's wording, e.g. CT_ERR_INVALID "test_iter must be
+ * specified for each test network." or "SolverParameter must specify a train
+ * net using one of these fields: net, net_param, train_net,
+ * train_net_param"; net build errors are passed on.  On success *out owns
+ * the nets; free with ct_solver_free.  opts may be NULL. */
+ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
+                         const ct_solver_opts *opts, ct_context *ctx, ct_error *err);
+void ct_solver_free(ct_solver *s);
+
+/* Sets the iteration callbacks (copied). */
+void ct_solver_set_hooks(ct_solver *s, const ct_solver_hooks *hooks);
+
+/* Runs `iters` iterations (fewer when a STOP request arrives; then
+ * s->requested_early_exit is true and the status is CT_OK).  Errors: a
+ * forward failure (bad data, passed on), a failed on_gradients hook, a
+ * snapshot that cannot be written (CT_ERR_IO), and, unless
+ * continue_on_nonfinite, CT_ERR_NUMERIC for a NaN or infinite loss:
+ * "iteration 17: the loss is nan; the first non-finite output is from
+ * layer 'ip1' (InnerProduct)" (the update of that iteration is not applied). */
+ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err);
+
+/* Caffe's Solve: restores resume_file when not NULL, steps to max_iter,
+ * snapshots at the end (snapshot_after_train, unless the last iteration
+ * just did), then when not stopped early logs the final train loss
+ * ("Iteration N, loss = X", on display iterations) and tests (on test
+ * iterations).  Errors: those of ct_solver_restore and ct_solver_step. */
+ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err);
+
+/* Runs every test net for its test_iter forward passes and logs the mean
+ * outputs (Caffe's TestAll); results are also in s->test_scores. */
+ct_status ct_solver_test_all(ct_solver *s, ct_error *err);
+
+/* Writes <prefix>_iter_<iter>.caffemodel (with diffs when snapshot_diff)
+ * and then <prefix>_iter_<iter>.solverstate, each atomically.  Errors:
+ * CT_ERR_IO naming the file. */
+ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
+
+/* Restores a .solverstate written by Cortado or BVLC Caffe: iter,
+ * current_step, the weights of learned_net (as stored, relative to the
+ * current directory; when that file is missing, the same file name next to
+ * the .solverstate), the history arrays and, when present, the RNG state.
+ * Errors: the reader's (CT_ERR_NOTFOUND / CT_ERR_IO / CT_ERR_PARSE naming the
+ * file); CT_ERR_UNSUPPORTED for an HDF5 state (.h5); CT_ERR_INVALID for a
+ * history count or shape that does not fit this solver and net, e.g.
+ * "s.solverstate: 4 history blobs, but the Adam solver of this net keeps 8
+ * (Incorrect length of history blobs.)". */
+ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
+
+/* Asks the running loop to stop and/or snapshot (bit flags of
+ * ct_solver_action).  Async-signal-safe: it only sets sig_atomic_t flags,
+ * which the loop reads once per iteration (and once per test pass). */
+void ct_solver_request(ct_solver *s, int actions);
+
+/* The learning rate at the current iteration (advances a multistep
+ * schedule's current_step as an update would). */
+float ct_solver_learning_rate(ct_solver *s);
+
+/* Applies one update from the gradients in the net's flat diff buffer
+ * (Caffe's ApplyUpdate; does not advance iter).  For drivers that run
+ * forward/backward themselves. */
+void ct_solver_apply_update(ct_solver *s);
+
+/* The file name of the snapshot at the current iteration with the given
+ * extension (".caffemodel", ".solverstate"); caller frees. */
+char *ct_solver_snapshot_filename(const ct_solver *s, const char *ext);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,18 @@
+/* Helpers shared by the solver's source files; not part of the public API. */
+#ifndef CT_SOLVERS_SOLVER_INTERNAL_H
+#define CT_SOLVERS_SOLVER_INTERNAL_H
+
+#include "solvers/solver.h"
+
+/* solver_nets.c: Caffe's InitTrainNet and InitTestNets, then `weights`. */
+ct_status ct_solver_build_nets(ct_solver *s, ct_error *err);
+
+/* solver_nets.c: the loss weight Caffe reports for blob b of net
+ * (blob_loss_weights_: the weight given by the last layer writing it). */
+float ct_solver_blob_loss_weight(const ct_net *net, int b);
+
+/* solver_snapshot.c: whether this worker writes snapshots and runs tests
+ * (Caffe's root solver). */
+static inline bool ct_solver_is_root(const ct_solver *s) { return s->ctx->rank == 0; }
+
+#endif

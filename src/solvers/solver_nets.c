@@ -1,0 +1,173 @@
+/* Building the solver's nets: Caffe's InitTrainNet and InitTestNets, with
+ * their checks and messages, and the `weights` files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "proto/textformat.h"
+#include "proto/upgrade.h"
+#include "solvers/solver_internal.h"
+
+/* Reads a net prototxt and upgrades it; *out is freed with
+ * protobuf_c_message_free_unpacked. */
+static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_error *err) {
+  *out = NULL;
+  ProtobufCMessage *m;
+  CT_TRY(ct_text_parse_file(&caffe__net_parameter__descriptor, path, &m, err));
+  Caffe__NetParameter *np = (Caffe__NetParameter *)m;
+  ct_status st = ct_net_upgrade(np, NULL, path, err);
+  if (st != CT_OK) {
+    protobuf_c_message_free_unpacked(m, NULL);
+    return st;
+  }
+  *out = np;
+  return CT_OK;
+}
+
+/* Net options giving Caffe's NetState merge: `phase` first, then the net's
+ * own state, then `over` (may be NULL), where set fields replace and stages
+ * add.  ct_net_init already adds the net's level and stages to the options',
+ * so only the difference is passed. */
+static ct_net_opts merged_opts(const Caffe__NetParameter *np, ct_phase phase,
+                               const Caffe__NetState *over, bool quiet, const char *source) {
+  ct_net_opts o = {0};
+  const Caffe__NetState *own = np->state;
+  o.phase = phase;
+  if (own && own->has_phase) o.phase = (ct_phase)own->phase;
+  if (over && over->has_phase) o.phase = (ct_phase)over->phase;
+  int own_level = own && own->has_level ? own->level : 0;
+  if (over && over->has_level) o.level = over->level - own_level;
+  if (over) {
+    o.stages = (const char *const *)over->stage;
+    o.nstages = (int)over->n_stage;
+  }
+  o.quiet = quiet;
+  o.source_name = source;
+  return o;
+}
+
+static ct_status build_train_net(ct_solver *s, ct_error *err) {
+  const Caffe__SolverParameter *p = s->param;
+  const char *fields = "net, net_param, train_net, train_net_param";
+  int n = (p->net != NULL) + (p->net_param != NULL) + (p->train_net != NULL) +
+          (p->train_net_param != NULL);
+  if (n < 1)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "SolverParameter must specify a train net using one of these fields: %s",
+                        fields);
+  if (n > 1)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "SolverParameter must not contain more than one of these fields "
+                        "specifying a train_net: %s",
+                        fields);
+  const Caffe__NetParameter *np = NULL;
+  Caffe__NetParameter *read = NULL;
+  const char *source;
+  if (p->train_net_param) {
+    LOG_INFO("Creating training net specified in train_net_param.");
+    np = p->train_net_param;
+    source = "train_net_param";
+  } else if (p->net_param) {
+    LOG_INFO("Creating training net specified in net_param.");
+    np = p->net_param;
+    source = "net_param";
+  } else {
+    const char *path = p->train_net ? p->train_net : p->net;
+    LOG_INFO("Creating training net from %s file: %s", p->train_net ? "train_net" : "net", path);
+    CT_TRY(read_net_file(path, &read, err));
+    np = read;
+    source = path;
+  }
+  ct_net_opts o = merged_opts(np, CT_PHASE_TRAIN, p->train_state, s->opts.quiet_nets, source);
+  ct_status st = ct_net_init(&s->net, np, &o, s->ctx, err);
+  if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
+  return st;
+}
+
+static ct_status build_test_nets(ct_solver *s, ct_error *err) {
+  const Caffe__SolverParameter *p = s->param;
+  bool has_net_param = p->net_param != NULL, has_net_file = p->net != NULL;
+  if (has_net_param && has_net_file)
+    return ct_error_set(err, CT_ERR_INVALID, "Both net_param and net_file may not be specified.");
+  int num_params = (int)p->n_test_net_param, num_files = (int)p->n_test_net;
+  int num_nets = num_params + num_files;
+  int num_iters = (int)p->n_test_iter;
+  if (has_net_param || has_net_file ? num_iters < num_nets : num_iters != num_nets)
+    return ct_error_set(err, CT_ERR_INVALID, "test_iter must be specified for each test network.");
+  /* a generic net (net / net_param) serves every test_iter left over */
+  int total = num_iters;
+  if (p->n_test_state && (int)p->n_test_state != total)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "test_state must be unspecified or specified once per test net.");
+  if (total > 0 && p->test_interval <= 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "test_interval must be > 0 when there are test nets (got %d)",
+                        p->test_interval);
+  s->test_nets = ct_xcalloc((size_t)total + 1, sizeof *s->test_nets);
+  for (int i = 0; i < total; i++) {
+    const Caffe__NetParameter *np = NULL;
+    Caffe__NetParameter *read = NULL;
+    char source[4200];
+    const char *path = NULL;
+    if (i < num_params) {
+      np = p->test_net_param[i];
+      snprintf(source, sizeof source, "test_net_param");
+    } else if (i < num_nets) {
+      path = p->test_net[i - num_params];
+      snprintf(source, sizeof source, "test_net file: %s", path);
+    } else if (has_net_param) {
+      np = p->net_param;
+      snprintf(source, sizeof source, "net_param");
+    } else {
+      path = p->net;
+      snprintf(source, sizeof source, "net file: %s", path);
+    }
+    if (path) {
+      CT_TRY(read_net_file(path, &read, err));
+      np = read;
+    }
+    LOG_INFO("Creating test net (#%d) specified by %s", i, source);
+    ct_net_opts o = merged_opts(np, CT_PHASE_TEST, p->n_test_state ? p->test_state[i] : NULL,
+                                s->opts.quiet_nets, path ? path : source);
+    ct_status st = ct_net_init(&s->test_nets[i], np, &o, s->ctx, err);
+    if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
+    if (st != CT_OK) return st;
+    s->ntest_nets = i + 1;
+    ct_net_share_trained(s->test_nets[i], s->net);
+  }
+  return CT_OK;
+}
+
+/* Caffe's LoadNetWeights for every `weights` entry: each is a
+ * comma-separated list of .caffemodel files, copied into every net. */
+static ct_status load_weights(ct_solver *s, ct_error *err) {
+  for (size_t w = 0; w < s->param->n_weights; w++) {
+    char *list = ct_xstrdup(s->param->weights[w]);
+    ct_status st = CT_OK;
+    char *save = NULL;
+    for (char *f = strtok_r(list, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
+      LOG_INFO("Loading weights from %s", f);
+      st = ct_net_copy_trained_file(s->net, f, err);
+      for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
+        st = ct_net_copy_trained_file(s->test_nets[i], f, err);
+    }
+    free(list);
+    CT_TRY(st);
+  }
+  return CT_OK;
+}
+
+ct_status ct_solver_build_nets(ct_solver *s, ct_error *err) {
+  CT_TRY(build_train_net(s, err));
+  CT_TRY(build_test_nets(s, err));
+  return load_weights(s, err);
+}
+
+float ct_solver_blob_loss_weight(const ct_net *net, int b) {
+  float w = 0.0f;
+  for (int i = 0; i < net->nlayers; i++)
+    for (int j = 0; j < net->layers[i]->ntop; j++)
+      if (net->top_ids[i][j] == b) w = net->layers[i]->loss_weight[j];
+  return w;
+}

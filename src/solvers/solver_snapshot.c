@@ -1,0 +1,221 @@
+/* Snapshots and restores: Caffe's Solver::Snapshot, SGDSolver's
+ * SnapshotSolverStateToBinaryProto and RestoreSolverStateFromBinaryProto,
+ * plus Cortado's RNG state for exact resume. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "proto/io.h"
+#include "solvers/solver_internal.h"
+
+/* What the Cortado-only fields of a .solverstate mean; bumped when their
+ * meaning changes. */
+#define CT_SOLVER_EXTENSION_VERSION 1u
+
+char *ct_solver_snapshot_filename(const ct_solver *s, const char *ext) {
+  const char *prefix = s->param->snapshot_prefix ? s->param->snapshot_prefix : "";
+  size_t n = strlen(prefix) + strlen(ext) + 32;
+  char *f = ct_xcalloc(n, 1);
+  snprintf(f, n, "%s_iter_%d%s", prefix, s->iter, ext);
+  return f;
+}
+
+/* The history arrays on the host (a view when they already are there). */
+static float *history_host(const ct_solver *s, bool *owned) {
+  size_t n = (size_t)s->rule->nslots * s->net->flat_count;
+  if (s->ctx->device == CT_DEVICE_CPU) {
+    *owned = false;
+    return s->history;
+  }
+  float *h = ct_xcalloc(n + 1, sizeof(float));
+  ct_mem_copy(CT_DEVICE_CPU, h, s->ctx->device, s->history, n * sizeof(float));
+  *owned = true;
+  return h;
+}
+
+static ct_status write_state(ct_solver *s, const char *model, const char *path, ct_error *err) {
+  const ct_net *net = s->net;
+  const int nslots = s->rule->nslots, np = net->nparams;
+  const size_t nblobs = (size_t)nslots * (size_t)np;
+  bool owned;
+  float *host = history_host(s, &owned);
+
+  Caffe__SolverState st = CAFFE__SOLVER_STATE__INIT;
+  st.has_iter = 1;
+  st.iter = s->iter;
+  st.learned_net = (char *)model;
+  st.has_current_step = 1;
+  st.current_step = s->current_step;
+  Caffe__BlobProto *blobs = ct_xcalloc(nblobs + 1, sizeof *blobs);
+  Caffe__BlobProto **blob_ptrs = ct_xcalloc(nblobs + 1, sizeof *blob_ptrs);
+  Caffe__BlobShape *shapes = ct_xcalloc(nblobs + 1, sizeof *shapes);
+  int64_t *dims = ct_xcalloc(nblobs * CT_MAX_AXES + 1, sizeof *dims);
+  /* Caffe's order: every parameter's first slot, then every second slot */
+  for (int k = 0; k < nslots; k++)
+    for (int i = 0; i < np; i++) {
+      size_t b = (size_t)k * (size_t)np + (size_t)i;
+      const ct_net_param *p = &net->params[s->caffe_order[i]];
+      const ct_tensor *t = p->tensor;
+      caffe__blob_shape__init(&shapes[b]);
+      shapes[b].n_dim = (size_t)t->ndim;
+      shapes[b].dim = dims + b * CT_MAX_AXES;
+      for (int a = 0; a < t->ndim; a++) shapes[b].dim[a] = t->shape[a];
+      caffe__blob_proto__init(&blobs[b]);
+      blobs[b].shape = &shapes[b];
+      blobs[b].n_data = p->count;
+      blobs[b].data = host + (size_t)k * net->flat_count + p->offset;
+      blob_ptrs[b] = &blobs[b];
+    }
+  st.n_history = nblobs;
+  st.history = blob_ptrs;
+  uint8_t rng[CT_RNG_STATE_BYTES];
+  ct_rng_save(&s->ctx->rng, rng);
+  st.has_cortado_rng_state = 1;
+  st.cortado_rng_state.len = sizeof rng;
+  st.cortado_rng_state.data = rng;
+  st.has_cortado_extension_version = 1;
+  st.cortado_extension_version = CT_SOLVER_EXTENSION_VERSION;
+
+  ct_status status = ct_proto_write_binary(&st.base, path, err);
+  free(dims);
+  free(shapes);
+  free(blob_ptrs);
+  free(blobs);
+  if (owned) free(host);
+  return status;
+}
+
+ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
+  char *model = ct_solver_snapshot_filename(s, ".caffemodel");
+  char *state = ct_solver_snapshot_filename(s, ".solverstate");
+  LOG_INFO("Snapshotting to binary proto file %s", model);
+  ct_status st = ct_net_save_caffemodel(s->net, model, s->param->snapshot_diff, err);
+  if (st == CT_OK) {
+    LOG_INFO("Snapshotting solver state to binary proto file %s", state);
+    st = write_state(s, model, state, err);
+  }
+  free(model);
+  free(state);
+  return st;
+}
+
+/* ------------------------------------------------------------------ restore */
+
+static bool has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The weights file of a state: learned_net as stored, or when that does not
+ * exist, the same file name in the state file's folder (a run moved as a
+ * whole).  Caller frees. */
+static char *locate_learned_net(const char *state_path, const char *learned) {
+  if (access(learned, F_OK) == 0) return ct_xstrdup(learned);
+  const char *base = strrchr(learned, '/');
+  base = base ? base + 1 : learned;
+  const char *slash = strrchr(state_path, '/');
+  size_t dirlen = slash ? (size_t)(slash - state_path) + 1 : 0;
+  size_t n = dirlen + strlen(base) + 1;
+  char *alt = ct_xcalloc(n, 1);
+  memcpy(alt, state_path, dirlen);
+  strcpy(alt + dirlen, base);
+  if (access(alt, F_OK) == 0) {
+    LOG_INFO("%s: learned_net %s is missing; using %s next to the solver state", state_path,
+             learned, alt);
+    return alt;
+  }
+  free(alt);
+  return ct_xstrdup(learned);
+}
+
+/* Checks the history blobs against this solver and net, and when `apply`
+ * copies them into the history arrays. */
+static ct_status restore_history(ct_solver *s, const Caffe__SolverState *st, const char *path,
+                                 bool apply, ct_error *err) {
+  const ct_net *net = s->net;
+  const int nslots = s->rule->nslots, np = net->nparams;
+  const size_t want = (size_t)nslots * (size_t)np;
+  if (st->n_history != want)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: %zu history blobs, but the %s solver of this net keeps %zu "
+                        "(Incorrect length of history blobs.)",
+                        path, st->n_history, s->rule->type, want);
+  if (apply) LOG_INFO("SGDSolver: restoring history");
+  for (size_t b = 0; b < want; b++) {
+    const Caffe__BlobProto *bp = st->history[b];
+    const int slot = (int)(b / (size_t)np);
+    const ct_net_param *p = &net->params[s->caffe_order[b % (size_t)np]];
+    const ct_tensor *t = p->tensor;
+    int64_t dims[CT_MAX_AXES];
+    for (int a = 0; a < t->ndim; a++) dims[a] = t->shape[a];
+    if (!ct_blob_proto_shape_matches(bp, dims, t->ndim)) {
+      char shape[256];
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "%s: history blob %zu does not fit parameter %s of shape %s", path, b,
+                          p->name, ct_tensor_shape_string(t, shape, sizeof shape));
+    }
+    float *dst = s->history + (size_t)slot * net->flat_count + p->offset;
+    if (bp->n_data != p->count && bp->n_double_data != p->count)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "%s: history blob %zu has %zu values, parameter %s has %zu", path, b,
+                          bp->n_data ? bp->n_data : bp->n_double_data, p->name, p->count);
+    if (!apply) continue;
+    if (bp->n_data == p->count) {
+      ct_mem_copy(s->ctx->device, dst, CT_DEVICE_CPU, bp->data, p->count * sizeof(float));
+    } else if (bp->n_double_data == p->count) {
+      float *h = ct_xcalloc(p->count + 1, sizeof(float));
+      for (size_t i = 0; i < p->count; i++) h[i] = (float)bp->double_data[i];
+      ct_mem_copy(s->ctx->device, dst, CT_DEVICE_CPU, h, p->count * sizeof(float));
+      free(h);
+    }
+  }
+  return CT_OK;
+}
+
+static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const char *path,
+                               ct_error *err) {
+  if (st->has_cortado_rng_state && st->cortado_rng_state.len != CT_RNG_STATE_BYTES)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: cortado_rng_state has %zu bytes, expected %d", path,
+                        st->cortado_rng_state.len, CT_RNG_STATE_BYTES);
+  /* everything is checked before anything changes, except that the weights
+   * file is only read while copying it */
+  CT_TRY(restore_history(s, st, path, false, err));
+  if (st->learned_net) {
+    char *model = locate_learned_net(path, st->learned_net);
+    ct_status rc = ct_net_copy_trained_file(s->net, model, err);
+    free(model);
+    if (rc != CT_OK) return ct_error_prefix(err, "%s: learned_net", path);
+  }
+  CT_TRY(restore_history(s, st, path, true, err));
+  s->iter = st->iter;
+  s->current_step = st->current_step;
+  if (st->has_cortado_extension_version &&
+      st->cortado_extension_version > CT_SOLVER_EXTENSION_VERSION)
+    LOG_WARNING("%s: written by a newer Cortado (extension version %u > %u); fields this "
+                "version does not know are ignored",
+                path, st->cortado_extension_version, CT_SOLVER_EXTENSION_VERSION);
+  if (st->has_cortado_rng_state)
+    ct_rng_load(&s->ctx->rng, st->cortado_rng_state.data);
+  else
+    LOG_INFO("%s: no RNG state (not written by Cortado); random numbers continue from the "
+             "current seed",
+             path);
+  return CT_OK;
+}
+
+ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err) {
+  if (has_suffix(path, ".h5"))
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "%s: HDF5 solver states are not supported; use a .solverstate written "
+                        "with snapshot_format BINARYPROTO",
+                        path);
+  ProtobufCMessage *m;
+  CT_TRY(ct_proto_read_binary(&caffe__solver_state__descriptor, path, &m, err));
+  ct_status st = restore_state(s, (const Caffe__SolverState *)m, path, err);
+  protobuf_c_message_free_unpacked(m, NULL);
+  return st;
+}
