@@ -47,6 +47,12 @@ typedef struct ct_cli_command {
   {"iterations", CT_FLAG_INT, "50", "How many iterations (batches) to run.", .min = 1, \
    .max = 2147483647}
 
+#define CT_CLI_FLAG_MATH                                                                  \
+  {"math", CT_FLAG_STRING, "tf32",                                                        \
+   "GPU math for convolution and matrix products: tf32 (tensor cores, the default where " \
+   "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision).",     \
+   .choices = "tf32|fp32"}
+
 extern const ct_cli_command ct_cli_cmd_train;
 extern const ct_cli_command ct_cli_cmd_test;
 extern const ct_cli_command ct_cli_cmd_time;
