@@ -49,28 +49,36 @@ ct_status ct_parse_shape_chw(const char *text, const char *what, int *c, int *h,
   return CT_OK;
 }
 
+/* The coarse grid's value at (y, x) for plane p, interpolated bilinearly;
+ * grid is (gh, gw, planes). */
+static float grid_at(const float *grid, int gw, int planes, int p, int y, int x) {
+  float gy = (float)y / GRID_STEP, gx = (float)x / GRID_STEP;
+  int y0 = (int)gy, x0 = (int)gx;
+  float fy = gy - y0, fx = gx - x0;
+  const float *g = grid + p;
+  size_t r0 = (size_t)y0 * gw, r1 = r0 + gw, st = (size_t)planes;
+  float top = g[(r0 + x0) * st] * (1 - fx) + g[(r0 + x0 + 1) * st] * fx;
+  float bot = g[(r1 + x0) * st] * (1 - fx) + g[(r1 + x0 + 1) * st] * fx;
+  return top * (1 - fy) + bot * fy;
+}
+
 void ct_synthetic_image(ct_rng *rng, int label, int c, int h, int w, uint8_t *hwc) {
-  int gh = h / GRID_STEP + 2, gw = w / GRID_STEP + 2;
-  float *grid = ct_xcalloc((size_t)gh * gw * c, sizeof *grid); /* (gh, gw, c) */
-  ct_rng_fill_uniform(rng, grid, (size_t)gh * gw * c, 16.0f, 240.0f);
+  /* Plane 0 is a brightness shared by the channels, planes 1..c their own
+   * colour, mixed LUMA_SHARE : 1 - LUMA_SHARE as in photographs, where
+   * channels move together. */
+  const float LUMA_SHARE = 0.7f;
+  int gh = h / GRID_STEP + 2, gw = w / GRID_STEP + 2, planes = c + 1;
+  float *grid = ct_xcalloc((size_t)gh * gw * planes, sizeof *grid);
+  ct_rng_fill_uniform(rng, grid, (size_t)gh * gw * planes, 16.0f, 240.0f);
   float freq = (float)(label % 8 + 1);
   float phase = ct_rng_uniform(rng, 0.0f, 6.2831853f);
   for (int y = 0; y < h; y++) {
-    float gy = (float)y / GRID_STEP;
-    int y0 = (int)gy;
-    float fy = gy - y0;
     for (int x = 0; x < w; x++) {
-      float gx = (float)x / GRID_STEP;
-      int x0 = (int)gx;
-      float fx = gx - x0;
+      float luma = grid_at(grid, gw, planes, 0, y, x);
       float stripe = STRIPE_AMPLITUDE * sinf(6.2831853f * freq * (float)x / (float)w + phase);
       for (int ch = 0; ch < c; ch++) {
-        const float *g = grid + ch;
-        float top = g[((size_t)y0 * gw + x0) * c] * (1 - fx) + g[((size_t)y0 * gw + x0 + 1) * c] * fx;
-        float bot = g[((size_t)(y0 + 1) * gw + x0) * c] * (1 - fx) +
-                    g[((size_t)(y0 + 1) * gw + x0 + 1) * c] * fx;
-        float v = top * (1 - fy) + bot * fy + stripe +
-                  ct_rng_uniform(rng, -PIXEL_NOISE, PIXEL_NOISE);
+        float v = LUMA_SHARE * luma + (1 - LUMA_SHARE) * grid_at(grid, gw, planes, ch + 1, y, x) +
+                  stripe + ct_rng_uniform(rng, -PIXEL_NOISE, PIXEL_NOISE);
         v = v < 0 ? 0 : v > 255 ? 255 : v;
         hwc[((size_t)y * w + x) * c + ch] = (uint8_t)lrintf(v);
       }

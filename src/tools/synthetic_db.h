@@ -1,8 +1,9 @@
 /* Databases of made-up images for benchmarks and tests
  * (`cortado make_synthetic_db`).
  *
- * Each image is smooth noise (a coarse grid of random values, one grid
- * point every 8 pixels, interpolated bilinearly) plus a vertical-stripe
+ * Each image is smooth noise (coarse grids of random values, one grid
+ * point every 8 pixels, interpolated bilinearly: a brightness shared by the
+ * channels and a colour of each) plus a vertical-stripe
  * pattern whose frequency depends on the label, plus a little per-pixel
  * noise, so that JPEG and PNG sizes are like those of photographs rather than
  * of white noise, and a network can learn the labels.  Everything is drawn
