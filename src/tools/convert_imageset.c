@@ -63,7 +63,7 @@ ct_status ct_imageset_read_list(const char *list_path, ct_imageset_entry **entri
   while ((len = getline(&line, &line_cap, f)) >= 0) {
     lineno++;
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-    if (len == 0) continue;
+    if (strspn(line, " \t") == (size_t)len) continue; /* blank */
     if (count == cap) {
       cap = cap ? 2 * cap : 1024;
       list = ct_xrealloc(list, cap * sizeof *list);

@@ -3,9 +3,9 @@
  *
  * The list file has one image a line, "path/to/file.jpg LABEL": the label is
  * the integer after the last space, the file name everything before it (so
- * names may contain spaces).  Blank lines are skipped; a trailing '\r' is
- * dropped.  Each file is read from ROOT + name (a '/' is put between them
- * when ROOT is a folder not ending in '/').
+ * names may contain spaces).  Blank lines (or only spaces and tabs) are
+ * skipped; a trailing '\r' is dropped.  Each file is read from ROOT + name
+ * (a '/' is put between them when ROOT is a folder not ending in '/').
  *
  * Record i (after the optional shuffle) gets the key "%08d_<name>" with i the
  * line's position in the list, so a skipped image leaves a gap in the
