@@ -70,7 +70,7 @@ ct_status ct_db_open(ct_db **out, const char *path, ct_db_backend backend, ct_db
   } else if (mode == CT_DB_NEW && stat(path, &st) == 0) {
     s = ct_error_set(err, CT_ERR_INVALID, "the path already exists");
   } else if (mode == CT_DB_READ && !S_ISDIR(st.st_mode)) {
-    s = ct_error_set(err, CT_ERR_IO, "not a folder (a %s database is a folder)",
+    s = ct_error_set(err, CT_ERR_IO, "not a folder (%s databases are folders)",
                      display_name(backend));
   } else {
     s = backend == CT_DB_LMDB ? ct_db_lmdb_open(db, err) : ct_db_leveldb_open(db, err);

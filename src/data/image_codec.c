@@ -227,27 +227,34 @@ static ct_status png_decode(const void *buf, size_t len, ct_color_mode mode, ct_
   png_set_strip_alpha(png);
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (!stored_color && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (stored_color && c == 3)
+  /* Colour is read as BGR; gray from colour is computed afterwards with
+   * cvtColor's weights (libpng's own conversion depends on gamma chunks). */
+  int read_c = stored_color ? 3 : c;
+  if (stored_color)
     png_set_bgr(png);
   else if (c == 3)
     png_set_gray_to_rgb(png);
-  else if (stored_color)
-    png_set_rgb_to_gray(png, 1, 0.299, 0.587);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
-  if (png_get_rowbytes(png, info) != (size_t)w * c) {
+  if (png_get_rowbytes(png, info) != (size_t)w * read_c) {
     png_destroy_read_struct(&png, &info, NULL);
     return ct_error_set(err, CT_ERR_UNSUPPORTED, "PNG layout not supported (color type %d, depth %d)",
                         color_type, bit_depth);
   }
-  ct_image_alloc(out, h, w, c);
+  ct_image_alloc(out, h, w, read_c);
   img = out;
   rows = ct_xcalloc((size_t)h, sizeof *rows);
-  for (int y = 0; y < h; y++) rows[y] = out->data + (size_t)y * w * c;
+  for (int y = 0; y < h; y++) rows[y] = out->data + (size_t)y * w * read_c;
   png_read_image(png, rows);
   png_read_end(png, NULL);
   png_destroy_read_struct(&png, &info, NULL);
   free(rows);
+  if (read_c != c) {
+    ct_image gray;
+    ct_image_to_gray(out, &gray);
+    ct_image_free(out);
+    *out = gray;
+  }
   return CT_OK;
 }
 
