@@ -19,7 +19,7 @@ extern const ct_layer_ops ct_memory_data_ops;
 ct_status ct_memory_data_set(ct_layer *l, const float *data, const float *labels, size_t n,
                              ct_error *err) {
   if (l->ops != &ct_memory_data_ops)
-    return ct_error_set(err, CT_ERR_INVALID, "layer %s is a %s layer, not MemoryData", l->name,
+    return ct_error_set(err, CT_ERR_INVALID, "layer %s (%s) is not a MemoryData layer", l->name,
                         l->ops->type);
   memory_priv *p = l->priv;
   if (n == 0 || n % (size_t)p->batch != 0)

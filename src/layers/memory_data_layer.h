@@ -16,7 +16,7 @@ extern "C" {
  * valid while the layer uses them.  Each forward copies the next batch_size
  * samples into the tops, wrapping to the start after the last; the position
  * restarts at 0.  Errors (CT_ERR_INVALID):
- *   "layer NAME is a TYPE layer, not MemoryData"
+ *   "layer NAME (TYPE) is not a MemoryData layer"
  *   "n (10) must be a positive multiple of batch_size (4)"
  *   "data must not be NULL" (labels may be NULL when the layer has one top). */
 ct_status ct_memory_data_set(ct_layer *l, const float *data, const float *labels, size_t n,
