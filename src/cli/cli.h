@@ -60,6 +60,12 @@ extern const ct_cli_command ct_cli_cmd_device_query;
 extern const ct_cli_command ct_cli_cmd_model_info;
 extern const ct_cli_command ct_cli_cmd_upgrade_net_proto_text;
 extern const ct_cli_command ct_cli_cmd_upgrade_solver_proto_text;
+extern const ct_cli_command ct_cli_cmd_convert_mnist_data;
+extern const ct_cli_command ct_cli_cmd_convert_cifar_data;
+extern const ct_cli_command ct_cli_cmd_convert_imageset;
+extern const ct_cli_command ct_cli_cmd_compute_image_mean;
+extern const ct_cli_command ct_cli_cmd_db_info;
+extern const ct_cli_command ct_cli_cmd_make_synthetic_db;
 extern const ct_cli_command ct_cli_cmd_help;
 
 /* The command table, in the order `cortado --help` lists it. */
