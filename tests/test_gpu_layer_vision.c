@@ -100,7 +100,7 @@ static void test_spp(void **state) {
       lp.spp_param = &sp;
       sp.has_pyramid_height = sp.has_pool = 1;
       sp.pyramid_height = (uint32_t)height;
-      sp.pool = m ? AVE : MAX;
+      sp.pool = m ? CAFFE__SPPPARAMETER__POOL_METHOD__AVE : CAFFE__SPPPARAMETER__POOL_METHOD__MAX;
       tu_compare_cpu_gpu(&lp, CT_PHASE_TRAIN, "2,3,8,6", 1, REL_TOL, NULL);
       ct_gradcheck_opts o = ct_gradcheck_defaults();
       o.threshold = 1e-2f;
