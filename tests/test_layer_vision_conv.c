@@ -152,9 +152,28 @@ static void test_deconv_forward(void **state) {
   for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], true, 1);
 }
 
+/* Two bottom/top pairs share the weights; the gradient check runs with a
+ * batch of 3 in chunks of 2 and 1, so backward walks both bottoms' chunks in
+ * reverse and reuses forward's last unfolding only where it is valid. */
 static void test_two_bottoms_share_weights(void **state) {
   check_forward(&k_conv_cases[1], false, 2);
   check_forward(&k_conv_cases[1], true, 2);
+  for (int d = 0; d < 2; d++) {
+    conv_param st;
+    conv_make_param(&st, &k_conv_cases[1], d ? "Deconvolution" : "Convolution");
+    tu_layer_case lc;
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,4,7,6", 1);
+    ct_conv *cv = lc.l->priv;
+    size_t per = ((size_t)cv->group * cv->kernel_dim + cv->y_channels) * cv->y_spatial * 4;
+    tu_layer_case_free(&lc);
+    ct_conv_set_chunk_bytes(2 * per);
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,4,7,6; 3,4,7,6", 2);
+    assert_int_equal(((ct_conv *)lc.l->priv)->chunk, 2);
+    ct_gradcheck_opts o = ct_gradcheck_defaults();
+    tu_check_gradient(&lc, &o);
+    tu_layer_case_free(&lc);
+    ct_conv_set_chunk_bytes(0);
+  }
 }
 
 static void check_gradient(const conv_cfg *c, bool deconv) {
