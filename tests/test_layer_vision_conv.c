@@ -327,6 +327,10 @@ static void kernel_both(conv_param *st) {
 static void two_strides(conv_param *st) { st->cp.n_stride = 3; }
 static void bad_axis(conv_param *st) { st->cp.axis = 4; }
 static void zero_stride(conv_param *st) { st->s[0] = 0; }
+static void huge_weights(conv_param *st) {
+  st->cp.num_output = 1u << 20;
+  st->k[0] = 1000;
+}
 
 static void test_bad_params(void **state) {
   const conv_cfg *c = &k_conv_cases[0];
@@ -351,6 +355,9 @@ static void test_bad_params(void **state) {
   expect_error(c, "Convolution", "2,4,6,5", zero_stride, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param: stride must be positive (spatial "
                "axis 0 is 0)");
+  expect_error(c, "Convolution", "2,4,6,5", huge_weights, CT_ERR_INVALID,
+               "layer 'conv' (Convolution): convolution_param: the weights would have more than "
+               "2^31 values");
   expect_error(&k_conv_cases[1], "Convolution", "2,3,7,6", NULL, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.group 2 does not divide the 3 input "
                "channels");
