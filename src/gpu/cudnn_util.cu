@@ -152,6 +152,13 @@ static void table_add(const ct_cudnn_conv_key *key, int cc, int sms,
   e->algos = *a;
 }
 
+extern "C" size_t ct_cudnn_conv_table_size(void) {
+  pthread_mutex_lock(&g_table_lock);
+  size_t n = g_table_len;
+  pthread_mutex_unlock(&g_table_lock);
+  return n;
+}
+
 /* Device memory for a benchmark; NULL (and the CUDA error cleared) when the
  * device is out of memory. */
 static void *try_alloc(size_t bytes) {

@@ -54,6 +54,9 @@ bool ct_cudnn_enabled(void);
 /* The workspace limit in bytes on device (see above); fixed at the first
  * call.  GPU builds only. */
 size_t ct_cudnn_workspace_limit(int device);
+/* Entries in the process-wide table of convolution algorithms (for tests).
+ * GPU builds only. */
+size_t ct_cudnn_conv_table_size(void);
 
 #ifdef __cplusplus
 }
