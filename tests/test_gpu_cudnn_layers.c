@@ -22,7 +22,8 @@ static bool pool_sizes_agree(const pool_cfg *c) {
   int n, ch, h, w;
   assert_int_equal(sscanf(c->shape, "%d,%d,%d,%d", &n, &ch, &h, &w), 4);
   int kh = c->global ? h : c->kh, kw = c->global ? w : c->kw;
-  return (h + 2 * c->ph - kh) / c->sh + 1 == c->out_h && (w + 2 * c->pw - kw) / c->sw + 1 == c->out_w;
+  return (h + 2 * c->ph - kh) / c->sh + 1 == c->out_h &&
+         (w + 2 * c->pw - kw) / c->sw + 1 == c->out_w;
 }
 
 /* Settings whose output sizes agree, as in the usual nets. */

@@ -217,11 +217,11 @@ static cudnnStatus_t fwd_bytes(const find_args &a, cudnnConvolutionFwdAlgo_t alg
 static cudnnStatus_t bwd_data_query(const find_args &a, int *n,
                                     cudnnConvolutionBwdDataAlgoPerf_t *perf) {
   if (a.xbuf)
-    return cudnnFindConvolutionBackwardDataAlgorithmEx(a.h, a.w, a.wbuf, a.y, a.ybuf, a.conv, a.x,
-                                                       a.xbuf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                       n, perf, a.ws, a.ws_bytes);
-  return cudnnGetConvolutionBackwardDataAlgorithm_v7(a.h, a.w, a.y, a.conv, a.x,
-                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(
+        a.h, a.w, a.wbuf, a.y, a.ybuf, a.conv, a.x, a.xbuf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n,
+        perf, a.ws, a.ws_bytes);
+  return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      a.h, a.w, a.y, a.conv, a.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
 }
 
 static cudnnStatus_t bwd_data_bytes(const find_args &a, cudnnConvolutionBwdDataAlgo_t algo,

@@ -30,7 +30,8 @@ static const char *unsupported(const Caffe__LRNParameter *p, const ct_tensor *bo
   if (p->k < CUDNN_LRN_MIN_K) return "cuDNN needs k >= 1e-5";
   if (p->beta < CUDNN_LRN_MIN_BETA) return "cuDNN needs beta >= 0.01";
   if (bottom == top) return "cuDNN's LRN does not run in place";
-  if (bottom->count == 0 || bottom->count > INT32_MAX) return "an empty bottom or one over 2^31 values";
+  if (bottom->count == 0 || bottom->count > INT32_MAX)
+    return "an empty bottom or one over 2^31 values";
   return NULL;
 }
 

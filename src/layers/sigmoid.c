@@ -35,9 +35,10 @@ static void sigmoid_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
  * set); in place, backward stays here (it needs only y). */
 static ct_status sigmoid_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                      ct_error *err) {
-  const Caffe__SigmoidParameter *p = CT_PARAM_OR_DEFAULT(l, sigmoid_param, CAFFE__SIGMOID_PARAMETER__INIT);
-  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_SIGMOID, (int)p->engine, NULL, bottom[0],
-                              top[0], err);
+  const Caffe__SigmoidParameter *p =
+      CT_PARAM_OR_DEFAULT(l, sigmoid_param, CAFFE__SIGMOID_PARAMETER__INIT);
+  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_SIGMOID, (int)p->engine, NULL, bottom[0], top[0],
+                              err);
 }
 
 static ct_status sigmoid_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,

@@ -36,8 +36,8 @@ static void tanh_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 static ct_status tanh_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
   const Caffe__TanHParameter *p = CT_PARAM_OR_DEFAULT(l, tanh_param, CAFFE__TAN_HPARAMETER__INIT);
-  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_TANH, (int)p->engine, NULL, bottom[0],
-                              top[0], err);
+  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_TANH, (int)p->engine, NULL, bottom[0], top[0],
+                              err);
 }
 
 static ct_status tanh_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
