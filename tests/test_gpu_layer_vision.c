@@ -1,8 +1,10 @@
 /* The vision layers on GPU 0: every setting of the host tests compared with
  * the host (forward, bottom and parameter gradients) and gradient-checked on
- * the device, in FP32 (TF32 off).  Exits 77 (skipped) without a GPU. */
+ * the device, in FP32 (TF32 off), on the CAFFE engine.  Exits 77 (skipped)
+ * without a GPU. */
 #include <stdio.h>
 
+#include "gpu/cudnn_util.h"
 #include "layers/conv_common.h"
 #include "vision_cases.h"
 
@@ -136,6 +138,9 @@ int main(void) {
    * cuBLAS before anything loads it. */
   setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
   tu_require_gpu();
+  /* These are the CAFFE engine's kernels; test_gpu_cudnn_*.c compare the
+   * cuDNN engine (whose FFT and Winograd convolutions round differently). */
+  ct_cudnn_set_enabled(false);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_deconv), cmocka_unit_test(test_conv_chunks_and_two_bottoms),
       cmocka_unit_test(test_pooling),     cmocka_unit_test(test_spp),

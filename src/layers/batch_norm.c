@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include "layers/batch_norm.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/batch_norm_cudnn.h"
+#endif
 #include "layers/layer.h"
 #include "math/math.h"
 
@@ -178,9 +181,28 @@ static void batch_norm_destroy(ct_layer *l) {
 }
 
 #ifdef CORTADO_HAVE_CUDA
+/* cuDNN runs the layer when it can (l->gpu_priv set).  It needs x_norm only
+ * as the copy of the input of an in-place training layer. */
+static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                        ct_tensor *const *top, ct_error *err) {
+  batch_norm_state *s = l->priv;
+  const bool in_place = top[0] == bottom[0];
+  CT_TRY(ct_bn_cudnn_reshape(l, s->num, s->channels, s->spatial, s->eps,
+                             s->moving_average_fraction, s->use_global_stats, in_place, err));
+  if (l->gpu_priv && (!in_place || s->use_global_stats) && s->x_norm->capacity) {
+    ct_tensor_free(s->x_norm);
+    s->x_norm = ct_tensor_new(l->ctx->device, NULL);
+  }
+  return CT_OK;
+}
+
 static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
                                         ct_tensor *const *top, ct_error *err) {
   batch_norm_state *s = l->priv;
+  if (l->gpu_priv) {
+    ct_bn_cudnn_forward(l, bottom[0]->data, top[0]->data, s->x_norm->data);
+    return CT_OK;
+  }
   ct_batch_norm_forward_gpu(l->ctx, s->num, s->channels, s->spatial, s->eps,
                             s->moving_average_fraction, s->use_global_stats, bottom[0]->data,
                             top[0]->data, s->mean->data, s->std->data, l->params[0]->data,
@@ -193,6 +215,10 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
                                     ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
   batch_norm_state *s = l->priv;
+  if (l->gpu_priv) {
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->x_norm->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, s->use_global_stats,
                              s->x_norm->data, s->std->data, top[0]->diff, bottom[0]->diff);
 }
@@ -208,6 +234,8 @@ const ct_layer_ops ct_batch_norm_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = batch_norm_forward_gpu,
     .backward_gpu = batch_norm_backward_gpu,
+    .reshape_gpu = batch_norm_reshape_gpu,
+    .destroy_gpu = ct_bn_cudnn_destroy,
 #endif
     .destroy = batch_norm_destroy,
 };

@@ -4,6 +4,9 @@
  * conv_common.c; the same code runs on the host and on a GPU through the
  * context's backend. */
 #include "layers/conv_common.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/conv_cudnn.h"
+#endif
 
 static ct_status conv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
@@ -59,6 +62,21 @@ static void conv_backward(ct_layer *l, ct_tensor *const *top, const bool *propag
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+/* The cuDNN engine when reshape chose it (l->gpu_priv), else this engine. */
+static ct_status conv_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                   ct_error *err) {
+  if (l->gpu_priv) return ct_conv_cudnn_forward(l, bottom, top, err);
+  return conv_forward(l, bottom, top, err);
+}
+
+static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (l->gpu_priv) ct_conv_cudnn_backward(l, top, propagate_down, bottom);
+  else conv_backward(l, top, propagate_down, bottom);
+}
+#endif
+
 const ct_layer_ops ct_convolution_ops = {
     .type = "Convolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
@@ -68,8 +86,10 @@ const ct_layer_ops ct_convolution_ops = {
     .forward_cpu = conv_forward,
     .backward_cpu = conv_backward,
 #ifdef CORTADO_HAVE_CUDA
-    .forward_gpu = conv_forward,
-    .backward_gpu = conv_backward,
+    .forward_gpu = conv_forward_gpu,
+    .backward_gpu = conv_backward_gpu,
+    .reshape_gpu = ct_conv_cudnn_reshape,
+    .destroy_gpu = ct_conv_cudnn_destroy,
 #endif
     .destroy = ct_conv_destroy,
 };

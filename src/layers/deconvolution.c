@@ -3,6 +3,9 @@
  * Deconvolution is the backward-data of Convolution and vice versa.  The
  * engine is in conv_common.c and runs on the host and on a GPU. */
 #include "layers/conv_common.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/conv_cudnn.h"
+#endif
 
 static ct_status deconv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                               ct_error *err) {
@@ -61,6 +64,21 @@ static void deconv_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+/* The cuDNN engine when reshape chose it (l->gpu_priv), else this engine. */
+static ct_status deconv_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  if (l->gpu_priv) return ct_conv_cudnn_forward(l, bottom, top, err);
+  return deconv_forward(l, bottom, top, err);
+}
+
+static void deconv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                ct_tensor *const *bottom) {
+  if (l->gpu_priv) ct_conv_cudnn_backward(l, top, propagate_down, bottom);
+  else deconv_backward(l, top, propagate_down, bottom);
+}
+#endif
+
 const ct_layer_ops ct_deconvolution_ops = {
     .type = "Deconvolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
@@ -70,8 +88,10 @@ const ct_layer_ops ct_deconvolution_ops = {
     .forward_cpu = deconv_forward,
     .backward_cpu = deconv_backward,
 #ifdef CORTADO_HAVE_CUDA
-    .forward_gpu = deconv_forward,
-    .backward_gpu = deconv_backward,
+    .forward_gpu = deconv_forward_gpu,
+    .backward_gpu = deconv_backward_gpu,
+    .reshape_gpu = ct_conv_cudnn_reshape,
+    .destroy_gpu = ct_conv_cudnn_destroy,
 #endif
     .destroy = ct_conv_destroy,
 };

@@ -73,6 +73,8 @@ ct_status ct_layer_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const
                          ct_error *err) {
   ct_status s = l->ops->setup(l, bottom, top, err);
   if (s == CT_OK) s = l->ops->reshape(l, bottom, top, err);
+  if (s == CT_OK && l->ctx->device != CT_DEVICE_CPU && l->ops->reshape_gpu)
+    s = l->ops->reshape_gpu(l, bottom, top, err);
   if (s != CT_OK) return ct_error_prefix(err, "layer '%s' (%s)", l->name, l->ops->type);
   /* Loss weights: explicit per top, else 1 for a loss layer's first top. */
   const Caffe__LayerParameter *p = l->param;
@@ -90,6 +92,8 @@ ct_status ct_layer_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const
 ct_status ct_layer_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                            ct_error *err) {
   ct_status s = l->ops->reshape(l, bottom, top, err);
+  if (s == CT_OK && l->ctx->device != CT_DEVICE_CPU && l->ops->reshape_gpu)
+    s = l->ops->reshape_gpu(l, bottom, top, err);
   if (s != CT_OK) return ct_error_prefix(err, "layer '%s' (%s)", l->name, l->ops->type);
   return CT_OK;
 }
@@ -122,6 +126,7 @@ bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }
 
 void ct_layer_free(ct_layer *l) {
   if (!l) return;
+  if (l->ops->destroy_gpu) l->ops->destroy_gpu(l);
   if (l->ops->destroy) l->ops->destroy(l);
   for (int i = 0; i < l->nparams; i++) ct_tensor_free(l->params[i]);
   free(l->loss_weight);

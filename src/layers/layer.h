@@ -10,10 +10,12 @@
  *   ct_layer_create   look the type up, check the bottom/top counts
  *   ct_layer_setup    ops->setup (read the typed *_param, validate, declare
  *                     the learnable parameters with ct_layer_add_param and
- *                     fill them on the host), then ops->reshape
- *   ct_layer_reshape  ops->reshape when bottom shapes change
+ *                     fill them on the host), then ops->reshape, then on a
+ *                     GPU ops->reshape_gpu
+ *   ct_layer_reshape  ops->reshape (and ops->reshape_gpu) when bottom shapes
+ *                     change
  *   ct_layer_forward / ct_layer_backward  on the context's device
- *   ct_layer_free
+ *   ct_layer_free     ops->destroy_gpu, then ops->destroy
  *
  * Conventions every layer follows (Caffe's):
  *  - forward writes every top value; backward *writes* (does not accumulate)
@@ -72,6 +74,13 @@ typedef struct ct_layer_ops {
   ct_layer_forward_fn forward_gpu;   /* NULL: the layer has no GPU path yet */
   ct_layer_backward_fn backward_gpu;
   void (*destroy)(ct_layer *l);      /* frees l->priv; may be NULL */
+  /* GPU only, both optional: reshape_gpu runs after ops->reshape on a GPU
+   * context and plans the device side for the current shapes into
+   * l->gpu_priv (library descriptors, algorithms, workspace: everything that
+   * may synchronise or allocate, so that forward and backward do neither);
+   * destroy_gpu frees l->gpu_priv. */
+  ct_layer_shape_fn reshape_gpu;
+  void (*destroy_gpu)(ct_layer *l);
   /* Data layers only (may be NULL): where the layer is in its source, so a
    * snapshot can save it and a resumed run continue exactly.  get_position
    * fills pos (layer is strdup'd into pos->layer: free it with free());
@@ -94,6 +103,7 @@ struct ct_layer {
   bool param_propagate_down[CT_LAYER_MAX_PARAMS]; /* compute this parameter's gradient */
   float *loss_weight;                 /* (ntop) */
   void *priv;                         /* the type's private state */
+  void *gpu_priv;                     /* GPU-side state (cuDNN), NULL when none */
 };
 
 /* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type

@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "layers/layer.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/lrn_cudnn.h"
+#endif
 
 typedef struct lrn_state {
   ct_lrn_geom g;
@@ -143,8 +146,28 @@ static void lrn_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 
 /* ---------------------------------------------------------------- GPU */
 #ifdef CORTADO_HAVE_CUDA
+/* cuDNN runs the layer when it computes Caffe's formula (l->gpu_priv set);
+ * the scratch of the CAFFE engine is then not needed. */
+static ct_status lrn_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
+  lrn_state *s = l->priv;
+  const Caffe__LRNParameter *p = CT_PARAM_OR_DEFAULT(l, lrn_param, CAFFE__LRNPARAMETER__INIT);
+  CT_TRY(ct_lrn_cudnn_reshape(l, p, bottom[0], top[0], err));
+  if (l->gpu_priv && s->scale->capacity) {
+    ct_tensor_free(s->scale);
+    ct_tensor_free(s->tmp);
+    s->scale = ct_tensor_new(l->ctx->device, NULL);
+    s->tmp = ct_tensor_new(l->ctx->device, NULL);
+  }
+  return CT_OK;
+}
+
 static ct_status lrn_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                  ct_error *err) {
+  if (l->gpu_priv) {
+    ct_lrn_cudnn_forward(l, bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   lrn_state *s = l->priv;
   ct_lrn_forward_gpu(l->ctx, &s->g, bottom[0]->data, s->scale->data, top[0]->data);
   return CT_OK;
@@ -153,6 +176,10 @@ static ct_status lrn_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tenso
 static void lrn_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                              ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->gpu_priv) {
+    ct_lrn_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   lrn_state *s = l->priv;
   ct_lrn_backward_gpu(l->ctx, &s->g, bottom[0]->data, top[0]->data, top[0]->diff, s->scale->data,
                       s->tmp->data, bottom[0]->diff);
@@ -169,6 +196,8 @@ const ct_layer_ops ct_lrn_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = lrn_forward_gpu,
     .backward_gpu = lrn_backward_gpu,
+    .reshape_gpu = lrn_reshape_gpu,
+    .destroy_gpu = ct_lrn_cudnn_destroy,
 #endif
     .destroy = lrn_destroy,
 };

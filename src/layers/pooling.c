@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "layers/layer.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/pooling_cudnn.h"
+#endif
 
 /* GCC keeps the compare-and-select of the max loop as a branch unless it may
  * assume no floating-point traps; nothing here reads FP exception flags. */
@@ -419,8 +422,26 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 /* ---------------------------------------------------------------- GPU */
 #ifdef CORTADO_HAVE_CUDA
+/* cuDNN runs the layer when it pools exactly as Caffe (l->gpu_priv set);
+ * the argmax scratch is then not needed. */
+static ct_status pool_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  pool_state *s = l->priv;
+  const pool_param *p = CT_PARAM_OR_DEFAULT(l, pooling_param, CAFFE__POOLING_PARAMETER__INIT);
+  CT_TRY(ct_pool_cudnn_reshape(l, &s->g, (int)p->engine, err));
+  if (l->gpu_priv && s->mask->capacity) {
+    ct_tensor_free(s->mask);
+    s->mask = ct_tensor_new(l->ctx->device, NULL);
+  }
+  return CT_OK;
+}
+
 static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->gpu_priv) {
+    ct_pool_cudnn_forward(l, bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
   float *mask = g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX
@@ -439,6 +460,10 @@ static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void pool_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->gpu_priv) {
+    ct_pool_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
   const float *mask = g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX
@@ -459,6 +484,8 @@ const ct_layer_ops ct_pooling_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = pool_forward_gpu,
     .backward_gpu = pool_backward_gpu,
+    .reshape_gpu = pool_reshape_gpu,
+    .destroy_gpu = ct_pool_cudnn_destroy,
 #endif
     .destroy = pool_destroy,
 };

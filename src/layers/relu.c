@@ -1,6 +1,9 @@
 /* ReLU: y = max(x, 0) + negative_slope * min(x, 0).  In-place safe. */
 #include "layers/layer.h"
 #include "layers/relu.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/activation_cudnn.h"
+#endif
 
 static ct_status relu_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
@@ -38,8 +41,21 @@ static void relu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 }
 
 #ifdef CORTADO_HAVE_CUDA
+/* cuDNN runs the layer unless the engine field or the settings say
+ * otherwise (l->gpu_priv set). */
+static ct_status relu_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  const Caffe__ReLUParameter *p = CT_PARAM_OR_DEFAULT(l, relu_param, CAFFE__RE_LUPARAMETER__INIT);
+  const char *why = p->negative_slope != 0.0f ? "cuDNN has no leaky ReLU" : NULL;
+  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_RELU, (int)p->engine, why, bottom[0], top[0], err);
+}
+
 static ct_status relu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->gpu_priv) {
+    ct_act_cudnn_forward(l, bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   ct_relu_forward_gpu(l->ctx, bottom[0]->count, negative_slope(l), bottom[0]->data, top[0]->data);
   return CT_OK;
 }
@@ -47,6 +63,10 @@ static ct_status relu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void relu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->gpu_priv) {
+    ct_act_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   ct_relu_backward_gpu(l->ctx, bottom[0]->count, negative_slope(l), bottom[0]->data, top[0]->diff,
                        bottom[0]->diff);
 }
@@ -62,5 +82,7 @@ const ct_layer_ops ct_relu_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = relu_forward_gpu,
     .backward_gpu = relu_backward_gpu,
+    .reshape_gpu = relu_reshape_gpu,
+    .destroy_gpu = ct_act_cudnn_destroy,
 #endif
 };

@@ -5,6 +5,9 @@
 
 #include "layers/layer.h"
 #include "layers/softmax.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/softmax_cudnn.h"
+#endif
 
 typedef struct {
   int axis;         /* canonical softmax axis */
@@ -83,8 +86,21 @@ static void softmax_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
 }
 
 #ifdef CORTADO_HAVE_CUDA
+static ct_status softmax_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                     ct_error *err) {
+  softmax_priv *p = l->priv;
+  const Caffe__SoftmaxParameter *sp =
+      CT_PARAM_OR_DEFAULT(l, softmax_param, CAFFE__SOFTMAX_PARAMETER__INIT);
+  return ct_softmax_cudnn_reshape(l, (int)sp->engine, p->outer, p->channels, p->inner,
+                                  top[0] == bottom[0], err);
+}
+
 static ct_status softmax_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                      ct_error *err) {
+  if (l->gpu_priv) {
+    ct_softmax_cudnn_forward(l, bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   softmax_priv *p = l->priv;
   ct_softmax_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data, top[0]->data);
   return CT_OK;
@@ -93,6 +109,10 @@ static ct_status softmax_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_t
 static void softmax_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                  ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->gpu_priv) {
+    ct_softmax_cudnn_backward(l, top[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   softmax_priv *p = l->priv;
   ct_softmax_backward_gpu(l->ctx, p->outer, p->channels, p->inner, top[0]->data, top[0]->diff,
                           bottom[0]->diff);
@@ -116,6 +136,8 @@ const ct_layer_ops ct_softmax_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = softmax_forward_gpu,
     .backward_gpu = softmax_backward_gpu,
+    .reshape_gpu = softmax_reshape_gpu,
+    .destroy_gpu = ct_softmax_cudnn_destroy,
 #endif
     .destroy = softmax_destroy,
 };

@@ -5,6 +5,9 @@
 #include "layers/layer.h"
 #include "layers/neuron.h"
 #include "layers/tanh.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/activation_cudnn.h"
+#endif
 
 static ct_status tanh_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
@@ -28,8 +31,21 @@ static void tanh_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 }
 
 #ifdef CORTADO_HAVE_CUDA
+/* cuDNN runs the layer unless the engine field says otherwise (l->gpu_priv
+ * set); in place, backward stays here (it needs only y). */
+static ct_status tanh_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  const Caffe__TanHParameter *p = CT_PARAM_OR_DEFAULT(l, tanh_param, CAFFE__TAN_HPARAMETER__INIT);
+  return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_TANH, (int)p->engine, NULL, bottom[0], top[0],
+                              err);
+}
+
 static ct_status tanh_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->gpu_priv) {
+    ct_act_cudnn_forward(l, bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   ct_tanh_forward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->data);
   return CT_OK;
 }
@@ -37,6 +53,10 @@ static ct_status tanh_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void tanh_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->gpu_priv && top[0] != bottom[0]) {
+    ct_act_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   ct_tanh_backward_gpu(l->ctx, bottom[0]->count, top[0]->data, top[0]->diff, bottom[0]->diff);
 }
 #endif
@@ -51,5 +71,7 @@ const ct_layer_ops ct_tanh_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = tanh_forward_gpu,
     .backward_gpu = tanh_backward_gpu,
+    .reshape_gpu = tanh_reshape_gpu,
+    .destroy_gpu = ct_act_cudnn_destroy,
 #endif
 };

@@ -1,0 +1,376 @@
+/* cuDNN helpers (cudnn_util.h): workspace limit, tensor descriptors, and the
+ * benchmarked convolution algorithms shared by every worker of the process.
+ * The engine choice is in cudnn_engine.c (built without CUDA too). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "gpu/cudnn_util.h"
+extern "C" {
+#include "core/log.h"
+}
+
+#define CT_CUDNN_DEFAULT_WORKSPACE ((size_t)1 << 30)
+
+/* ---------------------------------------------------------------- workspace limit */
+
+static pthread_mutex_t g_limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_limit_set;
+static size_t g_limit;
+
+static size_t limit_from_env(int device) {
+  const char *s = getenv("CORTADO_CUDNN_WORKSPACE_MB");
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    unsigned long long mb = strtoull(s, &end, 10);
+    if (errno == 0 && *end == '\0' && s[0] != '-' && mb <= ((size_t)1 << 24))
+      return (size_t)mb << 20;
+    LOG_WARNING("CORTADO_CUDNN_WORKSPACE_MB=%s is not a size in MiB (0 to 16777216); using the "
+                "default",
+                s);
+  }
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return CT_CUDNN_DEFAULT_WORKSPACE;
+  }
+  size_t quarter = free_bytes / 4;
+  return quarter < CT_CUDNN_DEFAULT_WORKSPACE ? quarter : CT_CUDNN_DEFAULT_WORKSPACE;
+}
+
+extern "C" size_t ct_cudnn_workspace_limit(int device) {
+  pthread_mutex_lock(&g_limit_lock);
+  if (!g_limit_set) {
+    g_limit = limit_from_env(device);
+    g_limit_set = true;
+  }
+  size_t v = g_limit;
+  pthread_mutex_unlock(&g_limit_lock);
+  return v;
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const int *dims) {
+  int strides[5];
+  CT_ASSERT(ndim >= 4 && ndim <= 5);
+  long long s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (dims[i] <= 0 || s > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
+    strides[i] = (int)s;
+    s *= dims[i];
+  }
+  if (s > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnSetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, ndim, dims, strides);
+}
+
+cudnnStatus_t ct_cudnn_set_flat(cudnnTensorDescriptor_t desc, size_t count) {
+  if (count == 0 || count > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
+  int dims[4] = {1, 1, 1, (int)count};
+  return ct_cudnn_set_tensor(desc, 4, dims);
+}
+
+/* ---------------------------------------------------------------- algorithm names */
+
+const char *ct_cudnn_fwd_algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "?";
+  }
+}
+
+const char *ct_cudnn_bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "?";
+  }
+}
+
+const char *ct_cudnn_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+    default: return "?";
+  }
+}
+
+/* ---------------------------------------------------------------- algorithm table */
+
+typedef struct algo_entry {
+  ct_cudnn_conv_key key;
+  int cc, sms;  /* compute capability (major * 10 + minor) and SM count */
+  ct_cudnn_conv_algos algos;
+} algo_entry;
+
+static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static algo_entry *g_table;
+static size_t g_table_len, g_table_cap;
+
+static const algo_entry *table_find(const ct_cudnn_conv_key *key, int cc, int sms) {
+  for (size_t i = 0; i < g_table_len; i++)
+    if (g_table[i].cc == cc && g_table[i].sms == sms &&
+        memcmp(&g_table[i].key, key, sizeof *key) == 0)
+      return &g_table[i];
+  return NULL;
+}
+
+static void table_add(const ct_cudnn_conv_key *key, int cc, int sms,
+                      const ct_cudnn_conv_algos *a) {
+  if (g_table_len == g_table_cap) {
+    size_t cap = g_table_cap ? 2 * g_table_cap : 64;
+    algo_entry *t = (algo_entry *)realloc(g_table, cap * sizeof *t);
+    if (!t) return;  /* not remembering only costs another benchmark */
+    g_table = t;
+    g_table_cap = cap;
+  }
+  algo_entry *e = &g_table[g_table_len++];
+  memset(e, 0, sizeof *e);
+  e->key = *key;
+  e->cc = cc;
+  e->sms = sms;
+  e->algos = *a;
+}
+
+extern "C" size_t ct_cudnn_conv_table_size(void) {
+  pthread_mutex_lock(&g_table_lock);
+  size_t n = g_table_len;
+  pthread_mutex_unlock(&g_table_lock);
+  return n;
+}
+
+/* Device memory for a benchmark; NULL (and the CUDA error cleared) when the
+ * device is out of memory. */
+static void *try_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+/* Everything a benchmark or heuristic query needs. */
+typedef struct find_args {
+  cudnnHandle_t h;
+  cudnnTensorDescriptor_t x;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnTensorDescriptor_t y;
+  bool strict;
+  size_t limit;
+  cudnnMathType_t base_math;
+  /* scratch buffers of the benchmark (NULL: heuristics) */
+  void *xbuf, *wbuf, *ybuf, *ws;
+  size_t ws_bytes;
+} find_args;
+
+/* Whether a result may be used: it ran, it fits the limit, and its math is
+ * allowed (never FP16 down-conversion; no tensor ops in strict FP32). */
+template <typename Perf>
+static bool usable(const Perf &p, const find_args &a) {
+  if (p.status != CUDNN_STATUS_SUCCESS || p.memory > a.limit) return false;
+  if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  if (a.strict && p.mathType == CUDNN_TENSOR_OP_MATH) return false;
+  return true;
+}
+
+/* The math type a chosen result runs with. */
+template <typename Perf>
+static cudnnMathType_t math_of(const Perf &p, const find_args &a) {
+  return a.strict ? CUDNN_FMA_MATH : p.mathType;
+}
+
+static cudnnStatus_t fwd_query(const find_args &a, int *n, cudnnConvolutionFwdAlgoPerf_t *perf) {
+  if (a.xbuf)
+    return cudnnFindConvolutionForwardAlgorithmEx(a.h, a.x, a.xbuf, a.w, a.wbuf, a.conv, a.y,
+                                                  a.ybuf, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n,
+                                                  perf, a.ws, a.ws_bytes);
+  return cudnnGetConvolutionForwardAlgorithm_v7(a.h, a.x, a.w, a.conv, a.y,
+                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n, perf);
+}
+
+static cudnnStatus_t fwd_bytes(const find_args &a, cudnnConvolutionFwdAlgo_t algo, size_t *b) {
+  return cudnnGetConvolutionForwardWorkspaceSize(a.h, a.x, a.w, a.conv, a.y, algo, b);
+}
+
+static cudnnStatus_t bwd_data_query(const find_args &a, int *n,
+                                    cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+  if (a.xbuf)
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(
+        a.h, a.w, a.wbuf, a.y, a.ybuf, a.conv, a.x, a.xbuf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n,
+        perf, a.ws, a.ws_bytes);
+  return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      a.h, a.w, a.y, a.conv, a.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
+}
+
+static cudnnStatus_t bwd_data_bytes(const find_args &a, cudnnConvolutionBwdDataAlgo_t algo,
+                                    size_t *b) {
+  return cudnnGetConvolutionBackwardDataWorkspaceSize(a.h, a.w, a.y, a.conv, a.x, algo, b);
+}
+
+static cudnnStatus_t bwd_filter_query(const find_args &a, int *n,
+                                      cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+  if (a.xbuf)
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        a.h, a.x, a.xbuf, a.y, a.ybuf, a.conv, a.w, a.wbuf,
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, n, perf, a.ws, a.ws_bytes);
+  return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      a.h, a.x, a.y, a.conv, a.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, n, perf);
+}
+
+static cudnnStatus_t bwd_filter_bytes(const find_args &a, cudnnConvolutionBwdFilterAlgo_t algo,
+                                      size_t *b) {
+  return cudnnGetConvolutionBackwardFilterWorkspaceSize(a.h, a.x, a.y, a.conv, a.w, algo, b);
+}
+
+/* One direction: query (benchmark or heuristics), then the first usable
+ * result (fastest first) whose workspace, asked again under the math type
+ * it will run with, fits the limit. */
+template <typename Perf, typename Algo, int Count>
+static ct_status choose(const find_args &a, const char *what,
+                        cudnnStatus_t (*query)(const find_args &, int *, Perf *),
+                        cudnnStatus_t (*bytes)(const find_args &, Algo, size_t *), Algo *algo,
+                        cudnnMathType_t *math, size_t *ws, ct_error *err) {
+  Perf perf[Count];
+  int n = 0;
+  cudnnStatus_t s = query(a, &n, perf);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return ct_error_set(err, CT_ERR_DEVICE, "cuDNN %s algorithm search failed: %s", what,
+                        cudnnGetErrorString(s));
+  for (int i = 0; i < n; i++) {
+    if (!usable(perf[i], a)) continue;
+    cudnnMathType_t m = math_of(perf[i], a);
+    size_t b = 0;
+    if (cudnnSetConvolutionMathType(a.conv, m) != CUDNN_STATUS_SUCCESS) continue;
+    s = bytes(a, perf[i].algo, &b);
+    cudnnSetConvolutionMathType(a.conv, a.base_math);
+    if (s != CUDNN_STATUS_SUCCESS || b > a.limit) continue;
+    *algo = perf[i].algo;
+    *math = m;
+    *ws = b;
+    return CT_OK;
+  }
+  return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                      "no cuDNN %s algorithm runs this convolution within the %zu MiB workspace "
+                      "limit (CORTADO_CUDNN_WORKSPACE_MB)",
+                      what, a.limit >> 20);
+}
+
+static ct_status choose_all(const find_args &a, ct_cudnn_conv_algos *out, ct_error *err) {
+  CT_TRY((choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t,
+                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(a, "forward", fwd_query, fwd_bytes, &out->fwd,
+                                                   &out->fwd_math, &out->fwd_bytes, err)));
+  CT_TRY((choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t,
+                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(a, "backward-data", bwd_data_query,
+                                                        bwd_data_bytes, &out->bwd_data,
+                                                        &out->bwd_data_math,
+                                                        &out->bwd_data_bytes, err)));
+  CT_TRY((choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t,
+                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(a, "backward-filter", bwd_filter_query,
+                                                          bwd_filter_bytes, &out->bwd_filter,
+                                                          &out->bwd_filter_math,
+                                                          &out->bwd_filter_bytes, err)));
+  return CT_OK;
+}
+
+static size_t prod(const int *v, int n) {
+  size_t p = 1;
+  for (int i = 0; i < n; i++) p *= (size_t)v[i];
+  return p;
+}
+
+/* Benchmarks on scratch buffers (contents zero; Find overwrites the
+ * outputs), or falls back to the heuristics when they do not fit. */
+static ct_status find_now(ct_context *ctx, const ct_cudnn_conv_key *k, find_args *a,
+                          ct_cudnn_conv_algos *out, ct_error *err) {
+  const size_t xbytes = (size_t)k->n * k->x_channels * prod(k->x_dims, k->nspatial) * sizeof(float);
+  const size_t ybytes = (size_t)k->n * k->y_channels * prod(k->y_dims, k->nspatial) * sizeof(float);
+  const size_t wbytes = (size_t)k->y_channels * (k->x_channels / k->group) *
+                        prod(k->kernel, k->nspatial) * sizeof(float);
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  a->xbuf = try_alloc(xbytes);
+  a->ybuf = a->xbuf ? try_alloc(ybytes) : NULL;
+  a->wbuf = a->ybuf ? try_alloc(wbytes) : NULL;
+  a->ws = NULL;
+  a->ws_bytes = a->limit;
+  while (a->wbuf && a->ws_bytes > 0 && !(a->ws = try_alloc(a->ws_bytes))) a->ws_bytes /= 2;
+  bool bench = a->wbuf != NULL;
+  if (bench) {
+    CT_CUDA_CHECK(cudaMemsetAsync(a->xbuf, 0, xbytes, stream));
+    CT_CUDA_CHECK(cudaMemsetAsync(a->ybuf, 0, ybytes, stream));
+    CT_CUDA_CHECK(cudaMemsetAsync(a->wbuf, 0, wbytes, stream));
+    if (a->ws_bytes < a->limit) a->limit = a->ws_bytes;
+  } else {
+    LOG_WARNING("not enough GPU memory to benchmark cuDNN convolution algorithms; using cuDNN's "
+                "heuristics");
+    cudaFree(a->xbuf);
+    cudaFree(a->ybuf);
+    a->xbuf = a->ybuf = NULL;
+  }
+  ct_status s = choose_all(*a, out, err);
+  out->benchmarked = bench;
+  if (bench) {
+    CT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaFree(a->ws);
+    cudaFree(a->wbuf);
+    cudaFree(a->ybuf);
+    cudaFree(a->xbuf);
+  }
+  return s;
+}
+
+ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
+                             cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,
+                             cudnnConvolutionDescriptor_t conv_desc,
+                             cudnnTensorDescriptor_t y_desc, ct_cudnn_conv_algos *out,
+                             ct_error *err) {
+  int major = 0, minor = 0, sms = 0;
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx->device));
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
+  const int cc = major * 10 + minor;
+  find_args a;
+  memset(&a, 0, sizeof a);
+  a.h = (cudnnHandle_t)ctx->cudnn;
+  a.x = x_desc;
+  a.w = w_desc;
+  a.conv = conv_desc;
+  a.y = y_desc;
+  a.strict = !key->tf32;
+  a.limit = ct_cudnn_workspace_limit(ctx->device);
+  CT_CUDNN_TRY(err, cudnnGetConvolutionMathType(conv_desc, &a.base_math));
+  /* The lock is held through a benchmark: workers on other GPUs asking for
+   * the same shapes wait for it and then share its result. */
+  pthread_mutex_lock(&g_table_lock);
+  const algo_entry *e = table_find(key, cc, sms);
+  ct_status s = CT_OK;
+  if (e) {
+    *out = e->algos;
+  } else {
+    s = find_now(ctx, key, &a, out, err);
+    if (s == CT_OK) table_add(key, cc, sms, out);
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  return s;
+}

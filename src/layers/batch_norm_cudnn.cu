@@ -1,0 +1,170 @@
+/* BatchNorm on cuDNN: see batch_norm_cudnn.h. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "gpu/cudnn_util.h"
+#include "layers/batch_norm_cudnn.h"
+#include "math/math.h"
+
+typedef struct bn_cudnn {
+  cudnnTensorDescriptor_t x;  /* (N, C, S, 1) for x, y, dy and dx */
+  cudnnTensorDescriptor_t bn; /* (1, C, 1, 1) */
+  int N, C;
+  size_t S;
+  float eps, f;
+  bool use_global, in_place;
+  /* (8 C) on the device, in this order: */
+  float *buf;
+  float *ones, *zeros;            /* cuDNN's scale and bias */
+  float *mean, *invstd;           /* of the last forward (batch, or global) */
+  float *batch_mean, *batch_var;  /* cuDNN's "running" outputs with factor 1 */
+  float *dscale, *dbias;          /* cuDNN's parameter gradients (unused) */
+} bn_cudnn;
+
+static const float k_one = 1.0f, k_zero = 0.0f;
+
+extern "C" void ct_bn_cudnn_destroy(ct_layer *l) {
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  if (!s) return;
+  cudnnDestroyTensorDescriptor(s->x);
+  cudnnDestroyTensorDescriptor(s->bn);
+  if (s->buf) ct_mem_free(l->ctx->device, s->buf);
+  free(s);
+  l->gpu_priv = NULL;
+}
+
+extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
+                                         bool use_global, bool in_place, ct_error *err) {
+  const char *why = NULL;
+  const size_t m = (size_t)N * S;
+  if (N <= 0 || C <= 0 || S == 0) why = "an empty bottom";
+  else if (m * C > INT32_MAX || S > INT32_MAX) why = "a bottom of more than 2^31 values";
+  else if (!use_global && m == 1) why = "one value per channel (no unbiased variance)";
+  if (!ct_cudnn_wanted(l->name, CT_ENGINE_DEFAULT, why)) {
+    ct_bn_cudnn_destroy(l);
+    return CT_OK;
+  }
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  if (!s || s->C != C) {
+    ct_bn_cudnn_destroy(l);
+    s = (bn_cudnn *)ct_xcalloc(1, sizeof *s);
+    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->x));
+    CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->bn));
+    s->C = C;
+    s->buf = (float *)ct_mem_alloc(l->ctx->device, 8 * (size_t)C * sizeof(float));
+    float **parts[8] = {&s->ones,       &s->zeros,     &s->mean,   &s->invstd,
+                        &s->batch_mean, &s->batch_var, &s->dscale, &s->dbias};
+    for (int i = 0; i < 8; i++) *parts[i] = s->buf + (size_t)i * C;
+    ct_gpu_set(l->ctx, (size_t)C, 1.0f, s->ones);
+    l->gpu_priv = s;
+  }
+  s->N = N;
+  s->S = S;
+  s->eps = eps;
+  s->f = f;
+  s->use_global = use_global;
+  s->in_place = in_place;
+  const int dims[4] = {N, C, (int)S, 1};
+  if (ct_cudnn_set_tensor(s->x, 4, dims) != CUDNN_STATUS_SUCCESS ||
+      cudnnDeriveBNTensorDescriptor(s->bn, s->x, CUDNN_BATCHNORM_SPATIAL) != CUDNN_STATUS_SUCCESS) {
+    ct_bn_cudnn_destroy(l);
+    return CT_OK;
+  }
+  if (in_place && !use_global) ct_context_workspace(l->ctx, (size_t)N * C * S * sizeof(float));
+  return CT_OK;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+#define BN_THREADS 256
+
+/* Caffe's sums from the batch statistics (var unbiased). */
+__global__ static void bn_fold(int C, float f, const float *batch_mean, const float *batch_var,
+                               float *mean_sum, float *var_sum, float *factor) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  mean_sum[c] = batch_mean[c] + f * mean_sum[c];
+  var_sum[c] = batch_var[c] + f * var_sum[c];
+  if (c == 0) factor[0] = factor[0] * f + 1.0f;
+}
+
+/* The global statistics: the sums over the factor (0 when it is 0). */
+__global__ static void bn_global(int C, float eps, const float *mean_sum, const float *var_sum,
+                                 const float *factor, float *mean, float *invstd) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float k = factor[0] == 0.0f ? 0.0f : 1.0f / factor[0];
+  mean[c] = k * mean_sum[c];
+  invstd[c] = 1.0f / sqrtf(k * var_sum[c] + eps);
+}
+
+/* y = (x - mean) * invstd per channel; y may be x. */
+__global__ static void bn_apply(size_t n, int C, size_t S, const float *x, const float *mean,
+                                const float *invstd, float *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    int c = (int)((i / S) % C);
+    y[i] = (x[i] - mean[c]) * invstd[c];
+  }
+}
+
+/* dx = dy * invstd per channel; dx may be dy. */
+__global__ static void bn_scale(size_t n, int C, size_t S, const float *dy, const float *invstd,
+                                float *dx) {
+  CT_CUDA_KERNEL_LOOP(i, n) dx[i] = dy[i] * invstd[(i / S) % C];
+}
+
+static unsigned channel_blocks(int C) { return (unsigned)((C + BN_THREADS - 1) / BN_THREADS); }
+
+/* ---------------------------------------------------------------- forward / backward */
+
+extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave) {
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  cudaStream_t stream = (cudaStream_t)l->ctx->stream;
+  const size_t n = (size_t)s->N * s->C * s->S;
+  float *mean_sum = l->params[0]->data, *var_sum = l->params[1]->data;
+  float *factor = l->params[2]->data;
+  if (s->use_global) {
+    bn_global<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->eps, mean_sum, var_sum,
+                                                               factor, s->mean, s->invstd);
+    CT_CUDA_LAUNCH_CHECK();
+    bn_apply<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, x, s->mean,
+                                                                s->invstd, y);
+    CT_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  CT_ASSERT(s->in_place == (x == y));
+  if (s->in_place) {
+    CT_CUDA_CHECK(cudaMemcpyAsync(xsave, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    x = xsave;
+  }
+  CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
+      s->bn, s->ones, s->zeros, 1.0, s->batch_mean, s->batch_var, s->eps, s->mean, s->invstd));
+  bn_fold<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->f, s->batch_mean, s->batch_var,
+                                                           mean_sum, var_sum, factor);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave,
+                                     const float *dy, float *dx) {
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  cudaStream_t stream = (cudaStream_t)l->ctx->stream;
+  const size_t n = (size_t)s->N * s->C * s->S;
+  if (s->use_global) {
+    bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, dy, s->invstd, dx);
+    CT_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  if (s->in_place) {
+    CT_ASSERT(l->ctx->workspace_bytes >= n * sizeof(float));
+    float *dy_copy = (float *)l->ctx->workspace;
+    CT_CUDA_CHECK(
+        cudaMemcpyAsync(dy_copy, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    dy = dy_copy;
+    x = xsave;
+  }
+  CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one, &k_zero,
+      s->x, x, s->x, dy, s->x, dx, s->bn, s->ones, s->dscale, s->dbias, s->eps, s->mean,
+      s->invstd));
+}

@@ -1,0 +1,48 @@
+/* BatchNorm on cuDNN (batch_norm_cudnn.cu): Caffe's BatchNorm has no engine
+ * field, so cuDNN runs every GPU BatchNorm it can (unless disabled with
+ * ct_cudnn_set_enabled).
+ *
+ * Caffe keeps running *sums* and a factor (batch_norm.c) where cuDNN keeps
+ * exponential averages.  Training forward calls
+ * cudnnBatchNormalizationForwardTraining with scale 1, bias 0 and average
+ * factor 1, so that its "running" outputs are the batch mean and the
+ * unbiased batch variance (Caffe's m / (m - 1) correction), and a small
+ * kernel folds them into Caffe's three blobs exactly as the CPU does:
+ * mean_sum = mean + f mean_sum, var_sum = var + f var_sum, factor = f
+ * factor + 1.  With global statistics, forward and backward are elementwise
+ * kernels over the stored sums.  Training backward is
+ * cudnnBatchNormalizationBackward with the saved batch mean and 1/std.
+ *
+ * No cuDNN call runs in place: an in-place layer copies its input aside in
+ * forward (into xsave, the caller's bottom-sized buffer) and its top
+ * gradient into the context's workspace in backward. */
+#ifndef CT_LAYERS_BATCH_NORM_CUDNN_H
+#define CT_LAYERS_BATCH_NORM_CUDNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "layers/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* For BatchNorm's reshape_gpu: sets l->gpu_priv when cuDNN runs the layer
+ * for a bottom of (N, C, S) values, else clears it.  Grows the context's
+ * workspace for an in-place training layer.  Never fails on valid input. */
+ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
+                              bool use_global, bool in_place, ct_error *err);
+/* y from x (y is x in place, then xsave receives x); updates the sums and
+ * factor (params 0..2) in training. */
+void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave);
+/* dx (overwritten; dx is dy in place) from dy and x (xsave in place). */
+void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave, const float *dy,
+                          float *dx);
+void ct_bn_cudnn_destroy(ct_layer *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

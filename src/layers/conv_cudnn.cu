@@ -1,0 +1,286 @@
+/* Convolution and Deconvolution on cuDNN: see conv_cudnn.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/cudnn_util.h"
+#include "layers/conv_common.h"
+#include "layers/conv_cudnn.h"
+extern "C" {
+#include "core/log.h"
+}
+
+typedef struct conv_cudnn {
+  cudnnTensorDescriptor_t x, y;   /* one X image batch (num, x_channels, X...), and Y's */
+  cudnnTensorDescriptor_t bias;   /* (1, num_output, 1...) over the top's channels */
+  cudnnFilterDescriptor_t w;      /* (y_channels, x_channels / group, kernel...) */
+  /* One descriptor per direction, each with its algorithm's math type. */
+  cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
+  ct_cudnn_conv_algos algos;
+  bool tf32;
+} conv_cudnn;
+
+static const float k_one = 1.0f, k_zero = 0.0f;
+
+static conv_cudnn *state_new(void) {
+  conv_cudnn *s = (conv_cudnn *)ct_xcalloc(1, sizeof *s);
+  CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->x));
+  CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->y));
+  CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->bias));
+  CT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&s->w));
+  CT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&s->fwd));
+  CT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&s->bwd_data));
+  CT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&s->bwd_filter));
+  return s;
+}
+
+extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
+  conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
+  if (!s) return;
+  cudnnDestroyTensorDescriptor(s->x);
+  cudnnDestroyTensorDescriptor(s->y);
+  cudnnDestroyTensorDescriptor(s->bias);
+  cudnnDestroyFilterDescriptor(s->w);
+  cudnnDestroyConvolutionDescriptor(s->fwd);
+  cudnnDestroyConvolutionDescriptor(s->bwd_data);
+  cudnnDestroyConvolutionDescriptor(s->bwd_filter);
+  free(s);
+  l->gpu_priv = NULL;
+}
+
+/* Why cuDNN cannot run this convolution, or NULL. */
+static const char *unsupported(const ct_conv *c, const ct_tensor *bottom) {
+  if (c->nspatial < 1 || c->nspatial > 3) return "cuDNN convolves 1 to 3 spatial axes";
+  if (bottom->count == 0) return "an empty bottom";
+  if (bottom->count > INT32_MAX) return "a bottom of more than 2^31 values";
+  if ((size_t)c->num * c->y_channels * c->y_spatial > INT32_MAX)
+    return "a top of more than 2^31 values";
+  return NULL;
+}
+
+/* The geometry as cuDNN sees it: at least 2 spatial axes (a 1-D
+ * convolution gets a unit leading axis). */
+typedef struct cudnn_geom {
+  int nd;                         /* spatial axes given to cuDNN: 2 or 3 */
+  int xdims[5], ydims[5], wdims[5], bdims[5];
+  int pad[3], stride[3], dilation[3];
+} cudnn_geom;
+
+static void geom_of(const ct_conv *c, cudnn_geom *g) {
+  memset(g, 0, sizeof *g);
+  const int lead = c->nspatial == 1 ? 1 : 0;
+  g->nd = c->nspatial + lead;
+  g->xdims[0] = g->ydims[0] = c->num;
+  g->xdims[1] = c->x_channels;
+  g->ydims[1] = c->y_channels;
+  g->wdims[0] = c->y_channels;
+  g->wdims[1] = c->x_channels / c->group;
+  g->bdims[0] = 1;
+  g->bdims[1] = c->num_output;
+  for (int i = 0; i < g->nd; i++) {
+    const int k = i - lead;  /* the ct_conv axis, -1 for the unit axis */
+    g->xdims[2 + i] = k < 0 ? 1 : c->geom.in[k];
+    g->ydims[2 + i] = k < 0 ? 1 : c->geom.out[k];
+    g->wdims[2 + i] = k < 0 ? 1 : c->kernel[k];
+    g->bdims[2 + i] = 1;
+    g->pad[i] = k < 0 ? 0 : c->pad[k];
+    g->stride[i] = k < 0 ? 1 : c->stride[k];
+    g->dilation[i] = k < 0 ? 1 : c->dilation[k];
+  }
+}
+
+/* Sets every descriptor for the current shapes; CT_ERR_UNSUPPORTED when
+ * cuDNN refuses them or disagrees with Caffe's output size. */
+static ct_status set_descriptors(conv_cudnn *s, const ct_conv *c, const cudnn_geom *g,
+                                 cudnnMathType_t math, ct_error *err) {
+  const int n = g->nd + 2;
+  cudnnConvolutionDescriptor_t convs[3] = {s->fwd, s->bwd_data, s->bwd_filter};
+  if (ct_cudnn_set_tensor(s->x, n, g->xdims) != CUDNN_STATUS_SUCCESS ||
+      ct_cudnn_set_tensor(s->y, n, g->ydims) != CUDNN_STATUS_SUCCESS ||
+      ct_cudnn_set_tensor(s->bias, n, g->bdims) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetFilterNdDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, n, g->wdims) !=
+          CUDNN_STATUS_SUCCESS)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "cuDNN refuses the tensor shapes");
+  for (int i = 0; i < 3; i++) {
+    if (cudnnSetConvolutionNdDescriptor(convs[i], g->nd, g->pad, g->stride, g->dilation,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(convs[i], c->group) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionMathType(convs[i], math) != CUDNN_STATUS_SUCCESS)
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "cuDNN refuses the pad, stride, dilation or group");
+  }
+  int out[5];
+  if (cudnnGetConvolutionNdForwardOutputDim(s->fwd, s->x, s->w, n, out) != CUDNN_STATUS_SUCCESS ||
+      memcmp(out, g->ydims, n * sizeof(int)) != 0)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "cuDNN computes another output size");
+  return CT_OK;
+}
+
+static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, ct_cudnn_conv_key *k) {
+  memset(k, 0, sizeof *k);
+  k->nspatial = g->nd;
+  k->n = c->num;
+  k->x_channels = c->x_channels;
+  k->y_channels = c->y_channels;
+  k->group = c->group;
+  for (int i = 0; i < g->nd; i++) {
+    k->x_dims[i] = g->xdims[2 + i];
+    k->y_dims[i] = g->ydims[2 + i];
+    k->kernel[i] = g->wdims[2 + i];
+    k->pad[i] = g->pad[i];
+    k->stride[i] = g->stride[i];
+    k->dilation[i] = g->dilation[i];
+  }
+  k->tf32 = tf32;
+}
+
+/* The CAFFE engine's im2col scratch is not needed while cuDNN runs the layer
+ * (ct_conv_reshape makes it again when the CAFFE engine takes over). */
+static void drop_caffe_scratch(ct_layer *l, ct_conv *c) {
+  if (c->col->capacity) {
+    ct_tensor_free(c->col);
+    c->col = ct_tensor_new(l->ctx->device, NULL);
+  }
+  if (c->rows->capacity) {
+    ct_tensor_free(c->rows);
+    c->rows = ct_tensor_new(l->ctx->device, NULL);
+  }
+  c->col_x = NULL;
+}
+
+static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *err) {
+  cudnn_geom g;
+  geom_of(c, &g);
+  s->tf32 = l->ctx->tf32;
+  const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  CT_TRY(set_descriptors(s, c, &g, base, err));
+  ct_cudnn_conv_key key;
+  key_of(c, &g, s->tf32, &key);
+  CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, &s->algos, err));
+  CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->fwd, s->algos.fwd_math));
+  CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_data, s->algos.bwd_data_math));
+  CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_filter, s->algos.bwd_filter_math));
+  size_t ws = s->algos.fwd_bytes;
+  if (s->algos.bwd_data_bytes > ws) ws = s->algos.bwd_data_bytes;
+  if (s->algos.bwd_filter_bytes > ws) ws = s->algos.bwd_filter_bytes;
+  ct_context_workspace(l->ctx, ws);
+  return CT_OK;
+}
+
+extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom,
+                                           ct_tensor *const *top, ct_error *err) {
+  ct_conv *c = (ct_conv *)l->priv;
+  const Caffe__ConvolutionParameter *p = l->param->convolution_param;
+  const int engine = p ? (int)p->engine : CT_ENGINE_DEFAULT;
+  if (!ct_cudnn_wanted(l->name, engine, unsupported(c, bottom[0]))) {
+    ct_conv_cudnn_destroy(l);
+    return CT_OK;
+  }
+  conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
+  if (!s) s = state_new();
+  ct_status st = plan(l, s, c, err);
+  if (st == CT_ERR_UNSUPPORTED) {
+    /* Expected for configurations cuDNN lacks: the CAFFE engine runs them. */
+    if (engine == CT_ENGINE_CUDNN)
+      LOG_WARNING("layer '%s': %s; using the CAFFE engine", l->name, err->msg);
+    l->gpu_priv = s;
+    ct_conv_cudnn_destroy(l);
+    return CT_OK;
+  }
+  l->gpu_priv = s;
+  if (st != CT_OK) {
+    ct_conv_cudnn_destroy(l);
+    return st;
+  }
+  drop_caffe_scratch(l, c);
+  return CT_OK;
+}
+
+/* ---------------------------------------------------------------- forward / backward */
+
+static cudnnHandle_t handle(const ct_layer *l) { return (cudnnHandle_t)l->ctx->cudnn; }
+
+/* Y = conv(X, W), overwriting Y. */
+static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const float *x,
+                   float *y) {
+  CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l), &k_one, s->x, x, s->w, w, s->fwd,
+                                         s->algos.fwd, l->ctx->workspace,
+                                         l->ctx->workspace_bytes, &k_zero, s->y, y));
+}
+
+/* X = conv^T(Y, W), overwriting X. */
+static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
+                   float *x) {
+  CT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(l), &k_one, s->w, w, s->y, y, s->bwd_data,
+                                              s->algos.bwd_data, l->ctx->workspace,
+                                              l->ctx->workspace_bytes, &k_zero, s->x, x));
+}
+
+/* dw += the weight gradient of Y = conv(X, W) for dy. */
+static void weight_grad(const ct_layer *l, const conv_cudnn *s, const float *x, const float *dy,
+                        float *dw) {
+  CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle(l), &k_one, s->x, x, s->y, dy,
+                                                s->bwd_filter, s->algos.bwd_filter,
+                                                l->ctx->workspace, l->ctx->workspace_bytes,
+                                                &k_one, s->w, dw));
+}
+
+extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom,
+                                           ct_tensor *const *top, ct_error *err) {
+  const ct_conv *c = (const ct_conv *)l->priv;
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  const float *w = l->params[0]->data;
+  /* The top is Y for Convolution and X for Deconvolution. */
+  const cudnnTensorDescriptor_t top_desc = c->reverse ? s->x : s->y;
+  for (int i = 0; i < l->nbottom; i++) {
+    if (c->reverse) y_to_x(l, s, w, bottom[i]->data, top[i]->data);
+    else x_to_y(l, s, w, bottom[i]->data, top[i]->data);
+    if (c->bias_term)
+      CT_CUDNN_CHECK(cudnnAddTensor(handle(l), &k_one, s->bias, l->params[1]->data, &k_one,
+                                    top_desc, top[i]->data));
+  }
+  return CT_OK;
+}
+
+extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
+                                       const bool *propagate_down, ct_tensor *const *bottom) {
+  const ct_conv *c = (const ct_conv *)l->priv;
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  const bool wgrad = l->param_propagate_down[0];
+  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  const float *w = l->params[0]->data;
+  const cudnnTensorDescriptor_t top_desc = c->reverse ? s->x : s->y;
+  for (int i = 0; i < l->nbottom; i++) {
+    const float *dtop = top[i]->diff;
+    if (bgrad)
+      CT_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle(l), &k_one, top_desc, dtop, &k_one,
+                                                  s->bias, l->params[1]->diff));
+    if (c->reverse) {
+      /* top X = conv^T(bottom Y): dW from (X = dtop, dY = bottom), and
+       * dbottom = conv(dtop). */
+      if (wgrad) weight_grad(l, s, dtop, bottom[i]->data, l->params[0]->diff);
+      if (propagate_down[i]) x_to_y(l, s, w, dtop, bottom[i]->diff);
+    } else {
+      if (wgrad) weight_grad(l, s, bottom[i]->data, dtop, l->params[0]->diff);
+      if (propagate_down[i]) y_to_x(l, s, w, dtop, bottom[i]->diff);
+    }
+  }
+}
+
+extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len) {
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  if (!s) {
+    snprintf(buf, len, "CAFFE engine");
+    return buf;
+  }
+  const ct_cudnn_conv_algos *a = &s->algos;
+  snprintf(buf, len, "fwd %s%s %.1fM | bwd-data %s%s %.1fM | bwd-filter %s%s %.1fM%s",
+           ct_cudnn_fwd_algo_name(a->fwd), a->fwd_math == CUDNN_FMA_MATH ? "" : "*",
+           a->fwd_bytes / 1048576.0, ct_cudnn_bwd_data_algo_name(a->bwd_data),
+           a->bwd_data_math == CUDNN_FMA_MATH ? "" : "*", a->bwd_data_bytes / 1048576.0,
+           ct_cudnn_bwd_filter_algo_name(a->bwd_filter),
+           a->bwd_filter_math == CUDNN_FMA_MATH ? "" : "*", a->bwd_filter_bytes / 1048576.0,
+           a->benchmarked ? "" : " (heuristics)");
+  return buf;
+}

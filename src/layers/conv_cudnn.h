@@ -1,0 +1,50 @@
+/* Convolution and Deconvolution on cuDNN (conv_cudnn.cu), the GPU engine
+ * behind convolution_param.engine DEFAULT and CUDNN.
+ *
+ * In the GEMM view of conv_common.h, X is the convolution's input and Y its
+ * output: Convolution runs X -> Y forward (cudnnConvolutionForward) and
+ * Deconvolution Y -> X (cudnnConvolutionBackwardData), with the same
+ * descriptors; the weights keep Caffe's layout, which is cuDNN's filter
+ * layout (y_channels, x_channels / group, kernel...).  1-D convolutions run
+ * as 2-D with a unit height; 2-D and 3-D map directly.
+ *
+ * ct_conv_cudnn_reshape (the layers' reshape_gpu) decides the engine, sets
+ * the descriptors, picks the algorithms (ct_cudnn_conv_find: benchmarked
+ * once per shape and math mode in the process) and grows the context's
+ * workspace; when cuDNN runs the layer it also drops the im2col scratch of
+ * the CAFFE engine.  l->gpu_priv is NULL when the CAFFE engine runs. */
+#ifndef CT_LAYERS_CONV_CUDNN_H
+#define CT_LAYERS_CONV_CUDNN_H
+
+#include <stddef.h>
+
+#include "layers/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* reshape_gpu of Convolution and Deconvolution (l->priv is the ct_conv).
+ * Errors only for a device failure; configurations cuDNN cannot run fall
+ * back to the CAFFE engine (with a warning when engine is CUDNN). */
+ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                ct_error *err);
+/* Forward / backward of Convolution (reverse false) or Deconvolution on
+ * cuDNN; l->gpu_priv must be set.  Asynchronous on the context's stream,
+ * no allocation. */
+ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                ct_error *err);
+void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                            ct_tensor *const *bottom);
+void ct_conv_cudnn_destroy(ct_layer *l);
+/* The chosen algorithms as text, e.g. "fwd IMPLICIT_PRECOMP_GEMM* 1.2M |
+ * bwd-data ALGO_1* 0.0M | bwd-filter ALGO_1 4.0M" (a star: TF32 allowed; the
+ * workspace in MiB; " (heuristics)" when not benchmarked), or "CAFFE engine"
+ * when cuDNN does not run the layer.  Returns buf. */
+char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
