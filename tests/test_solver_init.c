@@ -175,12 +175,71 @@ static void test_random_seed(void **state) {
   ct_solver_free(s);
 }
 
+/* BVLC's own solver files are accepted (their nets swapped for an empty
+ * one, their snapshot prefixes moved to a scratch folder), and read as
+ * Caffe reads them. */
+static void test_bvlc_solver_files(void **state) {
+  const char *dir = tu_tmpdir("solver_bvlc");
+  char net_path[4200], prefix[4200];
+  snprintf(net_path, sizeof net_path, "%s/empty.prototxt", dir);
+  snprintf(prefix, sizeof prefix, "%s/snap", dir);
+  tu_write_file(net_path, "name: 'empty'\n", 14);
+  const struct {
+    const char *file, *type;
+    ct_lr_policy policy;
+    int ntest;
+    ct_status status;
+  } cases[] = {
+      {"lenet_solver.prototxt", "SGD", CT_LR_POLICY_INV, 1, CT_OK},
+      {"lenet_solver_adam.prototxt", "Adam", CT_LR_POLICY_FIXED, 1, CT_OK},
+      {"lenet_solver_rmsprop.prototxt", "RMSProp", CT_LR_POLICY_INV, 1, CT_OK},
+      {"lenet_adadelta_solver.prototxt", "AdaDelta", CT_LR_POLICY_FIXED, 1, CT_OK},
+      {"lenet_multistep_solver.prototxt", "SGD", CT_LR_POLICY_MULTISTEP, 1, CT_OK},
+      {"mnist_autoencoder_solver_adagrad.prototxt", "AdaGrad", CT_LR_POLICY_FIXED, 2, CT_OK},
+      {"mnist_autoencoder_solver_nesterov.prototxt", "Nesterov", CT_LR_POLICY_STEP, 2, CT_OK},
+      {"bvlc_alexnet_solver.prototxt", "SGD", CT_LR_POLICY_STEP, 1, CT_OK},
+      {"bvlc_googlenet_solver.prototxt", "SGD", CT_LR_POLICY_STEP, 1, CT_OK},
+      {"cifar10_quick_solver.prototxt", "SGD", CT_LR_POLICY_FIXED, 1, CT_OK},
+      {"cifar10_full_solver.prototxt", NULL, 0, 0, CT_ERR_UNSUPPORTED},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ProtobufCMessage *m;
+    ct_error err;
+    if (ct_text_parse_file(&caffe__solver_parameter__descriptor, tu_fixture(cases[i].file), &m,
+                           &err) != CT_OK)
+      fail_msg("%s", err.msg);
+    Caffe__SolverParameter *p = (Caffe__SolverParameter *)m;
+    assert_non_null(p->net);
+    free(p->net);
+    p->net = strdup(net_path);
+    free(p->snapshot_prefix);
+    p->snapshot_prefix = strdup(prefix);
+    ct_context ctx;
+    assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+    ct_solver *s;
+    ct_solver_opts o = {.quiet_nets = true};
+    ct_status st = ct_solver_init(&s, p, &o, &ctx, &err);
+    protobuf_c_message_free_unpacked(m, NULL);
+    if (st != cases[i].status) fail_msg("%s: status %d (%s)", cases[i].file, st, err.msg);
+    if (st != CT_OK) {
+      assert_string_equal(err.msg, "snapshot_format: HDF5 is not supported; use BINARYPROTO");
+      ct_context_free(&ctx);
+      continue;
+    }
+    assert_string_equal(s->rule->type, cases[i].type);
+    assert_int_equal(s->lr.policy, cases[i].policy);
+    assert_int_equal(s->ntest_nets, cases[i].ntest);
+    ct_solver_free(s);
+    ct_context_free(&ctx);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train_net_fields), cmocka_unit_test(test_test_net_counts),
       cmocka_unit_test(test_net_state_phase),  cmocka_unit_test(test_field_checks),
       cmocka_unit_test(test_prefix_probe),     cmocka_unit_test(test_missing_net_file),
-      cmocka_unit_test(test_random_seed),
+      cmocka_unit_test(test_random_seed),      cmocka_unit_test(test_bvlc_solver_files),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -386,6 +386,28 @@ static void test_net_file_states(void **state) {
   ct_context_free(&ctx);
 }
 
+/* A test net layer named like a train net layer must have blobs of the same
+ * shapes to share them. */
+static void test_unshareable_test_net(void **state) {
+  char *train = quad_net_text(N, D, K), *test = quad_net_text(N, D, K + 1);
+  char text[8192];
+  snprintf(text, sizeof text,
+           "train_net_param { %s } test_net_param { %s } test_iter: 1 test_interval: 5 "
+           "base_lr: 0.1 lr_policy: 'fixed'",
+           train, test);
+  free(train);
+  free(test);
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+  ct_solver *s;
+  ct_error err;
+  assert_int_equal(tsf_try_solver(text, &ctx, &s, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "test net #0: layer 'ip' blob 0 has shape 3 3 (9), the train net's "
+                               "has 2 3 (6), so it cannot share its weights");
+  assert_null(s);
+  ct_context_free(&ctx);
+}
+
 /* `weights` copies trained layers into every net before training. */
 static void test_weights_field(void **state) {
   const char *dir = tu_tmpdir("solver_weights");
@@ -443,7 +465,7 @@ int main(void) {
       cmocka_unit_test(test_requests_and_signal), cmocka_unit_test(test_gradient_hook),
       cmocka_unit_test(test_nonfinite_loss),    cmocka_unit_test(test_solve_snapshots),
       cmocka_unit_test(test_net_file_states),   cmocka_unit_test(test_weights_field),
-      cmocka_unit_test(test_average_loss),
+      cmocka_unit_test(test_average_loss),      cmocka_unit_test(test_unshareable_test_net),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

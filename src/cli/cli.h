@@ -47,6 +47,12 @@ typedef struct ct_cli_command {
   {"iterations", CT_FLAG_INT, "50", "How many iterations (batches) to run.", .min = 1, \
    .max = 2147483647}
 
+#define CT_CLI_FLAG_MATH                                                                  \
+  {"math", CT_FLAG_STRING, "tf32",                                                        \
+   "GPU math for convolution and matrix products: tf32 (tensor cores, the default where " \
+   "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision).",     \
+   .choices = "tf32|fp32"}
+
 extern const ct_cli_command ct_cli_cmd_train;
 extern const ct_cli_command ct_cli_cmd_test;
 extern const ct_cli_command ct_cli_cmd_time;
@@ -54,6 +60,12 @@ extern const ct_cli_command ct_cli_cmd_device_query;
 extern const ct_cli_command ct_cli_cmd_model_info;
 extern const ct_cli_command ct_cli_cmd_upgrade_net_proto_text;
 extern const ct_cli_command ct_cli_cmd_upgrade_solver_proto_text;
+extern const ct_cli_command ct_cli_cmd_convert_mnist_data;
+extern const ct_cli_command ct_cli_cmd_convert_cifar_data;
+extern const ct_cli_command ct_cli_cmd_convert_imageset;
+extern const ct_cli_command ct_cli_cmd_compute_image_mean;
+extern const ct_cli_command ct_cli_cmd_db_info;
+extern const ct_cli_command ct_cli_cmd_make_synthetic_db;
 extern const ct_cli_command ct_cli_cmd_help;
 
 /* The command table, in the order `cortado --help` lists it. */

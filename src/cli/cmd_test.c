@@ -15,6 +15,7 @@ static const ct_flag_spec test_flags[] = {
     CT_CLI_FLAG_ITERATIONS,
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
+    CT_CLI_FLAG_MATH,
     {"dummy_data", CT_FLAG_BOOL, "false",
      "Feed random values in place of the net's data layers, so that no data set is needed."},
     {"dummy_shape", CT_FLAG_STRING, NULL,
@@ -33,7 +34,7 @@ static int test_run(const ct_cli_args *args) {
   int device;
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
-  if (ct_context_init(&ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_net *net;
   if (ct_cli_build_model(args, CT_PHASE_TEST, &ctx, &net, &err) != CT_OK) {
     ct_context_free(&ctx);

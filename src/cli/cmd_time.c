@@ -6,6 +6,8 @@
 #include "cli/cli.h"
 #include "cli/run_common.h"
 #include "core/log.h"
+#include "proto/reflect.h"
+#include "solvers/solver.h"
 
 static const ct_flag_spec time_flags[] = {
     CT_CLI_FLAG_MODEL,
@@ -16,18 +18,80 @@ static const ct_flag_spec time_flags[] = {
      .choices = "TRAIN|TEST"},
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
+    CT_CLI_FLAG_MATH,
     {"dummy_data", CT_FLAG_BOOL, "false",
      "Feed random values in place of the net's data layers, so that no data set is needed."},
     {"dummy_shape", CT_FLAG_STRING, NULL,
      "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer "
      "declares.",
      .meta = "C,H,W"},
+    {"update", CT_FLAG_BOOL, "false",
+     "Time whole training iterations instead: forward, backward and an SGD update (momentum "
+     "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},
 };
 
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A SolverParameter that trains `net` (moved in) with SGD as the PyTorch peer does. */
+static Caffe__SolverParameter *bench_solver(Caffe__NetParameter *net, int iters) {
+  Caffe__SolverParameter *sp = (Caffe__SolverParameter *)ct_pb_new(&caffe__solver_parameter__descriptor);
+  sp->net_param = net;
+  ct_pb_set_string(&sp->base, ct_pb_field(&caffe__solver_parameter__descriptor, "type"), "SGD");
+  ct_pb_set_string(&sp->base, ct_pb_field(&caffe__solver_parameter__descriptor, "lr_policy"), "fixed");
+  sp->has_base_lr = sp->has_momentum = sp->has_weight_decay = sp->has_max_iter = 1;
+  sp->base_lr = 0.01f;
+  sp->momentum = 0.9f;
+  sp->weight_decay = 5e-4f;
+  sp->max_iter = iters + 1000;
+  sp->has_display = sp->has_snapshot_after_train = sp->has_random_seed = 1;
+  sp->display = 0;
+  sp->snapshot_after_train = 0;
+  sp->random_seed = 1701;
+  return sp;
+}
+
+/* --update: times whole training iterations (the solver's step, which is
+ * what `cortado train` runs) after a warm-up. */
+static int time_training(const ct_cli_args *args, ct_context *ctx) {
+  ct_error err;
+  Caffe__NetParameter *param;
+  if (ct_cli_load_model_param(args, &param, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  int iters = ct_cli_int(args, "iterations");
+  Caffe__SolverParameter *sp = bench_solver(param, iters);
+  ct_solver_opts opts = {.quiet_nets = true};
+  ct_solver *s;
+  int rc = CT_EXIT_OK;
+  if (ct_solver_init(&s, sp, &opts, ctx, &err) != CT_OK) {
+    protobuf_c_message_free_unpacked(&sp->base, NULL);
+    return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  }
+  int warmup = iters < 10 ? iters : 10;
+  size_t batch = 0;
+  if (s->net->nblobs > 0 && s->net->blobs[0]->ndim > 0) batch = (size_t)s->net->blobs[0]->shape[0];
+  LOG_INFO("*** Benchmark begins: %d warm-up and %d timed training iterations ***", warmup, iters);
+  if (ct_solver_step(s, warmup, &err) != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  } else {
+    ct_context_sync(ctx);
+    double t0 = now_ms();
+    if (ct_solver_step(s, iters, &err) != CT_OK) {
+      rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    } else {
+      ct_context_sync(ctx);
+      double ms = (now_ms() - t0) / iters;
+      LOG_INFO("Average training iteration (forward, backward, update): %g ms.", ms);
+      if (batch) LOG_INFO("Throughput: %.1f images/s (batch %zu).", batch * 1000.0 / ms, batch);
+      LOG_INFO("Last loss: %g", (double)s->smoothed_loss);
+      LOG_INFO("*** Benchmark ends ***");
+    }
+  }
+  ct_solver_free(s);
+  protobuf_c_message_free_unpacked(&sp->base, NULL);
+  return rc;
 }
 
 /* Caffe's `time`: one warm-up pass, then per-layer forward and backward
@@ -37,7 +101,12 @@ static int time_run(const ct_cli_args *args) {
   int device;
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
-  if (ct_context_init(&ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (ct_cli_bool(args, "update")) {
+    int rc = time_training(args, &ctx);
+    ct_context_free(&ctx);
+    return rc;
+  }
   const char *phase_s = ct_cli_string(args, "phase");
   ct_phase phase = phase_s && strcmp(phase_s, "TEST") == 0 ? CT_PHASE_TEST : CT_PHASE_TRAIN;
   ct_net *net;

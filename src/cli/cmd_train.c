@@ -28,6 +28,7 @@ static const ct_flag_spec train_flags[] = {
      "solver's solver_mode and device_id decide."},
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
+    CT_CLI_FLAG_MATH,
     {"sigint_effect", CT_FLAG_STRING, "stop", "What SIGINT (Ctrl-C) does to the run.",
      .choices = "stop|snapshot|none"},
     {"sighup_effect", CT_FLAG_STRING, "snapshot", "What SIGHUP does to the run.",
@@ -137,7 +138,7 @@ static int train_run(const ct_cli_args *args) {
   }
   ct_context ctx;
   uint64_t seed = sp->has_random_seed && sp->random_seed >= 0 ? (uint64_t)sp->random_seed : 0;
-  if (ct_context_init(&ctx, device, seed, &err) != CT_OK) {
+  if (ct_cli_context_init(args, &ctx, device, seed, &err) != CT_OK) {
     protobuf_c_message_free_unpacked(&sp->base, NULL);
     return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   }

@@ -1,19 +1,15 @@
 /* cortado upgrade_net_proto_text IN OUT: rewrite an old-format net prototxt. */
 #include "cli/cli.h"
-#include "cli/pending.h"
+#include "cli/upgrade_text.h"
+#include "proto/textformat.h"
+#include "proto/upgrade.h"
 
-#if CT_CLI_HAVE_PROTO_TOOLS
 static ct_status upgrade_net(ProtobufCMessage *msg, ct_error *err) {
   return ct_net_upgrade((Caffe__NetParameter *)msg, NULL, NULL, err);
 }
-#endif
 
 static int run_upgrade_net(const ct_cli_args *args) {
-#if CT_CLI_HAVE_PROTO_TOOLS
   return ct_cli_upgrade_text(args, &caffe__net_parameter__descriptor, upgrade_net);
-#else
-  return ct_cli_not_implemented(args);
-#endif
 }
 
 const ct_cli_command ct_cli_cmd_upgrade_net_proto_text = {

@@ -17,6 +17,12 @@ static const ct_cli_command *const g_commands[] = {
     &ct_cli_cmd_model_info,
     &ct_cli_cmd_upgrade_net_proto_text,
     &ct_cli_cmd_upgrade_solver_proto_text,
+    &ct_cli_cmd_convert_mnist_data,
+    &ct_cli_cmd_convert_cifar_data,
+    &ct_cli_cmd_convert_imageset,
+    &ct_cli_cmd_compute_image_mean,
+    &ct_cli_cmd_db_info,
+    &ct_cli_cmd_make_synthetic_db,
     &ct_cli_cmd_help,
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

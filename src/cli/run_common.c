@@ -20,6 +20,23 @@ ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err
   return CT_OK;
 }
 
+static bool has_flag(const ct_cli_args *args, const char *name) {
+  for (size_t i = 0; i < args->n_command_specs; i++)
+    if (strcmp(args->specs[i].name, name) == 0) return true;
+  return false;
+}
+
+ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int device, uint64_t seed,
+                              ct_error *err) {
+  CT_TRY(ct_context_init(ctx, device, seed, err));
+  if (has_flag(args, "math")) {
+    bool tf32 = strcmp(ct_cli_string(args, "math"), "fp32") != 0;
+    ct_context_set_tf32(ctx, tf32);
+    if (device != CT_DEVICE_CPU) LOG_INFO("GPU math: %s", tf32 ? "TF32 tensor cores" : "strict FP32");
+  }
+  return CT_OK;
+}
+
 char **ct_cli_stages(const ct_cli_args *args, int *n) {
   *n = 0;
   const char *s = ct_cli_is_set(args, "stage") ? ct_cli_string(args, "stage") : NULL;
@@ -43,18 +60,14 @@ static ct_status parse_dummy_shape(const char *text, int chw[3], ct_error *err) 
   return CT_OK;
 }
 
-ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
-                             ct_error *err) {
+ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter **out, ct_error *err) {
   *out = NULL;
   const char *model = ct_cli_is_set(args, "model") ? ct_cli_string(args, "model") : NULL;
   if (!model || !*model) return ct_error_set(err, CT_ERR_INVALID, "--model=FILE is required");
   Caffe__NetParameter *param;
   CT_TRY(ct_net_param_read(model, &param, err));
   ct_status s = CT_OK;
-  bool dummy = false;
-  for (size_t i = 0; i < args->n_command_specs; i++)
-    if (strcmp(args->specs[i].name, "dummy_data") == 0) dummy = ct_cli_bool(args, "dummy_data");
-  if (dummy) {
+  if (has_flag(args, "dummy_data") && ct_cli_bool(args, "dummy_data")) {
     int chw[3], *pchw = NULL;
     if (ct_cli_is_set(args, "dummy_shape")) {
       s = parse_dummy_shape(ct_cli_string(args, "dummy_shape"), chw, err);
@@ -62,17 +75,28 @@ ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context
     }
     if (s == CT_OK) s = ct_net_param_replace_data_layers(param, pchw, err);
   }
-  if (s == CT_OK) {
-    int nstages;
-    char **stages = ct_cli_stages(args, &nstages);
-    ct_net_opts o = {.phase = phase,
-                     .level = ct_cli_int(args, "level"),
-                     .stages = (const char *const *)stages,
-                     .nstages = nstages,
-                     .source_name = model};
-    s = ct_net_init(out, param, &o, ctx, err);
-    free(stages);
+  if (s != CT_OK) {
+    protobuf_c_message_free_unpacked(&param->base, NULL);
+    return s;
   }
+  *out = param;
+  return CT_OK;
+}
+
+ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
+                             ct_error *err) {
+  *out = NULL;
+  Caffe__NetParameter *param;
+  CT_TRY(ct_cli_load_model_param(args, &param, err));
+  int nstages;
+  char **stages = ct_cli_stages(args, &nstages);
+  ct_net_opts o = {.phase = phase,
+                   .level = ct_cli_int(args, "level"),
+                   .stages = (const char *const *)stages,
+                   .nstages = nstages,
+                   .source_name = ct_cli_string(args, "model")};
+  ct_status s = ct_net_init(out, param, &o, ctx, err);
+  free(stages);
   protobuf_c_message_free_unpacked(&param->base, NULL);
   return s;
 }

@@ -11,9 +11,17 @@
  * --gpu is not given.  Logs Caffe's "Use GPU with device ID N" / "Use CPU." */
 ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err);
 
+/* Sets up ctx on device with seed and applies --math (when the command has it). */
+ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int device, uint64_t seed,
+                              ct_error *err);
+
 /* --stage=a,b into an array (malloc'd strings inside one block; free the
  * array with free()).  *n gets the count. */
 char **ct_cli_stages(const ct_cli_args *args, int *n);
+
+/* Reads --model and applies --dummy_data/--dummy_shape when the command has
+ * them; *out is freed with protobuf_c_message_free_unpacked. */
+ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter **out, ct_error *err);
 
 /* Reads --model, applies --dummy_data/--dummy_shape when those flags exist,
  * and builds the net in `phase` on ctx. */

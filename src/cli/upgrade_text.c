@@ -1,6 +1,8 @@
-#include "cli/pending.h"
+#include "cli/upgrade_text.h"
+#include "proto/io.h"
+#include "proto/textformat.h"
+#include "proto/upgrade.h"
 
-#if CT_CLI_HAVE_PROTO_TOOLS
 #include "cli/cli.h"
 #include "core/log.h"
 
@@ -24,4 +26,3 @@ int ct_cli_upgrade_text(const ct_cli_args *args, const ProtobufCMessageDescripto
   if (msg) protobuf_c_message_free_unpacked(msg, NULL);
   return rc;
 }
-#endif

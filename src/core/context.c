@@ -26,6 +26,11 @@ void ct_context_free(ct_context *ctx) {
   ctx->workspace_bytes = 0;
 }
 
+void ct_context_set_tf32(ct_context *ctx, bool tf32) {
+  ctx->tf32 = tf32;
+  if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_set_math(ctx);
+}
+
 void *ct_context_workspace(ct_context *ctx, size_t bytes) {
   if (bytes > ctx->workspace_bytes) {
     if (ctx->device != CT_DEVICE_CPU) ct_context_sync(ctx);

@@ -38,6 +38,9 @@ typedef struct ct_context {
  * CT_ERR_DEVICE naming the device. */
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err);
 void ct_context_free(ct_context *ctx);
+/* TF32 tensor-core math for convolution and GEMM (the default on GPUs that
+ * have it) or strict FP32 (`--math=fp32`). */
+void ct_context_set_tf32(ct_context *ctx, bool tf32);
 /* A device workspace of at least bytes (grown, never shrunk; contents lost). */
 void *ct_context_workspace(ct_context *ctx, size_t bytes);
 /* Waits for the context's stream (no-op on the CPU). */

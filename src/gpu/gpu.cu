@@ -33,6 +33,7 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
     ct_abort(__FILE__, __LINE__, "cudaMalloc of %zu bytes on GPU %d failed: %s", bytes, device,
              cudaGetErrorString(e));
   CT_CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 256));
+  CT_CUDA_CHECK(cudaDeviceSynchronize()); /* zeroed before any stream uses it */
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
   return p;
 }
@@ -41,16 +42,25 @@ extern "C" void ct_gpu_free(int device, void *p) {
   if (p) CT_CUDA_CHECK(cudaFree(p));
 }
 
+/* The contexts' streams are non-blocking: they do not wait for the legacy
+ * default stream that cudaMemcpy and cudaMemset use, nor it for them.  So
+ * these synchronous helpers wait for the whole device before (the source is
+ * final) and after (the destination is final, a pageable upload's DMA and a
+ * memset included), as their contracts promise. */
 extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src,
                               size_t bytes) {
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
   if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
     CT_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
   else
     CT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 extern "C" void ct_gpu_memset(int device, void *p, int value, size_t bytes) {
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
   CT_CUDA_CHECK(cudaMemset(p, value, bytes));
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 extern "C" void *ct_gpu_host_alloc(size_t bytes) {

@@ -22,7 +22,7 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cublasCreate failed (status %d)", ctx->device,
                         (int)bs);
   cublasSetStream(blas, stream);
-  cublasSetMathMode(blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  cublasSetMathMode(blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   ctx->cublas = blas;
   cudnnHandle_t dnn;
   cudnnStatus_t ds = cudnnCreate(&dnn);
@@ -45,4 +45,10 @@ extern "C" void ct_gpu_context_free(ct_context *ctx) {
 
 extern "C" void ct_gpu_context_sync(ct_context *ctx) {
   CT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)ctx->stream));
+}
+
+extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
+  if (ctx->cublas)
+    cublasSetMathMode((cublasHandle_t)ctx->cublas,
+                      ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
 }

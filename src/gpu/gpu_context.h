@@ -12,6 +12,8 @@ extern "C" {
 ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err);
 void ct_gpu_context_free(ct_context *ctx);
 void ct_gpu_context_sync(ct_context *ctx);
+/* Applies ctx->tf32 to the cuBLAS handle (cuDNN layers read ctx->tf32). */
+void ct_gpu_context_set_math(ct_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -43,4 +43,5 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 }
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
+void ct_gpu_context_set_math(ct_context *ctx) {}
 #endif

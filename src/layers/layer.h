@@ -72,6 +72,12 @@ typedef struct ct_layer_ops {
   ct_layer_forward_fn forward_gpu;   /* NULL: the layer has no GPU path yet */
   ct_layer_backward_fn backward_gpu;
   void (*destroy)(ct_layer *l);      /* frees l->priv; may be NULL */
+  /* Data layers only (may be NULL): where the layer is in its source, so a
+   * snapshot can save it and a resumed run continue exactly.  get_position
+   * fills pos (layer is strdup'd into pos->layer: free it with free());
+   * set_position makes the next forward give the batch that followed pos. */
+  ct_status (*get_position)(ct_layer *l, Caffe__CortadoDataPosition *pos);
+  ct_status (*set_position)(ct_layer *l, const Caffe__CortadoDataPosition *pos, ct_error *err);
 } ct_layer_ops;
 
 #define CT_LAYER_MAX_PARAMS 8

@@ -232,7 +232,8 @@ static bool token_to_u64(const ct_ttoken *t, uint64_t *out) {
   return true;
 }
 
-/* Reads an optional '-' and an integer token; leaves p->tok on the number. */
+/* Reads an optional '-': *neg tells whether there was one, *start is the
+ * first token of the value (for messages), p->tok the one after the sign. */
 static ct_status read_sign(parser *p, bool *neg, ct_ttoken *start) {
   *start = p->tok;
   *neg = false;
@@ -570,16 +571,19 @@ static ct_status message_slot(parser *p, ProtobufCMessage *msg, const ProtobufCF
   return CT_OK;
 }
 
+static ct_status not_a_block(parser *p, ProtobufCMessage *msg,
+                             const ProtobufCFieldDescriptor *f) {
+  char in[512], got[64];
+  where(p, msg->descriptor, in, sizeof in);
+  ct_ttoken_describe(&p->tok, got, sizeof got);
+  return fail_at(p, &p->tok, "field '%s' in %s is a message (%s): expected '{', got %s", f->name,
+                 in, ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name, got);
+}
+
+/* `{ ... }` or `< ... >` for message field f; p->tok is on the opening symbol. */
 static ct_status parse_submessage(parser *p, ProtobufCMessage *msg,
                                   const ProtobufCFieldDescriptor *f, const ct_ttoken *name) {
-  if (!at_symbol(p, '{') && !at_symbol(p, '<')) {
-    char in[512], got[64];
-    where(p, msg->descriptor, in, sizeof in);
-    ct_ttoken_describe(&p->tok, got, sizeof got);
-    return fail_at(p, &p->tok, "field '%s' in %s is a message (%s): expected '{', got %s",
-                   f->name, in, ((const ProtobufCMessageDescriptor *)f->descriptor)->short_name,
-                   got);
-  }
+  if (!at_symbol(p, '{') && !at_symbol(p, '<')) return not_a_block(p, msg, f);
   if (p->depth >= CT_TEXT_MAX_DEPTH)
     return fail_at(p, &p->tok, "messages nested more than %d deep", CT_TEXT_MAX_DEPTH);
   block_open open = {f->name, name->line, name->col, at_symbol(p, '{') ? '}' : '>'};
@@ -601,6 +605,15 @@ static ct_status not_a_list(parser *p, ProtobufCMessage *msg, const ProtobufCFie
   return fail_at(p, &p->tok, "%s is not repeated, so it cannot take a list [...]", field);
 }
 
+static ct_status list_needs_comma(parser *p, ProtobufCMessage *msg,
+                                  const ProtobufCFieldDescriptor *f) {
+  char in[512], got[64];
+  where(p, msg->descriptor, in, sizeof in);
+  ct_ttoken_describe(&p->tok, got, sizeof got);
+  return fail_at(p, &p->tok, "expected ',' or ']' in the list of field '%s' in %s, got %s",
+                 f->name, in, got);
+}
+
 /* `[a, b, c]` after `field:`; p->tok is on '['. */
 static ct_status parse_list(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f,
                             const ct_ttoken *name) {
@@ -613,13 +626,7 @@ static ct_status parse_list(parser *p, ProtobufCMessage *msg, const ProtobufCFie
     else
       CT_TRY(parse_value(p, msg, f, name));
     if (at_symbol(p, ']')) return advance(p);
-    if (!at_symbol(p, ',')) {
-      char in[512], got[64];
-      where(p, msg->descriptor, in, sizeof in);
-      ct_ttoken_describe(&p->tok, got, sizeof got);
-      return fail_at(p, &p->tok, "expected ',' or ']' in the list of field '%s' in %s, got %s",
-                     f->name, in, got);
-    }
+    if (!at_symbol(p, ',')) return list_needs_comma(p, msg, f);
     CT_TRY(advance(p));
   }
 }
@@ -651,6 +658,19 @@ static ct_status check_oneof(parser *p, ProtobufCMessage *msg, const ProtobufCFi
                  "the same oneof", f->name, in, other ? other->name : "?");
 }
 
+/* A scalar field name not followed by ':'.  (Error paths live in their own
+ * functions so that their buffers stay off the recursive parsing frames.) */
+static ct_status missing_colon(parser *p, const ProtobufCMessageDescriptor *desc,
+                               const ProtobufCFieldDescriptor *f) {
+  char phrase[768], got[64];
+  field_phrase(p, desc, f, phrase, sizeof phrase);
+  ct_ttoken_describe(&p->tok, got, sizeof got);
+  if (at_symbol(p, '{') || at_symbol(p, '<'))
+    return fail_at(p, &p->tok, "%s is not a message, so it cannot take '%c'; write '%s: value'",
+                   phrase, p->tok.text[0], f->name);
+  return fail_at(p, &p->tok, "expected ':' after %s, got %s", phrase, got);
+}
+
 /* One `name: value`, `name { ... }` or `name: [ ... ]`; p->tok is on name.
  * *field is set to the field once it is known. */
 static ct_status parse_field(parser *p, ProtobufCMessage *msg,
@@ -665,15 +685,7 @@ static ct_status parse_field(parser *p, ProtobufCMessage *msg,
   CT_TRY(check_oneof(p, msg, f, &name));
   CT_TRY(advance(p));
   bool colon = at_symbol(p, ':');
-  if (f->type != PROTOBUF_C_TYPE_MESSAGE && !colon) {
-    char phrase[768], got[64];
-    field_phrase(p, desc, f, phrase, sizeof phrase);
-    ct_ttoken_describe(&p->tok, got, sizeof got);
-    if (at_symbol(p, '{') || at_symbol(p, '<'))
-      return fail_at(p, &p->tok, "%s is not a message, so it cannot take '%c'; write '%s: value'",
-                     phrase, p->tok.text[0], f->name);
-    return fail_at(p, &p->tok, "expected ':' after %s, got %s", phrase, got);
-  }
+  if (f->type != PROTOBUF_C_TYPE_MESSAGE && !colon) return missing_colon(p, desc, f);
   if (colon) CT_TRY(advance(p));
   if (at_symbol(p, '['))
     CT_TRY(parse_list(p, msg, f, &name));
@@ -694,6 +706,16 @@ static ct_status check_required(parser *p, ProtobufCMessage *msg, const unsigned
     return fail_at(p, &p->tok, "missing required %s", field);
   }
   return CT_OK;
+}
+
+/* Something other than a field name, '}' or '>' where a field should start. */
+static ct_status not_a_field_name(parser *p, const ProtobufCMessageDescriptor *desc) {
+  char in[512], got[64];
+  where(p, desc, in, sizeof in);
+  ct_ttoken_describe(&p->tok, got, sizeof got);
+  if (at_symbol(p, '['))
+    return fail_at(p, &p->tok, "extension and Any fields ('[...]') are not supported in %s", in);
+  return fail_at(p, &p->tok, "expected a field name in %s, got %s", in, got);
 }
 
 /* Fields up to the closing symbol (or the end of the text at the top). */
@@ -723,12 +745,7 @@ static ct_status parse_fields(parser *p, ProtobufCMessage *msg, const block_open
       return fail_at(p, t, "expected '%c' to close '%s' opened at %d:%d, got '%c'", close,
                      open->field, open->line, open->col, *t->text);
     }
-    char in[512], got[64];
-    where(p, desc, in, sizeof in);
-    ct_ttoken_describe(t, got, sizeof got);
-    if (ct_ttoken_is(t, '['))
-      return fail_at(p, t, "extension and Any fields ('[...]') are not supported in %s", in);
-    return fail_at(p, t, "expected a field name in %s, got %s", in, got);
+    return not_a_field_name(p, desc);
   }
 }
 

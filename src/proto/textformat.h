@@ -19,7 +19,11 @@
  *   - `#` comments to end of line, an optional `,` or `;` after each field.
  * A non-repeated scalar given twice keeps the last value; a non-repeated
  * message given twice is merged, as protobuf does.  Two different members of
- * one oneof is an error.
+ * one oneof is an error.  An enum given by number must name one of its
+ * values.  Float fields are read as a double and then rounded, as protobuf
+ * does, so Cortado and Caffe read the same bits.  Required fields must be set
+ * in a message's first block.  Extensions and Any (`[type.name]`) are not
+ * supported.
  *
  * Errors are one line:
  *

@@ -329,6 +329,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   const Caffe__SolverParameter *p = s->param;
   const int start_iter = s->iter, stop_iter = s->iter + iters;
   const bool root = ct_solver_is_root(s);
+  s->requested_early_exit = false;
   s->nlosses = 0;
   s->smoothed_loss = 0.0f;
   s->timer_start = now_seconds();

@@ -115,7 +115,7 @@ typedef struct ct_solver {
   int nlosses;
   float **test_scores;           /* (ntest_nets) the mean outputs of each net's */
   int *ntest_scores;             /* last test: ntest_scores[i] values, Caffe's order */
-  bool requested_early_exit;     /* the last step/solve stopped on a STOP request */
+  bool requested_early_exit;     /* the last step stopped on a STOP request */
 
   ct_solver_opts opts;
   ct_solver_hooks hooks;

@@ -85,6 +85,32 @@ static ct_status build_train_net(ct_solver *s, ct_error *err) {
   return st;
 }
 
+/* Test net layers named like a train net layer take its weights, so their
+ * learnable blobs must match in number and shape (Caffe CHECKs this). */
+static ct_status check_shareable(const ct_net *test, int id, const ct_net *train, ct_error *err) {
+  for (int i = 0; i < train->nlayers; i++) {
+    const ct_layer *src = train->layers[i];
+    int li = ct_net_layer_index(test, src->name);
+    if (li < 0) continue;
+    const ct_layer *dst = test->layers[li];
+    if (dst->nparams != src->nparams)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "test net #%d: layer '%s' has %d learnable blobs, the train net's "
+                          "layer of that name has %d, so it cannot share its weights",
+                          id, src->name, dst->nparams, src->nparams);
+    for (int j = 0; j < src->nparams; j++)
+      if (!ct_tensor_same_shape(dst->params[j], src->params[j])) {
+        char a[256], b[256];
+        return ct_error_set(err, CT_ERR_INVALID,
+                            "test net #%d: layer '%s' blob %d has shape %s, the train net's has "
+                            "%s, so it cannot share its weights",
+                            id, src->name, j, ct_tensor_shape_string(dst->params[j], a, sizeof a),
+                            ct_tensor_shape_string(src->params[j], b, sizeof b));
+      }
+  }
+  return CT_OK;
+}
+
 static ct_status build_test_nets(ct_solver *s, ct_error *err) {
   const Caffe__SolverParameter *p = s->param;
   bool has_net_param = p->net_param != NULL, has_net_file = p->net != NULL;
@@ -134,6 +160,7 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
     if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
     if (st != CT_OK) return st;
     s->ntest_nets = i + 1;
+    CT_TRY(check_shareable(s->test_nets[i], i, s->net, err));
     ct_net_share_trained(s->test_nets[i], s->net);
   }
   return CT_OK;

@@ -1,0 +1,52 @@
+/* What the prefetching data layers (Data, ImageData) share: a pipeline whose
+ * batches are copied into the layer's tops, and the data position hooks.
+ *
+ * A layer fills in `source`, the sample shape and whether it has a label top,
+ * then calls ct_feed_start in its setup; forward calls ct_feed_forward. */
+#ifndef CT_DATA_FEED_H
+#define CT_DATA_FEED_H
+
+#include <stdbool.h>
+
+#include "data/pipeline.h"
+#include "layers/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_feed {
+  ct_pipeline_source source; /* set by the layer before ct_feed_start */
+  int c, h, w;               /* one transformed sample */
+  int batch_size;
+  bool has_label;            /* the layer has a second top */
+  ct_pipeline *pipe;
+} ct_feed;
+
+/* The pipeline configuration for layer l: threads from the environment
+ * default, seed from l->ctx->seed, sharded over l->ctx->rank / world in the
+ * TRAIN phase only (in TEST every worker reads the whole set, as Caffe's
+ * test nets do on one solver). */
+ct_pipeline_config ct_feed_config(const ct_layer *l, int batch_size, int prefetch, bool shuffle,
+                                  uint32_t rand_skip);
+/* Starts the pipeline and shapes the tops: data (batch, c, h, w) and, when
+ * has_label, label (batch).  Errors: those of ct_pipeline_create. */
+ct_status ct_feed_start(ct_feed *f, const ct_pipeline_config *cfg, ct_tensor *const *top,
+                        ct_error *err);
+/* Shapes the tops again (for reshape). */
+void ct_feed_shape_tops(const ct_feed *f, ct_tensor *const *top);
+/* Takes the next batch and copies it into the tops on l's device.  Errors:
+ * those of ct_pipeline_next (the record that failed). */
+ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_error *err);
+/* Position hooks for ct_layer_ops. */
+ct_status ct_feed_get_position(ct_feed *f, const ct_layer *l, Caffe__CortadoDataPosition *pos);
+ct_status ct_feed_set_position(ct_feed *f, const ct_layer *l, const Caffe__CortadoDataPosition *pos,
+                               ct_error *err);
+/* Stops the pipeline (the source's own state is the layer's to free). */
+void ct_feed_stop(ct_feed *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

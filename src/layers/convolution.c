@@ -1,0 +1,75 @@
+/* Convolution: top = W * im2col(bottom) (+ bias), per group, for every
+ * bottom/top pair (all bottoms share the weights and must have one shape).
+ * The engine (chunked im2col + GEMM, shared with Deconvolution) is in
+ * conv_common.c; the same code runs on the host and on a GPU through the
+ * context's backend. */
+#include "layers/conv_common.h"
+
+static ct_status conv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                            ct_error *err) {
+  return ct_conv_setup(l, bottom, false, err);
+}
+
+static ct_status conv_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                              ct_error *err) {
+  ct_conv *c = l->priv;
+  const ct_conv_backend *be = ct_conv_backend_of(l->ctx);
+  const float *w = l->params[0]->data;
+  const size_t xdim = (size_t)c->x_channels * c->x_spatial;
+  const size_t ydim = (size_t)c->y_channels * c->y_spatial;
+  for (int i = 0; i < l->nbottom; i++) {
+    for (int b0 = 0; b0 < c->num; b0 += c->chunk) {
+      int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
+      float *y = top[i]->data + b0 * ydim;
+      float *rows = ct_conv_rows_out(c, y, B);
+      ct_conv_y_from_x(c, be, l->ctx, w, bottom[i]->data + b0 * xdim, B, false, rows);
+      if (c->bias_term)
+        be->add_bias(l->ctx, l->params[1]->data, 1, c->y_channels, B * c->y_spatial, rows);
+      ct_conv_rows_store(c, be, l->ctx, rows, B, y);
+    }
+  }
+  return CT_OK;
+}
+
+/* Chunks in reverse, so that the first one reuses forward's last unfolding. */
+static void conv_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                          ct_tensor *const *bottom) {
+  ct_conv *c = l->priv;
+  const ct_conv_backend *be = ct_conv_backend_of(l->ctx);
+  const bool wgrad = l->param_propagate_down[0];
+  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  const size_t xdim = (size_t)c->x_channels * c->x_spatial;
+  const size_t ydim = (size_t)c->y_channels * c->y_spatial;
+  const int nchunks = (c->num + c->chunk - 1) / c->chunk;
+  for (int i = l->nbottom - 1; i >= 0; i--) {
+    if (!wgrad && !bgrad && !propagate_down[i]) continue;
+    for (int k = nchunks - 1; k >= 0; k--) {
+      int b0 = k * c->chunk;
+      int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
+      const float *rows = ct_conv_rows_in(c, be, l->ctx, top[i]->diff + b0 * ydim, B);
+      if (bgrad)
+        be->bias_grad(l->ctx, rows, 1, c->y_channels, B * c->y_spatial, l->params[1]->diff);
+      if (wgrad)
+        ct_conv_weight_grad(c, be, l->ctx, rows, bottom[i]->data + b0 * xdim, B,
+                            l->params[0]->diff);
+      if (propagate_down[i])
+        ct_conv_x_from_y(c, be, l->ctx, l->params[0]->data, rows, B,
+                         bottom[i]->diff + b0 * xdim);
+    }
+  }
+}
+
+const ct_layer_ops ct_convolution_ops = {
+    .type = "Convolution",
+    .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
+    .flags = CT_LAYER_EQUAL_BOTTOM_TOP,
+    .setup = conv_setup,
+    .reshape = ct_conv_reshape,
+    .forward_cpu = conv_forward,
+    .backward_cpu = conv_backward,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = conv_forward,
+    .backward_gpu = conv_backward,
+#endif
+    .destroy = ct_conv_destroy,
+};

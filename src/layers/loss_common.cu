@@ -1,0 +1,75 @@
+#include "gpu/gpu.h"
+#include "layers/loss_common.h"
+
+/* Block sums, in double, of value, of flags equal to 1 and of flags equal
+ * to -1; partial holds 3 doubles per block.  A fixed grid and a tree
+ * reduction keep the result the same from run to run. */
+__global__ static void loss_reduce(size_t n, const float *value, const float *flag,
+                                   double *partial) {
+  __shared__ double s_value[CT_CUDA_THREADS], s_valid[CT_CUDA_THREADS], s_bad[CT_CUDA_THREADS];
+  double v = 0, ok = 0, bad = 0;
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    if (value) v += value[i];
+    if (flag) {
+      ok += flag[i] == 1.0f;
+      bad += flag[i] == -1.0f;
+    }
+  }
+  s_value[threadIdx.x] = v;
+  s_valid[threadIdx.x] = ok;
+  s_bad[threadIdx.x] = bad;
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) {
+      s_value[threadIdx.x] += s_value[threadIdx.x + w];
+      s_valid[threadIdx.x] += s_valid[threadIdx.x + w];
+      s_bad[threadIdx.x] += s_bad[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[3 * blockIdx.x + 0] = s_value[0];
+    partial[3 * blockIdx.x + 1] = s_valid[0];
+    partial[3 * blockIdx.x + 2] = s_bad[0];
+  }
+}
+
+extern "C" void ct_loss_reduce_gpu(ct_context *ctx, size_t n, const float *value,
+                                   const float *flag, float *partials, double *value_sum,
+                                   long *valid, long *bad) {
+  *value_sum = 0;
+  *valid = *bad = 0;
+  if (!n) return;
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  unsigned blocks = ct_cuda_blocks(n);
+  if (blocks > CT_LOSS_REDUCE_BLOCKS) blocks = CT_LOSS_REDUCE_BLOCKS;
+  double *partial = (double *)partials;
+  loss_reduce<<<blocks, CT_CUDA_THREADS, 0, stream>>>(n, value, flag, partial);
+  CT_CUDA_LAUNCH_CHECK();
+  double host[3 * CT_LOSS_REDUCE_BLOCKS];
+  CT_CUDA_CHECK(cudaMemcpyAsync(host, partial, 3 * blocks * sizeof(double), cudaMemcpyDeviceToHost,
+                                stream));
+  CT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double s = 0, ok = 0, b = 0;
+  for (unsigned i = 0; i < blocks; i++) {
+    s += host[3 * i];
+    ok += host[3 * i + 1];
+    b += host[3 * i + 2];
+  }
+  *value_sum = s;
+  *valid = (long)ok;
+  *bad = (long)b;
+}
+
+__global__ static void loss_scale(size_t n, const float *x, const float *loss_weight, float scale,
+                                  float *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = x[i] * (loss_weight[0] * scale);
+}
+
+extern "C" void ct_loss_scale_gpu(ct_context *ctx, size_t n, const float *x,
+                                  const float *loss_weight, float scale, float *y) {
+  if (!n) return;
+  loss_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
+      n, x, loss_weight, scale, y);
+  CT_CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,389 @@
+/* Pooling over 2-D windows of (N, C, H, W): MAX (with the argmax kept as a
+ * scratch or given out as a second top, Caffe's mask), AVE (Caffe's divisor:
+ * the window clipped to the padded input, so padded positions count) and
+ * STOCHASTIC (train: pick a value with probability proportional to it; test:
+ * the average weighted by the values).  Output size as Caffe: CEIL rounding by
+ * default, and with padding the last window must start inside the input. */
+#include "layers/pooling.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layer.h"
+
+typedef Caffe__PoolingParameter pool_param;
+
+static ct_status parse(ct_layer *l, const pool_param *p, ct_pool_geom *g, ct_error *err) {
+  g->method = (int)p->pool;
+  if (p->pool != CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX &&
+      p->pool != CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE &&
+      p->pool != CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC)
+    return ct_error_set(err, CT_ERR_INVALID, "pooling_param.pool: unknown method %d", (int)p->pool);
+  if (p->round_mode != CAFFE__POOLING_PARAMETER__ROUND_MODE__CEIL &&
+      p->round_mode != CAFFE__POOLING_PARAMETER__ROUND_MODE__FLOOR)
+    return ct_error_set(err, CT_ERR_INVALID, "pooling_param.round_mode: unknown mode %d",
+                        (int)p->round_mode);
+  g->global = p->global_pooling;
+  if (g->global) {
+    if (p->has_kernel_size || p->has_kernel_h || p->has_kernel_w)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "pooling_param: kernel_size, kernel_h and kernel_w cannot be given "
+                          "with global_pooling");
+  } else if (p->has_kernel_size && (p->has_kernel_h || p->has_kernel_w)) {
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param: give either kernel_size or kernel_h and kernel_w, not both");
+  } else if (!p->has_kernel_size && !(p->has_kernel_h && p->has_kernel_w)) {
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param.kernel_size must be given (or both kernel_h and kernel_w)");
+  }
+  if (p->has_pad_h != p->has_pad_w || (p->has_pad && p->has_pad_h))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param: give either pad or both pad_h and pad_w");
+  if (p->has_stride_h != p->has_stride_w || (p->has_stride && p->has_stride_h))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param: give either stride or both stride_h and stride_w");
+  if (!g->global) {
+    g->kh = (int)(p->has_kernel_size ? p->kernel_size : p->kernel_h);
+    g->kw = (int)(p->has_kernel_size ? p->kernel_size : p->kernel_w);
+  }
+  g->ph = (int)(p->has_pad_h ? p->pad_h : p->pad);
+  g->pw = (int)(p->has_pad_h ? p->pad_w : p->pad);
+  g->sh = (int)(p->has_stride_h ? p->stride_h : p->stride);
+  g->sw = (int)(p->has_stride_h ? p->stride_w : p->stride);
+  if (!g->global && (g->kh <= 0 || g->kw <= 0))
+    return ct_error_set(err, CT_ERR_INVALID, "pooling_param: kernel size must be positive (got %dx%d)",
+                        g->kh, g->kw);
+  if (g->sh <= 0 || g->sw <= 0)
+    return ct_error_set(err, CT_ERR_INVALID, "pooling_param: stride must be positive (got %dx%d)",
+                        g->sh, g->sw);
+  if (g->ph < 0 || g->pw < 0)
+    return ct_error_set(err, CT_ERR_INVALID, "pooling_param: pad is too large");
+  if (g->global && (g->ph || g->pw || g->sh != 1 || g->sw != 1))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param: global_pooling takes only pad 0 and stride 1");
+  if (g->ph || g->pw) {
+    if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "pooling_param: padding is implemented only for MAX and AVE pooling");
+    if (!g->global && (g->ph >= g->kh || g->pw >= g->kw))
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "pooling_param: pad (%d, %d) must be smaller than the kernel (%d, %d)",
+                          g->ph, g->pw, g->kh, g->kw);
+  }
+  if (l->ntop > 1 && g->method != CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pooling_param: only MAX pooling has a second top (the argmax mask)");
+  return CT_OK;
+}
+
+typedef struct pool_state {
+  ct_pool_geom g;
+  bool floor_mode;
+  ct_tensor *mask;   /* (N, C, PH, PW) argmax within the plane (MAX with one top) */
+  ct_tensor *rand;   /* (N, C, PH, PW) STOCHASTIC: the draws, then the chosen index */
+  float *host_draws; /* (N*C*PH*PW) on the host, for the GPU path */
+  size_t host_cap;
+} pool_state;
+
+static ct_status pool_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                            ct_error *err) {
+  const pool_param *p = CT_PARAM_OR_DEFAULT(l, pooling_param, CAFFE__POOLING_PARAMETER__INIT);
+  pool_state *s = ct_xcalloc(1, sizeof *s);
+  l->priv = s;
+  s->mask = ct_tensor_new(l->ctx->device, NULL);
+  s->rand = ct_tensor_new(l->ctx->device, NULL);
+  s->floor_mode = p->round_mode == CAFFE__POOLING_PARAMETER__ROUND_MODE__FLOOR;
+  return parse(l, p, &s->g, err);
+}
+
+/* Caffe's pooled size: rounded (in float, as Caffe) up or down, then with
+ * padding the last window must start inside the input. */
+static int pooled_size(int in, int k, int pad, int stride, bool floor_mode) {
+  float q = (float)(in + 2 * pad - k) / (float)stride;
+  int out = (int)(floor_mode ? floorf(q) : ceilf(q)) + 1;
+  if (pad && (out - 1) * stride >= in + pad) out--;
+  return out;
+}
+
+static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                              ct_error *err) {
+  pool_state *s = l->priv;
+  ct_pool_geom *g = &s->g;
+  char buf[128];
+  if (bottom[0]->ndim != 4)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "the bottom must have 4 axes (num, channels, height, width), got %s",
+                        ct_tensor_shape_string(bottom[0], buf, sizeof buf));
+  g->N = bottom[0]->shape[0];
+  g->C = bottom[0]->shape[1];
+  g->H = bottom[0]->shape[2];
+  g->W = bottom[0]->shape[3];
+  if (g->global) {
+    g->kh = g->H;
+    g->kw = g->W;
+  }
+  g->PH = pooled_size(g->H, g->kh, g->ph, g->sh, s->floor_mode);
+  g->PW = pooled_size(g->W, g->kw, g->pw, g->sw, s->floor_mode);
+  if (g->PH <= 0 || g->PW <= 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "the %dx%d kernel does not fit the %dx%d input with pad (%d, %d)", g->kh,
+                        g->kw, g->H, g->W, g->ph, g->pw);
+  if ((long)g->H * g->W > (1L << 24))
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "pooling planes of more than 2^24 values (%dx%d) are not supported", g->H,
+                        g->W);
+  ct_tensor_reshape4(top[0], g->N, g->C, g->PH, g->PW);
+  if (l->ntop > 1) ct_tensor_reshape_like(top[1], top[0]);
+  if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX && l->ntop == 1)
+    ct_tensor_reshape_like(s->mask, top[0]);
+  if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC) {
+    ct_tensor_reshape_like(s->rand, top[0]);
+    if (l->ctx->device != CT_DEVICE_CPU && top[0]->count > s->host_cap) {
+      free(s->host_draws);
+      s->host_draws = ct_xcalloc(top[0]->count, sizeof(float));
+      s->host_cap = top[0]->count;
+    }
+  }
+  return CT_OK;
+}
+
+static void pool_destroy(ct_layer *l) {
+  pool_state *s = l->priv;
+  if (!s) return;
+  ct_tensor_free(s->mask);
+  ct_tensor_free(s->rand);
+  free(s->host_draws);
+  free(s);
+  l->priv = NULL;
+}
+
+/* ---------------------------------------------------------------- host */
+
+/* Window rows [*h0, *h1) and columns [*w0, *w1) of output (ph, pw), clipped
+ * to the input; *size is Caffe's AVE divisor (clipped to the padded input). */
+static void window(const ct_pool_geom *g, int ph, int pw, int *h0, int *h1, int *w0, int *w1,
+                   int *size) {
+  int hs = ph * g->sh - g->ph, ws = pw * g->sw - g->pw;
+  int he = hs + g->kh < g->H + g->ph ? hs + g->kh : g->H + g->ph;
+  int we = ws + g->kw < g->W + g->pw ? ws + g->kw : g->W + g->pw;
+  *size = (he - hs) * (we - ws);
+  *h0 = hs > 0 ? hs : 0;
+  *w0 = ws > 0 ? ws : 0;
+  *h1 = he < g->H ? he : g->H;
+  *w1 = we < g->W ? we : g->W;
+}
+
+static void max_forward(const ct_pool_geom *g, const float *x, float *y, float *mask) {
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + (size_t)nc * g->H * g->W;
+    for (int ph = 0; ph < g->PH; ph++)
+      for (int pw = 0; pw < g->PW; pw++) {
+        int h0, h1, w0, w1, size;
+        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        float best = -FLT_MAX;
+        int arg = -1;
+        for (int h = h0; h < h1; h++)
+          for (int w = w0; w < w1; w++)
+            if (xp[h * g->W + w] > best) {
+              best = xp[h * g->W + w];
+              arg = h * g->W + w;
+            }
+        size_t o = ((size_t)nc * g->PH + ph) * g->PW + pw;
+        y[o] = best;
+        mask[o] = (float)arg;
+      }
+  }
+}
+
+static void ave_forward(const ct_pool_geom *g, const float *x, float *y) {
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + (size_t)nc * g->H * g->W;
+    for (int ph = 0; ph < g->PH; ph++)
+      for (int pw = 0; pw < g->PW; pw++) {
+        int h0, h1, w0, w1, size;
+        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        float sum = 0.0f;
+        for (int h = h0; h < h1; h++)
+          for (int w = w0; w < w1; w++) sum += xp[h * g->W + w];
+        y[((size_t)nc * g->PH + ph) * g->PW + pw] = size > 0 ? sum / size : 0.0f;
+      }
+  }
+}
+
+/* Train: rand holds a uniform draw per output on entry and the chosen index
+ * within the plane on return.  Test: the value-weighted average. */
+static void sto_forward(const ct_pool_geom *g, bool train, const float *x, float *y, float *rand) {
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + (size_t)nc * g->H * g->W;
+    for (int ph = 0; ph < g->PH; ph++)
+      for (int pw = 0; pw < g->PW; pw++) {
+        int h0, h1, w0, w1, size;
+        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        size_t o = ((size_t)nc * g->PH + ph) * g->PW + pw;
+        if (train) {
+          float total = 0.0f;
+          for (int h = h0; h < h1; h++)
+            for (int w = w0; w < w1; w++) total += xp[h * g->W + w];
+          float thresh = rand[o] * total, cum = 0.0f;
+          int pick = h0 * g->W + w0;
+          for (int h = h0; h < h1; h++)
+            for (int w = w0; w < w1; w++) {
+              cum += xp[h * g->W + w];
+              if (cum >= thresh) {
+                pick = h * g->W + w;
+                goto done;
+              }
+            }
+        done:
+          rand[o] = (float)pick;
+          y[o] = xp[pick];
+        } else {
+          float sum = FLT_MIN, sumsq = 0.0f;
+          for (int h = h0; h < h1; h++)
+            for (int w = w0; w < w1; w++) {
+              float v = xp[h * g->W + w];
+              sum += v;
+              sumsq += v * v;
+            }
+          y[o] = sumsq / sum;
+        }
+      }
+  }
+}
+
+static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  pool_state *s = l->priv;
+  const ct_pool_geom *g = &s->g;
+  switch (g->method) {
+    case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
+      max_forward(g, bottom[0]->data, top[0]->data, l->ntop > 1 ? top[1]->data : s->mask->data);
+      break;
+    case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
+      ave_forward(g, bottom[0]->data, top[0]->data);
+      break;
+    default: {
+      bool train = l->phase == CT_PHASE_TRAIN;
+      if (train) ct_rng_fill_uniform(&l->ctx->rng, s->rand->data, s->rand->count, 0.0f, 1.0f);
+      sto_forward(g, train, bottom[0]->data, top[0]->data, s->rand->data);
+    }
+  }
+  return CT_OK;
+}
+
+/* dx[mask] += dy for every output with a chosen input (MAX, STOCHASTIC train). */
+static void scatter_backward(const ct_pool_geom *g, const float *dy, const float *idx, float *dx) {
+  const size_t plane_in = (size_t)g->H * g->W, plane_out = (size_t)g->PH * g->PW;
+  for (int nc = 0; nc < g->N * g->C; nc++)
+    for (size_t o = 0; o < plane_out; o++) {
+      float i = idx[nc * plane_out + o];
+      if (i >= 0) dx[nc * plane_in + (size_t)i] += dy[nc * plane_out + o];
+    }
+}
+
+static void ave_backward(const ct_pool_geom *g, const float *dy, float *dx) {
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    float *dxp = dx + (size_t)nc * g->H * g->W;
+    for (int ph = 0; ph < g->PH; ph++)
+      for (int pw = 0; pw < g->PW; pw++) {
+        int h0, h1, w0, w1, size;
+        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        if (size <= 0) continue;
+        float d = dy[((size_t)nc * g->PH + ph) * g->PW + pw] / size;
+        for (int h = h0; h < h1; h++)
+          for (int w = w0; w < w1; w++) dxp[h * g->W + w] += d;
+      }
+  }
+}
+
+/* Test-phase STOCHASTIC: y = S2 / S1 with S1 = sum x, S2 = sum x^2, so
+ * dy/dx = (2 x S1 - S2) / S1^2. */
+static void sto_test_backward(const ct_pool_geom *g, const float *x, const float *dy, float *dx) {
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + (size_t)nc * g->H * g->W;
+    float *dxp = dx + (size_t)nc * g->H * g->W;
+    for (int ph = 0; ph < g->PH; ph++)
+      for (int pw = 0; pw < g->PW; pw++) {
+        int h0, h1, w0, w1, size;
+        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        float s1 = FLT_MIN, s2 = 0.0f;
+        for (int h = h0; h < h1; h++)
+          for (int w = w0; w < w1; w++) {
+            s1 += xp[h * g->W + w];
+            s2 += xp[h * g->W + w] * xp[h * g->W + w];
+          }
+        float d = dy[((size_t)nc * g->PH + ph) * g->PW + pw];
+        for (int h = h0; h < h1; h++)
+          for (int w = w0; w < w1; w++)
+            dxp[h * g->W + w] += d * (2.0f * xp[h * g->W + w] * s1 - s2) / (s1 * s1);
+      }
+  }
+}
+
+static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  pool_state *s = l->priv;
+  const ct_pool_geom *g = &s->g;
+  float *dx = bottom[0]->diff;
+  memset(dx, 0, bottom[0]->count * sizeof *dx);
+  switch (g->method) {
+    case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
+      scatter_backward(g, top[0]->diff, l->ntop > 1 ? top[1]->data : s->mask->data, dx);
+      break;
+    case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
+      ave_backward(g, top[0]->diff, dx);
+      break;
+    default:
+      if (l->phase == CT_PHASE_TRAIN) scatter_backward(g, top[0]->diff, s->rand->data, dx);
+      else sto_test_backward(g, bottom[0]->data, top[0]->diff, dx);
+  }
+}
+
+/* ---------------------------------------------------------------- GPU */
+#ifdef CORTADO_HAVE_CUDA
+static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  pool_state *s = l->priv;
+  const ct_pool_geom *g = &s->g;
+  float *mask = g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX
+                    ? (l->ntop > 1 ? top[1]->data : s->mask->data)
+                    : s->rand->data;
+  bool train = l->phase == CT_PHASE_TRAIN;
+  if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC && train) {
+    /* Same draws as the host path, from the context's generator. */
+    ct_rng_fill_uniform(&l->ctx->rng, s->host_draws, s->rand->count, 0.0f, 1.0f);
+    ct_tensor_upload(s->rand, s->host_draws);
+  }
+  ct_pool_forward_gpu(l->ctx, g, train, bottom[0]->data, top[0]->data, mask);
+  return CT_OK;
+}
+
+static void pool_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  pool_state *s = l->priv;
+  const ct_pool_geom *g = &s->g;
+  const float *mask = g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX
+                          ? (l->ntop > 1 ? top[1]->data : s->mask->data)
+                          : s->rand->data;
+  ct_pool_backward_gpu(l->ctx, g, l->phase == CT_PHASE_TRAIN, bottom[0]->data, top[0]->diff, mask,
+                       bottom[0]->diff);
+}
+#endif
+
+const ct_layer_ops ct_pooling_ops = {
+    .type = "Pooling",
+    .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 2,
+    .setup = pool_setup,
+    .reshape = pool_reshape,
+    .forward_cpu = pool_forward_cpu,
+    .backward_cpu = pool_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = pool_forward_gpu,
+    .backward_gpu = pool_backward_gpu,
+#endif
+    .destroy = pool_destroy,
+};

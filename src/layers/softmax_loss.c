@@ -1,0 +1,175 @@
+/* SoftmaxWithLoss: the softmax of bottom 0 over softmax_param.axis, then the
+ * mean negative log-probability of the labels in bottom 1 (one integer class
+ * per outer*inner position).  loss_param.ignore_label skips positions and
+ * loss_param.normalization (or the legacy normalize) picks the divisor.  An
+ * optional top 1 receives the probabilities. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layer.h"
+#include "layers/loss_common.h"
+#include "layers/softmax.h"
+#include "layers/softmax_loss.h"
+#include "math/math.h"
+
+typedef struct {
+  ct_loss_norm norm;
+  bool has_ignore;
+  int ignore_label;
+  int axis;
+  size_t outer, inner;
+  int channels;
+  ct_tensor *prob;    /* like bottom 0: the softmax */
+  ct_tensor *scratch; /* (inner) on the host, CPU path only */
+  long valid;         /* positions counted by the last forward */
+  ct_loss_scratch gpu; /* GPU path only */
+} softmax_loss_priv;
+
+static ct_status softmax_loss_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                    ct_error *err) {
+  const Caffe__LossParameter *lp = CT_PARAM_OR_DEFAULT(l, loss_param, CAFFE__LOSS_PARAMETER__INIT);
+  softmax_loss_priv *p = ct_xcalloc(1, sizeof *p);
+  l->priv = p;
+  p->norm = ct_loss_normalization(lp, CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__VALID);
+  p->has_ignore = lp->has_ignore_label;
+  p->ignore_label = lp->ignore_label;
+  p->prob = ct_tensor_new(l->ctx->device, "softmax_loss.prob");
+  if (l->ctx->device == CT_DEVICE_CPU) p->scratch = ct_tensor_new(CT_DEVICE_CPU, "softmax_loss.scratch");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
+  return CT_OK;
+}
+
+static ct_status softmax_loss_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                      ct_error *err) {
+  softmax_loss_priv *p = l->priv;
+  CT_TRY(ct_loss_reshape(bottom, top, err));
+  const Caffe__SoftmaxParameter *sp =
+      CT_PARAM_OR_DEFAULT(l, softmax_param, CAFFE__SOFTMAX_PARAMETER__INIT);
+  if (ct_tensor_canonical_axis(bottom[0], sp->axis, &p->axis, err) != CT_OK)
+    return ct_error_prefix(err, "softmax_param.axis");
+  p->outer = ct_tensor_count_range(bottom[0], 0, p->axis);
+  p->channels = bottom[0]->shape[p->axis];
+  p->inner = ct_tensor_count_range(bottom[0], p->axis + 1, bottom[0]->ndim);
+  if (p->outer * p->inner != bottom[1]->count) {
+    char s[256];
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "number of labels must match number of predictions: outer*inner = %zu*%zu = "
+                        "%zu positions for prediction shape %s with class axis %d, but the label "
+                        "blob has %zu values",
+                        p->outer, p->inner, p->outer * p->inner,
+                        ct_tensor_shape_string(bottom[0], s, sizeof s), p->axis, bottom[1]->count);
+  }
+  ct_tensor_reshape_like(p->prob, bottom[0]);
+  if (p->scratch) ct_tensor_reshape_or_die(p->scratch, 1, (int[]){(int)p->inner});
+  ct_loss_scratch_reshape(&p->gpu, p->outer * p->inner);
+  if (l->ntop >= 2) ct_tensor_reshape_like(top[1], bottom[0]);
+  return CT_OK;
+}
+
+static ct_status softmax_loss_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
+                                          ct_tensor *const *top, ct_error *err) {
+  softmax_loss_priv *p = l->priv;
+  const float *label = bottom[1]->data;
+  CT_TRY(ct_loss_check_labels_host(label, p->outer * p->inner, p->channels, p->has_ignore,
+                                   p->ignore_label, err));
+  ct_softmax_cpu(p->outer, p->channels, p->inner, bottom[0]->data, p->prob->data, p->scratch->data);
+  const float *prob = p->prob->data;
+  size_t dim = (size_t)p->channels * p->inner;
+  double loss = 0;
+  long valid = 0;
+  for (size_t i = 0; i < p->outer; i++) {
+    for (size_t k = 0; k < p->inner; k++) {
+      int y = (int)label[i * p->inner + k];
+      if (p->has_ignore && y == p->ignore_label) continue;
+      loss -= log(fmaxf(prob[i * dim + (size_t)y * p->inner + k], FLT_MIN));
+      valid++;
+    }
+  }
+  p->valid = valid;
+  top[0]->data[0] = (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid));
+  if (l->ntop >= 2) ct_cpu_copy(p->prob->count, prob, top[1]->data);
+  return CT_OK;
+}
+
+static void softmax_loss_backward_cpu(ct_layer *l, ct_tensor *const *top,
+                                      const bool *propagate_down, ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  softmax_loss_priv *p = l->priv;
+  const float *label = bottom[1]->data;
+  float *dx = bottom[0]->diff;
+  size_t inner = p->inner, dim = (size_t)p->channels * inner;
+  ct_cpu_copy(p->prob->count, p->prob->data, dx);
+  for (size_t i = 0; i < p->outer; i++) {
+    for (size_t k = 0; k < inner; k++) {
+      int y = (int)label[i * inner + k];
+      if (p->has_ignore && y == p->ignore_label) {
+        for (int c = 0; c < p->channels; c++) dx[i * dim + (size_t)c * inner + k] = 0.0f;
+      } else {
+        CT_ASSERT(y >= 0 && y < p->channels); /* checked by forward */
+        dx[i * dim + (size_t)y * inner + k] -= 1.0f;
+      }
+    }
+  }
+  double scale = top[0]->diff[0] / ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
+  ct_cpu_scal(p->prob->count, (float)scale, dx);
+}
+
+#ifdef CORTADO_HAVE_CUDA
+static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
+                                          ct_tensor *const *top, ct_error *err) {
+  softmax_loss_priv *p = l->priv;
+  size_t n = p->outer * p->inner;
+  ct_softmax_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data, p->prob->data);
+  ct_softmax_loss_forward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
+                              bottom[1]->data, p->has_ignore, p->ignore_label, p->gpu.value->data,
+                              p->gpu.flag->data);
+  double loss;
+  long valid, bad;
+  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
+                     &loss, &valid, &bad);
+  if (bad)
+    return ct_loss_report_bad_labels(bottom[1], n, p->channels, p->has_ignore, p->ignore_label, err);
+  p->valid = valid;
+  ct_loss_set_scalar(l->ctx, top[0],
+                     (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid)));
+  if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
+  return CT_OK;
+}
+
+static void softmax_loss_backward_gpu(ct_layer *l, ct_tensor *const *top,
+                                      const bool *propagate_down, ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  softmax_loss_priv *p = l->priv;
+  double norm = ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
+  ct_softmax_loss_backward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
+                               bottom[1]->data, p->has_ignore, p->ignore_label, top[0]->diff,
+                               (float)(1.0 / norm), bottom[0]->diff);
+}
+#endif
+
+static void softmax_loss_destroy(ct_layer *l) {
+  softmax_loss_priv *p = l->priv;
+  if (!p) return;
+  ct_tensor_free(p->prob);
+  ct_tensor_free(p->scratch);
+  ct_loss_scratch_free(&p->gpu);
+  free(p);
+}
+
+const ct_layer_ops ct_softmax_loss_ops = {
+    .type = "SoftmaxWithLoss",
+    .min_bottoms = 2, .max_bottoms = 2, .min_tops = 1, .max_tops = 2,
+    .flags = CT_LAYER_LOSS | CT_LAYER_AUTO_TOPS,
+    .no_force_backward_bottoms = 1u << 1,
+    .setup = softmax_loss_setup,
+    .reshape = softmax_loss_reshape,
+    .forward_cpu = softmax_loss_forward_cpu,
+    .backward_cpu = softmax_loss_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = softmax_loss_forward_gpu,
+    .backward_gpu = softmax_loss_backward_gpu,
+#endif
+    .destroy = softmax_loss_destroy,
+};

@@ -1,0 +1,55 @@
+/* TanH: y = tanh(x).  Backward uses only y (dy/dx = 1 - y^2), so in place is
+ * free. */
+#include <math.h>
+
+#include "layers/layer.h"
+#include "layers/neuron.h"
+#include "layers/tanh.h"
+
+static ct_status tanh_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                            ct_error *err) {
+  return CT_OK;
+}
+
+static ct_status tanh_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  const float *x = bottom[0]->data;
+  float *y = top[0]->data;
+  for (size_t i = 0; i < bottom[0]->count; i++) y[i] = tanhf(x[i]);
+  return CT_OK;
+}
+
+static void tanh_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  const float *y = top[0]->data, *dy = top[0]->diff;
+  float *dx = bottom[0]->diff;
+  for (size_t i = 0; i < bottom[0]->count; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+#ifdef CORTADO_HAVE_CUDA
+static ct_status tanh_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  ct_tanh_forward_gpu(l->ctx, bottom[0]->count, bottom[0]->data, top[0]->data);
+  return CT_OK;
+}
+
+static void tanh_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  if (!propagate_down[0]) return;
+  ct_tanh_backward_gpu(l->ctx, bottom[0]->count, top[0]->data, top[0]->diff, bottom[0]->diff);
+}
+#endif
+
+const ct_layer_ops ct_tanh_ops = {
+    .type = "TanH",
+    .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .setup = tanh_setup,
+    .reshape = ct_neuron_reshape,
+    .forward_cpu = tanh_forward_cpu,
+    .backward_cpu = tanh_backward_cpu,
+#ifdef CORTADO_HAVE_CUDA
+    .forward_gpu = tanh_forward_gpu,
+    .backward_gpu = tanh_backward_gpu,
+#endif
+};

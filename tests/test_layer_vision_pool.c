@@ -1,0 +1,253 @@
+/* Pooling: hand-checked values of Caffe's rules, a loop reference in double
+ * for MAX / AVE / global / padding / rounding cases, the argmax mask top,
+ * STOCHASTIC, gradient checks and bad parameters. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "vision_cases.h"
+
+#define NCASES (sizeof k_pool_cases / sizeof k_pool_cases[0])
+
+/* Caffe's rules written out again, plainly, in double. */
+static void reference(const pool_cfg *c, int N, int C, int H, int W, const float *x, double *y,
+                      int *arg) {
+  int kh = c->global ? H : c->kh, kw = c->global ? W : c->kw;
+  for (int nc = 0; nc < N * C; nc++)
+    for (int oh = 0; oh < c->out_h; oh++)
+      for (int ow = 0; ow < c->out_w; ow++) {
+        int hs = oh * c->sh - c->ph, ws = ow * c->sw - c->pw;
+        int he = hs + kh, we = ws + kw;
+        if (he > H + c->ph) he = H + c->ph;
+        if (we > W + c->pw) we = W + c->pw;
+        double divisor = (double)(he - hs) * (we - ws);
+        double best = -FLT_MAX, sum = 0;
+        int besti = -1;
+        for (int h = hs; h < he; h++)
+          for (int w = ws; w < we; w++) {
+            if (h < 0 || w < 0 || h >= H || w >= W) continue;
+            double v = x[(size_t)nc * H * W + h * W + w];
+            sum += v;
+            if (v > best) {
+              best = v;
+              besti = h * W + w;
+            }
+          }
+        size_t o = ((size_t)nc * c->out_h + oh) * c->out_w + ow;
+        y[o] = c->method == MAX ? best : sum / divisor;
+        if (arg) arg[o] = besti;
+      }
+}
+
+static void test_forward_cases(void **state) {
+  for (size_t i = 0; i < NCASES; i++) {
+    const pool_cfg *c = &k_pool_cases[i];
+    pool_param st;
+    pool_make_param(&st, c);
+    tu_layer_case lc;
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
+    tu_forward(&lc);
+    const ct_tensor *b = lc.bottom[0], *t = lc.top[0];
+    assert_int_equal(t->ndim, 4);
+    assert_int_equal(t->shape[0], b->shape[0]);
+    assert_int_equal(t->shape[1], b->shape[1]);
+    if (t->shape[2] != c->out_h || t->shape[3] != c->out_w)
+      fail_msg("%s: pooled %dx%d, want %dx%d", c->name, t->shape[2], t->shape[3], c->out_h,
+               c->out_w);
+    float *x = tu_values(b), *y = tu_values(t);
+    double *ref = malloc(t->count * sizeof *ref);
+    reference(c, b->shape[0], b->shape[1], b->shape[2], b->shape[3], x, ref, NULL);
+    for (size_t k = 0; k < t->count; k++)
+      if (fabs(y[k] - ref[k]) > 1e-6 * fmax(1.0, fabs(ref[k])))
+        fail_msg("%s [%zu]: got %.8g, want %.8g", c->name, k, y[k], ref[k]);
+    free(x);
+    free(y);
+    free(ref);
+    tu_layer_case_free(&lc);
+  }
+}
+
+/* Values worked out by hand: AVE 2x2 stride 1 pad 1 over [[1, 2], [3, 4]]
+ * divides by 4 everywhere, padded positions included. */
+static void test_ave_divisor_by_hand(void **state) {
+  pool_cfg c = {"hand", "1,1,2,2", AVE, 2, 2, 1, 1, 1, 1, false, false, 3, 3};
+  pool_param st;
+  pool_make_param(&st, &c);
+  tu_layer_case lc;
+  tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c.shape, 1);
+  const float x[4] = {1, 2, 3, 4};
+  tu_set_values(lc.bottom[0], x);
+  tu_forward(&lc);
+  const float want[9] = {0.25f, 0.75f, 0.5f, 1.0f, 2.5f, 1.5f, 0.75f, 1.75f, 1.0f};
+  float *y = tu_values(lc.top[0]);
+  assert_int_equal(lc.top[0]->count, 9);
+  for (int i = 0; i < 9; i++) assert_float_equal(y[i], want[i], 1e-7);
+  free(y);
+  tu_layer_case_free(&lc);
+}
+
+/* MAX with two tops: the second is the argmax within each plane, and the
+ * backward routes each top diff there. */
+static void test_max_mask_top(void **state) {
+  const pool_cfg *c = &k_pool_cases[1];
+  pool_param st;
+  pool_make_param(&st, c);
+  tu_layer_case lc;
+  tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 2);
+  tu_forward(&lc);
+  const ct_tensor *b = lc.bottom[0];
+  size_t n = lc.top[0]->count;
+  assert_true(ct_tensor_same_shape(lc.top[1], lc.top[0]));
+  float *x = tu_values(b), *mask = tu_values(lc.top[1]);
+  double *ref = malloc(n * sizeof *ref);
+  int *arg = malloc(n * sizeof *arg);
+  reference(c, b->shape[0], b->shape[1], b->shape[2], b->shape[3], x, ref, arg);
+  for (size_t k = 0; k < n; k++) assert_int_equal((int)mask[k], arg[k]);
+  float *dy = malloc(n * sizeof *dy);
+  tu_fill_uniform(dy, n, -1, 1, 9);
+  ct_tensor_upload_diff(lc.top[0], dy);
+  bool prop = true;
+  ct_layer_backward(lc.l, lc.top, &prop, lc.bottom);
+  float *dx = malloc(b->count * sizeof *dx);
+  ct_tensor_download_diff(b, dx);
+  double *want = calloc(b->count, sizeof *want);
+  size_t plane_out = (size_t)c->out_h * c->out_w, plane_in = (size_t)b->shape[2] * b->shape[3];
+  for (size_t k = 0; k < n; k++) want[(k / plane_out) * plane_in + (size_t)arg[k]] += dy[k];
+  for (size_t k = 0; k < b->count; k++) assert_float_equal(dx[k], want[k], 1e-6);
+  free(x);
+  free(mask);
+  free(ref);
+  free(arg);
+  free(dy);
+  free(dx);
+  free(want);
+  tu_layer_case_free(&lc);
+}
+
+static void test_gradients(void **state) {
+  for (size_t i = 0; i < NCASES; i++) {
+    const pool_cfg *c = &k_pool_cases[i];
+    pool_param st;
+    pool_make_param(&st, c);
+    tu_layer_case lc;
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
+    ct_gradcheck_opts o = ct_gradcheck_defaults();
+    if (c->method == MAX) {  /* Caffe's choice for max pooling */
+      o.step = 1e-4f;
+      o.threshold = 1e-2f;
+      distinct_values(lc.bottom[0]);
+    } else {
+      o.threshold = 1e-2f;
+    }
+    tu_check_gradient(&lc, &o);
+    tu_layer_case_free(&lc);
+  }
+}
+
+/* STOCHASTIC in train picks one value of each window (with positive inputs,
+ * never outside it); in test it is sum(x^2) / sum(x). */
+static void test_stochastic(void **state) {
+  pool_cfg c = {"sto", "2,3,6,5", STO, 3, 3, 2, 2, 0, 0, false, false, 3, 2};
+  pool_param st;
+  pool_make_param(&st, &c);
+  for (int phase = 0; phase < 2; phase++) {
+    tu_layer_case lc;
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, phase ? CT_PHASE_TEST : CT_PHASE_TRAIN,
+                       c.shape, 1);
+    tu_fill(lc.bottom[0], 0.1f, 1.0f, 31);
+    tu_forward(&lc);
+    const ct_tensor *b = lc.bottom[0];
+    int H = b->shape[2], W = b->shape[3];
+    float *x = tu_values(b), *y = tu_values(lc.top[0]);
+    int distinct_picks = 0;
+    for (int nc = 0; nc < 6; nc++)
+      for (int oh = 0; oh < 3; oh++)
+        for (int ow = 0; ow < 2; ow++) {
+          int hs = oh * 2, ws = ow * 2, he = hs + 3 < H ? hs + 3 : H, we = ws + 3 < W ? ws + 3 : W;
+          double s1 = 0, s2 = 0;
+          bool found = false;
+          float got = y[(nc * 3 + oh) * 2 + ow];
+          for (int h = hs; h < he; h++)
+            for (int w = ws; w < we; w++) {
+              float v = x[nc * H * W + h * W + w];
+              s1 += v;
+              s2 += (double)v * v;
+              found = found || v == got;
+            }
+          if (phase == 0) {
+            assert_true(found);
+            distinct_picks += got != x[nc * H * W + hs * W + ws];
+          } else {
+            assert_float_equal(got, s2 / s1, 1e-5);
+          }
+        }
+    if (phase == 0) assert_true(distinct_picks > 0);
+    ct_gradcheck_opts o = ct_gradcheck_defaults();
+    o.step = 1e-4f;
+    o.threshold = 1e-2f;
+    tu_check_gradient(&lc, &o);
+    free(x);
+    free(y);
+    tu_layer_case_free(&lc);
+  }
+}
+
+static void expect_error(pool_param *st, const char *shape, int ntop, const char *msg) {
+  tu_layer_case lc;
+  ct_error err;
+  assert_int_equal(tu_layer_case_try(&lc, &st->lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shape, ntop, &err),
+                   CT_ERR_INVALID);
+  assert_string_equal(err.msg, msg);
+  tu_layer_case_free(&lc);
+}
+
+static void test_bad_params(void **state) {
+  pool_param st;
+  pool_make_param(&st, &k_pool_cases[0]);
+  st.pp.has_kernel_size = 0;
+  expect_error(&st, "2,3,6,5", 1,
+               "layer 'pool' (Pooling): pooling_param.kernel_size must be given (or both "
+               "kernel_h and kernel_w)");
+  pool_make_param(&st, &k_pool_cases[0]);
+  st.pp.has_kernel_h = 1;
+  st.pp.kernel_h = 2;
+  expect_error(&st, "2,3,6,5", 1,
+               "layer 'pool' (Pooling): pooling_param: give either kernel_size or kernel_h and "
+               "kernel_w, not both");
+  pool_make_param(&st, &k_pool_cases[1]);
+  st.pp.pad = 3;
+  expect_error(&st, "2,3,6,5", 1,
+               "layer 'pool' (Pooling): pooling_param: pad (3, 3) must be smaller than the "
+               "kernel (3, 3)");
+  pool_make_param(&st, &k_pool_cases[10]);
+  st.pp.has_kernel_size = 1;
+  st.pp.kernel_size = 2;
+  expect_error(&st, "2,3,6,5", 1,
+               "layer 'pool' (Pooling): pooling_param: kernel_size, kernel_h and kernel_w "
+               "cannot be given with global_pooling");
+  pool_make_param(&st, &k_pool_cases[5]);
+  expect_error(&st, "2,3,6,5", 2,
+               "layer 'pool' (Pooling): pooling_param: only MAX pooling has a second top (the "
+               "argmax mask)");
+  pool_make_param(&st, &k_pool_cases[0]);
+  expect_error(&st, "2,3,6", 1,
+               "layer 'pool' (Pooling): the bottom must have 4 axes (num, channels, height, "
+               "width), got 2 3 6 (36)");
+  pool_make_param(&st, &k_pool_cases[0]);
+  expect_error(&st, "2,3,1,5", 1,
+               "layer 'pool' (Pooling): the 3x3 kernel does not fit the 1x5 input with pad (0, 0)");
+  pool_make_param(&st, &k_pool_cases[0]);
+  st.pp.has_pad_h = 1;
+  st.pp.pad_h = 1;
+  expect_error(&st, "2,3,6,5", 1,
+               "layer 'pool' (Pooling): pooling_param: give either pad or both pad_h and pad_w");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_forward_cases), cmocka_unit_test(test_ave_divisor_by_hand),
+      cmocka_unit_test(test_max_mask_top),  cmocka_unit_test(test_gradients),
+      cmocka_unit_test(test_stochastic),    cmocka_unit_test(test_bad_params),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
