@@ -241,6 +241,8 @@ static int train_run(const ct_cli_args *args) {
                         "give --snapshot to resume training or --weights to fine-tune, not both");
   if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
     return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
+  /* under mpirun, only rank 0 logs INFO lines (errors come from every rank) */
+  if (ct_mpi_launched() && ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
   Caffe__SolverParameter *sp;
   if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   apply_state_flags(args, sp);

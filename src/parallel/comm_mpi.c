@@ -25,6 +25,15 @@ bool ct_mpi_launched(void) {
   return false;
 }
 
+int ct_mpi_rank_from_env(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    int v = env_int(names[i]);
+    if (v >= 0) return v;
+  }
+  return -1;
+}
+
 int ct_mpi_local_rank_from_env(void) {
   static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                       "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
@@ -136,7 +145,15 @@ void ct_mpi_abort_job(int code) {
   int inited = 0, fin = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&fin);
-  if (inited && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+  if (!inited || fin) return;
+  /* the launcher forwards our output asynchronously and drops what is in
+   * flight when it kills the job: give the message that explains the abort
+   * a moment to arrive */
+  fflush(stdout);
+  fflush(stderr);
+  struct timespec ts = {1, 0};
+  nanosleep(&ts, NULL);
+  MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 static ct_status mpi_init_once(ct_error *err) {

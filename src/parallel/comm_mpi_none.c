@@ -16,6 +16,15 @@ bool ct_mpi_launched(void) {
          env_int("MV2_COMM_WORLD_SIZE") > 1;
 }
 
+int ct_mpi_rank_from_env(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    int v = env_int(names[i]);
+    if (v >= 0) return v;
+  }
+  return -1;
+}
+
 int ct_mpi_local_rank_from_env(void) {
   int v = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
   return v >= 0 ? v : env_int("MPI_LOCALRANKID");

@@ -149,14 +149,13 @@ ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
 }
 
 void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size) {
-  const double mparams = (double)r->net->flat_count / 1e6;
   const double mb = (double)r->net->flat_count * 4.0 / 1048576.0;
   if (!r->gpu)
-    snprintf(buf, size, "one all-reduce of %.2f M parameters (%.1f MB) after backward", mparams, mb);
+    snprintf(buf, size, "one all-reduce of %zu parameters (%.2f MB) after backward", r->net->flat_count, mb);
   else
     snprintf(buf, size,
-             "%d bucket%s of up to %.1f MB over %.2f M parameters (%.1f MB), launched during "
-             "backward on a dedicated stream",
+             "%d bucket%s of up to %.1f MB over %zu parameters (%.2f MB), launched during backward "
+             "on a dedicated stream",
              r->nbuckets, r->nbuckets == 1 ? "" : "s", (double)r->bucket_floats * 4.0 / 1048576.0,
-             mparams, mb);
+             r->net->flat_count, mb);
 }

@@ -32,8 +32,9 @@ void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses);
  * over workers (GPU: launches what the hook has not, waits for all
  * buckets).  Errors: the communicator's, or a launch failure from the hook. */
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err);
-/* One line describing the plan, e.g. "10 buckets of up to 25 MB over
- * 60.97 M parameters (243.9 MB)". */
+/* One line describing the plan, e.g. "10 buckets of up to 25.0 MB over
+ * 60965224 parameters (232.56 MB), launched during backward on a dedicated
+ * stream". */
 void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size);
 
 #endif
