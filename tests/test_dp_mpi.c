@@ -25,7 +25,8 @@ static int run_single(const char *solver, char **out) {
   return tu_run(cmd, out);
 }
 
-static void check_equivalence(const char *name, int ranks, int b, const char *extra) {
+static void check_equivalence(const char *name, int ranks, int b, const char *extra,
+                              const char *flags) {
   const char *base = tu_tmpdir(name);
   char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
@@ -42,7 +43,7 @@ static void check_equivalence(const char *name, int ranks, int b, const char *ex
   if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
   free(out);
   snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
-  rc = run_mpi(ranks, solver, NULL, &out);
+  rc = run_mpi(ranks, solver, flags, &out);
   if (rc != 0) fail_msg("mpirun failed (%d):\n%s", rc, out);
   char want[256];
   snprintf(want, sizeof want, "Data-parallel training: 1 node, %d ranks (MPI processes), CPU; transport MPI",
@@ -57,6 +58,7 @@ static void check_equivalence(const char *name, int ranks, int b, const char *ex
   const char *first = strstr(out, "Starting Optimization");
   assert_non_null(first);
   assert_null(strstr(first + 1, "Starting Optimization"));
+  if (flags && strstr(flags, "--bucket_mb")) assert_non_null(strstr(out, "gradient averaging: 4 buckets of up to 0.0 MB"));
   free(out);
   snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", dp);
   snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", ref);
@@ -65,11 +67,15 @@ static void check_equivalence(const char *name, int ranks, int b, const char *ex
   assert_true(e < 5e-5);
 }
 
-static void test_np2_equals_double_batch(void **state) { check_equivalence("dp_mpi_2", 2, 4, NULL); }
+static void test_np2_equals_double_batch(void **state) { check_equivalence("dp_mpi_2", 2, 4, NULL, NULL); }
 
-static void test_np3_equals_triple_batch(void **state) { check_equivalence("dp_mpi_3", 3, 3, NULL); }
+static void test_np3_equals_triple_batch(void **state) { check_equivalence("dp_mpi_3", 3, 3, NULL, NULL); }
 
-static void test_np2_iter_size(void **state) { check_equivalence("dp_mpi_iter_size", 2, 3, "iter_size: 2"); }
+/* iter_size 2 with 256-byte buckets (4 all-reduces launched from the
+ * gradient hook on the last pass only). */
+static void test_np2_iter_size_small_buckets(void **state) {
+  check_equivalence("dp_mpi_iter_size", 2, 3, "iter_size: 2", "--bucket_mb=0.000244140625");
+}
 
 /* Rank 1 reads record 5 (label out of range) at iteration 1: the job ends,
  * naming rank 1 and the cause, and the snapshot of iteration 1 stays. */
@@ -103,7 +109,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_np2_equals_double_batch),
       cmocka_unit_test(test_np3_equals_triple_batch),
-      cmocka_unit_test(test_np2_iter_size),
+      cmocka_unit_test(test_np2_iter_size_small_buckets),
       cmocka_unit_test(test_failing_rank_ends_the_job),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

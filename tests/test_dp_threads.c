@@ -36,12 +36,17 @@ static void train_reference(const char *dir) {
   protobuf_c_message_free_unpacked(&sp->base, NULL);
 }
 
+/* Bucket size of the driver in these tests: 0 (the default 25 MB: one
+ * bucket for these small nets) or a few hundred bytes (several). */
+static size_t g_bucket_bytes;
+
 static ct_status train_threads(const char *dir, int workers, bool global_batch, ct_error *err) {
   Caffe__SolverParameter *sp = read_solver(dir);
   ct_dp_job job = {0};
   job.solver_param = sp;
   job.global_batch = global_batch;
   job.dp.timeout_s = 30;
+  job.dp.bucket_bytes = g_bucket_bytes;
   ct_status st = ct_dp_train_threads(&job, NULL, workers, err);
   protobuf_c_message_free_unpacked(&sp->base, NULL);
   return st;
@@ -96,6 +101,15 @@ static void test_three_workers_equal_one_with_triple_batch(void **state) {
 
 static void test_iter_size_reduces_once_per_iteration(void **state) {
   check_equivalence("dp_threads_iter_size", 2, 3, "iter_size: 2");
+}
+
+/* 256-byte buckets: the gradient (a few hundred floats) goes in several
+ * all-reduces launched from the gradient hook during backward. */
+static void test_small_buckets_during_backward(void **state) {
+  g_bucket_bytes = 256;
+  check_equivalence("dp_threads_buckets", 2, 4, NULL);
+  check_equivalence("dp_threads_buckets_iter_size", 3, 2, "iter_size: 3");
+  g_bucket_bytes = 0;
 }
 
 /* --global_batch: 2 workers given batch 8 train as 2 x 4, the same as the
@@ -155,6 +169,7 @@ int main(void) {
       cmocka_unit_test(test_two_workers_equal_one_with_double_batch),
       cmocka_unit_test(test_three_workers_equal_one_with_triple_batch),
       cmocka_unit_test(test_iter_size_reduces_once_per_iteration),
+      cmocka_unit_test(test_small_buckets_during_backward),
       cmocka_unit_test(test_global_batch_equals_plain_batch),
       cmocka_unit_test(test_failing_worker_stops_all_and_is_named),
   };

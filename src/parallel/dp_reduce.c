@@ -4,7 +4,10 @@
  * B = bucket_bytes / 4 floats.  The net reports during backward the prefix
  * of the flat gradient that is final; every bucket that lies inside it is
  * launched at once, so a bucket leaves as soon as its last gradient is
- * written, whatever parameters it spans. */
+ * written, whatever parameters it spans.  On a GPU a launch only enqueues
+ * the all-reduce on the communication stream; on the CPU it is the
+ * (blocking) all-reduce itself, so CPU workers run the same bucket plan
+ * without the overlap. */
 #include "parallel/dp_reduce.h"
 
 #include <stdio.h>
@@ -44,7 +47,6 @@ ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx
   size_t bytes = opts && opts->bucket_bytes ? opts->bucket_bytes : CT_DP_DEFAULT_BUCKET_BYTES;
   r->bucket_floats = bytes / sizeof(float) / 64 * 64;
   if (r->bucket_floats == 0) r->bucket_floats = 64;
-  if (!r->gpu) r->bucket_floats = net->flat_count ? net->flat_count : 1;
   r->nbuckets = (int)((net->flat_count + r->bucket_floats - 1) / r->bucket_floats);
   r->end = ct_xcalloc((size_t)r->nbuckets + 1, sizeof(size_t));
   for (int b = 0; b < r->nbuckets; b++) {
@@ -83,7 +85,11 @@ ct_status ct_dp_reducer_broadcast_params(ct_dp_reducer *r, int root, ct_error *e
 
 static void launch(ct_dp_reducer *r, int b) {
   size_t start = b ? r->end[b - 1] : 0;
-  r->hook_st = ct_dp_gpu_launch(r->g, b, r->net->flat_diff + start, r->end[b] - start, &r->hook_err);
+  float *buf = r->net->flat_diff + start;
+  if (r->gpu)
+    r->hook_st = ct_dp_gpu_launch(r->g, b, buf, r->end[b] - start, &r->hook_err);
+  else
+    r->hook_st = ct_comm_allreduce(r->comm, buf, r->end[b] - start, CT_COMM_AVG, NULL, &r->hook_err);
 }
 
 /* The net's gradient hook: launches every bucket inside the final prefix. */
@@ -98,7 +104,6 @@ static bool timing_now(const ct_dp_reducer *r) {
 }
 
 void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses) {
-  if (!r->gpu) return;
   if (pass != npasses - 1) {
     ct_net_set_grad_hook(r->net, NULL, NULL);
     return;
@@ -106,7 +111,7 @@ void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses) {
   r->next = 0;
   r->armed = true;
   r->hook_st = CT_OK;
-  ct_dp_gpu_begin(r->g, timing_now(r));
+  if (r->gpu) ct_dp_gpu_begin(r->g, timing_now(r));
   ct_net_set_grad_hook(r->net, on_grad_ready, r);
 }
 
@@ -126,15 +131,11 @@ static void log_times(ct_dp_reducer *r) {
 }
 
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
-  if (!r->gpu) {
-    r->reductions++;
-    return ct_comm_allreduce(r->comm, r->net->flat_diff, r->net->flat_count, CT_COMM_AVG, NULL, err);
-  }
   ct_net_set_grad_hook(r->net, NULL, NULL);
   if (!r->armed) {
     r->next = 0;
     r->hook_st = CT_OK;
-    ct_dp_gpu_begin(r->g, false);
+    if (r->gpu) ct_dp_gpu_begin(r->g, false);
   }
   r->armed = false;
   while (r->hook_st == CT_OK && r->next < r->nbuckets) launch(r, r->next++);
@@ -142,20 +143,19 @@ ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
     if (err) *err = r->hook_err;
     return r->hook_st;
   }
-  CT_TRY(ct_dp_gpu_finish(r->g, err));
-  log_times(r);
+  if (r->gpu) {
+    CT_TRY(ct_dp_gpu_finish(r->g, err));
+    log_times(r);
+  }
   r->reductions++;
   return CT_OK;
 }
 
 void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size) {
   const double mb = (double)r->net->flat_count * 4.0 / 1048576.0;
-  if (!r->gpu)
-    snprintf(buf, size, "one all-reduce of %zu parameters (%.2f MB) after backward", r->net->flat_count, mb);
-  else
-    snprintf(buf, size,
-             "%d bucket%s of up to %.1f MB over %zu parameters (%.2f MB), launched during backward "
-             "on a dedicated stream",
-             r->nbuckets, r->nbuckets == 1 ? "" : "s", (double)r->bucket_floats * 4.0 / 1048576.0,
-             r->net->flat_count, mb);
+  snprintf(buf, size, "%d bucket%s of up to %.1f MB over %zu parameters (%.2f MB), %s", r->nbuckets,
+           r->nbuckets == 1 ? "" : "s", (double)r->bucket_floats * 4.0 / 1048576.0, r->net->flat_count,
+           mb,
+           r->gpu ? "launched during backward on a dedicated stream"
+                  : "each averaged during backward as soon as it is final");
 }
