@@ -48,18 +48,26 @@ static inline void dpf_write_lmdb(const char *path, int n, int bad_at) {
 }
 
 /* Writes dir/net.prototxt (Data over lmdb with batch_size `batch`, two
- * InnerProduct layers, SoftmaxWithLoss) and dir/solver.prototxt (SGD with
- * momentum and weight decay, max_iter iterations, snapshots under
- * dir/snap at the end and every snapshot_every iterations when > 0).
- * `extra` is appended to the solver (e.g. "iter_size: 2"). */
-static inline void dpf_write_solver(const char *dir, const char *lmdb, int batch, int max_iter,
-                                    int snapshot_every, const char *extra) {
-  char path[4200], text[16384];
+ * InnerProduct layers, SoftmaxWithLoss; with test_batch > 0 the Data layer
+ * is TRAIN only and a TEST Data layer of test_batch reads the same records)
+ * and dir/solver.prototxt (SGD with momentum and weight decay, max_iter
+ * iterations, snapshots under dir/snap at the end and every snapshot_every
+ * iterations when > 0).  `extra` is appended to the solver (e.g.
+ * "iter_size: 2"). */
+static inline void dpf_write_solver_tested(const char *dir, const char *lmdb, int batch, int test_batch,
+                                           int max_iter, int snapshot_every, const char *extra) {
+  char path[4200], text[16384], test_layer[4600] = "";
+  if (test_batch > 0)
+    snprintf(test_layer, sizeof test_layer,
+             "layer { name: 'data_test' type: 'Data' top: 'x' top: 'label' include { phase: TEST }\n"
+             "  data_param { source: '%s' backend: LMDB batch_size: %d } }\n",
+             lmdb, test_batch);
   snprintf(path, sizeof path, "%s/net.prototxt", dir);
   snprintf(text, sizeof text,
            "name: 'dpnet'\n"
-           "layer { name: 'data' type: 'Data' top: 'x' top: 'label'\n"
+           "layer { name: 'data' type: 'Data' top: 'x' top: 'label' %s\n"
            "  data_param { source: '%s' backend: LMDB batch_size: %d } }\n"
+           "%s"
            "layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'h'\n"
            "  inner_product_param { num_output: 16 weight_filler { type: 'gaussian' std: 0.3 }\n"
            "    bias_filler { type: 'constant' value: 0.1 } } }\n"
@@ -67,7 +75,7 @@ static inline void dpf_write_solver(const char *dir, const char *lmdb, int batch
            "layer { name: 'ip2' type: 'InnerProduct' bottom: 'h' top: 'y'\n"
            "  inner_product_param { num_output: %d weight_filler { type: 'gaussian' std: 0.3 } } }\n"
            "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n",
-           lmdb, batch, DPF_CLASSES);
+           test_batch > 0 ? "include { phase: TRAIN }" : "", lmdb, batch, test_layer, DPF_CLASSES);
   tu_write_file(path, text, strlen(text));
   char solver[4200];
   snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
@@ -78,6 +86,11 @@ static inline void dpf_write_solver(const char *dir, const char *lmdb, int batch
            "solver_mode: CPU\n%s\n",
            dir, max_iter, snapshot_every, dir, extra ? extra : "");
   tu_write_file(solver, text, strlen(text));
+}
+
+static inline void dpf_write_solver(const char *dir, const char *lmdb, int batch, int max_iter,
+                                    int snapshot_every, const char *extra) {
+  dpf_write_solver_tested(dir, lmdb, batch, 0, max_iter, snapshot_every, extra);
 }
 
 /* The parameters of a .caffemodel, flattened in layer and blob order. */

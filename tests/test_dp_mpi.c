@@ -3,6 +3,7 @@
  * `cortado train` with W times the batch on the same records, for W = 2
  * and 3 and with iter_size; a rank that fails ends the job with a message
  * naming the rank and the cause. */
+#include <math.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -77,6 +78,47 @@ static void test_np2_iter_size_small_buckets(void **state) {
   check_equivalence("dp_mpi_iter_size", 2, 3, "iter_size: 2", "--bucket_mb=0.000244140625");
 }
 
+/* The values of every "Test net output #0: loss = X" line of a log, in order. */
+static int test_losses(const char *log, double *v, int max) {
+  int n = 0;
+  for (const char *p = strstr(log, "Test net output #0: loss = "); p && n < max;
+       p = strstr(p + 1, "Test net output #0: loss = "))
+    v[n++] = atof(p + strlen("Test net output #0: loss = "));
+  return n;
+}
+
+/* Tests run on every rank and log the mean over ranks: the same values as
+ * one process (exactly at iteration 0, where the weights are the same bits;
+ * later up to the training's rounding). */
+static void test_np2_test_outputs_are_averaged(void **state) {
+  const char *base = tu_tmpdir("dp_mpi_test_nets");
+  char lmdb[4200], ref[4200], dp[4200], solver[4300];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 30, -1);
+  snprintf(ref, sizeof ref, "%s/ref", base);
+  snprintf(dp, sizeof dp, "%s/dp", base);
+  mkdir(ref, 0755);
+  mkdir(dp, 0755);
+  const char *extra = "test_iter: 3 test_interval: 3";
+  dpf_write_solver_tested(ref, lmdb, 8, 5, 6, 0, extra);
+  dpf_write_solver_tested(dp, lmdb, 4, 5, 6, 0, extra);
+  char *out_ref = NULL, *out_dp = NULL;
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", ref);
+  int rc = run_single(solver, &out_ref);
+  if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out_ref);
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
+  rc = run_mpi(2, solver, NULL, &out_dp);
+  if (rc != 0) fail_msg("mpirun failed (%d):\n%s", rc, out_dp);
+  double a[8], b[8];
+  int na = test_losses(out_ref, a, 8), nb = test_losses(out_dp, b, 8);
+  assert_int_equal(na, 3); /* iterations 0, 3 and 6 */
+  assert_int_equal(nb, 3); /* logged once: by rank 0 */
+  assert_true(a[0] == b[0]);
+  for (int i = 1; i < 3; i++) assert_true(fabs(a[i] - b[i]) <= 1e-4 * fabs(a[i]));
+  free(out_ref);
+  free(out_dp);
+}
+
 /* Rank 1 reads record 5 (label out of range) at iteration 1: the job ends,
  * naming rank 1 and the cause, and the snapshot of iteration 1 stays. */
 static void test_failing_rank_ends_the_job(void **state) {
@@ -110,6 +152,7 @@ int main(void) {
       cmocka_unit_test(test_np2_equals_double_batch),
       cmocka_unit_test(test_np3_equals_triple_batch),
       cmocka_unit_test(test_np2_iter_size_small_buckets),
+      cmocka_unit_test(test_np2_test_outputs_are_averaged),
       cmocka_unit_test(test_failing_rank_ends_the_job),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

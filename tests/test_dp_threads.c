@@ -1,9 +1,12 @@
 /* The data-parallel driver with CPU workers as threads of this process:
  * W workers of batch b end with the same parameters as one solver of batch
- * W*b on the same records (also with iter_size), and a worker that fails
- * stops the others, naming itself and the cause. */
-#include <time.h>
+ * W*b on the same records (also with iter_size, small buckets and
+ * --global_batch), a worker that fails stops the others, naming itself and
+ * the cause, and stop/snapshot requests are acted on by all together. */
+#include <dirent.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -164,6 +167,37 @@ static void test_failing_worker_stops_all_and_is_named(void **state) {
   assert_int_not_equal(access(path_in(dir, "snap_iter_2.caffemodel"), F_OK), 0);
 }
 
+/* A stop-and-snapshot request (what SIGINT/SIGHUP send) reaches all workers
+ * on the same iteration: the run ends cleanly, rank 0 snapshots once. */
+static void *request_later(void *arg) {
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  ct_dp_request(CT_SOLVER_ACTION_SNAPSHOT | CT_SOLVER_ACTION_STOP);
+  return NULL;
+}
+
+static void test_requests_are_agreed_on(void **state) {
+  const char *base = tu_tmpdir("dp_threads_request");
+  char lmdb[4200], dir[4200];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 40, -1);
+  snprintf(dir, sizeof dir, "%s/run", base);
+  mkdir(dir, 0755);
+  dpf_write_solver(dir, lmdb, 2, 100000000, 0, "display: 0 snapshot_after_train: false");
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, request_later, NULL), 0);
+  ct_error err;
+  ct_status st = train_threads(dir, 3, false, &err);
+  pthread_join(t, NULL);
+  if (st != CT_OK) fail_msg("%s", err.msg);
+  int snapshots = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, ".caffemodel")) snapshots++;
+  closedir(d);
+  assert_int_equal(snapshots, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_workers_equal_one_with_double_batch),
@@ -172,6 +206,7 @@ int main(void) {
       cmocka_unit_test(test_small_buckets_during_backward),
       cmocka_unit_test(test_global_batch_equals_plain_batch),
       cmocka_unit_test(test_failing_worker_stops_all_and_is_named),
+      cmocka_unit_test(test_requests_are_agreed_on),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
