@@ -25,6 +25,9 @@ static Caffe__SolverParameter *read_solver(const char *dir) {
   return sp;
 }
 
+/* A .solverstate to resume from in train_threads and train_reference (NULL: none). */
+static const char *g_resume;
+
 /* One plain solver (no driver) over dir's solver file. */
 static void train_reference(const char *dir) {
   Caffe__SolverParameter *sp = read_solver(dir);
@@ -33,7 +36,7 @@ static void train_reference(const char *dir) {
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 0, &err), CT_OK);
   ct_solver *s;
   if (ct_solver_init(&s, sp, NULL, &ctx, &err) != CT_OK) fail_msg("%s", err.msg);
-  if (ct_solver_solve(s, NULL, &err) != CT_OK) fail_msg("%s", err.msg);
+  if (ct_solver_solve(s, g_resume, &err) != CT_OK) fail_msg("%s", err.msg);
   ct_solver_free(s);
   ct_context_free(&ctx);
   protobuf_c_message_free_unpacked(&sp->base, NULL);
@@ -47,6 +50,7 @@ static ct_status train_threads(const char *dir, int workers, bool global_batch, 
   Caffe__SolverParameter *sp = read_solver(dir);
   ct_dp_job job = {0};
   job.solver_param = sp;
+  job.resume = g_resume;
   job.global_batch = global_batch;
   job.dp.timeout_s = 30;
   job.dp.bucket_bytes = g_bucket_bytes;
@@ -167,6 +171,38 @@ static void test_failing_worker_stops_all_and_is_named(void **state) {
   assert_int_not_equal(access(path_in(dir, "snap_iter_2.caffemodel"), F_OK), 0);
 }
 
+/* A snapshot taken by 2 workers resumes on 3 workers as it does on one
+ * solver of the same global batch. */
+static void test_snapshot_of_two_resumes_on_three(void **state) {
+  const char *base = tu_tmpdir("dp_threads_resume");
+  char lmdb[4200], first[4200], three[4200], one[4200], state_file[4300];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  snprintf(first, sizeof first, "%s/first", base);
+  snprintf(three, sizeof three, "%s/three", base);
+  snprintf(one, sizeof one, "%s/one", base);
+  mkdir(first, 0755);
+  mkdir(three, 0755);
+  mkdir(one, 0755);
+  dpf_write_solver(first, lmdb, 3, 3, 0, NULL);
+  dpf_write_solver(three, lmdb, 2, 6, 0, NULL);
+  dpf_write_solver(one, lmdb, 6, 6, 0, NULL);
+  ct_error err;
+  if (train_threads(first, 2, false, &err) != CT_OK) fail_msg("%s", err.msg);
+  snprintf(state_file, sizeof state_file, "%s/snap_iter_3.solverstate", first);
+  g_resume = state_file;
+  ct_status st = train_threads(three, 3, false, &err);
+  if (st == CT_OK) train_reference(one);
+  g_resume = NULL;
+  if (st != CT_OK) fail_msg("%s", err.msg);
+  const char *model = "snap_iter_6.caffemodel";
+  double e = dpf_caffemodel_rel_err(path_in(three, model), path_in(one, model));
+  assert_true(e < 5e-5);
+  /* and it moved on from the snapshot */
+  double moved = dpf_caffemodel_rel_err(path_in(three, model), path_in(first, "snap_iter_3.caffemodel"));
+  assert_true(moved > 1e-3);
+}
+
 /* A stop-and-snapshot request (what SIGINT/SIGHUP send) reaches all workers
  * on the same iteration: the run ends cleanly, rank 0 snapshots once. */
 static void *request_later(void *arg) {
@@ -207,6 +243,7 @@ int main(void) {
       cmocka_unit_test(test_global_batch_equals_plain_batch),
       cmocka_unit_test(test_failing_worker_stops_all_and_is_named),
       cmocka_unit_test(test_requests_are_agreed_on),
+      cmocka_unit_test(test_snapshot_of_two_resumes_on_three),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
