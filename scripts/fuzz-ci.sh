@@ -24,6 +24,7 @@ trap 'rm -rf "$work"' EXIT
 harnesses=(
   "fuzz_text_net text -dict=fuzz/text.dict -max_len=8192"
   "fuzz_binary_net binary -max_len=4096"
+  "fuzz_datum datum -max_len=65536"
 )
 
 failed=()

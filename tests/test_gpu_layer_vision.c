@@ -90,6 +90,25 @@ static void test_pooling(void **state) {
   }
 }
 
+static void test_spp(void **state) {
+  for (int m = 0; m < 2; m++)
+    for (int height = 1; height <= 3; height++) {
+      Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
+      Caffe__SPPParameter sp = CAFFE__SPPPARAMETER__INIT;
+      lp.name = "spp";
+      lp.type = "SPP";
+      lp.spp_param = &sp;
+      sp.has_pyramid_height = sp.has_pool = 1;
+      sp.pyramid_height = (uint32_t)height;
+      sp.pool = m ? CAFFE__SPPPARAMETER__POOL_METHOD__AVE : CAFFE__SPPPARAMETER__POOL_METHOD__MAX;
+      tu_compare_cpu_gpu(&lp, CT_PHASE_TRAIN, "2,3,8,6", 1, REL_TOL, NULL);
+      ct_gradcheck_opts o = ct_gradcheck_defaults();
+      o.threshold = 1e-2f;
+      if (!m) o.step = 1e-4f;
+      gpu_gradient(&lp, CT_PHASE_TRAIN, "2,3,8,6", 1, &o, m ? NULL : distinct_inputs);
+    }
+}
+
 static void test_inner_product(void **state) {
   for (size_t i = 0; i < sizeof k_ip / sizeof k_ip[0]; i++) {
     ip_param st;
@@ -119,7 +138,8 @@ int main(void) {
   tu_require_gpu();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_deconv), cmocka_unit_test(test_conv_chunks_and_two_bottoms),
-      cmocka_unit_test(test_pooling),     cmocka_unit_test(test_inner_product),
+      cmocka_unit_test(test_pooling),     cmocka_unit_test(test_spp),
+      cmocka_unit_test(test_inner_product),
       cmocka_unit_test(test_lrn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -152,9 +152,28 @@ static void test_deconv_forward(void **state) {
   for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], true, 1);
 }
 
+/* Two bottom/top pairs share the weights; the gradient check runs with a
+ * batch of 3 in chunks of 2 and 1, so backward walks both bottoms' chunks in
+ * reverse and reuses forward's last unfolding only where it is valid. */
 static void test_two_bottoms_share_weights(void **state) {
   check_forward(&k_conv_cases[1], false, 2);
   check_forward(&k_conv_cases[1], true, 2);
+  for (int d = 0; d < 2; d++) {
+    conv_param st;
+    conv_make_param(&st, &k_conv_cases[1], d ? "Deconvolution" : "Convolution");
+    tu_layer_case lc;
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,4,7,6", 1);
+    ct_conv *cv = lc.l->priv;
+    size_t per = ((size_t)cv->group * cv->kernel_dim + cv->y_channels) * cv->y_spatial * 4;
+    tu_layer_case_free(&lc);
+    ct_conv_set_chunk_bytes(2 * per);
+    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,4,7,6; 3,4,7,6", 2);
+    assert_int_equal(((ct_conv *)lc.l->priv)->chunk, 2);
+    ct_gradcheck_opts o = ct_gradcheck_defaults();
+    tu_check_gradient(&lc, &o);
+    tu_layer_case_free(&lc);
+    ct_conv_set_chunk_bytes(0);
+  }
 }
 
 static void check_gradient(const conv_cfg *c, bool deconv) {
@@ -308,6 +327,10 @@ static void kernel_both(conv_param *st) {
 static void two_strides(conv_param *st) { st->cp.n_stride = 3; }
 static void bad_axis(conv_param *st) { st->cp.axis = 4; }
 static void zero_stride(conv_param *st) { st->s[0] = 0; }
+static void huge_weights(conv_param *st) {
+  st->cp.num_output = 1u << 20;
+  st->k[0] = 1000;
+}
 
 static void test_bad_params(void **state) {
   const conv_cfg *c = &k_conv_cases[0];
@@ -332,6 +355,9 @@ static void test_bad_params(void **state) {
   expect_error(c, "Convolution", "2,4,6,5", zero_stride, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param: stride must be positive (spatial "
                "axis 0 is 0)");
+  expect_error(c, "Convolution", "2,4,6,5", huge_weights, CT_ERR_INVALID,
+               "layer 'conv' (Convolution): convolution_param: the weights would have more than "
+               "2^31 values");
   expect_error(&k_conv_cases[1], "Convolution", "2,3,7,6", NULL, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param.group 2 does not divide the 3 input "
                "channels");

@@ -192,6 +192,115 @@ static void test_stochastic(void **state) {
   }
 }
 
+/* ---------------------------------------------------------------- SPP */
+
+typedef struct spp_param_st {
+  Caffe__LayerParameter lp;
+  Caffe__SPPParameter sp;
+} spp_param_st;
+
+static void make_spp(spp_param_st *st, int height, int method) {
+  Caffe__LayerParameter lp = CAFFE__LAYER_PARAMETER__INIT;
+  Caffe__SPPParameter sp = CAFFE__SPPPARAMETER__INIT;
+  st->lp = lp;
+  st->sp = sp;
+  st->lp.name = "spp";
+  st->lp.type = "SPP";
+  st->lp.spp_param = &st->sp;
+  st->sp.has_pyramid_height = 1;
+  st->sp.pyramid_height = (uint32_t)height;
+  st->sp.has_pool = 1;
+  st->sp.pool = method;
+}
+
+/* Caffe's pooled size (CEIL), with the last-window rule. */
+static int pooled(int in, int k, int pad, int stride) {
+  int out = (int)ceil((double)(in + 2 * pad - k) / stride) + 1;
+  if (pad && (out - 1) * stride >= in + pad) out--;
+  return out;
+}
+
+/* Level i of an H x W map: kernel ceil(H / 2^i), pad half the shortfall. */
+static pool_cfg spp_level(int i, int method, int H, int W) {
+  int bins = 1 << i;
+  int kh = (H + bins - 1) / bins, kw = (W + bins - 1) / bins;
+  int ph = (kh * bins - H + 1) / 2, pw = (kw * bins - W + 1) / 2;
+  pool_cfg c = {"level", "", method, kh, kw, kh, kw, ph, pw, false, false,
+                pooled(H, kh, ph, kh), pooled(W, kw, pw, kw)};
+  return c;
+}
+
+static void test_spp(void **state) {
+  const int N = 2, C = 3, H = 8, W = 6;
+  for (int m = 0; m < 2; m++) {
+    int method = m ? AVE : MAX;
+    for (int height = 1; height <= 3; height++) {
+      spp_param_st st;
+      make_spp(&st, height, method);
+      tu_layer_case lc;
+      tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,3,8,6", 1);
+      tu_forward(&lc);
+      float *x = tu_values(lc.bottom[0]), *y = tu_values(lc.top[0]);
+      size_t row = 0;
+      for (int i = 0; i < height; i++) {
+        pool_cfg c = spp_level(i, method, H, W);
+        size_t block = (size_t)C * c.out_h * c.out_w;
+        double *ref = malloc(N * block * sizeof *ref);
+        reference(&c, N, C, H, W, x, ref, NULL);
+        size_t total = height == 1 ? block : 0;
+        if (height > 1)
+          for (int j = 0; j < height; j++) {
+            pool_cfg cj = spp_level(j, method, H, W);
+            total += (size_t)C * cj.out_h * cj.out_w;
+          }
+        for (int n = 0; n < N; n++)
+          for (size_t k = 0; k < block; k++)
+            assert_float_equal(y[n * total + row + k], ref[n * block + k], 1e-6);
+        if (height == 1) {
+          assert_int_equal(lc.top[0]->ndim, 4);
+          assert_int_equal(lc.top[0]->shape[2], 1);
+          assert_int_equal(lc.top[0]->shape[3], 1);
+        } else {
+          assert_int_equal(lc.top[0]->ndim, 2);
+          assert_int_equal(lc.top[0]->shape[1], (int)total);
+        }
+        row += block;
+        free(ref);
+      }
+      /* 3 levels of an 8x6 map: 1x1, 2x2 and 4x4 bins. */
+      if (height == 3) assert_int_equal(lc.top[0]->shape[1], C * (1 + 4 + 16));
+      ct_gradcheck_opts o = ct_gradcheck_defaults();
+      o.threshold = 1e-2f;
+      if (method == MAX) {
+        o.step = 1e-4f;
+        distinct_values(lc.bottom[0]);
+      }
+      tu_check_gradient(&lc, &o);
+      free(x);
+      free(y);
+      tu_layer_case_free(&lc);
+    }
+  }
+}
+
+static void test_spp_bad(void **state) {
+  spp_param_st st;
+  make_spp(&st, 0, MAX);
+  tu_layer_case lc;
+  ct_error err;
+  assert_int_equal(tu_layer_case_try(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,3,8,6", 1, &err),
+                   CT_ERR_INVALID);
+  assert_string_equal(err.msg, "layer 'spp' (SPP): spp_param.pyramid_height must be 1 to 24 (got 0)");
+  tu_layer_case_free(&lc);
+  /* 5 rows in 4 bins: kernel 2, pad 2, which Caffe's pooling refuses. */
+  make_spp(&st, 3, MAX);
+  assert_int_equal(tu_layer_case_try(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,3,5,8", 1, &err),
+                   CT_ERR_INVALID);
+  assert_string_equal(err.msg, "layer 'spp' (SPP): pyramid level 2: layer 'spp/level2' (Pooling): "
+                               "pooling_param: pad (2, 0) must be smaller than the kernel (2, 2)");
+  tu_layer_case_free(&lc);
+}
+
 static void expect_error(pool_param *st, const char *shape, int ntop, const char *msg) {
   tu_layer_case lc;
   ct_error err;
@@ -248,6 +357,7 @@ int main(void) {
       cmocka_unit_test(test_forward_cases), cmocka_unit_test(test_ave_divisor_by_hand),
       cmocka_unit_test(test_max_mask_top),  cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_stochastic),    cmocka_unit_test(test_bad_params),
+      cmocka_unit_test(test_spp),           cmocka_unit_test(test_spp_bad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

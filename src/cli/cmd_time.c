@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/run_common.h"
 #include "core/log.h"
+#include "gpu/gpu.h"
 #include "proto/reflect.h"
 #include "solvers/solver.h"
 
@@ -86,6 +87,12 @@ static int time_training(const ct_cli_args *args, ct_context *ctx) {
       LOG_INFO("Average training iteration (forward, backward, update): %g ms.", ms);
       if (batch) LOG_INFO("Throughput: %.1f images/s (batch %zu).", batch * 1000.0 / ms, batch);
       LOG_INFO("Last loss: %g", (double)s->smoothed_loss);
+      if (ctx->device != CT_DEVICE_CPU) {
+        size_t cur, peak;
+        ct_gpu_memory_stats(ctx->device, &cur, &peak);
+        LOG_INFO("Peak GPU memory: %.1f MB (allocated by Cortado; %.1f MB now)", peak / 1048576.0,
+                 cur / 1048576.0);
+      }
       LOG_INFO("*** Benchmark ends ***");
     }
   }

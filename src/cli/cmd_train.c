@@ -289,7 +289,6 @@ static int train_run(const ct_cli_args *args) {
   const char *resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
   if (resume) LOG_INFO("Resuming from %s", resume);
   if (ct_solver_solve(s, resume, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  else LOG_INFO("Optimization Done.");
   g_solver = NULL;
 done:
   ct_solver_free(s);

@@ -108,7 +108,7 @@ void ct_transform_free(ct_transform *t) {
   free(t);
 }
 
-int ct_transform_color_mode(const ct_transform *t) { return (int)t->color; }
+ct_color_mode ct_transform_color_mode(const ct_transform *t) { return t->color; }
 int ct_transform_crop_size(const ct_transform *t) { return t->crop; }
 
 static const char *where_or(const char *where) { return where && where[0] ? where : "image"; }

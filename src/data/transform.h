@@ -22,6 +22,7 @@
 #include "caffe.pb-c.h"
 #include "core/rng.h"
 #include "core/status.h"
+#include "data/image.h"
 #include "layers/layer.h"
 
 #ifdef __cplusplus
@@ -59,7 +60,7 @@ ct_status ct_transform_create(const Caffe__TransformationParameter *param, ct_ph
 void ct_transform_free(ct_transform *t);
 
 /* The parameter's colour mode for encoded images (force_color / force_gray). */
-int ct_transform_color_mode(const ct_transform *t); /* a ct_color_mode */
+ct_color_mode ct_transform_color_mode(const ct_transform *t);
 int ct_transform_crop_size(const ct_transform *t);
 
 /* The shape (c, oh, ow) of the output for an input of c x h x w, checked

@@ -23,6 +23,44 @@ extern "C" ct_status ct_gpu_set_device(int device, ct_error *err) {
   return CT_OK;
 }
 
+/* Accounting of our own device allocations (what PyTorch's
+ * max_memory_allocated counts): a table of live pointers and their sizes. */
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+std::mutex g_acct_mu;
+std::unordered_map<void *, size_t> g_live;
+size_t g_current[64], g_peak[64];
+}  // namespace
+
+static void account_alloc(int device, void *p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_acct_mu);
+  g_live[p] = bytes;
+  if (device < 0 || device >= 64) return;
+  g_current[device] += bytes;
+  if (g_current[device] > g_peak[device]) g_peak[device] = g_current[device];
+}
+
+static void account_free(int device, void *p) {
+  std::lock_guard<std::mutex> lock(g_acct_mu);
+  auto it = g_live.find(p);
+  if (it == g_live.end()) return;
+  if (device >= 0 && device < 64) g_current[device] -= it->second;
+  g_live.erase(it);
+}
+
+extern "C" void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
+  std::lock_guard<std::mutex> lock(g_acct_mu);
+  *current = device >= 0 && device < 64 ? g_current[device] : 0;
+  *peak = device >= 0 && device < 64 ? g_peak[device] : 0;
+}
+
+extern "C" void ct_gpu_memory_reset_peak(int device) {
+  std::lock_guard<std::mutex> lock(g_acct_mu);
+  if (device >= 0 && device < 64) g_peak[device] = g_current[device];
+}
+
 extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   int cur;
   CT_CUDA_CHECK(cudaGetDevice(&cur));
@@ -35,11 +73,14 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   CT_CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 256));
   CT_CUDA_CHECK(cudaDeviceSynchronize()); /* zeroed before any stream uses it */
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
+  account_alloc(device, p, bytes ? bytes : 256);
   return p;
 }
 
 extern "C" void ct_gpu_free(int device, void *p) {
-  if (p) CT_CUDA_CHECK(cudaFree(p));
+  if (!p) return;
+  account_free(device, p);
+  CT_CUDA_CHECK(cudaFree(p));
 }
 
 /* The contexts' streams are non-blocking: they do not wait for the legacy

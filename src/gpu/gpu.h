@@ -29,6 +29,11 @@ void ct_gpu_memset(int device, void *p, int value, size_t bytes);
 /* Pinned host memory; plain aligned host memory without CUDA. */
 void *ct_gpu_host_alloc(size_t bytes);
 void ct_gpu_host_free(void *p);
+/* Bytes of device memory that Cortado has allocated on device now, and the
+ * most it has held at once since the start (or the last reset); 0 without
+ * CUDA.  Library workspaces allocated inside cuDNN/cuBLAS are not counted. */
+void ct_gpu_memory_stats(int device, size_t *current, size_t *peak);
+void ct_gpu_memory_reset_peak(int device);
 /* Waits for all work on the current device. */
 void ct_gpu_synchronize(void);
 

@@ -32,6 +32,8 @@ void *ct_gpu_host_alloc(size_t bytes) {
 }
 void ct_gpu_host_free(void *p) { free(p); }
 void ct_gpu_synchronize(void) {}
+void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) { *current = *peak = 0; }
+void ct_gpu_memory_reset_peak(int device) {}
 #endif
 
 #ifndef CORTADO_HAVE_CUDA

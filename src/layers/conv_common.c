@@ -88,8 +88,8 @@ static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
                           "convolution_param: dilation must be positive (spatial axis %d is %d)",
                           i, c->dilation[i]);
     if (c->pad[i] < 0)
-      return ct_error_set(err, CT_ERR_INVALID, "convolution_param: pad %d is too large",
-                          c->pad[i]);
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "convolution_param: pad is too large (spatial axis %d)", i);
     c->is_1x1 = c->is_1x1 && c->kernel[i] == 1 && c->stride[i] == 1 && c->pad[i] == 0;
   }
   c->channels = bottom->shape[c->axis];
@@ -129,11 +129,15 @@ ct_status ct_conv_setup(ct_layer *l, ct_tensor *const *bottom, bool reverse, ct_
   int wshape[2 + CT_IM2COL_MAX_AXES];
   wshape[0] = c->y_channels;
   wshape[1] = c->x_channels / c->group;
-  c->kernel_dim = wshape[1];
+  size_t kdim = (size_t)wshape[1];
   for (int i = 0; i < c->nspatial; i++) {
     wshape[2 + i] = c->kernel[i];
-    c->kernel_dim *= c->kernel[i];
+    kdim *= (size_t)c->kernel[i];
+    if (kdim * (size_t)c->y_channels > INT32_MAX)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "convolution_param: the weights would have more than 2^31 values");
   }
+  c->kernel_dim = (int)kdim;
   ct_tensor *w = ct_layer_add_param(l, 2 + c->nspatial, wshape);
   CT_TRY(ct_filler_fill(p->weight_filler, w, &l->ctx->rng, err));
   if (c->bias_term) {

@@ -117,7 +117,7 @@ static ct_status data_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
   data_priv *p = ct_xcalloc(1, sizeof *p);
   l->priv = p;
   CT_TRY(ct_transform_create(l->param->transform_param, l->phase, &p->tf, err));
-  p->color = (ct_color_mode)ct_transform_color_mode(p->tf);
+  p->color = ct_transform_color_mode(p->tf);
   ct_db_backend backend = dp->backend == CAFFE__DATA_PARAMETER__DB__LMDB ? CT_DB_LMDB : CT_DB_LEVELDB;
   CT_TRY(ct_db_open(&p->db, dp->source, backend, CT_DB_READ, err));
   if (ct_db_count(p->db) == 0)

@@ -31,6 +31,9 @@ static ct_status ip_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
                         s->axis);
   s->K = (int)K;
   s->N = (int)p->num_output;
+  if ((size_t)s->K * (size_t)s->N > INT32_MAX)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "the weights (%d x %d) would have more than 2^31 values", s->N, s->K);
   s->bias_term = p->bias_term;
   s->transpose = p->transpose;
   int wshape[2] = {s->transpose ? s->K : s->N, s->transpose ? s->N : s->K};

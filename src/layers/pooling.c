@@ -13,6 +13,12 @@
 
 #include "layers/layer.h"
 
+/* GCC keeps the compare-and-select of the max loop as a branch unless it may
+ * assume no floating-point traps; nothing here reads FP exception flags. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 typedef Caffe__PoolingParameter pool_param;
 
 static ct_status parse(ct_layer *l, const pool_param *p, ct_pool_geom *g, ct_error *err) {
@@ -85,6 +91,14 @@ typedef struct pool_state {
   ct_tensor *rand;   /* (N, C, PH, PW) STOCHASTIC: the draws, then the chosen index */
   float *host_draws; /* (N*C*PH*PW) on the host, for the GPU path */
   size_t host_cap;
+  /* Host windows per output row and column: [lo, hi) clipped to the input,
+   * ext the extent clipped to the padded input (the AVE divisor is
+   * hext * wext). */
+  int *hlo, *hhi, *hext, *wlo, *whi, *wext;
+  /* Per kernel column kj: the outputs pw in [klo, khi) whose input column
+   * pw * sw - pw_pad + kj lies inside the input. */
+  int *klo, *khi;
+  float *row;        /* (PW) host scratch */
 } pool_state;
 
 static ct_status pool_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -105,6 +119,16 @@ static int pooled_size(int in, int k, int pad, int stride, bool floor_mode) {
   int out = (int)(floor_mode ? floorf(q) : ceilf(q)) + 1;
   if (pad && (out - 1) * stride >= in + pad) out--;
   return out;
+}
+
+static void axis_windows(int nout, int k, int stride, int pad, int in, int *lo, int *hi,
+                         int *ext) {
+  for (int o = 0; o < nout; o++) {
+    int a = o * stride - pad, b = a + k;
+    ext[o] = (b < in + pad ? b : in + pad) - a;
+    lo[o] = a > 0 ? a : 0;
+    hi[o] = b < in ? b : in;
+  }
 }
 
 static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -134,6 +158,26 @@ static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "pooling planes of more than 2^24 values (%dx%d) are not supported", g->H,
                         g->W);
+  free(s->hlo);
+  free(s->row);
+  s->hlo = ct_xcalloc(3 * ((size_t)g->PH + g->PW) + 2 * (size_t)g->kw, sizeof *s->hlo);
+  s->hhi = s->hlo + g->PH;
+  s->hext = s->hhi + g->PH;
+  s->wlo = s->hext + g->PH;
+  s->whi = s->wlo + g->PW;
+  s->wext = s->whi + g->PW;
+  s->klo = s->wext + g->PW;
+  s->khi = s->klo + g->kw;
+  s->row = ct_xcalloc((size_t)g->PW, sizeof *s->row);
+  axis_windows(g->PH, g->kh, g->sh, g->ph, g->H, s->hlo, s->hhi, s->hext);
+  axis_windows(g->PW, g->kw, g->sw, g->pw, g->W, s->wlo, s->whi, s->wext);
+  for (int kj = 0; kj < g->kw; kj++) {
+    /* pw * sw + kj - pw_pad in [0, W) */
+    int off = kj - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int hi = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
+    s->khi[kj] = hi < g->PW ? hi : g->PW;
+    s->klo[kj] = lo < s->khi[kj] ? lo : s->khi[kj];
+  }
   ct_tensor_reshape4(top[0], g->N, g->C, g->PH, g->PW);
   if (l->ntop > 1) ct_tensor_reshape_like(top[1], top[0]);
   if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX && l->ntop == 1)
@@ -155,72 +199,98 @@ static void pool_destroy(ct_layer *l) {
   ct_tensor_free(s->mask);
   ct_tensor_free(s->rand);
   free(s->host_draws);
+  free(s->hlo);
+  free(s->row);
   free(s);
   l->priv = NULL;
 }
 
 /* ---------------------------------------------------------------- host */
 
-/* Window rows [*h0, *h1) and columns [*w0, *w1) of output (ph, pw), clipped
- * to the input; *size is Caffe's AVE divisor (clipped to the padded input). */
-static void window(const ct_pool_geom *g, int ph, int pw, int *h0, int *h1, int *w0, int *w1,
-                   int *size) {
-  int hs = ph * g->sh - g->ph, ws = pw * g->sw - g->pw;
-  int he = hs + g->kh < g->H + g->ph ? hs + g->kh : g->H + g->ph;
-  int we = ws + g->kw < g->W + g->pw ? ws + g->kw : g->W + g->pw;
-  *size = (he - hs) * (we - ws);
-  *h0 = hs > 0 ? hs : 0;
-  *w0 = ws > 0 ? ws : 0;
-  *h1 = he < g->H ? he : g->H;
-  *w1 = we < g->W ? we : g->W;
-}
+/* The window of output (ph, pw) from the tables; *size is Caffe's AVE
+ * divisor. */
+#define WINDOW(s, ph, pw)                                                   \
+  const int h0 = (s)->hlo[ph], h1 = (s)->hhi[ph], w0 = (s)->wlo[pw], w1 = (s)->whi[pw]; \
+  const int size = (s)->hext[ph] * (s)->wext[pw];                           \
+  (void)size
 
-static void max_forward(const ct_pool_geom *g, const float *x, float *y, float *mask) {
-  for (int nc = 0; nc < g->N * g->C; nc++) {
-    const float *xp = x + (size_t)nc * g->H * g->W;
-    for (int ph = 0; ph < g->PH; ph++)
-      for (int pw = 0; pw < g->PW; pw++) {
-        int h0, h1, w0, w1, size;
-        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
-        float best = -FLT_MAX;
-        int arg = -1;
-        for (int h = h0; h < h1; h++)
-          for (int w = w0; w < w1; w++)
-            if (xp[h * g->W + w] > best) {
-              best = xp[h * g->W + w];
-              arg = h * g->W + w;
-            }
-        size_t o = ((size_t)nc * g->PH + ph) * g->PW + pw;
-        y[o] = best;
-        mask[o] = (float)arg;
-      }
+/* MAX and AVE run a whole output row at once: for each input row h of the
+ * row's windows and each kernel column kj, every output pw takes input
+ * column pw * sw - pw_pad + kj.  The inner loops over pw are independent, so
+ * they vectorise, and each output still sees its window in Caffe's order (h,
+ * then w), so the first maximum wins as with Caffe's strict >. */
+/* One kernel column of one input row into a row of outputs (restrict: the
+ * build uses -fno-strict-aliasing, so without it nothing vectorises). */
+static inline void max_step(float *restrict yr, float *restrict mr, const float *restrict row,
+                            int lo, int hi, int sw, int off, float base) {
+  for (int pw = lo; pw < hi; pw++) {
+    const float v = row[pw * sw + off], y = yr[pw], m = mr[pw];
+    const float idx = base + (float)(pw * sw);
+    const bool gt = v > y;
+    yr[pw] = gt ? v : y;
+    mr[pw] = gt ? idx : m;
   }
 }
 
-static void ave_forward(const ct_pool_geom *g, const float *x, float *y) {
+static inline void sum_step(float *restrict yr, const float *restrict row, int lo, int hi, int sw,
+                            int off) {
+  for (int pw = lo; pw < hi; pw++) yr[pw] += row[pw * sw + off];
+}
+
+static inline void spread_step(float *restrict row, const float *restrict d, int lo, int hi, int sw,
+                               int off) {
+  for (int pw = lo; pw < hi; pw++) row[pw * sw + off] += d[pw];
+}
+
+static void max_forward(const pool_state *s, const float *x, float *y, float *mask) {
+  const ct_pool_geom *g = &s->g;
+  const int PW = g->PW, sw = g->sw, W = g->W, kw = g->kw, pad = g->pw;
+  const int *klo = s->klo, *khi = s->khi;
+  for (int nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + (size_t)nc * g->H * W;
+    for (int ph = 0; ph < g->PH; ph++) {
+      float *yr = y + ((size_t)nc * g->PH + ph) * PW, *mr = mask + ((size_t)nc * g->PH + ph) * PW;
+      for (int pw = 0; pw < PW; pw++) {
+        yr[pw] = -FLT_MAX;
+        mr[pw] = -1.0f;
+      }
+      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++)
+        for (int kj = 0; kj < kw; kj++)
+          max_step(yr, mr, xp + (size_t)h * W, klo[kj], khi[kj], sw, kj - pad,
+                   (float)(h * W + kj - pad));
+    }
+  }
+}
+
+static void ave_forward(const pool_state *s, const float *x, float *y) {
+  const ct_pool_geom *g = &s->g;
+  const int PW = g->PW, sw = g->sw;
   for (int nc = 0; nc < g->N * g->C; nc++) {
     const float *xp = x + (size_t)nc * g->H * g->W;
-    for (int ph = 0; ph < g->PH; ph++)
-      for (int pw = 0; pw < g->PW; pw++) {
-        int h0, h1, w0, w1, size;
-        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
-        float sum = 0.0f;
-        for (int h = h0; h < h1; h++)
-          for (int w = w0; w < w1; w++) sum += xp[h * g->W + w];
-        y[((size_t)nc * g->PH + ph) * g->PW + pw] = size > 0 ? sum / size : 0.0f;
+    for (int ph = 0; ph < g->PH; ph++) {
+      float *yr = y + ((size_t)nc * g->PH + ph) * PW;
+      for (int pw = 0; pw < PW; pw++) yr[pw] = 0.0f;
+      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++) {
+        const float *row = xp + (size_t)h * g->W;
+        for (int kj = 0; kj < g->kw; kj++) sum_step(yr, row, s->klo[kj], s->khi[kj], sw, kj - g->pw);
       }
+      for (int pw = 0; pw < PW; pw++) {
+        int size = s->hext[ph] * s->wext[pw];
+        yr[pw] = size > 0 ? yr[pw] / size : 0.0f;
+      }
+    }
   }
 }
 
 /* Train: rand holds a uniform draw per output on entry and the chosen index
  * within the plane on return.  Test: the value-weighted average. */
-static void sto_forward(const ct_pool_geom *g, bool train, const float *x, float *y, float *rand) {
+static void sto_forward(const pool_state *s, bool train, const float *x, float *y, float *rand) {
+  const ct_pool_geom *g = &s->g;
   for (int nc = 0; nc < g->N * g->C; nc++) {
     const float *xp = x + (size_t)nc * g->H * g->W;
     for (int ph = 0; ph < g->PH; ph++)
       for (int pw = 0; pw < g->PW; pw++) {
-        int h0, h1, w0, w1, size;
-        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        WINDOW(s, ph, pw);
         size_t o = ((size_t)nc * g->PH + ph) * g->PW + pw;
         if (train) {
           float total = 0.0f;
@@ -259,15 +329,15 @@ static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   const ct_pool_geom *g = &s->g;
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      max_forward(g, bottom[0]->data, top[0]->data, l->ntop > 1 ? top[1]->data : s->mask->data);
+      max_forward(s, bottom[0]->data, top[0]->data, l->ntop > 1 ? top[1]->data : s->mask->data);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ave_forward(g, bottom[0]->data, top[0]->data);
+      ave_forward(s, bottom[0]->data, top[0]->data);
       break;
     default: {
       bool train = l->phase == CT_PHASE_TRAIN;
       if (train) ct_rng_fill_uniform(&l->ctx->rng, s->rand->data, s->rand->count, 0.0f, 1.0f);
-      sto_forward(g, train, bottom[0]->data, top[0]->data, s->rand->data);
+      sto_forward(s, train, bottom[0]->data, top[0]->data, s->rand->data);
     }
   }
   return CT_OK;
@@ -283,31 +353,36 @@ static void scatter_backward(const ct_pool_geom *g, const float *dy, const float
     }
 }
 
-static void ave_backward(const ct_pool_geom *g, const float *dy, float *dx) {
+static void ave_backward(const pool_state *s, const float *dy, float *dx) {
+  const ct_pool_geom *g = &s->g;
+  const int PW = g->PW, sw = g->sw;
+  float *d = s->row;
   for (int nc = 0; nc < g->N * g->C; nc++) {
     float *dxp = dx + (size_t)nc * g->H * g->W;
-    for (int ph = 0; ph < g->PH; ph++)
-      for (int pw = 0; pw < g->PW; pw++) {
-        int h0, h1, w0, w1, size;
-        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
-        if (size <= 0) continue;
-        float d = dy[((size_t)nc * g->PH + ph) * g->PW + pw] / size;
-        for (int h = h0; h < h1; h++)
-          for (int w = w0; w < w1; w++) dxp[h * g->W + w] += d;
+    for (int ph = 0; ph < g->PH; ph++) {
+      const float *dyr = dy + ((size_t)nc * g->PH + ph) * PW;
+      for (int pw = 0; pw < PW; pw++) {
+        int size = s->hext[ph] * s->wext[pw];
+        d[pw] = size > 0 ? dyr[pw] / size : 0.0f;
       }
+      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++) {
+        float *row = dxp + (size_t)h * g->W;
+        for (int kj = 0; kj < g->kw; kj++) spread_step(row, d, s->klo[kj], s->khi[kj], sw, kj - g->pw);
+      }
+    }
   }
 }
 
 /* Test-phase STOCHASTIC: y = S2 / S1 with S1 = sum x, S2 = sum x^2, so
  * dy/dx = (2 x S1 - S2) / S1^2. */
-static void sto_test_backward(const ct_pool_geom *g, const float *x, const float *dy, float *dx) {
+static void sto_test_backward(const pool_state *s, const float *x, const float *dy, float *dx) {
+  const ct_pool_geom *g = &s->g;
   for (int nc = 0; nc < g->N * g->C; nc++) {
     const float *xp = x + (size_t)nc * g->H * g->W;
     float *dxp = dx + (size_t)nc * g->H * g->W;
     for (int ph = 0; ph < g->PH; ph++)
       for (int pw = 0; pw < g->PW; pw++) {
-        int h0, h1, w0, w1, size;
-        window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+        WINDOW(s, ph, pw);
         float s1 = FLT_MIN, s2 = 0.0f;
         for (int h = h0; h < h1; h++)
           for (int w = w0; w < w1; w++) {
@@ -334,11 +409,11 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
       scatter_backward(g, top[0]->diff, l->ntop > 1 ? top[1]->data : s->mask->data, dx);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ave_backward(g, top[0]->diff, dx);
+      ave_backward(s, top[0]->diff, dx);
       break;
     default:
       if (l->phase == CT_PHASE_TRAIN) scatter_backward(g, top[0]->diff, s->rand->data, dx);
-      else sto_test_backward(g, bottom[0]->data, top[0]->diff, dx);
+      else sto_test_backward(s, bottom[0]->data, top[0]->diff, dx);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "data/source_shape.h"
 #include "proto/reflect.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
@@ -120,7 +121,7 @@ ct_status ct_net_param_replace_data_layers(Caffe__NetParameter *net, const int *
     int batch, chw[3];
     declared_shape(l, &batch, chw);
     int src[3] = {0, 0, 0};
-    bool from_source = false; /* reading the source's first record comes with the data subsystem */
+    bool from_source = ct_data_source_sample_shape(l, src);
     for (int k = 0; k < 3; k++) {
       if (chw[k] == 0 && from_source) chw[k] = src[k];
       if (chw[k] == 0 && dummy_chw) chw[k] = dummy_chw[k];

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Training iterations of Cortado and of PyTorch on the very same prototxts,
+# batches and math modes, in one run on one GPU (issue: the GPU engine).
+#
+#   bench/gpu_vs_pytorch.sh BUILD_DIR [OUT_DIR]
+#
+# Cortado: `cortado time --update --dummy_data` (forward, backward and an SGD
+# update with momentum 0.9 and weight decay 5e-4 on synthetic data of a fixed
+# batch).  PyTorch: .bench/torch_from_prototxt.py (a copy of
+# ../shared/bench/torch_from_prototxt.py: scripts/device/fetch-debs.sh makes
+# it), same net, batch and mode.  Prints a markdown table: img/s, ms per
+# iteration, peak GPU memory and the ratio of img/s.  Needs a GPU.
+set -uo pipefail
+build=${1:?usage: $0 BUILD_DIR [OUT_DIR]}
+out=${2:-${OUT:-/tmp}}
+cortado=$build/cortado
+peer=${PEER:-.bench/torch_from_prototxt.py}
+fix=${FIXTURES:-.fixtures}
+iters=${ITERS:-50}
+modes=${MODES:-"fp32 tf32"}
+export NCCL_NVLS_ENABLE=0
+mkdir -p "$out/nets"
+# GoogLeNet's train_val uses batch 32: the bench runs it at 128.
+sed 's/batch_size: 32$/batch_size: 128/' "$fix/bvlc_googlenet_train_val.prototxt" > "$out/nets/bvlc_googlenet_b128.prototxt"
+
+# name | prototxt | batch | C,H,W | classes
+nets=(
+  "LeNet|$fix/lenet_train_test.prototxt|64|1,28,28|10"
+  "cifar10_quick|$fix/cifar10_quick_train_test.prototxt|100|3,32,32|10"
+  "AlexNet|$fix/bvlc_alexnet_train_val.prototxt|256|3,227,227|1000"
+  "GoogLeNet|$out/nets/bvlc_googlenet_b128.prototxt|128|3,224,224|1000"
+  "ResNet-50|models/resnet50/train_val.prototxt|128|3,224,224|1000"
+)
+[ -n "${NETS:-}" ] && { keep=(); for n in "${nets[@]}"; do [[ " $NETS " == *" ${n%%|*} "* ]] && keep+=("$n"); done; nets=("${keep[@]}"); }
+
+rows=()
+for mode in $modes; do
+  for entry in "${nets[@]}"; do
+    IFS='|' read -r name net batch shape classes <<<"$entry"
+    log="$out/cortado_${name}_${mode}.log"
+    "$cortado" time --model="$net" --gpu=0 --dummy_data --dummy_shape="$shape" --update \
+      --iterations="$iters" --math="$mode" >"$log" 2>&1
+    c_ms=$(sed -n 's/.*Average training iteration (forward, backward, update): \([0-9.e+-]*\) ms.*/\1/p' "$log" | tail -1)
+    c_mem=$(sed -n 's/.*Peak GPU memory: \([0-9.]*\) MB.*/\1/p' "$log" | tail -1)
+    plog="$out/torch_${name}_${mode}.log"
+    python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$mode" \
+      --steps "$iters" >"$plog" 2>&1
+    json=$(grep '^{' "$plog" | tail -1)
+    p_ms=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_iter"])' "$json" 2>/dev/null)
+    p_mem=$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["peak_gib"]*1024,1))' "$json" 2>/dev/null)
+    row=$(python3 - "$name" "$mode" "$batch" "${c_ms:-nan}" "${p_ms:-nan}" "${c_mem:-nan}" "${p_mem:-nan}" <<'PY'
+import sys, math
+name, mode, batch, c, p, cm, pm = sys.argv[1:]
+b = int(batch); c = float(c); p = float(p)
+ci = b * 1000 / c if c == c else float('nan'); pi = b * 1000 / p if p == p else float('nan')
+ratio = ci / pi if pi == pi and pi > 0 else float('nan')
+print(f"| {name} | {b} | {mode} | {ci:,.0f} | {c:.3f} | {cm} | {pi:,.0f} | {p:.3f} | {pm} | {ratio:.2f}x |")
+PY
+)
+    rows+=("$row")
+    echo "$row"
+  done
+done
+{
+  echo "| net | batch | mode | Cortado img/s | Cortado ms/iter | Cortado peak MB | PyTorch img/s | PyTorch ms/iter | PyTorch peak MB | ratio |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+} | tee "$out/gpu_vs_pytorch.md"
