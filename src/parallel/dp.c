@@ -136,6 +136,7 @@ static void log_world(const dp_worker *w) {
   char plan[256];
   ct_dp_reducer_describe(w->red, plan, sizeof plan);
   LOG_INFO("gradient averaging: %s", plan);
+  if (sh->gpu) LOG_INFO("GPU math: %s", sh->job->strict_fp32 ? "strict FP32" : "TF32 tensor cores");
 }
 
 static ct_status make_thread_comm(dp_worker *w, ct_error *err) {
