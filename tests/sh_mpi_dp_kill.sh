@@ -38,7 +38,9 @@ EOF
 run_case() {
   local name=$1 sig=$2 pattern=$3
   LOG=$TMP/$name.log
-  mpirun -np 2 --oversubscribe --bind-to none -x CORTADO_COMM_TIMEOUT=5 \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
+    LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0" \
+    mpirun -np 2 --oversubscribe --bind-to none -x CORTADO_COMM_TIMEOUT=5 -x ASAN_OPTIONS -x LSAN_OPTIONS \
     "$BIN" train --solver="$TMP/solver.prototxt" >"$LOG" 2>&1 &
   MPIRUN=$!
 
