@@ -8,7 +8,10 @@
 #include "cli/run_common.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "gpu/gpu.h"
 #include "net/net_load.h"
+#include "parallel/comm_mpi.h"
+#include "parallel/dp.h"
 #include "proto/reflect.h"
 #include "solvers/solver.h"
 
@@ -33,16 +36,40 @@ static const ct_flag_spec train_flags[] = {
      .choices = "stop|snapshot|none"},
     {"sighup_effect", CT_FLAG_STRING, "snapshot", "What SIGHUP does to the run.",
      .choices = "stop|snapshot|none"},
+    {"global_batch", CT_FLAG_BOOL, "false",
+     "Data parallel: read the net's batch_size as the global batch and divide it among the "
+     "GPUs (an error when it does not divide). Without it batch_size is per GPU, as in Caffe."},
+    {"bucket_mb", CT_FLAG_DOUBLE, "25",
+     "Data parallel: size in MB of the gradient buckets averaged while backward runs."},
+    {"comm_timeout", CT_FLAG_DOUBLE, "0",
+     "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
+     "CORTADO_COMM_TIMEOUT from the environment, else 300."},
+    {"dp_timing", CT_FLAG_INT, "0",
+     "Data parallel on GPUs: log when each gradient bucket was ready, started and finished "
+     "(relative to the start of backward) for this many iterations after 5 warm-up ones.",
+     .min = 0, .max = 1000000},
+    {"dummy_data", CT_FLAG_BOOL, "false",
+     "Feed random values in place of the nets' data layers, so that no data set is needed."},
+    {"dummy_shape", CT_FLAG_STRING, NULL,
+     "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer "
+     "declares.",
+     .meta = "C,H,W"},
 };
 
 /* The solver that SIGINT/SIGHUP act on, and what they ask of it. */
 static ct_solver *volatile g_solver;
 static int g_sigint_action, g_sighup_action;
 
+static volatile sig_atomic_t g_data_parallel; /* requests go to the data-parallel job */
+
 static void on_signal(int sig) {
+  int action = sig == SIGINT ? g_sigint_action : g_sighup_action;
+  if (g_data_parallel) {
+    ct_dp_request(action);
+    return;
+  }
   ct_solver *s = g_solver;
-  if (!s) return;
-  ct_solver_request(s, sig == SIGINT ? g_sigint_action : g_sighup_action);
+  if (s) ct_solver_request(s, action);
 }
 
 static int effect_action(const char *effect) {
@@ -78,28 +105,117 @@ static void apply_state_flags(const ct_cli_args *args, Caffe__SolverParameter *s
   free(stages);
 }
 
-/* The device: --gpu's first id, else the solver's solver_mode/device_id. */
-static ct_status pick_train_device(const ct_cli_args *args, const Caffe__SolverParameter *sp, int *device,
-                                   int *ngpus, ct_error *err) {
-  *ngpus = 0;
-  if (ct_cli_is_set(args, "gpu")) {
-    ct_gpu_list gpus;
-    CT_TRY(ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, err));
-    *ngpus = gpus.n;
-    *device = gpus.ids[0];
-  } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
-    ct_gpu_list gpus = {.n = 1, .ids = {sp->has_device_id ? sp->device_id : 0}};
-    ct_gpu_list out;
-    if (ct_cli_resolve_gpus(&gpus, &out, err) != CT_OK)
+/* The GPUs to train on: --gpu's ids ('all': every visible GPU), else the
+ * solver's device_id when its solver_mode is GPU, else none (the CPU). */
+static ct_status pick_train_gpus(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                                 ct_gpu_list *gpus, ct_error *err) {
+  memset(gpus, 0, sizeof *gpus);
+  if (ct_cli_is_set(args, "gpu")) return ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), gpus, err);
+  if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
+    ct_gpu_list want = {.n = 1, .ids = {sp->has_device_id ? sp->device_id : 0}};
+    if (ct_cli_resolve_gpus(&want, gpus, err) != CT_OK)
       return ct_error_prefix(err, "the solver says solver_mode: GPU (set solver_mode: CPU to train on the CPU)");
-    *ngpus = 1;
-    *device = gpus.ids[0];
-  } else {
-    *device = CT_DEVICE_CPU;
   }
-  if (*device == CT_DEVICE_CPU) LOG_INFO("Use CPU.");
-  else LOG_INFO("Use GPU with device ID %d", *device);
   return CT_OK;
+}
+
+static void log_gpus(const ct_gpu_list *gpus) {
+  if (gpus->n == 0) {
+    LOG_INFO("Use CPU.");
+  } else if (gpus->n == 1) {
+    LOG_INFO("Use GPU with device ID %d", gpus->ids[0]);
+  } else {
+    char list[CT_GPU_LIST_MAX * 4 + 1];
+    int len = 0;
+    for (int i = 0; i < gpus->n; i++)
+      len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? ", " : "", gpus->ids[i]);
+    LOG_INFO("Using GPUs %s", list);
+  }
+}
+
+/* --dummy_data: the solver's nets are read in and their data layers become
+ * DummyData. */
+static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParameter *sp, ct_error *err) {
+  if (!ct_cli_bool(args, "dummy_data")) return CT_OK;
+  int chw[3], *pchw = NULL;
+  if (ct_cli_is_set(args, "dummy_shape")) {
+    const char *text = ct_cli_string(args, "dummy_shape");
+    if (sscanf(text, "%d,%d,%d", &chw[0], &chw[1], &chw[2]) != 3 || chw[0] <= 0 || chw[1] <= 0 ||
+        chw[2] <= 0)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "--dummy_shape=%s: expected three positive integers C,H,W (e.g. 3,224,224)", text);
+    pchw = chw;
+  }
+  CT_TRY(ct_dp_inline_nets(sp, err));
+  if (sp->net_param) CT_TRY(ct_net_param_replace_data_layers(sp->net_param, pchw, err));
+  if (sp->train_net_param) CT_TRY(ct_net_param_replace_data_layers(sp->train_net_param, pchw, err));
+  for (size_t i = 0; i < sp->n_test_net_param; i++)
+    CT_TRY(ct_net_param_replace_data_layers(sp->test_net_param[i], pchw, err));
+  return CT_OK;
+}
+
+static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, ct_dp_job *job) {
+  memset(job, 0, sizeof *job);
+  job->solver_param = sp;
+  job->weights = ct_cli_is_set(args, "weights") ? ct_cli_string(args, "weights") : NULL;
+  job->resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
+  job->global_batch = ct_cli_bool(args, "global_batch");
+  job->strict_fp32 = strcmp(ct_cli_string(args, "math"), "fp32") == 0;
+  job->dp.bucket_bytes = (size_t)(ct_cli_double(args, "bucket_mb") * 1048576.0);
+  job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
+  job->dp.timing_iters = ct_cli_int(args, "dp_timing");
+}
+
+/* Several GPUs in this process: one worker thread per GPU. */
+static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                         const ct_gpu_list *gpus) {
+  ct_dp_job job;
+  fill_job(args, sp, &job);
+  g_data_parallel = 1;
+  install_signals(args);
+  LOG_INFO("Starting Optimization");
+  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
+  ct_error err;
+  int rc = CT_EXIT_OK;
+  if (ct_dp_train_threads(&job, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  else LOG_INFO("Optimization Done.");
+  g_data_parallel = 0;
+  return rc;
+}
+
+/* One rank of `mpirun -np N cortado train ...`: --gpu (or, with
+ * solver_mode: GPU, every visible GPU) lists the GPUs of each node and the
+ * rank takes the one of its local rank; without GPUs it trains on the CPU
+ * with gradients through MPI.  A failure ends the whole job. */
+static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
+  ct_error err;
+  ct_gpu_list gpus;
+  memset(&gpus, 0, sizeof gpus);
+  ct_status st = CT_OK;
+  if (ct_cli_is_set(args, "gpu")) {
+    st = ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, &err);
+  } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
+    ct_gpu_list all = {.all = true};
+    st = ct_cli_resolve_gpus(&all, &gpus, &err);
+  }
+  int rc = CT_EXIT_OK;
+  if (st == CT_OK) {
+    ct_dp_job job;
+    fill_job(args, sp, &job);
+    g_data_parallel = 1;
+    install_signals(args);
+    LOG_INFO("Starting Optimization");
+    st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
+    g_data_parallel = 0;
+  }
+  if (st != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    ct_mpi_abort_job(1);
+  } else {
+    LOG_INFO("Optimization Done.");
+  }
+  ct_mpi_finalize();
+  return rc;
 }
 
 static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
@@ -123,26 +239,42 @@ static int train_run(const ct_cli_args *args) {
   if (ct_cli_is_set(args, "snapshot") && ct_cli_is_set(args, "weights"))
     return ct_cli_error(CT_EXIT_USAGE,
                         "give --snapshot to resume training or --weights to fine-tune, not both");
+  if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
+    return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
+  /* under mpirun, only rank 0 logs INFO lines (errors come from every rank) */
+  if (ct_mpi_launched() && ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
   Caffe__SolverParameter *sp;
   if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   apply_state_flags(args, sp);
-  int device = CT_DEVICE_CPU, ngpus = 0, rc = CT_EXIT_OK;
-  if (pick_train_device(args, sp, &device, &ngpus, &err) != CT_OK) {
-    protobuf_c_message_free_unpacked(&sp->base, NULL);
-    return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  }
-  if (ngpus > 1) {
-    protobuf_c_message_free_unpacked(&sp->base, NULL);
-    return ct_cli_error(CT_EXIT_FAILURE, "data-parallel training over %d GPUs is not available in this build yet",
-                        ngpus);
-  }
+  int rc = CT_EXIT_OK;
+  ct_gpu_list gpus;
   ct_context ctx;
+  bool ctx_ok = false;
+  ct_solver *s = NULL;
+  if (apply_dummy_data(args, sp, &err) != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    goto done;
+  }
+  if (ct_mpi_launched()) {
+    rc = train_mpi(args, sp);
+    goto done;
+  }
+  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    goto done;
+  }
+  log_gpus(&gpus);
+  if (gpus.n > 1) {
+    rc = train_threads(args, sp, &gpus);
+    goto done;
+  }
+  const int device = gpus.n ? gpus.ids[0] : CT_DEVICE_CPU;
   uint64_t seed = sp->has_random_seed && sp->random_seed >= 0 ? (uint64_t)sp->random_seed : 0;
   if (ct_cli_context_init(args, &ctx, device, seed, &err) != CT_OK) {
-    protobuf_c_message_free_unpacked(&sp->base, NULL);
-    return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    goto done;
   }
-  ct_solver *s = NULL;
+  ctx_ok = true;
   if (ct_solver_init(&s, sp, NULL, &ctx, &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
@@ -160,7 +292,7 @@ static int train_run(const ct_cli_args *args) {
   g_solver = NULL;
 done:
   ct_solver_free(s);
-  ct_context_free(&ctx);
+  if (ctx_ok) ct_context_free(&ctx);
   protobuf_c_message_free_unpacked(&sp->base, NULL);
   return rc;
 }
@@ -172,7 +304,11 @@ const ct_cli_command ct_cli_cmd_train = {
              "[flags]",
     .description = "Trains the net that the solver names, logging in Caffe's format. Give "
                    "--weights to start from trained parameters, or --snapshot to continue "
-                   "an interrupted run.",
+                   "an interrupted run. With several GPUs (--gpu=0,1 or --gpu=all) training "
+                   "is data parallel: one worker per GPU, each reading its own shard, "
+                   "gradients averaged by NCCL; batch_size is per GPU unless "
+                   "--global_batch. Under `mpirun -np N` each rank is one worker (the GPU "
+                   "of its local rank, or the CPU with gradients through MPI).",
     .flags = train_flags,
     .n_flags = sizeof train_flags / sizeof train_flags[0],
     .min_args = 0,

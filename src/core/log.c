@@ -12,6 +12,7 @@
 
 static ct_log_level g_min_level = CT_LOG_INFO;
 static bool g_quiet_info;
+static _Thread_local bool t_quiet_info;
 static FILE *g_log_file;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -28,6 +29,7 @@ void ct_log_init_from_env(void) {
 void ct_log_set_level(ct_log_level min_level) { g_min_level = min_level; }
 ct_log_level ct_log_get_level(void) { return g_min_level; }
 void ct_log_set_quiet(bool quiet_info) { g_quiet_info = quiet_info; }
+void ct_log_set_thread_quiet(bool quiet_info) { t_quiet_info = quiet_info; }
 
 ct_status ct_log_set_file(const char *path, ct_error *err) {
   pthread_mutex_lock(&g_log_mu);
@@ -46,7 +48,7 @@ ct_status ct_log_set_file(const char *path, ct_error *err) {
 
 void ct_log_writev(ct_log_level level, const char *file, int line, const char *fmt, va_list ap) {
   if (level < g_min_level && level != CT_LOG_FATAL) return;
-  if (level == CT_LOG_INFO && g_quiet_info) return;
+  if (level == CT_LOG_INFO && (g_quiet_info || t_quiet_info)) return;
   static const char letters[] = "IWEF";
   struct timeval tv;
   gettimeofday(&tv, NULL);

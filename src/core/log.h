@@ -31,6 +31,9 @@ ct_log_level ct_log_get_level(void);
 ct_status ct_log_set_file(const char *path, ct_error *err);
 /* Distributed runs silence INFO lines on ranks other than 0. */
 void ct_log_set_quiet(bool quiet_info);
+/* The same for the calling thread only (data-parallel worker threads other
+ * than rank 0's). */
+void ct_log_set_thread_quiet(bool quiet_info);
 
 void ct_log_write(ct_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -1,8 +1,11 @@
 /* The LMDB back end of ct_db (liblmdb), laid out as Caffe's: the path is a
  * folder holding data.mdb and lock.mdb, records live in the unnamed main
- * database.  The map starts small and doubles whenever a commit fills it. */
+ * database.  The map starts small and doubles whenever a commit fills it.
+ * Databases opened for reading share one environment per process. */
 #include <errno.h>
 #include <lmdb.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,44 +55,110 @@ static ct_status scan_keys(ct_db *db, lmdb_impl *m, ct_error *err) {
   return CT_OK;
 }
 
-ct_status ct_db_lmdb_open(ct_db *db, ct_error *err) {
-  lmdb_impl *m = ct_xcalloc(1, sizeof *m);
-  int rc;
-  if (db->mode != CT_DB_READ) {
-    if (mkdir(db->path, 0775) != 0 && !(errno == EEXIST && db->mode == CT_DB_WRITE)) {
-      free(m);
-      return ct_error_set(err, errno == ENOENT ? CT_ERR_NOTFOUND : CT_ERR_IO, "mkdir failed: %s",
-                          strerror(errno));
-    }
-  }
-  unsigned flags = db->mode == CT_DB_READ ? MDB_RDONLY | MDB_NOTLS : 0;
+/* Opens an environment at path (mode as ct_db's). */
+static ct_status open_env(const char *path, ct_db_mode mode, MDB_env **out, ct_error *err) {
+  unsigned flags = mode == CT_DB_READ ? MDB_RDONLY | MDB_NOTLS : 0;
   for (int attempt = 0;; attempt++) {
-    if ((rc = mdb_env_create(&m->env)) != 0) {
-      free(m);
-      return lmdb_fail(err, "mdb_env_create", rc);
+    MDB_env *env;
+    int rc = mdb_env_create(&env);
+    if (rc != 0) return lmdb_fail(err, "mdb_env_create", rc);
+    mdb_env_set_maxreaders(env, LMDB_MAX_READERS);
+    if (mode != CT_DB_READ) mdb_env_set_mapsize(env, LMDB_INITIAL_MAP);
+    rc = mdb_env_open(env, path, flags, 0664);
+    if (rc == 0) {
+      *out = env;
+      return CT_OK;
     }
-    mdb_env_set_maxreaders(m->env, LMDB_MAX_READERS);
-    if (db->mode != CT_DB_READ) mdb_env_set_mapsize(m->env, LMDB_INITIAL_MAP);
-    rc = mdb_env_open(m->env, db->path, flags, 0664);
-    if (rc == 0) break;
-    mdb_env_close(m->env);
+    mdb_env_close(env);
     /* A database on a read-only medium cannot take the lock file: read it
      * without locking, as Caffe does. */
-    if (attempt == 0 && db->mode == CT_DB_READ && (rc == EACCES || rc == EROFS)) {
+    if (attempt == 0 && mode == CT_DB_READ && (rc == EACCES || rc == EROFS)) {
       flags |= MDB_NOLOCK;
       continue;
     }
-    free(m);
     return ct_error_set(err, rc == ENOENT ? CT_ERR_NOTFOUND : CT_ERR_IO, "%s", mdb_strerror(rc));
+  }
+}
+
+/* LMDB allows one environment per database per process: a second
+ * mdb_env_open of the same files in one process takes the lock file over
+ * and resets the reader table under the first one's readers.  Readers in
+ * one process (data layers of several nets, or of data-parallel workers
+ * that are threads) therefore share one environment, counted here. */
+typedef struct shared_env {
+  char *key; /* the database's real path */
+  MDB_env *env;
+  int refs;
+  struct shared_env *next;
+} shared_env;
+
+static pthread_mutex_t g_shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_env *g_shared;
+
+static ct_status acquire_read_env(const char *path, MDB_env **out, ct_error *err) {
+  char *key = realpath(path, NULL);
+  if (!key) key = ct_xstrdup(path);
+  pthread_mutex_lock(&g_shared_mu);
+  for (shared_env *e = g_shared; e; e = e->next)
+    if (strcmp(e->key, key) == 0) {
+      e->refs++;
+      *out = e->env;
+      pthread_mutex_unlock(&g_shared_mu);
+      free(key);
+      return CT_OK;
+    }
+  MDB_env *env;
+  ct_status st = open_env(path, CT_DB_READ, &env, err);
+  if (st == CT_OK) {
+    shared_env *e = ct_xcalloc(1, sizeof *e);
+    e->key = key;
+    e->env = env;
+    e->refs = 1;
+    e->next = g_shared;
+    g_shared = e;
+    *out = env;
+    key = NULL;
+  }
+  pthread_mutex_unlock(&g_shared_mu);
+  free(key);
+  return st;
+}
+
+static void release_read_env(MDB_env *env) {
+  pthread_mutex_lock(&g_shared_mu);
+  for (shared_env **pe = &g_shared; *pe; pe = &(*pe)->next) {
+    shared_env *e = *pe;
+    if (e->env != env) continue;
+    if (--e->refs == 0) {
+      *pe = e->next;
+      mdb_env_close(e->env);
+      free(e->key);
+      free(e);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&g_shared_mu);
+}
+
+ct_status ct_db_lmdb_open(ct_db *db, ct_error *err) {
+  if (db->mode != CT_DB_READ) {
+    if (mkdir(db->path, 0775) != 0 && !(errno == EEXIST && db->mode == CT_DB_WRITE))
+      return ct_error_set(err, errno == ENOENT ? CT_ERR_NOTFOUND : CT_ERR_IO, "mkdir failed: %s",
+                          strerror(errno));
+  }
+  lmdb_impl *m = ct_xcalloc(1, sizeof *m);
+  ct_status st = db->mode == CT_DB_READ ? acquire_read_env(db->path, &m->env, err)
+                                        : open_env(db->path, db->mode, &m->env, err);
+  if (st != CT_OK) {
+    free(m);
+    return st;
   }
   db->impl = m;
   if (db->mode == CT_DB_READ) {
-    ct_status s = scan_keys(db, m, err);
-    if (s != CT_OK) {
-      mdb_env_close(m->env);
-      free(m);
-      db->impl = NULL;
-      return s;
+    st = scan_keys(db, m, err);
+    if (st != CT_OK) {
+      ct_db_lmdb_close(db);
+      return st;
     }
   }
   return CT_OK;
@@ -98,7 +167,8 @@ ct_status ct_db_lmdb_open(ct_db *db, ct_error *err) {
 void ct_db_lmdb_close(ct_db *db) {
   lmdb_impl *m = db->impl;
   if (!m) return;
-  mdb_env_close(m->env);
+  if (db->mode == CT_DB_READ) release_read_env(m->env);
+  else mdb_env_close(m->env);
   free(m);
   db->impl = NULL;
 }

@@ -1,8 +1,10 @@
+/* The communicator interface's shared parts and the "local" back end. */
 #include "parallel/comm.h"
 
 #include <stdlib.h>
 
-static ct_status local_allreduce(ct_comm *c, float *buf, size_t count, void *stream, ct_error *err) {
+static ct_status local_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op op, void *stream,
+                                 ct_error *err) {
   return CT_OK;
 }
 static ct_status local_broadcast(ct_comm *c, float *buf, size_t count, int root, void *stream,
@@ -11,18 +13,40 @@ static ct_status local_broadcast(ct_comm *c, float *buf, size_t count, int root,
 }
 static ct_status local_host(ct_comm *c, double *buf, size_t count, ct_error *err) { return CT_OK; }
 static ct_status local_barrier(ct_comm *c, ct_error *err) { return CT_OK; }
+static ct_status local_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
 static void local_abort(ct_comm *c) {}
 static void local_destroy(ct_comm *c) { free(c); }
 
-static const ct_comm_ops k_local_ops = {"local",      local_allreduce, local_broadcast, local_host,
-                                        local_barrier, local_abort,    local_destroy};
+static const ct_comm_ops k_local_ops = {"local",       local_allreduce, local_broadcast,
+                                        local_host,    local_barrier,   local_wait,
+                                        local_abort,   local_destroy};
 
 ct_comm *ct_comm_local(void) {
   ct_comm *c = ct_xcalloc(1, sizeof *c);
   c->ops = &k_local_ops;
   c->rank = 0;
   c->size = 1;
+  c->timeout_s = ct_comm_default_timeout();
   return c;
+}
+
+double ct_comm_default_timeout(void) {
+  const char *v = getenv("CORTADO_COMM_TIMEOUT");
+  if (v && *v) {
+    char *end = NULL;
+    double t = strtod(v, &end);
+    if (end != v && t > 0) return t;
+  }
+  return 300.0;
+}
+
+void ct_comm_set_watchdog(ct_comm *c, double timeout_s, const int *cancel) {
+  if (timeout_s > 0) c->timeout_s = timeout_s;
+  c->cancel = cancel;
+}
+
+int ct_comm_cancelled(const ct_comm *c) {
+  return c->cancel ? __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE) : 0;
 }
 
 void ct_comm_free(ct_comm *c) {

@@ -1,16 +1,26 @@
 /* Communicators: the few collectives data parallelism needs, behind one small
  * interface with several back ends:
- *   - "local": one worker, every collective a no-op (single-process runs);
- *   - "mpi":   host buffers through MPI (CPU workers, `mpirun -np N`);
- *   - "nccl":  device buffers through NCCL on a communication stream (GPUs,
- *              threads of one process or processes of many machines);
- *   - "gloo":  host buffers through Gloo's TCP transport after a file-store or
- *              Redis rendezvous (Caffe2-style shards).
+ *   - "local":   one worker, every collective a no-op (single-process runs);
+ *   - "threads": host buffers shared by the threads of one process (CPU
+ *                workers in one process; tests of the threaded driver);
+ *   - "mpi":     host buffers through MPI (CPU workers, `mpirun -np N`);
+ *   - "nccl":    device buffers through NCCL on a communication stream (GPUs,
+ *                threads of one process or processes of many machines);
+ *   - "gloo":    host buffers through Gloo's TCP transport after a file-store or
+ *                Redis rendezvous (Caffe2-style shards).
  *
  * Every operation is collective: all ranks call it in the same order.  A
  * failure (a dead peer, a timeout, an aborted communicator) returns
- * CT_ERR_COMM with a message naming the back end, the operation and, when
- * known, the peer; it never hangs past the communicator's timeout. */
+ * CT_ERR_COMM with a message naming the back end, the operation and the
+ * rank; it never hangs past the communicator's timeout.  When the
+ * communicator's cancel flag (shared by the workers of one process) turns
+ * non-zero, pending and later waits give up with CT_ERR_INTERRUPTED: another
+ * worker has failed and the caller reports that worker's error instead.
+ *
+ * Device back ends only enqueue work on the given stream (NULL: the
+ * communicator's own stream); ct_comm_wait blocks until that stream's work
+ * is done, under the watchdog.  Host back ends finish each call before
+ * returning, and their wait is a no-op. */
 #ifndef CT_PARALLEL_COMM_H
 #define CT_PARALLEL_COMM_H
 
@@ -24,19 +34,33 @@ extern "C" {
 
 typedef struct ct_comm ct_comm;
 
+/* The reduction of an all-reduce. */
+typedef enum ct_comm_op {
+  CT_COMM_SUM = 0, /* the sum over ranks */
+  CT_COMM_AVG = 1  /* the sum over ranks divided by the rank count */
+} ct_comm_op;
+
 typedef struct ct_comm_ops {
   const char *name;
   /* In place: buf (count floats, on the back end's kind of memory) becomes
-   * the sum over ranks.  `stream` is a cudaStream_t for NCCL (the call only
-   * enqueues work on it), ignored elsewhere. */
-  ct_status (*allreduce_sum)(ct_comm *c, float *buf, size_t count, void *stream, ct_error *err);
+   * the reduction over ranks; every rank gets the same values.  `stream` is
+   * a cudaStream_t for NCCL (the call only enqueues work on it; NULL means
+   * the communicator's stream), ignored elsewhere. */
+  ct_status (*allreduce)(ct_comm *c, float *buf, size_t count, ct_comm_op op, void *stream,
+                         ct_error *err);
   /* In place: buf becomes root's values. */
-  ct_status (*broadcast)(ct_comm *c, float *buf, size_t count, int root, void *stream, ct_error *err);
-  /* Host doubles, summed over ranks (for losses, accuracies, counters). */
+  ct_status (*broadcast)(ct_comm *c, float *buf, size_t count, int root, void *stream,
+                         ct_error *err);
+  /* Host doubles, summed over ranks (for losses, accuracies, flags); done on
+   * return. */
   ct_status (*allreduce_host_f64)(ct_comm *c, double *buf, size_t count, ct_error *err);
   ct_status (*barrier)(ct_comm *c, ct_error *err);
-  /* Best effort: make every rank's pending and future collectives fail fast
-   * (used when this rank has failed). */
+  /* Blocks until the work enqueued on stream is done (device back ends),
+   * with the watchdog; a no-op for host back ends. */
+  ct_status (*wait)(ct_comm *c, void *stream, ct_error *err);
+  /* Best effort: make this rank's pending and future collectives fail fast
+   * and, where the back end can, the other ranks' too (used when this rank
+   * has failed).  MPI's abort ends the whole job. */
   void (*abort)(ct_comm *c);
   void (*destroy)(ct_comm *c);
 } ct_comm_ops;
@@ -45,15 +69,36 @@ struct ct_comm {
   const ct_comm_ops *ops;
   int rank;
   int size;
+  /* Watchdog: a wait gives up after timeout_s seconds without completion
+   * (set at creation from ct_comm_default_timeout()). */
+  double timeout_s;
+  /* Optional (NULL): read atomically; non-zero means "another worker of this
+   * process failed: stop waiting". */
+  const int *cancel;
   void *priv;
 };
 
 /* A world of one: every collective returns at once. */
 ct_comm *ct_comm_local(void);
 
+/* The watchdog default: CORTADO_COMM_TIMEOUT (seconds, > 0) from the
+ * environment, else 300. */
+double ct_comm_default_timeout(void);
+
+/* Sets the watchdog of c: timeout_s > 0 replaces the timeout; cancel (may be
+ * NULL) is the flag its waits watch. */
+void ct_comm_set_watchdog(ct_comm *c, double timeout_s, const int *cancel);
+
+/* True when c's cancel flag is set. */
+int ct_comm_cancelled(const ct_comm *c);
+
+static inline ct_status ct_comm_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op op,
+                                          void *stream, ct_error *err) {
+  return c->ops->allreduce(c, buf, count, op, stream, err);
+}
 static inline ct_status ct_comm_allreduce_sum(ct_comm *c, float *buf, size_t count, void *stream,
                                               ct_error *err) {
-  return c->ops->allreduce_sum(c, buf, count, stream, err);
+  return c->ops->allreduce(c, buf, count, CT_COMM_SUM, stream, err);
 }
 static inline ct_status ct_comm_broadcast(ct_comm *c, float *buf, size_t count, int root, void *stream,
                                           ct_error *err) {
@@ -63,8 +108,27 @@ static inline ct_status ct_comm_allreduce_host_f64(ct_comm *c, double *buf, size
   return c->ops->allreduce_host_f64(c, buf, count, err);
 }
 static inline ct_status ct_comm_barrier(ct_comm *c, ct_error *err) { return c->ops->barrier(c, err); }
+static inline ct_status ct_comm_wait(ct_comm *c, void *stream, ct_error *err) {
+  return c->ops->wait(c, stream, err);
+}
 static inline void ct_comm_abort(ct_comm *c) { c->ops->abort(c); }
 void ct_comm_free(ct_comm *c);
+
+/* ------------------------------------------------------------ threads */
+
+/* The shared state of a "threads" communicator: `size` ranks, one per thread
+ * of this process.  Reductions add the ranks' values in rank order, so every
+ * rank gets bit-identical results.  The group is reference counted: the
+ * creator holds one reference (release it with ct_comm_threads_group_release)
+ * and each communicator made from it another. */
+typedef struct ct_comm_threads_group ct_comm_threads_group;
+
+ct_comm_threads_group *ct_comm_threads_group_create(int size);
+void ct_comm_threads_group_release(ct_comm_threads_group *g);
+/* The communicator of one rank (0 <= rank < size); call from any thread,
+ * once per rank.  Free with ct_comm_free.  Aborting any rank's communicator
+ * makes every rank's pending and later collectives fail with CT_ERR_COMM. */
+ct_comm *ct_comm_threads_create(ct_comm_threads_group *g, int rank);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,14 @@
-/* ct_comm over MPI: allreduce and broadcast of host floats on MPI_COMM_WORLD. */
+/* ct_comm over MPI: collectives on host buffers over MPI_COMM_WORLD.  Each
+ * collective is started non-blocking and polled, so that a dead or stuck
+ * rank turns into CT_ERR_COMM after the communicator's timeout instead of a
+ * hang. */
 #include "parallel/comm_mpi.h"
 
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool g_we_initialised;
 
@@ -19,6 +23,15 @@ bool ct_mpi_launched(void) {
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
     if (env_int(sizes[i]) > 1) return true;
   return false;
+}
+
+int ct_mpi_rank_from_env(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    int v = env_int(names[i]);
+    if (v >= 0) return v;
+  }
+  return -1;
 }
 
 int ct_mpi_local_rank_from_env(void) {
@@ -40,43 +53,108 @@ static ct_status mpi_fail(int rc, const char *op, ct_error *err) {
   return ct_error_set(err, CT_ERR_COMM, "MPI %s failed on rank %d: %.*s", op, rank, len, msg);
 }
 
-static ct_status mpi_allreduce(ct_comm *c, float *buf, size_t count, void *stream, ct_error *err) {
-  /* MPI counts are int: reduce in chunks. */
-  const size_t chunk = (size_t)1 << 28;
-  for (size_t off = 0; off < count; off += chunk) {
-    int n = (int)(count - off < chunk ? count - off : chunk);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Polls a non-blocking operation to completion under the watchdog.  Polls
+ * sleep after the first few so that a waiting rank leaves the cores to the
+ * ranks still computing (CPU workers are often oversubscribed). */
+static ct_status wait_request(MPI_Request *req, double timeout_s, const int *cancel, const char *op,
+                              ct_error *err) {
+  const double deadline = now_seconds() + timeout_s;
+  for (int polls = 0;; polls++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, op, err);
+    if (done) return CT_OK;
+    int rank = -1;
+    if (cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE)) {
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      return ct_error_set(err, CT_ERR_INTERRUPTED, "MPI %s on rank %d: cancelled", op, rank);
+    }
+    if (now_seconds() >= deadline) {
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      return ct_error_set(err, CT_ERR_COMM,
+                          "MPI %s on rank %d: not finished after %g s (another rank died, hangs "
+                          "or is far behind; CORTADO_COMM_TIMEOUT sets the limit)",
+                          op, rank, timeout_s);
+    }
+    if (polls >= 32) {
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* MPI counts are int: large buffers go in chunks. */
+#define CT_MPI_CHUNK ((size_t)1 << 28)
+
+static ct_status mpi_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op op, void *stream,
+                               ct_error *err) {
+  for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
+    int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce", err);
+    CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "allreduce", err));
+  }
+  if (op == CT_COMM_AVG && c->size > 1) {
+    const float inv = (float)c->size;
+    for (size_t i = 0; i < count; i++) buf[i] /= inv;
   }
   return CT_OK;
 }
 
 static ct_status mpi_broadcast(ct_comm *c, float *buf, size_t count, int root, void *stream,
                                ct_error *err) {
-  const size_t chunk = (size_t)1 << 28;
-  for (size_t off = 0; off < count; off += chunk) {
-    int n = (int)(count - off < chunk ? count - off : chunk);
-    int rc = MPI_Bcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD);
+  for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
+    int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
+    MPI_Request req;
+    int rc = MPI_Ibcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast", err);
+    CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "broadcast", err));
   }
   return CT_OK;
 }
 
 static ct_status mpi_host_f64(ct_comm *c, double *buf, size_t count, ct_error *err) {
-  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS ? CT_OK : mpi_fail(rc, "allreduce (host)", err);
+  MPI_Request req;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce (host)", err);
+  return wait_request(&req, c->timeout_s, c->cancel, "allreduce (host)", err);
 }
 
 static ct_status mpi_barrier(ct_comm *c, ct_error *err) {
-  int rc = MPI_Barrier(MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS ? CT_OK : mpi_fail(rc, "barrier", err);
+  MPI_Request req;
+  int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "barrier", err);
+  return wait_request(&req, c->timeout_s, c->cancel, "barrier", err);
 }
 
-static void mpi_abort(ct_comm *c) { MPI_Abort(MPI_COMM_WORLD, 1); }
+static ct_status mpi_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
+static void mpi_abort(ct_comm *c) { ct_mpi_abort_job(1); }
 static void mpi_destroy(ct_comm *c) { free(c); }
 
 static const ct_comm_ops k_mpi_ops = {"mpi",       mpi_allreduce, mpi_broadcast, mpi_host_f64,
-                                      mpi_barrier, mpi_abort,     mpi_destroy};
+                                      mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy};
+
+void ct_mpi_abort_job(int code) {
+  int inited = 0, fin = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&fin);
+  if (!inited || fin) return;
+  /* the launcher forwards our output asynchronously and drops what is in
+   * flight when it kills the job: give the message that explains the abort
+   * a moment to arrive */
+  fflush(stdout);
+  fflush(stderr);
+  struct timespec ts = {1, 0};
+  nanosleep(&ts, NULL);
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
 
 static ct_status mpi_init_once(ct_error *err) {
   int inited = 0;
@@ -95,6 +173,7 @@ ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err) {
   CT_TRY(mpi_init_once(err));
   ct_comm *c = ct_xcalloc(1, sizeof *c);
   c->ops = &k_mpi_ops;
+  c->timeout_s = ct_comm_default_timeout();
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &c->size);
   *out = c;
@@ -109,6 +188,8 @@ void ct_mpi_finalize(void) {
 
 ct_status ct_mpi_broadcast_bytes(void *data, size_t bytes, ct_error *err) {
   CT_TRY(mpi_init_once(err));
-  int rc = MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS ? CT_OK : mpi_fail(rc, "broadcast of bytes", err);
+  MPI_Request req;
+  int rc = MPI_Ibcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast of bytes", err);
+  return wait_request(&req, ct_comm_default_timeout(), NULL, "broadcast of bytes", err);
 }

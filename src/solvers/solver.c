@@ -317,6 +317,7 @@ static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
   for (int i = 0; i < s->param->iter_size; i++) {
     double l = 0;
     CT_TRY(ct_net_forward(s->net, &l, err));
+    if (s->hooks.on_backward) s->hooks.on_backward(s->hooks.user, i, s->param->iter_size);
     ct_net_backward(s->net);
     sum += (float)l;
   }
@@ -337,7 +338,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     ct_net_clear_param_diffs(s->net);
     if (p->test_interval && s->iter % p->test_interval == 0 &&
         (s->iter > 0 || p->test_initialization)) {
-      if (root) CT_TRY(ct_solver_test_all(s, err));
+      if (ct_solver_runs_tests(s)) CT_TRY(ct_solver_test_all(s, err));
       if (s->requested_early_exit) break;
     }
     if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
@@ -391,7 +392,7 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
     update_smoothed_loss(s, (float)loss, start_iter);
     LOG_INFO("Iteration %d, loss = %g", s->iter, (double)s->smoothed_loss);
   }
-  if (p->test_interval && s->iter % p->test_interval == 0 && ct_solver_is_root(s))
+  if (p->test_interval && s->iter % p->test_interval == 0 && ct_solver_runs_tests(s))
     CT_TRY(ct_solver_test_all(s, err));
   LOG_INFO("Optimization Done.");
   return CT_OK;

@@ -63,6 +63,19 @@ typedef struct ct_solver_hooks {
    * (e.g. CT_ERR_COMM) ends ct_solver_step with that status. */
   ct_status (*on_gradients)(void *user, ct_error *err);
   void *user;
+  /* (The fields below come after `user` so that initialisers listing the
+   * first three keep working.)
+   * Before each backward pass of an iteration: pass 0 .. npasses-1
+   * (npasses = iter_size).  A data-parallel reducer arms its gradient hook
+   * on the last pass only, so that it reduces once per iteration. */
+  void (*on_backward)(void *user, int pass, int npasses);
+  /* After a test net's test_iter passes: values holds this worker's sums
+   * over its passes (the loss first, then each output value in Caffe's
+   * order); on return it must hold the mean over workers of those sums.
+   * When set, every worker runs the tests (not just the root), and the
+   * logged test outputs are the means over workers.  A failure ends the
+   * test with that status. */
+  ct_status (*reduce_test)(void *user, double *values, size_t count, ct_error *err);
 } ct_solver_hooks;
 
 /* Options beyond the SolverParameter. */
@@ -72,6 +85,11 @@ typedef struct ct_solver_opts {
   bool continue_on_nonfinite;
   /* No per-layer INFO lines while building the nets. */
   bool quiet_nets;
+  /* A data-parallel replica of the root solver: it never snapshots (not on
+   * `snapshot`, not on request, not after training) and never displays.
+   * The root is the worker with ctx->rank 0 that is not a replica.  (Its
+   * other INFO lines are silenced by the driver: ct_log_set_thread_quiet.) */
+  bool replica;
 } ct_solver_opts;
 
 typedef struct ct_solver {
@@ -156,8 +174,8 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err);
 ct_status ct_solver_test_all(ct_solver *s, ct_error *err);
 
 /* Writes <prefix>_iter_<iter>.caffemodel (with diffs when snapshot_diff)
- * and then <prefix>_iter_<iter>.solverstate, each atomically.  Errors:
- * CT_ERR_IO naming the file. */
+ * and then <prefix>_iter_<iter>.solverstate, each atomically; a replica
+ * (opts.replica) writes nothing.  Errors: CT_ERR_IO naming the file. */
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
 
 /* Restores a .solverstate written by Cortado or BVLC Caffe: iter,

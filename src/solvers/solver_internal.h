@@ -13,6 +13,14 @@ float ct_solver_blob_loss_weight(const ct_net *net, int b);
 
 /* solver_snapshot.c: whether this worker writes snapshots and runs tests
  * (Caffe's root solver). */
-static inline bool ct_solver_is_root(const ct_solver *s) { return s->ctx->rank == 0; }
+static inline bool ct_solver_is_root(const ct_solver *s) {
+  return s->ctx->rank == 0 && !s->opts.replica;
+}
+
+/* Whether this worker runs the test nets: the root, and every worker when
+ * the test results are reduced over workers. */
+static inline bool ct_solver_runs_tests(const ct_solver *s) {
+  return ct_solver_is_root(s) || s->hooks.reduce_test != NULL;
+}
 
 #endif

@@ -89,6 +89,7 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
 }
 
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
+  if (s->opts.replica) return CT_OK;
   char *model = ct_solver_snapshot_filename(s, ".caffemodel");
   char *state = ct_solver_snapshot_filename(s, ".solverstate");
   LOG_INFO("Snapshotting to binary proto file %s", model);

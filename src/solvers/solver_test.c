@@ -19,6 +19,22 @@ static ct_status poll_requests(ct_solver *s, ct_error *err) {
   return CT_OK;
 }
 
+/* Replaces this worker's sums (loss, then scores) by the means over
+ * workers through the reduce_test hook. */
+static ct_status reduce_over_workers(ct_solver *s, float *loss, float *score, int nscores,
+                                     ct_error *err) {
+  double *v = ct_xcalloc((size_t)nscores + 1, sizeof(double));
+  v[0] = *loss;
+  for (int i = 0; i < nscores; i++) v[i + 1] = score[i];
+  ct_status st = s->hooks.reduce_test(s->hooks.user, v, (size_t)nscores + 1, err);
+  if (st == CT_OK) {
+    *loss = (float)v[0];
+    for (int i = 0; i < nscores; i++) score[i] = (float)v[i + 1];
+  }
+  free(v);
+  return st;
+}
+
 static ct_status test_one(ct_solver *s, int id, ct_error *err) {
   LOG_INFO("Iteration %d, Testing net (#%d)", s->iter, id);
   ct_net *net = s->test_nets[id];
@@ -57,6 +73,8 @@ static ct_status test_one(ct_solver *s, int id, ct_error *err) {
   }
   free(host);
   if (st == CT_OK && s->requested_early_exit) LOG_INFO("Test interrupted.");
+  if (st == CT_OK && !s->requested_early_exit && s->hooks.reduce_test)
+    st = reduce_over_workers(s, &loss, score, nscores, err);
   if (st == CT_OK && !s->requested_early_exit) {
     if (s->param->test_compute_loss) {
       loss /= (float)iters;

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Data-parallel scaling: training throughput of `cortado train` on 1 and 2
+# GPUs (TF32), per-GPU batch as in Caffe, and of PyTorch DDP on the same
+# prototxts; then the per-bucket all-reduce timing of the 2-GPU runs, which
+# shows the buckets overlapping backward.
+#
+#   bench/scaling.sh [BUILD_DIR]
+#
+# Environment:
+#   NETS      which nets (default "alexnet googlenet resnet50")
+#   ITERS     iterations per cortado run (default 120; display every 20, the
+#             first window is warm-up and not counted)
+#   DATA      "dummy" (default: --dummy_data) or "lmdb" (a synthetic JPEG LMDB
+#             made by `cortado make_synthetic_db`, read through the Data layer
+#             with its crop and mirror), or "both"
+#   TORCH     1 (default) runs the PyTorch peer too, 0 skips it
+#   TORCH_PY  the peer script (default .bench/torch_from_prototxt.py)
+#   FIXTURES  folder of the BVLC prototxts (default: CORTADO_FIXTURES, else
+#             the first of ../shared/fixtures/caffe, ../../shared/fixtures/caffe,
+#             shared/fixtures/caffe, .bench that has them)
+#   GPUS      the two GPUs (default "0,1")
+#   OUT       where logs go (default /tmp/cortado_scaling)
+#
+# Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
+# img/s = iter/s x batch x GPUs, averaged over the windows after the first.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+build=${1:-"$repo/build"}
+bin="$build/cortado"
+NETS=${NETS:-"alexnet googlenet resnet50"}
+ITERS=${ITERS:-120}
+DISPLAY_EVERY=20
+DATA=${DATA:-dummy}
+TORCH=${TORCH:-1}
+TORCH_PY=${TORCH_PY:-"$repo/.bench/torch_from_prototxt.py"}
+GPUS=${GPUS:-0,1}
+OUT=${OUT:-/tmp/cortado_scaling}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+mkdir -p "$OUT"
+
+[[ -x "$bin" ]] || cmake --build "$build" --target cortado -j"$(nproc)"
+
+fixtures=${FIXTURES:-${CORTADO_FIXTURES:-}}
+if [[ -z "$fixtures" ]]; then
+  for d in "$repo/../shared/fixtures/caffe" "$repo/../../shared/fixtures/caffe" \
+    "$repo/shared/fixtures/caffe" "$repo/.bench"; do
+    [[ -f "$d/bvlc_alexnet_train_val.prototxt" ]] && { fixtures=$d; break; }
+  done
+fi
+
+# net name -> prototxt, per-GPU batch, sample shape C,H,W (H,W = crop_size)
+net_file() {
+  case $1 in
+    alexnet) echo "$fixtures/bvlc_alexnet_train_val.prototxt" ;;
+    googlenet) echo "$fixtures/bvlc_googlenet_train_val.prototxt" ;;
+    resnet50) echo "$repo/models/resnet50/train_val.prototxt" ;;
+  esac
+}
+net_batch() { case $1 in alexnet) echo 256 ;; *) echo 128 ;; esac; }
+net_shape() { case $1 in alexnet) echo 3,227,227 ;; *) echo 3,224,224 ;; esac; }
+
+# prepare NAME BATCH [LMDB]: a copy of the net with every batch_size set to
+# BATCH (the solver builds no test net, so only the TRAIN one matters) and,
+# for LMDB, its sources pointed at the synthetic database and mean files
+# replaced by mean values; prints the copy's path.
+prepare() {
+  local name=$1 batch=$2 lmdb=${3:-} src dst
+  src=$(net_file "$name")
+  dst="$OUT/${name}_b${batch}${lmdb:+_lmdb}.prototxt"
+  [[ -f "$src" ]] || { : >"$dst"; echo "$dst"; return; }
+  sed -E "s/batch_size: *[0-9]+/batch_size: $batch/" "$src" >"$dst"
+  if [[ -n "$lmdb" ]]; then
+    sed -i -E "s#source: *\"[^\"]*\"#source: \"$lmdb\"#; s#mean_file: *\"[^\"]*\"#mean_value: 104 mean_value: 117 mean_value: 123#" "$dst"
+  fi
+  echo "$dst"
+}
+
+write_solver() { # write_solver NET_FILE SOLVER_FILE
+  cat >"$2" <<EOF
+net: "$1"
+base_lr: 0.01 lr_policy: "fixed" momentum: 0.9 weight_decay: 0.0005
+max_iter: $ITERS display: $DISPLAY_EVERY average_loss: 1
+snapshot: 0 snapshot_after_train: false solver_mode: GPU random_seed: 1
+EOF
+}
+
+# mean iter/s over the display windows after the first, from a cortado log
+iter_per_s() {
+  awk -v d="$DISPLAY_EVERY" '
+    /\] Iteration [0-9]+ \([0-9.e+-]+ iter\/s/ {
+      match($0, /Iteration [0-9]+ \(/); it = substr($0, RSTART + 10, RLENGTH - 12) + 0
+      match($0, /\([0-9.e+-]+ iter\/s/); v = substr($0, RSTART + 1, RLENGTH - 8) + 0
+      if (it > d) { s += v; n++ }
+    }
+    END { if (n) printf "%.4f", s / n; else print "nan" }' "$1"
+}
+
+# cortado_run LABEL NET_FILE GPU_LIST [extra flags]: img/s (or "fail")
+cortado_run() {
+  local label=$1 netf=$2 gpus=$3; shift 3
+  local solver="$OUT/$label.solver.prototxt" log="$OUT/$label.log"
+  write_solver "$netf" "$solver"
+  if ! "$bin" train --solver="$solver" --gpu="$gpus" --math=tf32 "$@" >"$log" 2>&1; then
+    echo fail
+    return
+  fi
+  local ngpu batch ips
+  ngpu=$(awk -F, '{print NF}' <<<"$gpus")
+  batch=$(grep -m1 -oE "batch_size: *[0-9]+" "$netf" | grep -oE "[0-9]+")
+  ips=$(iter_per_s "$log")
+  awk -v i="$ips" -v b="$batch" -v g="$ngpu" 'BEGIN { if (i == "nan") print "fail"; else printf "%.1f", i * b * g }'
+}
+
+# torch_run NET_FILE NPROC BATCH SHAPE: global img/s from the peer's JSON (or "-")
+torch_run() {
+  local netf=$1 nproc=$2 batch=$3 shape=$4 log
+  log="$OUT/torch_$(basename "$netf" .prototxt)_$nproc.log"
+  [[ "$TORCH" == 1 && -f "$TORCH_PY" ]] || { echo "-"; return; }
+  if [[ $nproc -gt 1 ]]; then
+    CUDA_VISIBLE_DEVICES=$GPUS python3 -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
+      "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" --mode tf32 >"$log" 2>&1
+  else
+    CUDA_VISIBLE_DEVICES=${GPUS%%,*} python3 "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" \
+      --mode tf32 >"$log" 2>&1
+  fi
+  grep -oE '"img_s": *[0-9.]+' "$log" | tail -n1 | grep -oE '[0-9.]+$' || echo "fail"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3fx", b / a; else print "-" }'; }
+
+lmdb=""
+if [[ "$DATA" == lmdb || "$DATA" == both ]]; then
+  lmdb="$OUT/synthetic_jpeg_lmdb"
+  if [[ ! -d "$lmdb" ]]; then
+    echo "making $lmdb (JPEG 3x256x256, 1000 labels)..."
+    "$bin" make_synthetic_db "$lmdb" --num=20000 --shape=3,256,256 --labels=1000 --encode_type=jpg \
+      >"$OUT/make_synthetic_db.log" 2>&1 || { echo "make_synthetic_db failed: see $OUT/make_synthetic_db.log"; lmdb=""; }
+  fi
+fi
+
+first_gpu=${GPUS%%,*}
+rows=()
+timing_logs=()
+for name in $NETS; do
+  batch=$(net_batch "$name")
+  shape=$(net_shape "$name")
+  netf=$(prepare "$name" "$batch")
+  if [[ ! -s "$netf" ]]; then
+    echo "== $name: $(net_file "$name") not found (set FIXTURES)"
+    rows+=("$name|-|$batch|missing|missing|-|-|-|-")
+    continue
+  fi
+  variants=()
+  [[ "$DATA" == dummy || "$DATA" == both ]] && variants+=(dummy)
+  [[ -n "$lmdb" ]] && variants+=(lmdb)
+  for v in "${variants[@]}"; do
+    if [[ $v == dummy ]]; then
+      f=$netf
+      flags=(--dummy_data --dummy_shape="$shape")
+    else
+      f=$(prepare "$name" "$batch" "$lmdb")
+      flags=()
+    fi
+    echo "== $name ($v data), batch $batch per GPU"
+    one=$(cortado_run "${name}_${v}_1gpu" "$f" "$first_gpu" "${flags[@]}")
+    two=$(cortado_run "${name}_${v}_2gpu" "$f" "$GPUS" --dp_timing=3 "${flags[@]}")
+    timing_logs+=("$name ($v)|$OUT/${name}_${v}_2gpu.log")
+    t1="-" t2="-"
+    if [[ $v == dummy ]]; then
+      t1=$(torch_run "$netf" 1 "$batch" "$shape")
+      t2=$(torch_run "$netf" 2 "$batch" "$shape")
+    fi
+    rows+=("$name|$v|$batch|$one|$two|$(ratio "$one" "$two")|$t1|$t2|$(ratio "$t1" "$t2")")
+  done
+done
+
+echo
+echo "Training throughput, TF32, batch per GPU; images/s (scaling = 2 GPUs / 1 GPU)"
+printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" net data batch "cortado 1" "cortado 2" scaling \
+  "torch 1" "torch DDP 2" scaling
+printf -- "-%.0s" {1..102}; echo
+for r in "${rows[@]}"; do
+  IFS='|' read -r n v b c1 c2 cs t1 t2 ts <<<"$r"
+  printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" "$n" "$v" "$b" "$c1" "$c2" "$cs" "$t1" "$t2" "$ts"
+done
+
+echo
+echo "Per-bucket all-reduce timing on rank 0 (ms after backward starts; the last timed iteration)"
+for entry in "${timing_logs[@]}"; do
+  label=${entry%%|*} log=${entry#*|}
+  echo "-- $label"
+  [[ -f "$log" ]] || { echo "   (no log)"; continue; }
+  grep -oE "gradient averaging: .*" "$log" | head -n1 | sed 's/^/   /'
+  last=$(grep -oE "dp timing, reduction [0-9]+" "$log" | tail -n1)
+  if [[ -z "$last" ]]; then
+    echo "   (no timing lines: the run failed or was too short; see $log)"
+    continue
+  fi
+  awk -v key="$last" '
+    index($0, key ":") { on = 1; sub(/.*\] /, ""); print "   " $0; next }
+    on && /dp bucket / { sub(/.*\] /, ""); print "     " $0; next }
+    on { on = 0 }' "$log"
+done
+echo
+echo "logs: $OUT"

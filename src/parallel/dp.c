@@ -1,0 +1,409 @@
+/* The data-parallel driver: workers as threads of this process or as MPI
+ * ranks, each running a solver with the reducer's hooks (see dp.h). */
+#include "parallel/dp.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "parallel/comm.h"
+#include "parallel/comm_mpi.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/dp_reduce.h"
+
+/* What the workers of this process share. */
+typedef struct dp_shared {
+  const ct_dp_job *job;
+  Caffe__SolverParameter *sp; /* owned: the job's, batch divided for --global_batch */
+  int world;                  /* workers in the whole job */
+  int nodes;
+  bool threads;               /* workers are threads of this process */
+  bool gpu;
+  char transport[64];
+  char devices[128];          /* "GPUs 0,1" / "4 GPUs" / "CPU" for the startup line */
+  ct_nccl_id nccl_id;
+  ct_comm_threads_group *tg;  /* CPU threads */
+  int cancel;                 /* atomic: a worker failed, the others give up */
+  pthread_mutex_t mu;
+  bool failed;                /* the first failure, under mu: */
+  int failed_rank, failed_device;
+  int failed_iter;            /* the iteration it failed in, or -1 before training */
+  ct_error failure;
+} dp_shared;
+
+typedef struct dp_worker {
+  dp_shared *sh;
+  int rank;
+  int device;                 /* GPU ordinal or CT_DEVICE_CPU */
+  ct_comm *comm;
+  bool own_comm;              /* made (and freed) by the worker */
+  ct_context ctx;
+  bool ctx_ok;
+  ct_solver *solver;
+  bool training;              /* inside ct_solver_solve */
+  ct_dp_reducer *red;
+  ct_status st;
+  ct_error err;
+  pthread_t thread;
+} dp_worker;
+
+/* Signal requests (ct_solver_action bits) for the running job; rank 0 takes
+ * them once per iteration. */
+static int g_requests;
+/* The worker running on this thread (for the abort hook). */
+static _Thread_local dp_worker *t_worker;
+
+void ct_dp_request(int actions) { __atomic_fetch_or(&g_requests, actions, __ATOMIC_SEQ_CST); }
+
+static const char *device_desc(int device, char *buf, size_t size) {
+  if (device == CT_DEVICE_CPU) snprintf(buf, size, "CPU");
+  else snprintf(buf, size, "GPU %d", device);
+  return buf;
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+static void hook_backward(void *user, int pass, int npasses) {
+  dp_worker *w = user;
+  ct_dp_reducer_before_backward(w->red, pass, npasses);
+}
+
+/* Averages the gradient, then agrees on rank 0's pending requests so that
+ * every worker stops or snapshots after the same iteration. */
+static ct_status hook_gradients(void *user, ct_error *err) {
+  dp_worker *w = user;
+  if (__atomic_load_n(&w->sh->cancel, __ATOMIC_ACQUIRE))
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "worker %d: stopped because another worker failed",
+                        w->rank);
+  CT_TRY(ct_dp_reducer_finish(w->red, err));
+  double req[2] = {0.0, 0.0};
+  if (w->rank == 0) {
+    int a = __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST);
+    req[0] = (a & CT_SOLVER_ACTION_STOP) ? 1.0 : 0.0;
+    req[1] = (a & CT_SOLVER_ACTION_SNAPSHOT) ? 1.0 : 0.0;
+  }
+  CT_TRY(ct_comm_allreduce_host_f64(w->comm, req, 2, err));
+  int actions = (req[0] > 0 ? CT_SOLVER_ACTION_STOP : 0) | (req[1] > 0 ? CT_SOLVER_ACTION_SNAPSHOT : 0);
+  if (actions) ct_solver_request(w->solver, actions);
+  return CT_OK;
+}
+
+static ct_status hook_test(void *user, double *values, size_t count, ct_error *err) {
+  dp_worker *w = user;
+  CT_TRY(ct_comm_allreduce_host_f64(w->comm, values, count, err));
+  for (size_t i = 0; i < count; i++) values[i] /= (double)w->sh->world;
+  return CT_OK;
+}
+
+/* ------------------------------------------------------------------ worker */
+
+static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
+  char *copy = ct_xstrdup(list), *save = NULL;
+  ct_status st = CT_OK;
+  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
+    LOG_INFO("Finetuning from %s", f);
+    st = ct_net_copy_trained_file(s->net, f, err);
+    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
+      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
+  }
+  free(copy);
+  return st;
+}
+
+/* The per-worker batch: the first dimension of the train net's first top. */
+static int worker_batch(const ct_net *net) {
+  for (int l = 0; l < net->nlayers; l++)
+    if (net->layers[l]->ntop > 0 && net->tops[l][0]->ndim > 0) return net->tops[l][0]->shape[0];
+  return 0;
+}
+
+static void log_world(const dp_worker *w) {
+  const dp_shared *sh = w->sh;
+  LOG_INFO("Data-parallel training: %d node%s, %d rank%s (%s), %s; transport %s", sh->nodes,
+           sh->nodes == 1 ? "" : "s", sh->world, sh->world == 1 ? "" : "s",
+           sh->threads ? "threads of one process" : "MPI processes", sh->devices, sh->transport);
+  const int batch = worker_batch(w->solver->net), iter_size = sh->sp->iter_size;
+  const char *unit = sh->gpu ? (sh->world == 1 ? "GPU" : "GPUs") : (sh->world == 1 ? "worker" : "workers");
+  if (iter_size > 1)
+    LOG_INFO("effective batch %d = %d x %d iter_size x %d %s", batch * iter_size * sh->world, batch,
+             iter_size, sh->world, unit);
+  else
+    LOG_INFO("effective batch %d = %d x %d %s", batch * sh->world, batch, sh->world, unit);
+  char plan[256];
+  ct_dp_reducer_describe(w->red, plan, sizeof plan);
+  LOG_INFO("gradient averaging: %s", plan);
+  if (sh->gpu) LOG_INFO("GPU math: %s", sh->job->strict_fp32 ? "strict FP32" : "TF32 tensor cores");
+}
+
+static ct_status make_thread_comm(dp_worker *w, ct_error *err) {
+  dp_shared *sh = w->sh;
+  w->own_comm = true;
+  if (sh->gpu) {
+    ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = &sh->cancel};
+    return ct_comm_nccl_create(&w->comm, &sh->nccl_id, w->rank, sh->world, w->device, &o, err);
+  }
+  w->comm = ct_comm_threads_create(sh->tg, w->rank);
+  ct_comm_set_watchdog(w->comm, sh->job->dp.timeout_s, &sh->cancel);
+  return CT_OK;
+}
+
+static ct_status worker_run(dp_worker *w, ct_error *err) {
+  dp_shared *sh = w->sh;
+  const ct_dp_job *job = sh->job;
+  const Caffe__SolverParameter *sp = sh->sp;
+  uint64_t seed = sp->random_seed >= 0 ? (uint64_t)sp->random_seed + (uint64_t)w->rank : 0;
+  CT_TRY(ct_context_init(&w->ctx, w->device, seed, err));
+  w->ctx_ok = true;
+  if (job->strict_fp32) ct_context_set_tf32(&w->ctx, false);
+  w->ctx.rank = w->rank;
+  w->ctx.world = sh->world;
+  if (!w->comm) CT_TRY(make_thread_comm(w, err));
+  ct_solver_opts o = job->solver_opts;
+  o.replica = w->rank != 0;
+  o.quiet_nets = o.quiet_nets || w->rank != 0;
+  CT_TRY(ct_solver_init(&w->solver, sp, &o, &w->ctx, err));
+  if (job->weights) CT_TRY(copy_weights(w->solver, job->weights, err));
+  if (job->resume) {
+    LOG_INFO("Restoring previous solver status from %s", job->resume);
+    CT_TRY(ct_solver_restore(w->solver, job->resume, err));
+  }
+  CT_TRY(ct_dp_reducer_create(&w->red, w->solver->net, &w->ctx, w->comm, &job->dp, w->rank == 0, err));
+  CT_TRY(ct_dp_reducer_broadcast_params(w->red, 0, err));
+  if (w->rank == 0) log_world(w);
+  ct_solver_hooks hooks = {0};
+  hooks.on_backward = hook_backward;
+  hooks.on_gradients = hook_gradients;
+  hooks.reduce_test = hook_test;
+  hooks.user = w;
+  ct_solver_set_hooks(w->solver, &hooks);
+  w->training = true;
+  return ct_solver_solve(w->solver, NULL, err);
+}
+
+/* Records w's failure when it is the first (an interruption caused by
+ * another worker's failure is not), and raises the cancel flag. */
+static void worker_failed(dp_worker *w) {
+  dp_shared *sh = w->sh;
+  pthread_mutex_lock(&sh->mu);
+  if (!sh->failed && w->st != CT_ERR_INTERRUPTED) {
+    sh->failed = true;
+    sh->failed_rank = w->rank;
+    sh->failed_device = w->device;
+    sh->failed_iter = w->training ? w->solver->iter : -1;
+    sh->failure = w->err;
+  }
+  __atomic_store_n(&sh->cancel, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&sh->mu);
+  /* after the failure is recorded: the other workers' errors from this
+   * abort are consequences */
+  if (sh->threads && w->comm) ct_comm_abort(w->comm);
+}
+
+static void worker_cleanup(dp_worker *w) {
+  ct_dp_reducer_free(w->red);
+  w->red = NULL;
+  ct_solver_free(w->solver);
+  w->solver = NULL;
+  if (w->own_comm) ct_comm_free(w->comm);
+  w->comm = NULL;
+  if (w->ctx_ok) ct_context_free(&w->ctx);
+  w->ctx_ok = false;
+}
+
+static void *worker_main(void *arg) {
+  dp_worker *w = arg;
+  t_worker = w;
+  ct_log_set_thread_quiet(w->rank != 0);
+  w->st = worker_run(w, &w->err);
+  if (w->st != CT_OK) worker_failed(w);
+  worker_cleanup(w);
+  ct_log_set_thread_quiet(false);
+  t_worker = NULL;
+  return NULL;
+}
+
+/* "worker 1 (GPU 1) failed at iteration 7: <cause>" into err. */
+static ct_status failure_message(const char *who, int rank, int device, int iter, const ct_error *cause,
+                                 const char *suffix, ct_error *err) {
+  char dev[32], at[48] = "";
+  if (iter >= 0) snprintf(at, sizeof at, " at iteration %d", iter);
+  return ct_error_set(err, cause->code, "%s %d (%s) failed%s: %s%s", who, rank,
+                      device_desc(device, dev, sizeof dev), at, cause->msg, suffix);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static Caffe__SolverParameter *clone_param(const Caffe__SolverParameter *p) {
+  size_t n = caffe__solver_parameter__get_packed_size(p);
+  uint8_t *buf = ct_xcalloc(n + 1, 1);
+  caffe__solver_parameter__pack(p, buf);
+  Caffe__SolverParameter *c = caffe__solver_parameter__unpack(NULL, n, buf);
+  free(buf);
+  CT_ASSERT(c != NULL);
+  return c;
+}
+
+static ct_status shared_init(dp_shared *sh, const ct_dp_job *job, int world, ct_error *err) {
+  memset(sh, 0, sizeof *sh);
+  sh->job = job;
+  sh->world = world;
+  sh->nodes = 1;
+  pthread_mutex_init(&sh->mu, NULL);
+  sh->sp = clone_param(job->solver_param);
+  if (job->global_batch) {
+    ct_status st = ct_dp_divide_batch(sh->sp, world, err);
+    if (st != CT_OK) return st;
+  }
+  __atomic_store_n(&g_requests, 0, __ATOMIC_SEQ_CST);
+  return CT_OK;
+}
+
+static void shared_free(dp_shared *sh) {
+  if (sh->sp) protobuf_c_message_free_unpacked(&sh->sp->base, NULL);
+  sh->sp = NULL;
+  ct_comm_threads_group_release(sh->tg);
+  sh->tg = NULL;
+  pthread_mutex_destroy(&sh->mu);
+}
+
+/* ct_abort's hook while worker threads run: name the worker; abort() then
+ * ends every thread of the process. */
+static void threads_abort_hook(const char *msg) {
+  dp_worker *w = t_worker;
+  if (!w) return;
+  char dev[32];
+  LOG_ERROR("data-parallel worker %d (%s) hit a fatal error; all %d workers stop", w->rank,
+            device_desc(w->device, dev, sizeof dev), w->sh->world);
+}
+
+ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_error *err) {
+  CT_ASSERT(n >= 1);
+  dp_shared sh;
+  ct_status st = shared_init(&sh, job, n, err);
+  sh.threads = true;
+  sh.gpu = gpus != NULL;
+  if (st == CT_OK && sh.gpu) {
+    st = ct_nccl_unique_id(&sh.nccl_id, err);
+    snprintf(sh.transport, sizeof sh.transport, "NCCL %s", ct_nccl_version());
+    int len = snprintf(sh.devices, sizeof sh.devices, "GPU%s ", n == 1 ? "" : "s");
+    for (int i = 0; i < n && len < (int)sizeof sh.devices; i++)
+      len += snprintf(sh.devices + len, sizeof sh.devices - (size_t)len, "%s%d", i ? "," : "", gpus[i]);
+  } else if (st == CT_OK) {
+    sh.tg = ct_comm_threads_group_create(n);
+    snprintf(sh.transport, sizeof sh.transport, "shared memory");
+    snprintf(sh.devices, sizeof sh.devices, "CPU");
+  }
+  if (st != CT_OK) {
+    shared_free(&sh);
+    return st;
+  }
+  dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
+  ct_set_abort_hook(threads_abort_hook);
+  int started = 0;
+  for (; started < n; started++) {
+    dp_worker *w = &workers[started];
+    w->sh = &sh;
+    w->rank = started;
+    w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+      w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", started);
+      worker_failed(w);
+      break;
+    }
+  }
+  for (int i = 0; i < started; i++) pthread_join(workers[i].thread, NULL);
+  ct_set_abort_hook(NULL);
+  st = CT_OK;
+  if (sh.failed)
+    st = failure_message("worker", sh.failed_rank, sh.failed_device, sh.failed_iter, &sh.failure,
+                         n > 1 ? "; the other workers were stopped" : "", err);
+  free(workers);
+  shared_free(&sh);
+  return st;
+}
+
+/* ------------------------------------------------------------------ MPI */
+
+static void mpi_abort_hook(const char *msg) { ct_mpi_abort_job(1); }
+
+/* Rank 0 makes the NCCL id and sends it with a success flag, so that a
+ * failure there fails every rank instead of leaving them waiting. */
+static ct_status share_nccl_id(int rank, ct_nccl_id *id, ct_error *err) {
+  struct {
+    int ok;
+    ct_nccl_id id;
+  } msg;
+  memset(&msg, 0, sizeof msg);
+  ct_error local;
+  ct_status st = CT_OK;
+  if (rank == 0) {
+    st = ct_nccl_unique_id(&msg.id, &local);
+    msg.ok = st == CT_OK;
+  }
+  CT_TRY(ct_mpi_broadcast_bytes(&msg, sizeof msg, err));
+  if (!msg.ok) {
+    if (rank == 0 && err) *err = local;
+    return rank == 0 ? st : ct_error_set(err, CT_ERR_DEVICE, "rank 0 could not make an NCCL id");
+  }
+  *id = msg.id;
+  return CT_OK;
+}
+
+static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int n_node_gpus,
+                         ct_comm *mpi, ct_error *err) {
+  int local = ct_mpi_local_rank_from_env();
+  if (local < 0) local = w->rank;
+  double first_on_node = local == 0 ? 1.0 : 0.0;
+  CT_TRY(ct_comm_allreduce_host_f64(mpi, &first_on_node, 1, err));
+  sh->nodes = (int)first_on_node;
+  if (!sh->gpu) {
+    w->comm = mpi;
+    snprintf(sh->transport, sizeof sh->transport, "MPI");
+    snprintf(sh->devices, sizeof sh->devices, "CPU");
+    return worker_run(w, err);
+  }
+  if (local >= n_node_gpus)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "rank %d is local rank %d on its node, but each node lists only %d GPU%s (--gpu)",
+                        w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
+  w->device = node_gpus[local];
+  CT_TRY(share_nccl_id(w->rank, &sh->nccl_id, err));
+  ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = NULL};
+  CT_TRY(ct_comm_nccl_create(&w->comm, &sh->nccl_id, w->rank, sh->world, w->device, &o, err));
+  w->own_comm = true;
+  snprintf(sh->transport, sizeof sh->transport, "NCCL %s (id shared over MPI)", ct_nccl_version());
+  snprintf(sh->devices, sizeof sh->devices, "%d GPU%s", sh->world, sh->world == 1 ? "" : "s");
+  return worker_run(w, err);
+}
+
+ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus, ct_error *err) {
+  ct_comm *mpi = NULL;
+  CT_TRY(ct_comm_mpi_create(&mpi, err));
+  ct_comm_set_watchdog(mpi, job->dp.timeout_s, NULL);
+  if (mpi->rank != 0) ct_log_set_quiet(true);
+  ct_set_abort_hook(mpi_abort_hook);
+  dp_shared sh;
+  dp_worker w;
+  memset(&w, 0, sizeof w);
+  w.sh = &sh;
+  w.rank = mpi->rank;
+  w.device = CT_DEVICE_CPU;
+  ct_status st = shared_init(&sh, job, mpi->size, &w.err);
+  sh.gpu = n_node_gpus > 0;
+  if (st == CT_OK) st = mpi_run(&sh, &w, node_gpus, n_node_gpus, mpi, &w.err);
+  w.st = st;
+  if (st != CT_OK) {
+    failure_message("rank", w.rank, w.device, w.training ? w.solver->iter : -1, &w.err, "", err);
+    /* the job is about to be aborted: do not wait for the other ranks */
+    if (w.comm && w.comm != mpi) ct_comm_abort(w.comm);
+  }
+  if (w.comm == mpi) w.comm = NULL;
+  worker_cleanup(&w);
+  shared_free(&sh);
+  ct_comm_free(mpi);
+  return st;
+}

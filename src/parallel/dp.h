@@ -1,0 +1,114 @@
+/* Data-parallel training: W workers, each a full solver on its own device
+ * and its own shard of the data, kept identical by averaging gradients.
+ *
+ * Workers are either the threads of one process (one per GPU, NCCL between
+ * them; or CPU workers through the "threads" communicator) or the processes
+ * of an MPI job (one per rank: NCCL between GPUs, MPI between CPU workers).
+ * The same worker code runs in both; per worker:
+ *
+ *   - its own ct_context with rank/world set, so data layers read only
+ *     their shard (positions g with g % world == rank);
+ *   - its own ct_solver; rank 0 is the root (logs, snapshots), the others
+ *     are replicas (quiet, never snapshot);
+ *   - after --weights / resume, the parameters are broadcast from rank 0 so
+ *     that all replicas start equal;
+ *   - gradients are averaged in buckets (25 MB by default) in flat-buffer
+ *     order, which is the order gradients become final in backward: on GPUs
+ *     each bucket's all-reduce is enqueued from the net's gradient hook on a
+ *     dedicated stream as soon as its range is final, ordered after the
+ *     compute stream by an event, so it overlaps the rest of backward; the
+ *     solver's on_gradients hook waits for the last bucket (with the
+ *     communicator's watchdog) and the update follows.  With iter_size > 1
+ *     the hook is armed on the last pass only: one reduction per iteration.
+ *     CPU workers reduce the whole gradient after backward;
+ *   - tests run on every worker and their outputs are averaged;
+ *   - stop/snapshot requests (signals) are sampled by rank 0 and agreed on
+ *     by all workers every iteration, so all act on the same iteration.
+ *
+ * Failure: a worker that fails (a forward error, a NaN loss, a CUDA or NCCL
+ * error, a communicator timeout) records the first failure, raises the
+ * shared cancel flag and aborts its communicator; the other workers give up
+ * at their next wait, and the run returns that failure naming the worker
+ * ("worker 1 (GPU 1) failed: ...").  Under MPI the failing rank logs its
+ * error and the caller ends the job (ct_mpi_abort_job).  Snapshots are
+ * written atomically, so the last one stays intact. */
+#ifndef CT_PARALLEL_DP_H
+#define CT_PARALLEL_DP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "caffe.pb-c.h"
+#include "core/status.h"
+#include "solvers/solver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tuning of the reduction. */
+typedef struct ct_dp_options {
+  size_t bucket_bytes;  /* all-reduce bucket size; 0: 25 MB */
+  double timeout_s;     /* communicator watchdog; <= 0: ct_comm_default_timeout() */
+  int timing_iters;     /* GPU: rank 0 logs per-bucket timing of this many iterations */
+  int timing_skip;      /* ... after this many warm-up iterations (0: 5) */
+} ct_dp_options;
+
+/* What to train: the same for every worker. */
+typedef struct ct_dp_job {
+  const Caffe__SolverParameter *solver_param; /* borrowed */
+  ct_solver_opts solver_opts; /* `replica` and `quiet_nets` are set per worker */
+  const char *weights;        /* comma-separated .caffemodel files to start from, or NULL */
+  const char *resume;         /* a .solverstate to resume from, or NULL */
+  bool global_batch;          /* the net's batch sizes are global: divide them by world */
+  bool strict_fp32;           /* GPU math without TF32 (--math=fp32) */
+  ct_dp_options dp;
+} ct_dp_job;
+
+/* The default bucket size (25 MB). */
+#define CT_DP_DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
+
+/* Trains with `n` worker threads in this process: worker i on GPU gpus[i],
+ * or, when gpus is NULL, n CPU workers (the "threads" communicator).  The
+ * calling thread waits for all of them.  Returns CT_OK when every worker
+ * finished (including a requested stop), else the first failure, prefixed
+ * "worker R (GPU G) failed: " (or "worker R (CPU) failed: ").  Errors before
+ * training (a --global_batch that does not divide, no NCCL) name their
+ * cause. */
+ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_error *err);
+
+/* Trains as one rank of an MPI job (started by mpirun; MPI is initialised
+ * here).  node_gpus lists the GPUs of each node (n_node_gpus > 0): the rank
+ * with local rank L takes node_gpus[L] and all ranks join one NCCL
+ * communicator (its id shared by MPI); n_node_gpus == 0 trains on the CPU
+ * with gradients through MPI.  Ranks other than 0 silence their INFO lines.
+ * On failure returns the error prefixed "rank R (GPU G) failed: "; the
+ * caller should then end the job with ct_mpi_abort_job so that the other
+ * ranks stop at once.  CT_ERR_UNSUPPORTED in a build without MPI. */
+ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus,
+                          ct_error *err);
+
+/* Asks the running data-parallel job of this process to stop and/or
+ * snapshot (ct_solver_action bits).  Async-signal-safe.  Rank 0 samples the
+ * request once per iteration and all workers act on it together. */
+void ct_dp_request(int actions);
+
+/* Makes the net's batch sizes global: every data layer of the train net
+ * (Data, ImageData, HDF5Data, MemoryData, WindowData, DummyData, Input)
+ * that takes part in the TRAIN phase gets batch / world.  Net files named
+ * by the solver are read into its *_param fields first.  Errors:
+ * CT_ERR_INVALID "--global_batch: layer 'data' (Data) has batch_size 250,
+ * which 3 workers do not divide", or when no such layer exists; the
+ * readers' errors for net files. */
+ct_status ct_dp_divide_batch(Caffe__SolverParameter *sp, int world, ct_error *err);
+
+/* Reads the net files a solver names (net, train_net, test_net) into the
+ * matching *_param fields, so that callers can edit the nets in memory.
+ * Errors: the reader's, naming the file. */
+ct_status ct_dp_inline_nets(Caffe__SolverParameter *sp, ct_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

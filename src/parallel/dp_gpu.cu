@@ -1,0 +1,158 @@
+/* The CUDA side of the data-parallel reducer (see dp_gpu.h). */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#include "gpu/gpu.h"
+#include "parallel/dp_gpu.h"
+
+struct ct_dp_gpu {
+  ct_context *ctx;
+  ct_comm *comm;
+  cudaStream_t comm_stream; /* high priority, non-blocking */
+  int nbuckets;
+  cudaEvent_t *ready;       /* (nbuckets) compute-stream points the buckets wait for */
+  cudaEvent_t sync;         /* compute -> communication ordering outside buckets */
+  cudaEvent_t done;         /* communication -> compute ordering */
+  bool timing;              /* this iteration is timed */
+  bool timed;               /* the last finished iteration was timed */
+  cudaEvent_t t_begin, t_end;      /* backward start and end (compute stream) */
+  cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
+};
+
+#define DP_CUDA_TRY(g, call)                                                                    \
+  do {                                                                                          \
+    cudaError_t e_ = (call);                                                                    \
+    if (e_ != cudaSuccess)                                                                      \
+      return ct_error_set(err, CT_ERR_DEVICE, "data-parallel reducer on GPU %d: %s: %s (%s)",  \
+                          (g)->ctx->device, cudaGetErrorName(e_), cudaGetErrorString(e_), #call); \
+  } while (0)
+
+static cudaStream_t compute_stream(const ct_dp_gpu *g) { return (cudaStream_t)g->ctx->stream; }
+
+static ct_status create_events(ct_dp_gpu *g, cudaEvent_t *ev, int n, unsigned flags, ct_error *err) {
+  for (int i = 0; i < n; i++) DP_CUDA_TRY(g, cudaEventCreateWithFlags(&ev[i], flags));
+  return CT_OK;
+}
+
+static ct_status setup(ct_dp_gpu *g, ct_error *err) {
+  DP_CUDA_TRY(g, cudaSetDevice(g->ctx->device));
+  int least = 0, greatest = 0;
+  DP_CUDA_TRY(g, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
+  const int n = g->nbuckets;
+  CT_TRY(create_events(g, g->ready, n, cudaEventDisableTiming, err));
+  CT_TRY(create_events(g, &g->sync, 1, cudaEventDisableTiming, err));
+  CT_TRY(create_events(g, &g->done, 1, cudaEventDisableTiming, err));
+  CT_TRY(create_events(g, &g->t_begin, 1, cudaEventDefault, err));
+  CT_TRY(create_events(g, &g->t_end, 1, cudaEventDefault, err));
+  CT_TRY(create_events(g, g->t_ready, n, cudaEventDefault, err));
+  CT_TRY(create_events(g, g->t_start, n, cudaEventDefault, err));
+  CT_TRY(create_events(g, g->t_done, n, cudaEventDefault, err));
+  return CT_OK;
+}
+
+extern "C" ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
+                                      ct_error *err) {
+  *out = NULL;
+  ct_dp_gpu *g = (ct_dp_gpu *)ct_xcalloc(1, sizeof *g);
+  g->ctx = ctx;
+  g->comm = comm;
+  g->nbuckets = nbuckets;
+  const size_t n = (size_t)nbuckets + 1;
+  g->ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
+  g->t_ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
+  g->t_start = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
+  g->t_done = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
+  ct_status st = setup(g, err);
+  if (st != CT_OK) {
+    ct_dp_gpu_free(g);
+    return st;
+  }
+  *out = g;
+  return CT_OK;
+}
+
+static void destroy_events(cudaEvent_t *ev, int n) {
+  for (int i = 0; ev && i < n; i++)
+    if (ev[i]) cudaEventDestroy(ev[i]);
+}
+
+extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
+  if (!g) return;
+  if (g->comm_stream) cudaStreamSynchronize(g->comm_stream);
+  destroy_events(g->ready, g->nbuckets);
+  destroy_events(g->t_ready, g->nbuckets);
+  destroy_events(g->t_start, g->nbuckets);
+  destroy_events(g->t_done, g->nbuckets);
+  destroy_events(&g->sync, 1);
+  destroy_events(&g->done, 1);
+  destroy_events(&g->t_begin, 1);
+  destroy_events(&g->t_end, 1);
+  if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
+  free(g->ready);
+  free(g->t_ready);
+  free(g->t_start);
+  free(g->t_done);
+  free(g);
+}
+
+extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing) {
+  g->timing = timing;
+  if (timing) CT_CUDA_CHECK(cudaEventRecord(g->t_begin, compute_stream(g)));
+}
+
+extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
+  CT_ASSERT(b >= 0 && b < g->nbuckets);
+  DP_CUDA_TRY(g, cudaEventRecord(g->ready[b], compute_stream(g)));
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_ready[b], compute_stream(g)));
+  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready[b], 0));
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_start[b], g->comm_stream));
+  CT_TRY(ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err));
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_done[b], g->comm_stream));
+  return CT_OK;
+}
+
+/* Blocks until the communication stream is idle, then orders the compute
+ * stream after it. */
+static ct_status drain(ct_dp_gpu *g, ct_error *err) {
+  CT_TRY(ct_comm_wait(g->comm, g->comm_stream, err));
+  DP_CUDA_TRY(g, cudaEventRecord(g->done, g->comm_stream));
+  DP_CUDA_TRY(g, cudaStreamWaitEvent(compute_stream(g), g->done, 0));
+  return CT_OK;
+}
+
+extern "C" ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err) {
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_end, compute_stream(g)));
+  g->timed = g->timing;
+  g->timing = false;
+  return drain(g, err);
+}
+
+extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root,
+                                         ct_error *err) {
+  DP_CUDA_TRY(g, cudaEventRecord(g->sync, compute_stream(g)));
+  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->sync, 0));
+  CT_TRY(ct_comm_broadcast(g->comm, buf, count, root, g->comm_stream, err));
+  return drain(g, err);
+}
+
+static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
+  float ms = 0.0f;
+  if (cudaEventElapsedTime(&ms, from, to) != cudaSuccess) {
+    cudaGetLastError();
+    return -1.0;
+  }
+  return (double)ms;
+}
+
+extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms) {
+  if (!g->timed) return false;
+  CT_CUDA_CHECK(cudaEventSynchronize(g->t_end));
+  *backward_ms = elapsed_ms(g->t_begin, g->t_end);
+  for (int b = 0; b < nbuckets && b < g->nbuckets; b++) {
+    t[b].ready_ms = elapsed_ms(g->t_begin, g->t_ready[b]);
+    t[b].start_ms = elapsed_ms(g->t_begin, g->t_start[b]);
+    t[b].done_ms = elapsed_ms(g->t_begin, g->t_done[b]);
+  }
+  return true;
+}

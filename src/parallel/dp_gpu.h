@@ -1,0 +1,59 @@
+/* The CUDA side of the data-parallel reducer (dp_gpu.cu; dp_gpu_none.c in
+ * CPU-only builds): a high-priority communication stream, the events that
+ * order each bucket's all-reduce after the compute stream, and optional
+ * timing events.  Not a public API: dp_reduce.c drives it. */
+#ifndef CT_PARALLEL_DP_GPU_H
+#define CT_PARALLEL_DP_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/context.h"
+#include "parallel/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_dp_gpu ct_dp_gpu;
+
+/* When a bucket's gradient was final on the compute stream (ready), when its
+ * all-reduce could start on the communication stream (start) and when it
+ * finished (done), in ms after the backward pass began. */
+typedef struct ct_dp_bucket_time {
+  double ready_ms, start_ms, done_ms;
+} ct_dp_bucket_time;
+
+/* Makes the streams and events for nbuckets buckets on ctx's GPU; comm must
+ * be a device communicator on the same GPU.  Errors: CT_ERR_DEVICE naming
+ * the GPU; CT_ERR_UNSUPPORTED without CUDA. */
+ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
+                           ct_error *err);
+void ct_dp_gpu_free(ct_dp_gpu *g);
+
+/* Marks the start of the backward pass whose buckets follow; with timing,
+ * this iteration's buckets are timed (ct_dp_gpu_times after finish). */
+void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing);
+/* Enqueues bucket b: buf (count floats of the flat gradient) is averaged
+ * over ranks on the communication stream once the compute stream has
+ * reached this point.  Does not block (unless NCCL reports its enqueue in
+ * progress).  Errors: the communicator's. */
+ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err);
+/* Waits (host, with the communicator's watchdog) for every launched bucket
+ * and makes the compute stream wait for them too.  Errors: the
+ * communicator's (CT_ERR_COMM / CT_ERR_INTERRUPTED). */
+ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err);
+/* Replaces buf (count floats on the GPU) by rank root's values, after the
+ * compute stream's pending work and before its later work; blocks until
+ * done. */
+ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err);
+/* After a timed iteration's finish: fills t[0..nbuckets) and *backward_ms
+ * (when the compute stream reached finish).  False when the iteration was
+ * not timed. */
+bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,24 @@
+/* CPU-only builds: no GPU reducer. */
+#ifndef CORTADO_HAVE_CUDA
+#include "parallel/dp_gpu.h"
+
+ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
+                           ct_error *err) {
+  *out = NULL;
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+void ct_dp_gpu_free(ct_dp_gpu *g) {}
+void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing) {}
+ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms) {
+  return false;
+}
+#endif

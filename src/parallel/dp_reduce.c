@@ -1,0 +1,161 @@
+/* The gradient reducer of one data-parallel worker (see dp_reduce.h).
+ *
+ * Buckets are fixed ranges of the flat gradient: [0, B), [B, 2B), ... with
+ * B = bucket_bytes / 4 floats.  The net reports during backward the prefix
+ * of the flat gradient that is final; every bucket that lies inside it is
+ * launched at once, so a bucket leaves as soon as its last gradient is
+ * written, whatever parameters it spans.  On a GPU a launch only enqueues
+ * the all-reduce on the communication stream; on the CPU it is the
+ * (blocking) all-reduce itself, so CPU workers run the same bucket plan
+ * without the overlap. */
+#include "parallel/dp_reduce.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "parallel/dp_gpu.h"
+
+struct ct_dp_reducer {
+  ct_net *net;
+  ct_context *ctx;
+  ct_comm *comm;
+  bool gpu;
+  size_t bucket_floats;
+  int nbuckets;
+  size_t *end;          /* (nbuckets) each bucket's end in the flat gradient */
+  int next;             /* the next bucket to launch this iteration */
+  bool armed;           /* the hook is set for this iteration's last pass */
+  ct_dp_gpu *g;
+  ct_status hook_st;    /* the first launch failure inside the hook */
+  ct_error hook_err;
+  bool log_timing;
+  int timing_skip, timing_iters;
+  long reductions;      /* finished so far */
+  ct_dp_bucket_time *times; /* (nbuckets) */
+};
+
+ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx, ct_comm *comm,
+                               const ct_dp_options *opts, bool log_timing, ct_error *err) {
+  *out = NULL;
+  ct_dp_reducer *r = ct_xcalloc(1, sizeof *r);
+  r->net = net;
+  r->ctx = ctx;
+  r->comm = comm;
+  r->gpu = ctx->device != CT_DEVICE_CPU;
+  size_t bytes = opts && opts->bucket_bytes ? opts->bucket_bytes : CT_DP_DEFAULT_BUCKET_BYTES;
+  r->bucket_floats = bytes / sizeof(float) / 64 * 64;
+  if (r->bucket_floats == 0) r->bucket_floats = 64;
+  r->nbuckets = (int)((net->flat_count + r->bucket_floats - 1) / r->bucket_floats);
+  r->end = ct_xcalloc((size_t)r->nbuckets + 1, sizeof(size_t));
+  for (int b = 0; b < r->nbuckets; b++) {
+    size_t e = (size_t)(b + 1) * r->bucket_floats;
+    r->end[b] = e < net->flat_count ? e : net->flat_count;
+  }
+  r->times = ct_xcalloc((size_t)r->nbuckets + 1, sizeof *r->times);
+  r->log_timing = log_timing && opts && opts->timing_iters > 0;
+  r->timing_iters = opts ? opts->timing_iters : 0;
+  r->timing_skip = opts && opts->timing_skip > 0 ? opts->timing_skip : 5;
+  if (r->gpu) {
+    ct_status st = ct_dp_gpu_create(&r->g, ctx, comm, r->nbuckets, err);
+    if (st != CT_OK) {
+      ct_dp_reducer_free(r);
+      return st;
+    }
+  }
+  *out = r;
+  return CT_OK;
+}
+
+void ct_dp_reducer_free(ct_dp_reducer *r) {
+  if (!r) return;
+  if (r->net && r->armed) ct_net_set_grad_hook(r->net, NULL, NULL);
+  ct_dp_gpu_free(r->g);
+  free(r->end);
+  free(r->times);
+  free(r);
+}
+
+ct_status ct_dp_reducer_broadcast_params(ct_dp_reducer *r, int root, ct_error *err) {
+  if (r->net->flat_count == 0) return CT_OK;
+  if (r->gpu) return ct_dp_gpu_broadcast(r->g, r->net->flat_data, r->net->flat_count, root, err);
+  return ct_comm_broadcast(r->comm, r->net->flat_data, r->net->flat_count, root, NULL, err);
+}
+
+static void launch(ct_dp_reducer *r, int b) {
+  size_t start = b ? r->end[b - 1] : 0;
+  float *buf = r->net->flat_diff + start;
+  if (r->gpu)
+    r->hook_st = ct_dp_gpu_launch(r->g, b, buf, r->end[b] - start, &r->hook_err);
+  else
+    r->hook_st = ct_comm_allreduce(r->comm, buf, r->end[b] - start, CT_COMM_AVG, NULL, &r->hook_err);
+}
+
+/* The net's gradient hook: launches every bucket inside the final prefix. */
+static void on_grad_ready(void *user, size_t ready) {
+  ct_dp_reducer *r = user;
+  while (r->hook_st == CT_OK && r->next < r->nbuckets && r->end[r->next] <= ready) launch(r, r->next++);
+}
+
+static bool timing_now(const ct_dp_reducer *r) {
+  return r->log_timing && r->reductions >= r->timing_skip &&
+         r->reductions < (long)r->timing_skip + r->timing_iters;
+}
+
+void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses) {
+  if (pass != npasses - 1) {
+    ct_net_set_grad_hook(r->net, NULL, NULL);
+    return;
+  }
+  r->next = 0;
+  r->armed = true;
+  r->hook_st = CT_OK;
+  if (r->gpu) ct_dp_gpu_begin(r->g, timing_now(r));
+  ct_net_set_grad_hook(r->net, on_grad_ready, r);
+}
+
+static void log_times(ct_dp_reducer *r) {
+  double backward_ms = 0;
+  if (!ct_dp_gpu_times(r->g, r->nbuckets, r->times, &backward_ms)) return;
+  double last = r->nbuckets ? r->times[r->nbuckets - 1].done_ms : backward_ms;
+  LOG_INFO("dp timing, reduction %ld: backward %.3f ms; all-reduce done at +%.3f ms (%.3f ms after "
+           "backward)",
+           r->reductions, backward_ms, last, last - backward_ms);
+  for (int b = 0; b < r->nbuckets; b++) {
+    size_t start = b ? r->end[b - 1] : 0;
+    LOG_INFO("dp bucket %d/%d [%zu, %zu) %.2f MB: ready +%.3f ms, start +%.3f ms, done +%.3f ms", b,
+             r->nbuckets, start, r->end[b], (double)(r->end[b] - start) * 4.0 / 1048576.0,
+             r->times[b].ready_ms, r->times[b].start_ms, r->times[b].done_ms);
+  }
+}
+
+ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
+  ct_net_set_grad_hook(r->net, NULL, NULL);
+  if (!r->armed) {
+    r->next = 0;
+    r->hook_st = CT_OK;
+    if (r->gpu) ct_dp_gpu_begin(r->g, false);
+  }
+  r->armed = false;
+  while (r->hook_st == CT_OK && r->next < r->nbuckets) launch(r, r->next++);
+  if (r->hook_st != CT_OK) {
+    if (err) *err = r->hook_err;
+    return r->hook_st;
+  }
+  if (r->gpu) {
+    CT_TRY(ct_dp_gpu_finish(r->g, err));
+    log_times(r);
+  }
+  r->reductions++;
+  return CT_OK;
+}
+
+void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size) {
+  const double mb = (double)r->net->flat_count * 4.0 / 1048576.0;
+  snprintf(buf, size, "%d bucket%s of up to %.1f MB over %zu parameters (%.2f MB), %s", r->nbuckets,
+           r->nbuckets == 1 ? "" : "s", (double)r->bucket_floats * 4.0 / 1048576.0, r->net->flat_count,
+           mb,
+           r->gpu ? "launched during backward on a dedicated stream"
+                  : "each averaged during backward as soon as it is final");
+}

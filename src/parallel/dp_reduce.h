@@ -1,0 +1,40 @@
+/* The gradient reducer of one data-parallel worker (dp_reduce.c): the bucket
+ * plan over the net's flat gradient and the gradient hook that launches
+ * buckets during backward (on a GPU asynchronously, on the CPU as blocking
+ * host all-reduces).  Internal to src/parallel. */
+#ifndef CT_PARALLEL_DP_REDUCE_H
+#define CT_PARALLEL_DP_REDUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/context.h"
+#include "net/net.h"
+#include "parallel/comm.h"
+#include "parallel/dp.h"
+
+typedef struct ct_dp_reducer ct_dp_reducer;
+
+/* A reducer for net (borrowed) on ctx's device over comm.  The flat
+ * gradient is cut into buckets of opts->bucket_bytes (0: 25 MB; rounded
+ * down to a multiple of 256 bytes, at least 256).  Timing (GPU, opts->timing_iters) is
+ * logged when log_timing.  Errors: those of ct_dp_gpu_create. */
+ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx, ct_comm *comm,
+                               const ct_dp_options *opts, bool log_timing, ct_error *err);
+void ct_dp_reducer_free(ct_dp_reducer *r);
+
+/* Replaces the net's parameters by rank root's (blocking). */
+ct_status ct_dp_reducer_broadcast_params(ct_dp_reducer *r, int root, ct_error *err);
+/* Before backward pass `pass` of `npasses`: arms the gradient hook on the
+ * last pass, disarms it otherwise. */
+void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses);
+/* After the iteration's backward passes: the flat gradient becomes the mean
+ * over workers (launches what the hook has not; on a GPU waits for all
+ * buckets).  Errors: the communicator's, or a launch failure from the hook. */
+ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err);
+/* One line describing the plan, e.g. "10 buckets of up to 25.0 MB over
+ * 60965224 parameters (232.56 MB), launched during backward on a dedicated
+ * stream". */
+void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,190 @@
+/* The gradient reducer on its own, with a communicator that records what
+ * it is asked: buckets cover the flat gradient in order, each launched
+ * from the gradient hook as soon as its range is final (the first one
+ * before the first layer's backward has run), exactly once per iteration
+ * whatever iter_size, and a launch failure inside the hook is reported by
+ * finish. */
+#include "testutil.h"
+
+#include "net/net.h"
+#include "parallel/dp_reduce.h"
+#include "proto/textformat.h"
+
+#define MAX_CALLS 64
+
+typedef struct call_log {
+  ct_net *net;
+  int ncalls;
+  size_t offset[MAX_CALLS], count[MAX_CALLS];
+  bool tail_zero[MAX_CALLS]; /* ip1's gradient still all zero at the call */
+  int fail_at;               /* the call that fails (-1: none) */
+} call_log;
+
+static call_log g_log;
+
+/* Whether ip1's parameter gradients (the net's first layer: final last) are
+ * all zero. */
+static bool ip1_grads_zero(const ct_net *net) {
+  int ip1 = ct_net_layer_index(net, "ip1");
+  for (int q = 0; q < net->nparams; q++) {
+    if (net->params[q].layer != ip1) continue;
+    const float *g = net->flat_diff + net->params[q].offset;
+    for (size_t i = 0; i < net->params[q].count; i++)
+      if (g[i] != 0.0f) return false;
+  }
+  return true;
+}
+
+static ct_status rec_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op op, void *stream,
+                               ct_error *err) {
+  int k = g_log.ncalls++;
+  assert_true(k < MAX_CALLS);
+  assert_int_equal(op, CT_COMM_AVG);
+  g_log.offset[k] = (size_t)(buf - g_log.net->flat_diff);
+  g_log.count[k] = count;
+  g_log.tail_zero[k] = ip1_grads_zero(g_log.net);
+  if (k == g_log.fail_at) return ct_error_set(err, CT_ERR_COMM, "recorded failure at call %d", k);
+  return CT_OK;
+}
+static ct_status rec_broadcast(ct_comm *c, float *buf, size_t count, int root, void *stream, ct_error *err) {
+  return CT_OK;
+}
+static ct_status rec_f64(ct_comm *c, double *buf, size_t count, ct_error *err) { return CT_OK; }
+static ct_status rec_barrier(ct_comm *c, ct_error *err) { return CT_OK; }
+static ct_status rec_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
+static void rec_abort(ct_comm *c) {}
+static void rec_destroy(ct_comm *c) {}
+
+static const ct_comm_ops k_rec_ops = {"recording", rec_allreduce, rec_broadcast, rec_f64,
+                                      rec_barrier, rec_wait,      rec_abort,     rec_destroy};
+
+static const char *k_net =
+    "layer { name: 'data' type: 'DummyData' top: 'x' top: 'label'\n"
+    "  dummy_data_param { shape { dim: 4 dim: 8 } shape { dim: 4 }\n"
+    "    data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }\n"
+    "layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'h'\n"
+    "  inner_product_param { num_output: 16 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+    "layer { name: 'relu' type: 'ReLU' bottom: 'h' top: 'h' }\n"
+    "layer { name: 'ip2' type: 'InnerProduct' bottom: 'h' top: 'y'\n"
+    "  inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
+
+typedef struct fixture {
+  ct_context ctx;
+  ct_net *net;
+  ct_comm comm;
+  ct_dp_reducer *r;
+} fixture;
+
+static void setup(fixture *f, size_t bucket_bytes) {
+  ct_error err;
+  assert_int_equal(ct_context_init(&f->ctx, CT_DEVICE_CPU, 5, &err), CT_OK);
+  Caffe__NetParameter *np = NULL;
+  assert_int_equal(ct_text_parse(&caffe__net_parameter__descriptor, k_net, strlen(k_net), "net",
+                                 (ProtobufCMessage **)&np, &err),
+                   CT_OK);
+  ct_net_opts o = {.phase = CT_PHASE_TRAIN, .quiet = true};
+  if (ct_net_init(&f->net, np, &o, &f->ctx, &err) != CT_OK) fail_msg("%s", err.msg);
+  protobuf_c_message_free_unpacked(&np->base, NULL);
+  memset(&f->comm, 0, sizeof f->comm);
+  f->comm.ops = &k_rec_ops;
+  f->comm.size = 2;
+  memset(&g_log, 0, sizeof g_log);
+  g_log.net = f->net;
+  g_log.fail_at = -1;
+  ct_dp_options dp = {.bucket_bytes = bucket_bytes};
+  assert_int_equal(ct_dp_reducer_create(&f->r, f->net, &f->ctx, &f->comm, &dp, false, &err), CT_OK);
+}
+
+static void teardown(fixture *f) {
+  ct_dp_reducer_free(f->r);
+  ct_net_free(f->net);
+  ct_context_free(&f->ctx);
+}
+
+/* One iteration as the solver runs it with the reducer's hooks. */
+static ct_status iteration(fixture *f, int iter_size, ct_error *err) {
+  ct_net_clear_param_diffs(f->net);
+  for (int pass = 0; pass < iter_size; pass++) {
+    double loss;
+    CT_TRY(ct_net_forward(f->net, &loss, err));
+    ct_dp_reducer_before_backward(f->r, pass, iter_size);
+    ct_net_backward(f->net);
+  }
+  return ct_dp_reducer_finish(f->r, err);
+}
+
+static void test_buckets_cover_the_gradient_in_order_during_backward(void **state) {
+  fixture f;
+  setup(&f, 256); /* 64 floats */
+  ct_error err;
+  assert_int_equal(iteration(&f, 1, &err), CT_OK);
+  const size_t n = f.net->flat_count;
+  assert_int_equal(g_log.ncalls, (int)((n + 63) / 64));
+  size_t next = 0;
+  for (int k = 0; k < g_log.ncalls; k++) {
+    assert_int_equal(g_log.offset[k], next);
+    assert_true(g_log.count[k] <= 64 && g_log.count[k] > 0);
+    next += g_log.count[k];
+  }
+  assert_int_equal(next, n);
+  /* the first bucket (ip2's weights) left before ip1's backward ran */
+  assert_true(g_log.tail_zero[0]);
+  assert_false(g_log.tail_zero[g_log.ncalls - 1]);
+  char line[256];
+  ct_dp_reducer_describe(f.r, line, sizeof line);
+  char want[256];
+  snprintf(want, sizeof want,
+           "%d buckets of up to 0.0 MB over %zu parameters (0.00 MB), each averaged during backward as "
+           "soon as it is final",
+           g_log.ncalls, n);
+  assert_string_equal(line, want);
+  teardown(&f);
+}
+
+static void test_iter_size_reduces_once(void **state) {
+  fixture f;
+  setup(&f, 256);
+  ct_error err;
+  const int nb = (int)((f.net->flat_count + 63) / 64);
+  assert_int_equal(iteration(&f, 3, &err), CT_OK);
+  assert_int_equal(g_log.ncalls, nb);
+  assert_int_equal(iteration(&f, 2, &err), CT_OK);
+  assert_int_equal(g_log.ncalls, 2 * nb);
+  teardown(&f);
+}
+
+static void test_default_bucket_is_one_call(void **state) {
+  fixture f;
+  setup(&f, 0);
+  ct_error err;
+  assert_int_equal(iteration(&f, 1, &err), CT_OK);
+  assert_int_equal(g_log.ncalls, 1);
+  assert_int_equal(g_log.count[0], f.net->flat_count);
+  teardown(&f);
+}
+
+/* A failed launch inside the hook stops later launches and is finish's
+ * error; the next iteration starts afresh. */
+static void test_launch_failure_reported_by_finish(void **state) {
+  fixture f;
+  setup(&f, 256);
+  g_log.fail_at = 1;
+  ct_error err;
+  assert_int_equal(iteration(&f, 1, &err), CT_ERR_COMM);
+  assert_string_equal(err.msg, "recorded failure at call 1");
+  assert_int_equal(g_log.ncalls, 2);
+  g_log.fail_at = -1;
+  assert_int_equal(iteration(&f, 1, &err), CT_OK);
+  teardown(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_buckets_cover_the_gradient_in_order_during_backward),
+      cmocka_unit_test(test_iter_size_reduces_once),
+      cmocka_unit_test(test_default_bucket_is_one_call),
+      cmocka_unit_test(test_launch_failure_reported_by_finish),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

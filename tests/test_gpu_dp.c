@@ -1,0 +1,146 @@
+/* Data parallelism on two GPUs (skipped without two): `cortado train
+ * --gpu=0,1` with batch b ends with the parameters of `--gpu=0` with batch
+ * 2b (strict FP32, tolerance for the GPUs' summation orders), also with
+ * iter_size; the per-bucket timing shows each bucket ready, started and
+ * done in order; a worker that fails stops both, naming itself and the
+ * cause, within 60 s. */
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#include "dp_fixture.h"
+#include "gpu/gpu.h"
+
+static void require_two_gpus(void) {
+  tu_require_gpu();
+  if (ct_gpu_device_count() < 2) {
+    printf("fewer than 2 GPUs: skipped\n");
+    exit(77);
+  }
+}
+
+static int run_train(const char *solver, const char *flags, char **out) {
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "%s train --solver=%s %s 2>&1", tu_cortado_bin(), solver, flags);
+  return tu_run(cmd, out);
+}
+
+static void check_equivalence(const char *name, int b, const char *extra) {
+  const char *base = tu_tmpdir(name);
+  char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  snprintf(ref, sizeof ref, "%s/ref", base);
+  snprintf(dp, sizeof dp, "%s/dp", base);
+  mkdir(ref, 0755);
+  mkdir(dp, 0755);
+  dpf_write_solver(ref, lmdb, 2 * b, 6, 0, extra);
+  dpf_write_solver(dp, lmdb, b, 6, 0, extra);
+  char *out = NULL;
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", ref);
+  int rc = run_train(solver, "--gpu=0 --math=fp32", &out);
+  if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
+  free(out);
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
+  rc = run_train(solver, "--gpu=0,1 --math=fp32", &out);
+  if (rc != 0) fail_msg("--gpu=0,1 failed (%d):\n%s", rc, out);
+  assert_non_null(strstr(out, "Data-parallel training: 1 node, 2 ranks (threads of one process), GPUs 0,1; "
+                              "transport NCCL"));
+  char want[128];
+  if (extra && strstr(extra, "iter_size: 2"))
+    snprintf(want, sizeof want, "effective batch %d = %d x 2 iter_size x 2 GPUs", 4 * b, b);
+  else
+    snprintf(want, sizeof want, "effective batch %d = %d x 2 GPUs", 2 * b, b);
+  if (!strstr(out, want)) fail_msg("no '%s' in:\n%s", want, out);
+  free(out);
+  snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", dp);
+  snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", ref);
+  double e = dpf_caffemodel_rel_err(a, c);
+  printf("%s: 2 GPUs x batch %d vs 1 GPU x batch %d: max rel err %.3g\n", name, b, 2 * b, e);
+  assert_true(e < 1e-4);
+}
+
+static void test_two_gpus_equal_one_with_double_batch(void **state) {
+  require_two_gpus();
+  check_equivalence("gpu_dp_2", 4, NULL);
+}
+
+static void test_two_gpus_iter_size(void **state) {
+  require_two_gpus();
+  check_equivalence("gpu_dp_iter_size", 3, "iter_size: 2");
+}
+
+/* Small buckets (256 bytes) so that the tiny net has several; every timed
+ * bucket is ready, then started, then done, and the log says so. */
+static void test_bucket_timing_is_logged(void **state) {
+  require_two_gpus();
+  const char *base = tu_tmpdir("gpu_dp_timing");
+  char lmdb[4200], dir[4200], solver[4300];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 40, -1);
+  snprintf(dir, sizeof dir, "%s/run", base);
+  mkdir(dir, 0755);
+  dpf_write_solver(dir, lmdb, 4, 9, 0, NULL);
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
+  char *out = NULL;
+  int rc = run_train(solver, "--gpu=0,1 --bucket_mb=0.000244140625 --dp_timing=2", &out);
+  if (rc != 0) fail_msg("--gpu=0,1 failed (%d):\n%s", rc, out);
+  int timed = 0, buckets = 0;
+  for (const char *p = strstr(out, "dp bucket "); p; p = strstr(p + 1, "dp bucket ")) {
+    int b, n;
+    double ready, start, done;
+    if (sscanf(p, "dp bucket %d/%d [%*u, %*u) %*f MB: ready +%lf ms, start +%lf ms, done +%lf ms", &b,
+               &n, &ready, &start, &done) != 5)
+      fail_msg("cannot read the bucket line: %.200s", p);
+    assert_true(n > 1);
+    assert_true(ready >= 0 && start >= ready - 1e-3 && done >= start);
+    buckets++;
+  }
+  for (const char *p = strstr(out, "dp timing, reduction "); p; p = strstr(p + 1, "dp timing, reduction "))
+    timed++;
+  assert_int_equal(timed, 2);
+  assert_true(buckets >= 4);
+  assert_non_null(strstr(out, "buckets of up to 0.0 MB"));
+  free(out);
+}
+
+/* Worker 1 reads a record with a label out of range at iteration 1. */
+static void test_failing_gpu_worker_stops_both(void **state) {
+  require_two_gpus();
+  const char *base = tu_tmpdir("gpu_dp_fail");
+  char lmdb[4200], dir[4200], solver[4300];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 20, 5);
+  snprintf(dir, sizeof dir, "%s/run", base);
+  mkdir(dir, 0755);
+  dpf_write_solver(dir, lmdb, 2, 50, 1, NULL);
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char *out = NULL;
+  int rc = run_train(solver, "--gpu=0,1", &out);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  assert_int_equal(rc, 1);
+  if (!strstr(out, "worker 1 (GPU 1) failed at iteration 1: layer 'loss' (SoftmaxWithLoss): label 7 at "
+                   "index 0 is out of range [0, 3); the other workers were stopped"))
+    fail_msg("the failure is not named:\n%s", out);
+  free(out);
+  assert_true((double)(t1.tv_sec - t0.tv_sec) < 60.0);
+  char snap[4300];
+  snprintf(snap, sizeof snap, "%s/snap_iter_1.caffemodel", dir);
+  dpf_params p = dpf_read_caffemodel(snap);
+  assert_true(p.n > 0);
+  free(p.v);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_two_gpus_equal_one_with_double_batch),
+      cmocka_unit_test(test_two_gpus_iter_size),
+      cmocka_unit_test(test_bucket_timing_is_logged),
+      cmocka_unit_test(test_failing_gpu_worker_stops_both),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
