@@ -1,7 +1,59 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "gpu/gpu.h"
+
+/* Host waits of this thread (see ct_gpu_host_waits). */
+static thread_local unsigned long g_host_waits;
+
+extern "C" unsigned long ct_gpu_host_waits(void) { return g_host_waits; }
+extern "C" void ct_gpu_note_host_wait(void) { g_host_waits++; }
+
+/* Bytes held per allocation, for ct_gpu_mem_usage. */
+static std::mutex g_mem_lock;
+static std::unordered_map<void *, size_t> *g_mem_sizes;
+static size_t g_mem_current, g_mem_peak;
+
+static void mem_note_alloc(void *p, size_t bytes) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (!g_mem_sizes) g_mem_sizes = new std::unordered_map<void *, size_t>();
+  (*g_mem_sizes)[p] = bytes;
+  g_mem_current += bytes;
+  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+}
+
+static void mem_note_free(void *p) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (!g_mem_sizes) return;
+  auto it = g_mem_sizes->find(p);
+  if (it == g_mem_sizes->end()) return;
+  g_mem_current -= it->second;
+  g_mem_sizes->erase(it);
+}
+
+extern "C" void ct_gpu_mem_usage(size_t *current, size_t *peak) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (current) *current = g_mem_current;
+  if (peak) *peak = g_mem_peak;
+}
+
+extern "C" void ct_gpu_mem_reset_peak(void) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  g_mem_peak = g_mem_current;
+}
+
+extern "C" void ct_gpu_device_mem(size_t *used, size_t *total) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    free_b = total_b = 0;
+  }
+  if (used) *used = total_b - free_b;
+  if (total) *total = total_b;
+}
 
 extern "C" int ct_gpu_device_count(void) {
   int n = 0;
@@ -35,11 +87,16 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   CT_CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 256));
   CT_CUDA_CHECK(cudaDeviceSynchronize()); /* zeroed before any stream uses it */
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
+  g_host_waits++;
+  mem_note_alloc(p, bytes ? bytes : 256);
   return p;
 }
 
 extern "C" void ct_gpu_free(int device, void *p) {
-  if (p) CT_CUDA_CHECK(cudaFree(p));
+  if (!p) return;
+  mem_note_free(p);
+  g_host_waits++;
+  CT_CUDA_CHECK(cudaFree(p));
 }
 
 /* The contexts' streams are non-blocking: they do not wait for the legacy
@@ -49,6 +106,7 @@ extern "C" void ct_gpu_free(int device, void *p) {
  * memset included), as their contracts promise. */
 extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src,
                               size_t bytes) {
+  g_host_waits++;
   CT_CUDA_CHECK(cudaDeviceSynchronize());
   if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
     CT_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
@@ -58,6 +116,7 @@ extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const v
 }
 
 extern "C" void ct_gpu_memset(int device, void *p, int value, size_t bytes) {
+  g_host_waits++;
   CT_CUDA_CHECK(cudaDeviceSynchronize());
   CT_CUDA_CHECK(cudaMemset(p, value, bytes));
   CT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -84,4 +143,7 @@ extern "C" void ct_gpu_host_free(void *p) {
   }
 }
 
-extern "C" void ct_gpu_synchronize(void) { CT_CUDA_CHECK(cudaDeviceSynchronize()); }
+extern "C" void ct_gpu_synchronize(void) {
+  g_host_waits++;
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
+}
