@@ -1,0 +1,73 @@
+/* A net's forward and backward as steps of a program (net_exec.h). */
+#include <stdint.h>
+
+#include "net/net.h"
+#include "net/net_exec.h"
+#include "net/net_program.h"
+
+static ct_status step_begin(void *user, int arg, ct_error *err) {
+  ct_net *net = user;
+  if (arg) ct_net_clear_param_diffs(net);
+  ct_net_zero_loss(net);
+  return CT_OK;
+}
+
+static ct_status step_forward(void *user, int i, ct_error *err) {
+  return ct_net_forward_layer_async(user, i, err);
+}
+
+static ct_status step_backward(void *user, int i, ct_error *err) {
+  ct_net_backward_layer(user, i);
+  return CT_OK;
+}
+
+static ct_status step_readback(void *user, int arg, ct_error *err) {
+  ct_net_readback_async(user);
+  return CT_OK;
+}
+
+void ct_net_program_begin(ct_net *net, ct_exec *ex, bool clear_param_diffs) {
+  ct_exec_add(ex, (ct_exec_step){step_begin, net, clear_param_diffs, true, "begin"});
+}
+
+void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
+  for (int i = 0; i < net->nlayers; i++) {
+    ct_layer *l = net->layers[i];
+    ct_exec_add(ex, (ct_exec_step){step_forward, net, i, ct_layer_capturable(l), l->name});
+  }
+  if (!backward) return;
+  for (int i = net->nlayers - 1; i >= 0; i--) {
+    ct_layer *l = net->layers[i];
+    if (!net->layer_need_backward[i] && !net->grad_hook) continue;
+    bool cap = ct_layer_capturable(l) && !net->grad_hook;
+    ct_exec_add(ex, (ct_exec_step){step_backward, net, i, cap, l->name});
+  }
+}
+
+void ct_net_program_end(ct_net *net, ct_exec *ex) {
+  ct_exec_add(ex, (ct_exec_step){step_readback, net, 0, true, "readback"});
+}
+
+/* FNV-1a over the words that locate the net's storage. */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  for (int k = 0; k < 8; k++) {
+    h ^= (v >> (8 * k)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t ct_net_signature(const ct_net *net) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = mix(h, net->layout_version);
+  h = mix(h, (uintptr_t)net->flat_data);
+  h = mix(h, (uintptr_t)net->flat_diff);
+  h = mix(h, (uintptr_t)net->diff_pool);
+  for (int b = 0; b < net->nblobs; b++) {
+    const ct_tensor *t = net->blobs[b];
+    h = mix(h, (uintptr_t)t->data);
+    h = mix(h, (uintptr_t)t->diff);
+    h = mix(h, t->count);
+  }
+  return h;
+}
