@@ -88,6 +88,13 @@ extern "C" void ct_gpu_context_sync(ct_context *ctx) {
   CT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)ctx->stream));
 }
 
+extern "C" void ct_gpu_context_set_tf32(ct_context *ctx) {
+  cublasStatus_t s = cublasSetMathMode((cublasHandle_t)ctx->cublas,
+                                       ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    ct_abort(__FILE__, __LINE__, "cublasSetMathMode failed (status %d)", (int)s);
+}
+
 extern "C" bool ct_gpu_context_capturing(const ct_context *ctx) {
   if (!ctx->stream) return false;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;

@@ -55,6 +55,7 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
 bool ct_gpu_context_capturing(const ct_context *ctx) { return false; }
+void ct_gpu_context_set_tf32(ct_context *ctx) {}
 unsigned ct_gpu_context_read_check(ct_context *ctx) { return 0; }
 void ct_gpu_context_clear_check(ct_context *ctx) {}
 void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev) {
