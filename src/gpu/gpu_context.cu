@@ -120,6 +120,37 @@ extern "C" void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, s
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)ctx->stream));
 }
 
+extern "C" void *ct_gpu_event_new(void) {
+  cudaEvent_t e;
+  CT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+extern "C" void ct_gpu_event_free(void *event) {
+  if (event) CT_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)event));
+}
+
+extern "C" void ct_gpu_event_record(ct_context *ctx, void *event, bool copy) {
+  cudaStream_t s = (cudaStream_t)(copy ? ctx->copy_stream : ctx->stream);
+  CT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, s));
+}
+
+extern "C" void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy) {
+  cudaStream_t s = (cudaStream_t)(copy ? ctx->copy_stream : ctx->stream);
+  CT_CUDA_CHECK(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0));
+}
+
+extern "C" void ct_gpu_event_sync(void *event) {
+  ct_gpu_note_host_wait();
+  CT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+}
+
+extern "C" void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
+  if (bytes)
+    CT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                  (cudaStream_t)ctx->copy_stream));
+}
+
 __global__ static void next_draw_kernel(uint64_t seed, unsigned long long *draws, uint64_t *out) {
   unsigned long long n = ++*draws;
   *out = ct_draw_seed(seed, (uint64_t)n);

@@ -23,6 +23,18 @@ void ct_gpu_context_clear_check(ct_context *ctx);
 /* Copies bytes between any two places (device, pinned host) on ctx's
  * stream without waiting; capturable when neither side is pageable. */
 void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes);
+/* Events ordering the copy stream against the compute stream (cudaEvent_t,
+ * timing off). */
+void *ct_gpu_event_new(void);
+void ct_gpu_event_free(void *event);
+/* Records event on ctx's copy stream (copy) or compute stream. */
+void ct_gpu_event_record(ct_context *ctx, void *event, bool copy);
+/* Makes ctx's copy stream (copy) or compute stream wait for event. */
+void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy);
+/* Waits on the host for event (counts as a host wait). */
+void ct_gpu_event_sync(void *event);
+/* Copies bytes (pinned host to device) on ctx's copy stream, without waiting. */
+void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes);
 /* See ct_context_next_draw_gpu. */
 void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev);
 uint64_t ct_gpu_context_get_draws(ct_context *ctx);

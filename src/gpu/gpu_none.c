@@ -65,6 +65,20 @@ uint64_t ct_gpu_context_get_draws(ct_context *ctx) { return 0; }
 void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
   ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
 }
+void *ct_gpu_event_new(void) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_free(void *event) {}
+void ct_gpu_event_record(ct_context *ctx, void *event, bool copy) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_sync(void *event) {}
+void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
+}
 void ct_gpu_context_set_draws(ct_context *ctx, uint64_t n) {}
 #endif
 

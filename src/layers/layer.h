@@ -78,6 +78,17 @@ typedef struct ct_layer_ops {
   /* Bit i set: bottom i never receives a gradient even under force_backward
    * (Caffe's AllowForceBackward), e.g. labels of a loss. */
   unsigned no_force_backward_bottoms;
+  /* Data layers whose tops come from host memory (optional, both or
+   * neither): next_batch hands out the next batch without copying it, host[t]
+   * pointing to top[t]->count values in pinned host memory for each top t,
+   * valid until release_batch(l, token).  A GPU net run as a program
+   * (net_program.h) then copies the batches into the tops itself, on the
+   * context's copy stream and overlapped with the previous iteration, in
+   * place of calling forward; it releases each batch once its copy is done
+   * and before asking for the next (src/net/net_feed.c).  Errors: the
+   * source's (the record that failed). */
+  ct_status (*next_batch)(ct_layer *l, const float **host, void **token, ct_error *err);
+  void (*release_batch)(ct_layer *l, void *token);
   ct_layer_shape_fn setup;   /* required */
   ct_layer_shape_fn reshape; /* required */
   ct_layer_forward_fn forward_cpu;   /* required */

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "math/math.h"
+#include "net/net_feed.h"
 #include "net/net_internal.h"
 
 #define NET_LOG(net, ...) \
@@ -308,6 +309,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
 
 void ct_net_free(ct_net *net) {
   if (!net) return;
+  for (int i = 0; net->feeds && i < net->nlayers; i++) ct_net_feed_free(net->feeds[i]);
+  free(net->feeds);
   for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
   for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
     free(net->bottom_ids[i]);
@@ -350,6 +353,11 @@ void ct_net_zero_loss(ct_net *net) {
 
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
   ct_layer *l = net->layers[i];
+  if (net->feeds && net->feeds[i]) {
+    /* a fed data layer: the staged batch, and the next one staged at once */
+    CT_TRY(ct_net_feed_copy(net->feeds[i], err));
+    return ct_net_feed_prefetch(net->feeds[i], err);
+  }
   CT_TRY(ct_layer_forward_async(l, net->bottoms[i], net->tops[i], err));
   for (int j = 0; j < l->ntop; j++) {
     if (l->loss_weight[j] == 0.0f) continue;
@@ -415,6 +423,11 @@ void ct_net_clear_param_diffs(ct_net *net) {
 
 ct_status ct_net_reshape(ct_net *net, ct_error *err) {
   net->layout_version++;
+  /* feeds are sized for the old tops: made again on their next use */
+  for (int i = 0; net->feeds && i < net->nlayers; i++) {
+    ct_net_feed_free(net->feeds[i]);
+    net->feeds[i] = NULL;
+  }
   for (int i = 0; i < net->nlayers; i++) {
     CT_TRY(ct_layer_reshape(net->layers[i], net->bottoms[i], net->tops[i], err));
     set_loss_diffs(net, i);

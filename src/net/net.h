@@ -125,6 +125,7 @@ typedef struct ct_net {
   double *loss_dev;            /* (1) GPU: device memory */
   double *loss_pinned;         /* (1) GPU: pinned host copy, filled by the readback */
   size_t grad_reported;        /* the grad hook's last count in this backward */
+  struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
   unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
 } ct_net;
 

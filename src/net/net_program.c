@@ -2,7 +2,9 @@
 #include <stdint.h>
 
 #include "net/net.h"
+#include "core/mem.h"
 #include "net/net_exec.h"
+#include "net/net_feed.h"
 #include "net/net_program.h"
 
 static ct_status step_begin(void *user, int arg, ct_error *err) {
@@ -21,6 +23,29 @@ static ct_status step_backward(void *user, int i, ct_error *err) {
   return CT_OK;
 }
 
+/* GPU data layers with batch hooks get a feed (net_feed.c), made on first
+ * use (and again after a reshape dropped it). */
+static bool fed(ct_net *net, int i) {
+  const ct_layer *l = net->layers[i];
+  if (net->ctx->device == CT_DEVICE_CPU || !l->ops->next_batch || !l->ops->release_batch)
+    return false;
+  if (!net->feeds) net->feeds = ct_xcalloc((size_t)net->nlayers + 1, sizeof *net->feeds);
+  if (!net->feeds[i]) net->feeds[i] = ct_net_feed_new(net, i);
+  return true;
+}
+
+static ct_status step_feed_copy(void *user, int i, ct_error *err) {
+  ct_net *net = user;
+  CT_ASSERT(fed(net, i));
+  return ct_net_feed_copy(net->feeds[i], err);
+}
+
+static ct_status step_feed_prefetch(void *user, int i, ct_error *err) {
+  ct_net *net = user;
+  CT_ASSERT(fed(net, i));
+  return ct_net_feed_prefetch(net->feeds[i], err);
+}
+
 static ct_status step_readback(void *user, int arg, ct_error *err) {
   ct_net_readback_async(user);
   return CT_OK;
@@ -33,7 +58,10 @@ void ct_net_program_begin(ct_net *net, ct_exec *ex, bool clear_param_diffs) {
 void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
   for (int i = 0; i < net->nlayers; i++) {
     ct_layer *l = net->layers[i];
-    ct_exec_add(ex, (ct_exec_step){step_forward, net, i, ct_layer_capturable(l), l->name});
+    if (fed(net, i))
+      ct_exec_add(ex, (ct_exec_step){step_feed_copy, net, i, false, l->name});
+    else
+      ct_exec_add(ex, (ct_exec_step){step_forward, net, i, ct_layer_capturable(l), l->name});
   }
   if (!backward) return;
   for (int i = net->nlayers - 1; i >= 0; i--) {
@@ -46,6 +74,9 @@ void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
 
 void ct_net_program_end(ct_net *net, ct_exec *ex) {
   ct_exec_add(ex, (ct_exec_step){step_readback, net, 0, true, "readback"});
+  for (int i = 0; net->feeds && i < net->nlayers; i++)
+    if (net->feeds[i])
+      ct_exec_add(ex, (ct_exec_step){step_feed_prefetch, net, i, false, net->layers[i]->name});
 }
 
 /* FNV-1a over the words that locate the net's storage. */
