@@ -79,13 +79,11 @@ void ct_net_program_end(ct_net *net, ct_exec *ex) {
       ct_exec_add(ex, (ct_exec_step){step_feed_prefetch, net, i, false, net->layers[i]->name});
 }
 
-/* FNV-1a over the words that locate the net's storage. */
+/* A multiply-xorshift step over the words that locate the net's storage
+ * (a few operations per word: this runs every iteration). */
 static uint64_t mix(uint64_t h, uint64_t v) {
-  for (int k = 0; k < 8; k++) {
-    h ^= (v >> (8 * k)) & 0xff;
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
 }
 
 uint64_t ct_net_signature(const ct_net *net) {

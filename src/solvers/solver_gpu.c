@@ -111,12 +111,13 @@ void ct_solver_gpu_free(ct_solver *s) {
 }
 
 /* Host part of an update: the rate (advancing a step schedule), its log
- * line, and the pinned values the device copy reads. */
-static void prepare_step(ct_solver *s) {
+ * line when log (the iteration logs it after the loss lines, where the CPU
+ * solver does), and the pinned values the device copy reads. */
+static void prepare_step(ct_solver *s, bool log) {
   const Caffe__SolverParameter *p = s->param;
   float rate = ct_solver_learning_rate(s);
   s->rate = rate;
-  if (p->display && s->iter % p->display == 0 && ct_solver_is_root(s))
+  if (log && p->display && s->iter % p->display == 0 && ct_solver_is_root(s))
     LOG_INFO("Iteration %d, lr = %g", s->iter, (double)rate);
   s->gpu->step_pinned->rate = rate;
   s->gpu->step_pinned->correction =
@@ -145,7 +146,7 @@ static void log_clip(const ct_solver *s) {
 }
 
 void ct_solver_gpu_apply_update(ct_solver *s) {
-  prepare_step(s);
+  prepare_step(s, true);
   enqueue_update(s, &s->gpu->fused_plain);
   /* The pinned step values are read by the copy: wait before they change. */
   ct_context_sync(s->ctx);
@@ -184,7 +185,7 @@ ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err) {
   if (!g->exec || g->exec_iter_size != s->param->iter_size ||
       g->exec_hooked != (s->hooks.on_gradients != NULL))
     build_program(s);
-  prepare_step(s);
+  prepare_step(s, false);
   ct_status st = ct_exec_run(g->exec, ct_net_signature(s->net), err);
   if (st != CT_OK) {
     ct_context_sync(s->ctx); /* leave nothing in flight that reads the pinned step */
