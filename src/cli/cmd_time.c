@@ -145,7 +145,7 @@ static int time_run(const ct_cli_args *args) {
       LOG_INFO("Average Forward-Backward: %g ms.", replay_ms);
       LOG_INFO("Total Time: %g ms.", replay_ms * iters);
       size_t held, peak, used, dev_total;
-      ct_gpu_mem_usage(&held, &peak);
+      ct_gpu_memory_stats(device, &held, &peak);
       ct_gpu_device_mem(&used, &dev_total);
       LOG_INFO("Peak GPU memory: %.1f MB (held by Cortado; %.1f MB in use on the device, "
                "CUDA's own context included)",

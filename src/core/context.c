@@ -45,9 +45,9 @@ void *ct_context_workspace(ct_context *ctx, size_t bytes) {
   return ctx->workspace;
 }
 
-void ct_context_set_tf32(ct_context *ctx, bool on) {
-  ctx->tf32 = on;
-  if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_set_tf32(ctx);
+void ct_context_set_tf32(ct_context *ctx, bool tf32) {
+  ctx->tf32 = tf32;
+  if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_set_math(ctx);
 }
 
 void ct_context_sync(ct_context *ctx) {

@@ -79,7 +79,7 @@ void *ct_context_workspace(ct_context *ctx, size_t bytes);
 /* Turns TF32 tensor-core math on or off for what is set up afterwards
  * (cuBLAS at once; layers read ctx->tf32 when they set up).  FP32 math is
  * for comparing against the CPU; a no-op on the CPU. */
-void ct_context_set_tf32(ct_context *ctx, bool on);
+void ct_context_set_tf32(ct_context *ctx, bool tf32);
 /* Waits for the context's stream (no-op on the CPU). */
 void ct_context_sync(ct_context *ctx);
 /* True while ctx's stream is being captured into a CUDA graph (never on the

@@ -12,17 +12,19 @@ static thread_local unsigned long g_host_waits;
 extern "C" unsigned long ct_gpu_host_waits(void) { return g_host_waits; }
 extern "C" void ct_gpu_note_host_wait(void) { g_host_waits++; }
 
-/* Bytes held per allocation, for ct_gpu_mem_usage. */
+/* Bytes held per allocation and per device, for ct_gpu_memory_stats. */
+#define CT_MAX_DEVICES 64
 static std::mutex g_mem_lock;
-static std::unordered_map<void *, size_t> *g_mem_sizes;
-static size_t g_mem_current, g_mem_peak;
+static std::unordered_map<void *, std::pair<int, size_t>> *g_mem_sizes;
+static size_t g_mem_current[CT_MAX_DEVICES], g_mem_peak[CT_MAX_DEVICES];
 
-static void mem_note_alloc(void *p, size_t bytes) {
+static void mem_note_alloc(int device, void *p, size_t bytes) {
   std::lock_guard<std::mutex> hold(g_mem_lock);
-  if (!g_mem_sizes) g_mem_sizes = new std::unordered_map<void *, size_t>();
-  (*g_mem_sizes)[p] = bytes;
-  g_mem_current += bytes;
-  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+  if (!g_mem_sizes) g_mem_sizes = new std::unordered_map<void *, std::pair<int, size_t>>();
+  (*g_mem_sizes)[p] = std::make_pair(device, bytes);
+  if (device < 0 || device >= CT_MAX_DEVICES) return;
+  g_mem_current[device] += bytes;
+  if (g_mem_current[device] > g_mem_peak[device]) g_mem_peak[device] = g_mem_current[device];
 }
 
 static void mem_note_free(void *p) {
@@ -30,19 +32,21 @@ static void mem_note_free(void *p) {
   if (!g_mem_sizes) return;
   auto it = g_mem_sizes->find(p);
   if (it == g_mem_sizes->end()) return;
-  g_mem_current -= it->second;
+  int device = it->second.first;
+  if (device >= 0 && device < CT_MAX_DEVICES) g_mem_current[device] -= it->second.second;
   g_mem_sizes->erase(it);
 }
 
-extern "C" void ct_gpu_mem_usage(size_t *current, size_t *peak) {
+extern "C" void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
   std::lock_guard<std::mutex> hold(g_mem_lock);
-  if (current) *current = g_mem_current;
-  if (peak) *peak = g_mem_peak;
+  bool ok = device >= 0 && device < CT_MAX_DEVICES;
+  if (current) *current = ok ? g_mem_current[device] : 0;
+  if (peak) *peak = ok ? g_mem_peak[device] : 0;
 }
 
-extern "C" void ct_gpu_mem_reset_peak(void) {
+extern "C" void ct_gpu_memory_reset_peak(int device) {
   std::lock_guard<std::mutex> hold(g_mem_lock);
-  g_mem_peak = g_mem_current;
+  if (device >= 0 && device < CT_MAX_DEVICES) g_mem_peak[device] = g_mem_current[device];
 }
 
 extern "C" void ct_gpu_device_mem(size_t *used, size_t *total) {
@@ -88,7 +92,7 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   CT_CUDA_CHECK(cudaDeviceSynchronize()); /* zeroed before any stream uses it */
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
   g_host_waits++;
-  mem_note_alloc(p, bytes ? bytes : 256);
+  mem_note_alloc(device, p, bytes ? bytes : 256);
   return p;
 }
 

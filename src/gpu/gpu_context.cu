@@ -88,9 +88,9 @@ extern "C" void ct_gpu_context_sync(ct_context *ctx) {
   CT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)ctx->stream));
 }
 
-extern "C" void ct_gpu_context_set_tf32(ct_context *ctx) {
+extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
   cublasStatus_t s = cublasSetMathMode((cublasHandle_t)ctx->cublas,
-                                       ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+                                       ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (s != CUBLAS_STATUS_SUCCESS)
     ct_abort(__FILE__, __LINE__, "cublasSetMathMode failed (status %d)", (int)s);
 }

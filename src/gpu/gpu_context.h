@@ -15,7 +15,7 @@ void ct_gpu_context_free(ct_context *ctx);
 void ct_gpu_context_sync(ct_context *ctx);
 bool ct_gpu_context_capturing(const ct_context *ctx);
 /* Applies ctx->tf32 to the cuBLAS handle. */
-void ct_gpu_context_set_tf32(ct_context *ctx);
+void ct_gpu_context_set_math(ct_context *ctx);
 /* Reads ctx->check_word (waits for the stream). */
 unsigned ct_gpu_context_read_check(ct_context *ctx);
 /* Zeroes ctx->check_word on the stream. */

@@ -34,11 +34,11 @@ void ct_gpu_host_free(void *p) { free(p); }
 void ct_gpu_synchronize(void) {}
 unsigned long ct_gpu_host_waits(void) { return 0; }
 void ct_gpu_note_host_wait(void) {}
-void ct_gpu_mem_usage(size_t *current, size_t *peak) {
+void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
   if (current) *current = 0;
   if (peak) *peak = 0;
 }
-void ct_gpu_mem_reset_peak(void) {}
+void ct_gpu_memory_reset_peak(int device) {}
 void ct_gpu_device_mem(size_t *used, size_t *total) {
   if (used) *used = 0;
   if (total) *total = 0;
@@ -55,7 +55,7 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
 bool ct_gpu_context_capturing(const ct_context *ctx) { return false; }
-void ct_gpu_context_set_tf32(ct_context *ctx) {}
+void ct_gpu_context_set_math(ct_context *ctx) {}
 unsigned ct_gpu_context_read_check(ct_context *ctx) { return 0; }
 void ct_gpu_context_clear_check(ct_context *ctx) {}
 void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev) {

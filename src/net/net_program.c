@@ -55,7 +55,7 @@ void ct_net_program_begin(ct_net *net, ct_exec *ex, bool clear_param_diffs) {
   ct_exec_add(ex, (ct_exec_step){step_begin, net, clear_param_diffs, true, "begin"});
 }
 
-void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
+void ct_net_program_forward(ct_net *net, ct_exec *ex) {
   for (int i = 0; i < net->nlayers; i++) {
     ct_layer *l = net->layers[i];
     if (fed(net, i))
@@ -63,13 +63,20 @@ void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
     else
       ct_exec_add(ex, (ct_exec_step){step_forward, net, i, ct_layer_capturable(l), l->name});
   }
-  if (!backward) return;
+}
+
+void ct_net_program_backward(ct_net *net, ct_exec *ex) {
   for (int i = net->nlayers - 1; i >= 0; i--) {
     ct_layer *l = net->layers[i];
     if (!net->layer_need_backward[i] && !net->grad_hook) continue;
     bool cap = ct_layer_capturable(l) && !net->grad_hook;
     ct_exec_add(ex, (ct_exec_step){step_backward, net, i, cap, l->name});
   }
+}
+
+void ct_net_program_pass(ct_net *net, ct_exec *ex, bool backward) {
+  ct_net_program_forward(net, ex);
+  if (backward) ct_net_program_backward(net, ex);
 }
 
 void ct_net_program_end(ct_net *net, ct_exec *ex) {

@@ -316,6 +316,7 @@ static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
   for (int i = 0; i < s->param->iter_size; i++) {
     double l = 0;
     CT_TRY(ct_net_forward(s->net, &l, err));
+    if (s->hooks.on_backward) s->hooks.on_backward(s->hooks.user, i, s->param->iter_size);
     ct_net_backward(s->net);
     sum += (float)l;
   }

@@ -69,6 +69,10 @@ typedef struct ct_solver_hooks {
    * (e.g. CT_ERR_COMM) ends ct_solver_step with that status. */
   ct_status (*on_gradients)(void *user, ct_error *err);
   void *user;
+  /* (After `user`, so that initialisers of the first three keep working.)
+   * Before backward pass `pass` of the iteration's npasses (iter_size);
+   * a data-parallel reducer arms its gradient hook on the last pass. */
+  void (*on_backward)(void *user, int pass, int npasses);
 } ct_solver_hooks;
 
 /* Options beyond the SolverParameter. */

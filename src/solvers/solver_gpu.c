@@ -34,7 +34,7 @@ struct ct_solver_gpu {
   unsigned *counter;           /* (1) device */
   ct_exec *exec;               /* the iteration program, built at first use */
   int exec_iter_size;
-  bool exec_hooked;            /* built with an on_gradients hook */
+  unsigned exec_hooks;         /* hooks_of() the program was built with */
 };
 
 static void *dev_upload(ct_context *ctx, const void *host, size_t bytes) {
@@ -160,10 +160,21 @@ static ct_status step_on_gradients(void *user, int arg, ct_error *err) {
   return s->hooks.on_gradients(s->hooks.user, err);
 }
 
+static ct_status step_on_backward(void *user, int pass, ct_error *err) {
+  ct_solver *s = user;
+  s->hooks.on_backward(s->hooks.user, pass, s->param->iter_size);
+  return CT_OK;
+}
+
 static ct_status step_update(void *user, int arg, ct_error *err) {
   ct_solver *s = user;
   enqueue_update(s, &s->gpu->fused);
   return CT_OK;
+}
+
+/* Which hooks the program calls: bit 0 on_gradients, bit 1 on_backward. */
+static unsigned hooks_of(const ct_solver *s) {
+  return (s->hooks.on_gradients ? 1u : 0u) | (s->hooks.on_backward ? 2u : 0u);
 }
 
 static void build_program(ct_solver *s) {
@@ -171,10 +182,15 @@ static void build_program(ct_solver *s) {
   ct_exec_free(g->exec);
   g->exec = ct_exec_new(s->ctx, !s->opts.no_cuda_graphs);
   g->exec_iter_size = s->param->iter_size;
-  g->exec_hooked = s->hooks.on_gradients != NULL;
+  g->exec_hooks = hooks_of(s);
   ct_net_program_begin(s->net, g->exec, true);
-  for (int i = 0; i < s->param->iter_size; i++) ct_net_program_pass(s->net, g->exec, true);
-  if (g->exec_hooked)
+  for (int i = 0; i < s->param->iter_size; i++) {
+    ct_net_program_forward(s->net, g->exec);
+    if (s->hooks.on_backward)
+      ct_exec_add(g->exec, (ct_exec_step){step_on_backward, s, i, false, "on_backward"});
+    ct_net_program_backward(s->net, g->exec);
+  }
+  if (s->hooks.on_gradients)
     ct_exec_add(g->exec, (ct_exec_step){step_on_gradients, s, 0, false, "on_gradients"});
   ct_exec_add(g->exec, (ct_exec_step){step_update, s, 0, true, "update"});
   ct_net_program_end(s->net, g->exec);
@@ -182,8 +198,7 @@ static void build_program(ct_solver *s) {
 
 ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err) {
   ct_solver_gpu *g = s->gpu;
-  if (!g->exec || g->exec_iter_size != s->param->iter_size ||
-      g->exec_hooked != (s->hooks.on_gradients != NULL))
+  if (!g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
     build_program(s);
   prepare_step(s, false);
   ct_status st = ct_exec_run(g->exec, ct_net_signature(s->net), err);
