@@ -265,11 +265,42 @@ static void test_program_cpu(void **state) {
   ct_context_free(&cb);
 }
 
+/* A test net that shares all its weights keeps no flat buffers of its own;
+ * testing still works and sees the trained values. */
+static void test_shared_test_net(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 3, NULL), CT_OK);
+  char *lenet = rn_lenet_text(4, false);
+  ct_solver *s = rn_solver(lenet,
+                           "type: 'SGD' base_lr: 0.01 lr_policy: 'fixed' test_iter: 1 "
+                           "test_interval: 1000 test_initialization: false display: 0",
+                           &ctx, NULL);
+  free(lenet);
+  assert_int_equal(s->ntest_nets, 1);
+  ct_net *t = s->test_nets[0];
+  assert_int_equal(t->flat_count, 0);
+  assert_null(t->flat_data);
+  int li = ct_net_layer_index(t, "ip2");
+  assert_true(li >= 0);
+  int lj = ct_net_layer_index(s->net, "ip2");
+  assert_ptr_equal(t->layers[li]->params[0]->data, s->net->layers[lj]->params[0]->data);
+  rn_fill_inputs(s->net, 10, 5);
+  ct_error err;
+  assert_int_equal(ct_solver_step(s, 2, &err), CT_OK);
+  rn_fill_inputs(t, 10, 5);
+  assert_int_equal(ct_solver_test_all(s, &err), CT_OK);
+  assert_int_equal(s->ntest_scores[0], 1); /* the loss */
+  assert_true(s->test_scores[0][0] > 0.5f && s->test_scores[0][0] < 5.0f);
+  ct_solver_free(s);
+  ct_context_free(&ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_groups),         cmocka_unit_test(test_plan_no_overlap),
       cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
       cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
+      cmocka_unit_test(test_shared_test_net),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -214,8 +214,10 @@ int ct_net_layer_index(const ct_net *net, const char *name);
 ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, ct_error *err);
 /* The same from a .caffemodel file (binary NetParameter). */
 ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err);
-/* Shares parameter storage with other's layers of the same name (Caffe's
- * ShareTrainedLayersWith, used for test nets). */
+/* Shares parameter storage (values and gradients) with other's layers of
+ * the same name (Caffe's ShareTrainedLayersWith, used for test nets).  When
+ * every parameter is then other's, this net's own flat buffers are freed
+ * (flat_count becomes 0); other must outlive this net's use of them. */
 void ct_net_share_trained(ct_net *net, const ct_net *other);
 
 /* Writes the net with its parameters (and their gradients when write_diff)
