@@ -47,6 +47,9 @@ ct_exec *ct_exec_new(ct_context *ctx, bool graphs) {
 }
 
 static void drop_graphs(ct_exec *ex) {
+  bool any = false;
+  for (int i = 0; i < ex->nsegs; i++) any |= ex->segs[i].g != NULL;
+  if (any) ct_context_sync(ex->ctx); /* no launch of them is still running */
   for (int i = 0; i < ex->nsegs; i++) ct_gpu_graph_free(ex->segs[i].g);
   free(ex->segs);
   ex->segs = NULL;
