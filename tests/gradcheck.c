@@ -19,11 +19,23 @@ ct_gradcheck_opts ct_gradcheck_defaults(void) {
   return o;
 }
 
-/* L = sum w . top over every top, computed on the host in double. */
+/* Where a forward's randomness starts: the context RNG and draw count. */
+typedef struct {
+  ct_rng rng;
+  uint64_t draws;
+} random_state;
+
+static void restore_random(ct_layer *l, const random_state *r) {
+  l->ctx->rng = r->rng;
+  ct_context_set_draws(l->ctx, r->draws);
+}
+
+/* L = sum w . top over every top, computed on the host in double.  Every
+ * forward starts from the same randomness (Dropout draws the same mask). */
 static double objective(ct_layer *l, ct_tensor **bottom, ct_tensor **top, float **w,
-                        const ct_rng *rng0) {
+                        const random_state *rng0) {
   ct_error err;
-  l->ctx->rng = *rng0;
+  restore_random(l, rng0);
   ct_status s = ct_layer_forward(l, bottom, top, NULL, &err);
   if (s != CT_OK) {
     fprintf(stderr, "gradcheck: forward failed: %s\n", err.msg);
@@ -49,7 +61,7 @@ bool ct_gradcheck(ct_layer *l, ct_tensor **bottom, ct_tensor **top, const ct_gra
                   char *msg, size_t msg_len, long *nchecked) {
   ct_rng wr;
   ct_rng_seed(&wr, o->seed);
-  const ct_rng rng0 = l->ctx->rng;
+  const random_state rng0 = {l->ctx->rng, ct_context_draws(l->ctx)};
   *nchecked = 0;
   msg[0] = 0;
 
@@ -85,7 +97,7 @@ bool ct_gradcheck(ct_layer *l, ct_tensor **bottom, ct_tensor **top, const ct_gra
     for (int i = 0; i < nin; i++)
       if (in[i].t == bottom[b]) prop[b] = true;
   }
-  l->ctx->rng = rng0;
+  restore_random(l, &rng0);
   ct_layer_backward(l, top, prop, bottom);
 
   float **analytic = calloc((size_t)nin, sizeof(float *));
@@ -126,6 +138,6 @@ bool ct_gradcheck(ct_layer *l, ct_tensor **bottom, ct_tensor **top, const ct_gra
   for (int i = 0; i < nin; i++) free(analytic[i]);
   free(analytic);
   for (int t = 0; t < l->ntop; t++) free(w[t]);
-  l->ctx->rng = rng0;
+  restore_random(l, &rng0);
   return ok;
 }

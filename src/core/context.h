@@ -1,7 +1,19 @@
 /* The execution context of one worker: which device it computes on and the
  * handles that go with it (CUDA stream, cuBLAS, cuDNN, a shared workspace),
  * its random generator, and its place among data-parallel workers.
- * Every layer, net and solver of a worker uses that worker's context. */
+ * Every layer, net and solver of a worker uses that worker's context.
+ *
+ * Two services keep a GPU iteration free of host waits:
+ *  - deferred checks: a kernel that finds bad input (a label out of range)
+ *    writes its check id into one device word instead of making the host
+ *    wait for a flag; the word is read once per iteration
+ *    (ct_context_take_checks) and the failed check then builds the same
+ *    message the synchronous check would have;
+ *  - counter-based random draws: a layer that needs fresh random bits on
+ *    every pass (Dropout) takes the seed ct_draw_seed(seed, n) for the n-th
+ *    draw of the context, with n counted on the host (CPU) or in device
+ *    memory by a tiny kernel (GPU), so that a replayed CUDA graph still draws
+ *    fresh masks and both devices draw the same ones. */
 #ifndef CT_CORE_CONTEXT_H
 #define CT_CORE_CONTEXT_H
 
@@ -16,35 +28,107 @@
 extern "C" {
 #endif
 
+/* Builds the error of a deferred check that failed (user is the pointer
+ * given at registration).  The message is prefixed by the registry. */
+typedef ct_status (*ct_check_fn)(void *user, ct_error *err);
+
+typedef struct ct_check_entry {
+  unsigned id;     /* 0: a free slot */
+  char *prefix;    /* owned, e.g. "layer 'loss' (SoftmaxWithLoss)" */
+  ct_check_fn fn;
+  void *user;
+} ct_check_entry;
+
 typedef struct ct_context {
   int device;            /* CT_DEVICE_CPU or a GPU ordinal */
-  ct_rng rng;            /* random numbers for layers (dropout masks, ...) */
-  uint64_t seed;         /* the seed rng started from */
+  ct_rng rng;            /* random numbers for layers (fillers, ...) */
+  uint64_t seed;         /* the seed rng started from; also the base of ct_draw_seed */
   /* GPU only (NULL on the CPU): */
   void *stream;          /* cudaStream_t for compute */
+  void *copy_stream;     /* cudaStream_t for host-to-device copies overlapped with compute */
   void *cublas;          /* cublasHandle_t bound to stream */
   void *cudnn;           /* cudnnHandle_t bound to stream */
   void *workspace;       /* device scratch shared by the layers of one net */
   size_t workspace_bytes;
+  void *blas_workspace;  /* device scratch owned by cuBLAS (set once: no allocation in a graph) */
+  unsigned *check_word;  /* (1) device: id of the first failed deferred check, 0 when none */
+  unsigned *check_host;  /* (1) pinned host copy of check_word */
+  uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
+  /* both devices */
+  uint64_t draws;        /* CPU: counter-based draws made so far */
+  ct_check_entry *checks; /* (ncheck_slots) registered deferred checks */
+  int ncheck_slots;
+  unsigned next_check_id;
   /* data parallelism: this worker's rank among `world` workers */
   int rank;
   int world;
 } ct_context;
 
 /* Sets up a context on device (CT_DEVICE_CPU or a GPU) with the given seed.
- * On a GPU: makes the device current, creates a non-blocking stream and the
- * cuBLAS and cuDNN handles.  Fails with CT_ERR_INVALID / CT_ERR_UNSUPPORTED /
+ * On a GPU: makes the device current, creates the compute and copy streams,
+ * the cuBLAS and cuDNN handles, cuBLAS's fixed workspace and the device
+ * words above.  Fails with CT_ERR_INVALID / CT_ERR_UNSUPPORTED /
  * CT_ERR_DEVICE naming the device. */
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err);
 void ct_context_free(ct_context *ctx);
-/* TF32 tensor-core math for convolution and GEMM (the default on GPUs that
- * have it) or strict FP32 (`--math=fp32`). */
-void ct_context_set_tf32(ct_context *ctx, bool tf32);
-/* A device workspace of at least bytes (grown, never shrunk; contents lost). */
+/* A device workspace of at least bytes (grown, never shrunk; contents lost).
+ * Growing waits for the stream and reallocates, so layers size it in setup
+ * or reshape, never in forward or backward. */
 void *ct_context_workspace(ct_context *ctx, size_t bytes);
+/* Turns TF32 tensor-core math on or off for what is set up afterwards
+ * (cuBLAS at once; layers read ctx->tf32 when they set up).  FP32 math is
+ * for comparing against the CPU; a no-op on the CPU. */
+void ct_context_set_tf32(ct_context *ctx, bool tf32);
 /* Waits for the context's stream (no-op on the CPU). */
 void ct_context_sync(ct_context *ctx);
+/* True while ctx's stream is being captured into a CUDA graph (never on the
+ * CPU): code that must run on the host every time may not run then. */
+bool ct_context_capturing(const ct_context *ctx);
+
+/* ---------------------------------------------------------------- checks */
+/* Registers a deferred check; returns its id (>= 1), which GPU kernels write
+ * into ctx->check_word.  prefix is copied.  Remove it before user dies. */
+unsigned ct_context_add_check(ct_context *ctx, const char *prefix, ct_check_fn fn, void *user);
+void ct_context_remove_check(ct_context *ctx, unsigned id);
+/* True when at least one check is registered. */
+bool ct_context_has_checks(const ct_context *ctx);
+/* Reads and clears the check word (waits for the stream; CT_OK at once on
+ * the CPU or with no checks registered).  When a check failed: its error,
+ * "<prefix>: <message>". */
+ct_status ct_context_take_checks(ct_context *ctx, ct_error *err);
+/* The same for a word already read back by the caller (0: CT_OK); the caller
+ * clears the device word (ct_context_clear_checks_async). */
+ct_status ct_context_report_check(ct_context *ctx, unsigned word, ct_error *err);
+/* Enqueues the clearing of the check word on the stream (GPU; no-op on the CPU). */
+void ct_context_clear_checks_async(ct_context *ctx);
+
+/* ---------------------------------------------------------------- draws */
+#if defined(__CUDACC__)
+#define CT_CTX_HOST_DEVICE __host__ __device__
+#else
+#define CT_CTX_HOST_DEVICE
+#endif
+
+/* The seed of draw number n (1, 2, ...) of a context seeded with seed: a
+ * splitmix64 finaliser of both, the same on the host and on a GPU. */
+static inline CT_CTX_HOST_DEVICE uint64_t ct_draw_seed(uint64_t seed, uint64_t n) {
+  uint64_t z = seed ^ (n * 0xD1B54A32D192ED03ull);
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* CPU: takes the next draw (advances ctx->draws) and returns its seed. */
+uint64_t ct_context_next_draw(ct_context *ctx);
+/* GPU: enqueues a kernel that takes the next draw (advances *draws_dev) and
+ * writes its seed to *seed_dev (device memory); capturable. */
+void ct_context_next_draw_gpu(ct_context *ctx, uint64_t *seed_dev);
+/* Draws made so far, and setting it (a resumed run continues the count);
+ * on a GPU these read and write the device counter (and wait). */
+uint64_t ct_context_draws(ct_context *ctx);
+void ct_context_set_draws(ct_context *ctx, uint64_t n);
 
 #ifdef __cplusplus
 }

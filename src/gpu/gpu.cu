@@ -1,7 +1,63 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "gpu/gpu.h"
+
+/* Host waits of this thread (see ct_gpu_host_waits). */
+static thread_local unsigned long g_host_waits;
+
+extern "C" unsigned long ct_gpu_host_waits(void) { return g_host_waits; }
+extern "C" void ct_gpu_note_host_wait(void) { g_host_waits++; }
+
+/* Bytes held per allocation and per device, for ct_gpu_memory_stats. */
+#define CT_MAX_DEVICES 64
+static std::mutex g_mem_lock;
+static std::unordered_map<void *, std::pair<int, size_t>> *g_mem_sizes;
+static size_t g_mem_current[CT_MAX_DEVICES], g_mem_peak[CT_MAX_DEVICES];
+
+static void mem_note_alloc(int device, void *p, size_t bytes) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (!g_mem_sizes) g_mem_sizes = new std::unordered_map<void *, std::pair<int, size_t>>();
+  (*g_mem_sizes)[p] = std::make_pair(device, bytes);
+  if (device < 0 || device >= CT_MAX_DEVICES) return;
+  g_mem_current[device] += bytes;
+  if (g_mem_current[device] > g_mem_peak[device]) g_mem_peak[device] = g_mem_current[device];
+}
+
+static void mem_note_free(void *p) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (!g_mem_sizes) return;
+  auto it = g_mem_sizes->find(p);
+  if (it == g_mem_sizes->end()) return;
+  int device = it->second.first;
+  if (device >= 0 && device < CT_MAX_DEVICES) g_mem_current[device] -= it->second.second;
+  g_mem_sizes->erase(it);
+}
+
+extern "C" void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  bool ok = device >= 0 && device < CT_MAX_DEVICES;
+  if (current) *current = ok ? g_mem_current[device] : 0;
+  if (peak) *peak = ok ? g_mem_peak[device] : 0;
+}
+
+extern "C" void ct_gpu_memory_reset_peak(int device) {
+  std::lock_guard<std::mutex> hold(g_mem_lock);
+  if (device >= 0 && device < CT_MAX_DEVICES) g_mem_peak[device] = g_mem_current[device];
+}
+
+extern "C" void ct_gpu_device_mem(size_t *used, size_t *total) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    free_b = total_b = 0;
+  }
+  if (used) *used = total_b - free_b;
+  if (total) *total = total_b;
+}
 
 extern "C" int ct_gpu_device_count(void) {
   int n = 0;
@@ -23,44 +79,6 @@ extern "C" ct_status ct_gpu_set_device(int device, ct_error *err) {
   return CT_OK;
 }
 
-/* Accounting of our own device allocations (what PyTorch's
- * max_memory_allocated counts): a table of live pointers and their sizes. */
-#include <mutex>
-#include <unordered_map>
-
-namespace {
-std::mutex g_acct_mu;
-std::unordered_map<void *, size_t> g_live;
-size_t g_current[64], g_peak[64];
-}  // namespace
-
-static void account_alloc(int device, void *p, size_t bytes) {
-  std::lock_guard<std::mutex> lock(g_acct_mu);
-  g_live[p] = bytes;
-  if (device < 0 || device >= 64) return;
-  g_current[device] += bytes;
-  if (g_current[device] > g_peak[device]) g_peak[device] = g_current[device];
-}
-
-static void account_free(int device, void *p) {
-  std::lock_guard<std::mutex> lock(g_acct_mu);
-  auto it = g_live.find(p);
-  if (it == g_live.end()) return;
-  if (device >= 0 && device < 64) g_current[device] -= it->second;
-  g_live.erase(it);
-}
-
-extern "C" void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
-  std::lock_guard<std::mutex> lock(g_acct_mu);
-  *current = device >= 0 && device < 64 ? g_current[device] : 0;
-  *peak = device >= 0 && device < 64 ? g_peak[device] : 0;
-}
-
-extern "C" void ct_gpu_memory_reset_peak(int device) {
-  std::lock_guard<std::mutex> lock(g_acct_mu);
-  if (device >= 0 && device < 64) g_peak[device] = g_current[device];
-}
-
 extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   int cur;
   CT_CUDA_CHECK(cudaGetDevice(&cur));
@@ -73,13 +91,15 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   CT_CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 256));
   CT_CUDA_CHECK(cudaDeviceSynchronize()); /* zeroed before any stream uses it */
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
-  account_alloc(device, p, bytes ? bytes : 256);
+  g_host_waits++;
+  mem_note_alloc(device, p, bytes ? bytes : 256);
   return p;
 }
 
 extern "C" void ct_gpu_free(int device, void *p) {
   if (!p) return;
-  account_free(device, p);
+  mem_note_free(p);
+  g_host_waits++;
   CT_CUDA_CHECK(cudaFree(p));
 }
 
@@ -90,6 +110,7 @@ extern "C" void ct_gpu_free(int device, void *p) {
  * memset included), as their contracts promise. */
 extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src,
                               size_t bytes) {
+  g_host_waits++;
   CT_CUDA_CHECK(cudaDeviceSynchronize());
   if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
     CT_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device, src, src_device, bytes));
@@ -99,6 +120,7 @@ extern "C" void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const v
 }
 
 extern "C" void ct_gpu_memset(int device, void *p, int value, size_t bytes) {
+  g_host_waits++;
   CT_CUDA_CHECK(cudaDeviceSynchronize());
   CT_CUDA_CHECK(cudaMemset(p, value, bytes));
   CT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -125,4 +147,7 @@ extern "C" void ct_gpu_host_free(void *p) {
   }
 }
 
-extern "C" void ct_gpu_synchronize(void) { CT_CUDA_CHECK(cudaDeviceSynchronize()); }
+extern "C" void ct_gpu_synchronize(void) {
+  g_host_waits++;
+  CT_CUDA_CHECK(cudaDeviceSynchronize());
+}

@@ -37,6 +37,25 @@ void ct_gpu_memory_reset_peak(int device);
 /* Waits for all work on the current device. */
 void ct_gpu_synchronize(void);
 
+/* Host waits made by the calling thread so far: every synchronous copy,
+ * memset, allocation or free, stream or device wait, and reduction read back
+ * to the host counts one.  The graph runtime (src/net/net_exec.c) compares
+ * the count around a step to learn that the step cannot be captured into a
+ * CUDA graph.  .cu files that wait on their own call ct_gpu_note_host_wait. */
+unsigned long ct_gpu_host_waits(void);
+void ct_gpu_note_host_wait(void);
+
+/* Device memory taken through ct_gpu_malloc on device, in bytes: what is
+ * held now and the most held at once since the process started or since
+ * the last ct_gpu_memory_reset_peak (which sets the peak to what is held
+ * now).  What PyTorch's max_memory_allocated counts; memory cuBLAS or cuDNN
+ * allocate themselves is not included.  Zeros without CUDA. */
+void ct_gpu_memory_stats(int device, size_t *current, size_t *peak);
+void ct_gpu_memory_reset_peak(int device);
+/* The device's own view (all processes and libraries): bytes in use and in
+ * total on the current device; zeros without CUDA. */
+void ct_gpu_device_mem(size_t *used, size_t *total);
+
 #ifdef __cplusplus
 }
 #endif

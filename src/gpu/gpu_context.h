@@ -1,5 +1,6 @@
-/* GPU half of ct_context: stream and library handles (src/gpu/gpu_context.cu;
- * src/gpu/gpu_none.c refuses in a CPU-only build). */
+/* GPU half of ct_context: streams, library handles and the device words of
+ * deferred checks and counter-based draws (src/gpu/gpu_context.cu;
+ * src/gpu/gpu_none.c refuses or does nothing in a CPU-only build). */
 #ifndef CT_GPU_GPU_CONTEXT_H
 #define CT_GPU_GPU_CONTEXT_H
 
@@ -12,8 +13,32 @@ extern "C" {
 ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err);
 void ct_gpu_context_free(ct_context *ctx);
 void ct_gpu_context_sync(ct_context *ctx);
-/* Applies ctx->tf32 to the cuBLAS handle (cuDNN layers read ctx->tf32). */
+bool ct_gpu_context_capturing(const ct_context *ctx);
+/* Applies ctx->tf32 to the cuBLAS handle. */
 void ct_gpu_context_set_math(ct_context *ctx);
+/* Reads ctx->check_word (waits for the stream). */
+unsigned ct_gpu_context_read_check(ct_context *ctx);
+/* Zeroes ctx->check_word on the stream. */
+void ct_gpu_context_clear_check(ct_context *ctx);
+/* Copies bytes between any two places (device, pinned host) on ctx's
+ * stream without waiting; capturable when neither side is pageable. */
+void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes);
+/* Events ordering the copy stream against the compute stream (cudaEvent_t,
+ * timing off). */
+void *ct_gpu_event_new(void);
+void ct_gpu_event_free(void *event);
+/* Records event on ctx's copy stream (copy) or compute stream. */
+void ct_gpu_event_record(ct_context *ctx, void *event, bool copy);
+/* Makes ctx's copy stream (copy) or compute stream wait for event. */
+void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy);
+/* Waits on the host for event (counts as a host wait). */
+void ct_gpu_event_sync(void *event);
+/* Copies bytes (pinned host to device) on ctx's copy stream, without waiting. */
+void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes);
+/* See ct_context_next_draw_gpu. */
+void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev);
+uint64_t ct_gpu_context_get_draws(ct_context *ctx);
+void ct_gpu_context_set_draws(ct_context *ctx, uint64_t n);
 
 #ifdef __cplusplus
 }

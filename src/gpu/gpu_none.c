@@ -32,8 +32,17 @@ void *ct_gpu_host_alloc(size_t bytes) {
 }
 void ct_gpu_host_free(void *p) { free(p); }
 void ct_gpu_synchronize(void) {}
-void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) { *current = *peak = 0; }
+unsigned long ct_gpu_host_waits(void) { return 0; }
+void ct_gpu_note_host_wait(void) {}
+void ct_gpu_memory_stats(int device, size_t *current, size_t *peak) {
+  if (current) *current = 0;
+  if (peak) *peak = 0;
+}
 void ct_gpu_memory_reset_peak(int device) {}
+void ct_gpu_device_mem(size_t *used, size_t *total) {
+  if (used) *used = 0;
+  if (total) *total = 0;
+}
 #endif
 
 #ifndef CORTADO_HAVE_CUDA
@@ -45,5 +54,48 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 }
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
+bool ct_gpu_context_capturing(const ct_context *ctx) { return false; }
 void ct_gpu_context_set_math(ct_context *ctx) {}
+unsigned ct_gpu_context_read_check(ct_context *ctx) { return 0; }
+void ct_gpu_context_clear_check(ct_context *ctx) {}
+void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev) {
+  ct_abort(__FILE__, __LINE__, "GPU draw in a CPU-only build");
+}
+uint64_t ct_gpu_context_get_draws(ct_context *ctx) { return 0; }
+void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
+}
+void *ct_gpu_event_new(void) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_free(void *event) {}
+void ct_gpu_event_record(ct_context *ctx, void *event, bool copy) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy) {
+  ct_abort(__FILE__, __LINE__, "GPU event in a CPU-only build");
+}
+void ct_gpu_event_sync(void *event) {}
+void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
+}
+void ct_gpu_context_set_draws(ct_context *ctx, uint64_t n) {}
+#endif
+
+#ifndef CORTADO_HAVE_CUDA
+#include "gpu/graph.h"
+
+ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "CUDA graphs need a CUDA build");
+}
+ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_error *err) {
+  *out = NULL;
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "CUDA graphs need a CUDA build");
+}
+void ct_gpu_capture_abandon(ct_context *ctx) {}
+void ct_gpu_graph_launch(ct_context *ctx, ct_gpu_graph *g) {
+  ct_abort(__FILE__, __LINE__, "CUDA graph launch in a CPU-only build");
+}
+size_t ct_gpu_graph_nodes(const ct_gpu_graph *g) { return 0; }
+void ct_gpu_graph_free(ct_gpu_graph *g) {}
 #endif

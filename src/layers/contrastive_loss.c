@@ -129,11 +129,9 @@ static ct_status contrastive_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   ct_gpu_sub(l->ctx, bottom[0]->count, bottom[0]->data, bottom[1]->data, p->diff->data);
   ct_contrastive_forward_gpu(l->ctx, p->num, p->channels, p->diff->data, bottom[2]->data,
                              p->margin, p->legacy, p->dist_sq->data, p->gpu.value->data);
-  double loss;
-  long valid, bad;
-  ct_loss_reduce_gpu(l->ctx, (size_t)p->num, p->gpu.value->data, NULL, p->gpu.partials->data,
-                     &loss, &valid, &bad);
-  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->num / 2.0));
+  ct_loss_finish f = {.norm = CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__BATCH_SIZE,
+                      .outer = (size_t)p->num, .inner = 1, .scale = 0.5};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, (size_t)p->num, p->gpu.value->data, NULL, &f, top[0]->data);
   return CT_OK;
 }
 

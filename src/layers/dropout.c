@@ -1,7 +1,7 @@
 /* Dropout: in TRAIN each value is zeroed with probability dropout_ratio and
  * the survivors are scaled by 1 / (1 - ratio) (Caffe's convention, so TEST is
- * the identity).  The mask comes from l->ctx->rng (see dropout.h); in place
- * is free. */
+ * the identity).  The mask comes from one counter-based draw of the context
+ * per forward (see dropout.h); in place is free. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +13,8 @@
 typedef struct {
   uint32_t threshold; /* ratio * 2^32: bits below it drop the element */
   float scale;        /* 1 / (1 - ratio) */
-  uint64_t seed;      /* of the last TRAIN forward, for backward */
+  uint64_t seed;      /* CPU: of the last TRAIN forward, for backward */
+  uint64_t *seed_dev; /* GPU: the same in device memory (1) */
 } dropout_state;
 
 static ct_status dropout_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -29,6 +30,7 @@ static ct_status dropout_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   s->threshold = t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
   s->scale = (float)(1.0 / (1.0 - ratio));
   l->priv = s;
+  if (l->ctx->device != CT_DEVICE_CPU) s->seed_dev = ct_mem_alloc(l->ctx->device, sizeof(uint64_t));
   return CT_OK;
 }
 
@@ -42,7 +44,7 @@ static ct_status dropout_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_t
   dropout_state *s = l->priv;
   size_t n = bottom[0]->count;
   if (l->phase == CT_PHASE_TRAIN) {
-    s->seed = ct_rng_next(&l->ctx->rng);
+    s->seed = ct_context_next_draw(l->ctx);
     apply_mask_cpu(s, n, bottom[0]->data, top[0]->data);
   } else if (top[0] != bottom[0]) {
     memcpy(top[0]->data, bottom[0]->data, n * sizeof(float));
@@ -59,7 +61,12 @@ static void dropout_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   else if (top[0] != bottom[0]) memcpy(bottom[0]->diff, top[0]->diff, n * sizeof(float));
 }
 
-static void dropout_destroy(ct_layer *l) { free(l->priv); }
+static void dropout_destroy(ct_layer *l) {
+  dropout_state *s = l->priv;
+  if (!s) return;
+  if (s->seed_dev) ct_mem_free(l->ctx->device, s->seed_dev);
+  free(s);
+}
 
 #ifdef CORTADO_HAVE_CUDA
 static ct_status dropout_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -67,8 +74,9 @@ static ct_status dropout_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_t
   dropout_state *s = l->priv;
   size_t n = bottom[0]->count;
   if (l->phase == CT_PHASE_TRAIN) {
-    s->seed = ct_rng_next(&l->ctx->rng);
-    ct_dropout_apply_gpu(l->ctx, n, s->seed, s->threshold, s->scale, bottom[0]->data, top[0]->data);
+    ct_context_next_draw_gpu(l->ctx, s->seed_dev);
+    ct_dropout_apply_gpu(l->ctx, n, s->seed_dev, s->threshold, s->scale, bottom[0]->data,
+                         top[0]->data);
   } else if (top[0] != bottom[0]) {
     ct_gpu_copy(l->ctx, n, bottom[0]->data, top[0]->data);
   }
@@ -81,7 +89,8 @@ static void dropout_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
   dropout_state *s = l->priv;
   size_t n = bottom[0]->count;
   if (l->phase == CT_PHASE_TRAIN)
-    ct_dropout_apply_gpu(l->ctx, n, s->seed, s->threshold, s->scale, top[0]->diff, bottom[0]->diff);
+    ct_dropout_apply_gpu(l->ctx, n, s->seed_dev, s->threshold, s->scale, top[0]->diff,
+                         bottom[0]->diff);
   else if (top[0] != bottom[0])
     ct_gpu_copy(l->ctx, n, top[0]->diff, bottom[0]->diff);
 }
@@ -90,6 +99,7 @@ static void dropout_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
 const ct_layer_ops ct_dropout_ops = {
     .type = "Dropout",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .flags = CT_LAYER_DRAWS,
     .setup = dropout_setup,
     .reshape = ct_neuron_reshape,
     .forward_cpu = dropout_forward_cpu,

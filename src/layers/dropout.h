@@ -1,10 +1,15 @@
 /* Dropout's mask and GPU launchers (dropout.cu).
  *
  * The mask is not stored: element i of a forward pass is kept when
- * ct_dropout_bits(seed, i) >= threshold, where seed is one draw from the
- * context's RNG per training forward and threshold = ratio * 2^32.  The same
- * function runs on the host and on a GPU, so both devices drop the same
- * elements for the same RNG state, and backward recomputes the mask. */
+ * ct_dropout_bits(seed, i) >= threshold, where threshold = ratio * 2^32 and
+ * seed is the seed of one counter-based draw of the context per training
+ * forward (ct_draw_seed(ctx->seed, n) for the context's n-th draw, see
+ * core/context.h).  The same functions run on the host and on a GPU, so both
+ * devices drop the same elements for the same context seed and draw count.
+ * On a GPU the draw is taken on the device by a tiny kernel that writes the
+ * seed into the layer's device slot, which the mask kernels read: a replayed
+ * CUDA graph draws a fresh mask each time.  Backward recomputes the mask
+ * from the same slot. */
 #ifndef CT_LAYERS_DROPOUT_H
 #define CT_LAYERS_DROPOUT_H
 
@@ -32,10 +37,11 @@ static inline CT_HOST_DEVICE uint32_t ct_dropout_bits(uint64_t seed, uint64_t i)
 extern "C" {
 #endif
 
-/* y(n) = kept(i) ? x * scale : 0; y may alias x.  Also the backward (x = dy,
- * y = dx), since the mask is a function of seed and i. */
-void ct_dropout_apply_gpu(ct_context *ctx, size_t n, uint64_t seed, uint32_t threshold, float scale,
-                          const float *x, float *y);
+/* y(n) = kept(i) ? x * scale : 0 with the seed read from *seed (device
+ * memory); y may alias x.  Also the backward (x = dy, y = dx), since the
+ * mask is a function of the seed and i. */
+void ct_dropout_apply_gpu(ct_context *ctx, size_t n, const uint64_t *seed, uint32_t threshold,
+                          float scale, const float *x, float *y);
 
 #ifdef __cplusplus
 }

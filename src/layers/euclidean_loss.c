@@ -7,7 +7,8 @@
 #include "math/math.h"
 
 typedef struct {
-  ct_tensor *diff; /* like bottom 0: a - b */
+  ct_tensor *diff;     /* like bottom 0: a - b */
+  ct_loss_scratch gpu; /* GPU path only: the reduction's partials */
 } euclidean_priv;
 
 static ct_status euclidean_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -15,6 +16,7 @@ static ct_status euclidean_setup(ct_layer *l, ct_tensor *const *bottom, ct_tenso
   euclidean_priv *p = ct_xcalloc(1, sizeof *p);
   l->priv = p;
   p->diff = ct_tensor_new(l->ctx->device, "euclidean.diff");
+  ct_loss_scratch_init(&p->gpu, l->ctx);
   return CT_OK;
 }
 
@@ -61,8 +63,10 @@ static ct_status euclidean_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   euclidean_priv *p = l->priv;
   size_t n = bottom[0]->count;
   ct_gpu_sub(l->ctx, n, bottom[0]->data, bottom[1]->data, p->diff->data);
-  double sumsq = ct_gpu_dot(l->ctx, n, p->diff->data, p->diff->data);
-  ct_loss_set_scalar(l->ctx, top[0], (float)(sumsq / bottom[0]->shape[0] / 2.0));
+  ct_loss_finish f = {.norm = CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__BATCH_SIZE,
+                      .outer = (size_t)bottom[0]->shape[0], .inner = 1, .scale = 0.5,
+                      .square = true};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->diff->data, NULL, &f, top[0]->data);
   return CT_OK;
 }
 
@@ -82,6 +86,7 @@ static void euclidean_destroy(ct_layer *l) {
   euclidean_priv *p = l->priv;
   if (!p) return;
   ct_tensor_free(p->diff);
+  ct_loss_scratch_free(&p->gpu);
   free(p);
 }
 

@@ -92,6 +92,7 @@ static ct_status infogain_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   p->sum_rows = ct_tensor_new(l->ctx->device, "infogain.sum_rows");
   if (l->ctx->device == CT_DEVICE_CPU) p->scratch = ct_tensor_new(CT_DEVICE_CPU, "infogain.scratch");
   ct_loss_scratch_init(&p->gpu, l->ctx);
+  ct_loss_scratch_add_check(&p->gpu, l->ctx, l->name, l->ops->type);
   if (l->nbottom < 3) {
     size_t n = 0;
     if (read_blob_file(ip->source, &p->h_host, &n, err) != CT_OK)
@@ -209,15 +210,10 @@ static ct_status infogain_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_
   ct_infogain_forward_gpu(l->ctx, p->outer, p->nlabels, p->inner, p->prob->data, bottom[1]->data,
                           h, p->has_ignore, p->ignore_label, p->gpu.value->data,
                           p->gpu.flag->data);
-  double loss;
-  long valid, bad;
-  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
-                     &loss, &valid, &bad);
-  if (bad)
-    return ct_loss_report_bad_labels(bottom[1], n, p->nlabels, p->has_ignore, p->ignore_label, err);
-  p->valid = valid;
-  ct_loss_set_scalar(l->ctx, top[0],
-                     (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid)));
+  ct_loss_finish f = {.norm = p->norm, .outer = p->outer, .inner = p->inner, .scale = 1.0,
+                      .label = bottom[1], .nclass = p->nlabels, .has_ignore = p->has_ignore,
+                      .ignore_label = p->ignore_label};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->gpu.value->data, p->gpu.flag->data, &f, top[0]->data);
   if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
   return CT_OK;
 }
@@ -228,10 +224,9 @@ static void infogain_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool
   infogain_priv *p = l->priv;
   const float *h = l->nbottom >= 3 ? bottom[2]->data : p->h->data;
   if (l->nbottom >= 3) ct_infogain_sum_rows_gpu(l->ctx, p->nlabels, h, p->sum_rows->data);
-  double norm = ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
   ct_infogain_backward_gpu(l->ctx, p->outer, p->nlabels, p->inner, p->prob->data, bottom[1]->data,
                            h, p->sum_rows->data, p->has_ignore, p->ignore_label, top[0]->diff,
-                           (float)(1.0 / norm), bottom[0]->diff);
+                           p->gpu.inv_norm->data, bottom[0]->diff);
 }
 #endif
 

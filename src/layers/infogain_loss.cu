@@ -30,13 +30,13 @@ __global__ static void infogain_rows(int L, const float *h, float *sums) {
 __global__ static void infogain_bwd(size_t n, int L, size_t inner, const float *prob,
                                     const float *label, const float *h, const float *sums,
                                     bool has_ignore, int ignore_label, const float *loss_weight,
-                                    float inv_norm, float *dx) {
+                                    const float *inv_norm, float *dx) {
   CT_CUDA_KERNEL_LOOP(j, n) {
     size_t k = j % inner, c = (j / inner) % L, i = j / (inner * L);
     int y = 0;
     int role = ct_label_classify(label[i * inner + k], L, has_ignore, ignore_label, &y);
     float g = 0.0f;
-    if (role == 1) g = (prob[j] * sums[y] - h[(size_t)y * L + c]) * (loss_weight[0] * inv_norm);
+    if (role == 1) g = (prob[j] * sums[y] - h[(size_t)y * L + c]) * (loss_weight[0] * inv_norm[0]);
     dx[j] = g;
   }
 }
@@ -62,7 +62,8 @@ extern "C" void ct_infogain_sum_rows_gpu(ct_context *ctx, int L, const float *h,
 extern "C" void ct_infogain_backward_gpu(ct_context *ctx, size_t outer, int L, size_t inner,
                                          const float *prob, const float *label, const float *h,
                                          const float *sums, bool has_ignore, int ignore_label,
-                                         const float *loss_weight, float inv_norm, float *dx) {
+                                         const float *loss_weight, const float *inv_norm,
+                                         float *dx) {
   size_t n = outer * L * inner;
   if (!n) return;
   infogain_bwd<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(

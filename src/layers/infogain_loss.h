@@ -19,12 +19,12 @@ void ct_infogain_forward_gpu(ct_context *ctx, size_t outer, int L, size_t inner,
                              int ignore_label, float *loss, float *flag);
 /* sums(L) = the row sums of H. */
 void ct_infogain_sum_rows_gpu(ct_context *ctx, int L, const float *h, float *sums);
-/* dx = (prob * sums[label] - H[label, l]) * loss_weight[0] * inv_norm, 0 at
- * ignored positions; loss_weight is device memory. */
+/* dx = (prob * sums[label] - H[label, l]) * loss_weight[0] * inv_norm[0], 0
+ * at ignored positions; loss_weight and inv_norm are device memory. */
 void ct_infogain_backward_gpu(ct_context *ctx, size_t outer, int L, size_t inner,
                               const float *prob, const float *label, const float *h,
                               const float *sums, bool has_ignore, int ignore_label,
-                              const float *loss_weight, float inv_norm, float *dx);
+                              const float *loss_weight, const float *inv_norm, float *dx);
 
 #ifdef __cplusplus
 }

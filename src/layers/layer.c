@@ -98,12 +98,19 @@ ct_status ct_layer_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *con
   return CT_OK;
 }
 
-ct_status ct_layer_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
-                           double *loss, ct_error *err) {
+ct_status ct_layer_forward_async(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err) {
   ct_status s;
   if (l->ctx->device == CT_DEVICE_CPU) s = l->ops->forward_cpu(l, bottom, top, err);
   else s = l->ops->forward_gpu(l, bottom, top, err);
   if (s != CT_OK) return ct_error_prefix(err, "layer '%s' (%s)", l->name, l->ops->type);
+  return CT_OK;
+}
+
+ct_status ct_layer_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                           double *loss, ct_error *err) {
+  CT_TRY(ct_layer_forward_async(l, bottom, top, err));
+  CT_TRY(ct_context_take_checks(l->ctx, err));
   if (loss) {
     for (int i = 0; i < l->ntop; i++) {
       if (l->loss_weight[i] == 0.0f) continue;
@@ -123,6 +130,33 @@ void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate
 }
 
 bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }
+
+static bool random_dummy_data(const ct_layer *l) {
+  const Caffe__DummyDataParameter *p = l->param->dummy_data_param;
+  if (!p) return false;
+  for (size_t i = 0; i < p->n_data_filler; i++) {
+    const char *t = p->data_filler[i]->type;
+    if (t && strcmp(t, "constant") != 0) return true;
+  }
+  return false;
+}
+
+static bool stochastic_pooling(const ct_layer *l) {
+  const Caffe__PoolingParameter *p = l->param->pooling_param;
+  return p && p->has_pool && p->pool == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC &&
+         l->phase == CT_PHASE_TRAIN;
+}
+
+bool ct_layer_capturable(const ct_layer *l) {
+  if (l->ops->flags & (CT_LAYER_NO_GRAPH | CT_LAYER_DATA)) return false;
+  /* Types whose files predate CT_LAYER_NO_GRAPH; the flag belongs in their
+   * ops tables, after which these lines go. */
+  const char *t = l->ops->type;
+  if (strcmp(t, "Filter") == 0 || strcmp(t, "Embed") == 0 || strcmp(t, "Python") == 0) return false;
+  if (strcmp(t, "DummyData") == 0 && random_dummy_data(l)) return false;
+  if (strcmp(t, "Pooling") == 0 && stochastic_pooling(l)) return false;
+  return true;
+}
 
 void ct_layer_free(ct_layer *l) {
   if (!l) return;

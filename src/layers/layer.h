@@ -17,6 +17,15 @@
  *   ct_layer_forward / ct_layer_backward  on the context's device
  *   ct_layer_free     ops->destroy_gpu, then ops->destroy
  *
+ * On a GPU, forward and backward only enqueue work on the context's stream;
+ * the net runs them without waiting (ct_layer_forward_async) and may capture
+ * them into a CUDA graph that is replayed on later iterations, so a GPU path
+ * must not wait for the device, allocate, or compute kernel arguments on the
+ * host that change between calls (e.g. a seed drawn on the host).  A type
+ * that cannot avoid it says so with CT_LAYER_NO_GRAPH and runs outside the
+ * graphs.  Device-side input checks use the context's deferred checks
+ * (core/context.h) rather than reading a flag back.
+ *
  * Conventions every layer follows (Caffe's):
  *  - forward writes every top value; backward *writes* (does not accumulate)
  *    bottom diffs whose propagate_down is true, and *accumulates* into the
@@ -57,6 +66,10 @@ enum {
   CT_LAYER_EQUAL_BOTTOM_TOP = 1u << 2, /* as many tops as bottoms */
   CT_LAYER_AUTO_TOPS = 1u << 3,       /* the net may create missing tops (min_tops of them) */
   CT_LAYER_NO_BACKWARD = 1u << 4,     /* never computes bottom gradients (Accuracy, ArgMax, data) */
+  CT_LAYER_NO_GRAPH = 1u << 5,        /* GPU forward/backward do host work every call: never
+                                         captured into a CUDA graph */
+  CT_LAYER_DRAWS = 1u << 6,           /* each TRAIN forward takes one counter-based draw of the
+                                         context (ct_context_next_draw) */
 };
 
 typedef struct ct_layer_ops {
@@ -67,6 +80,17 @@ typedef struct ct_layer_ops {
   /* Bit i set: bottom i never receives a gradient even under force_backward
    * (Caffe's AllowForceBackward), e.g. labels of a loss. */
   unsigned no_force_backward_bottoms;
+  /* Data layers whose tops come from host memory (optional, both or
+   * neither): next_batch hands out the next batch without copying it, host[t]
+   * pointing to top[t]->count values in pinned host memory for each top t,
+   * valid until release_batch(l, token).  A GPU net run as a program
+   * (net_program.h) then copies the batches into the tops itself, on the
+   * context's copy stream and overlapped with the previous iteration, in
+   * place of calling forward; it releases each batch once its copy is done
+   * and before asking for the next (src/net/net_feed.c).  Errors: the
+   * source's (the record that failed). */
+  ct_status (*next_batch)(ct_layer *l, const float **host, void **token, ct_error *err);
+  void (*release_batch)(ct_layer *l, void *token);
   ct_layer_shape_fn setup;   /* required */
   ct_layer_shape_fn reshape; /* required */
   ct_layer_forward_fn forward_cpu;   /* required */
@@ -118,9 +142,17 @@ ct_status ct_layer_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const
 ct_status ct_layer_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                            ct_error *err);
 /* Forward on the context's device.  When loss is not NULL, adds
- * sum over tops with nonzero loss weight of dot(top data, top diff). */
+ * sum over tops with nonzero loss weight of dot(top data, top diff).
+ * On a GPU this waits for the device when it reads the loss or when the
+ * context has deferred checks (so that a bad label is reported here, by
+ * this call); the net uses ct_layer_forward_async instead. */
 ct_status ct_layer_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                            double *loss, ct_error *err);
+/* The forward alone: enqueued on a GPU without waiting, device checks left
+ * raised in the context.  Errors found on the host are returned prefixed
+ * with the layer's name and type. */
+ct_status ct_layer_forward_async(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                 ct_error *err);
 void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                        ct_tensor *const *bottom);
 void ct_layer_free(ct_layer *l);
@@ -130,6 +162,12 @@ void ct_layer_free(ct_layer *l);
 ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
 /* True when the layer type has a GPU implementation. */
 bool ct_layer_has_gpu(const ct_layer *l);
+/* False when the layer's GPU forward or backward cannot be captured into a
+ * CUDA graph: CT_LAYER_NO_GRAPH, data layers, and the types (of other
+ * folders) known to read the host every call: a DummyData with a random
+ * filler, Filter (shapes from values), Embed (reads its index check back),
+ * stochastic Pooling in TRAIN (host draws), Python. */
+bool ct_layer_capturable(const ct_layer *l);
 
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */

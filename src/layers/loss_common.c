@@ -1,6 +1,8 @@
 #include "layers/loss_common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "math/math.h"
 
@@ -30,17 +32,7 @@ ct_loss_norm ct_loss_normalization(const Caffe__LossParameter *lp, ct_loss_norm 
 }
 
 double ct_loss_normalizer(ct_loss_norm mode, size_t outer, size_t inner, long valid) {
-  double n;
-  switch (mode) {
-    case CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__FULL: n = (double)outer * inner; break;
-    case CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__VALID:
-      n = valid < 0 ? (double)outer * inner : (double)valid;
-      break;
-    case CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__BATCH_SIZE: n = (double)outer; break;
-    default: n = 1.0; break;
-  }
-  /* A batch whose labels are all ignored would otherwise divide by zero. */
-  return n < 1.0 ? 1.0 : n;
+  return ct_loss_normalizer_value((int)mode, outer, inner, valid);
 }
 
 ct_status ct_loss_check_labels_host(const float *label, size_t n, int nclass, bool has_ignore,
@@ -79,11 +71,38 @@ void ct_loss_set_scalar(ct_context *ctx, ct_tensor *t, float value) {
 }
 
 void ct_loss_scratch_init(ct_loss_scratch *s, const ct_context *ctx) {
-  s->value = s->flag = s->partials = NULL;
+  memset(s, 0, sizeof *s);
   if (ctx->device == CT_DEVICE_CPU) return;
   s->value = ct_tensor_new(ctx->device, "loss.value");
   s->flag = ct_tensor_new(ctx->device, "loss.flag");
-  s->partials = ct_tensor_new_shape(ctx->device, "loss.partials", 1, (int[]){CT_LOSS_PARTIALS}, false);
+  s->partials =
+      ct_tensor_new_shape(ctx->device, "loss.partials", 1, (int[]){CT_LOSS_PARTIALS + 2}, false);
+  s->inv_norm = ct_tensor_new_shape(ctx->device, "loss.inv_norm", 1, (int[]){1}, false);
+}
+
+/* The deferred check's report: the host scan of the labels the last forward
+ * read.  With iter_size > 1 the bad label may have been in an earlier pass,
+ * whose labels are gone. */
+static ct_status report_labels(void *user, ct_error *err) {
+  const ct_loss_scratch *s = user;
+  if (s->label && s->nlabels <= s->label->count) {
+    ct_status st =
+        ct_loss_check_labels(s->label, s->nlabels, s->nclass, s->has_ignore, s->ignore_label, err);
+    if (st != CT_OK) return st;
+  }
+  return ct_error_set(err, CT_ERR_INVALID,
+                      "a label out of range [0, %d) was read by an earlier forward pass of this "
+                      "iteration",
+                      s->nclass);
+}
+
+void ct_loss_scratch_add_check(ct_loss_scratch *s, ct_context *ctx, const char *name,
+                               const char *type) {
+  if (ctx->device == CT_DEVICE_CPU) return;
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "layer '%s' (%s)", name, type);
+  s->ctx = ctx;
+  s->check_id = ct_context_add_check(ctx, prefix, report_labels, s);
 }
 
 void ct_loss_scratch_reshape(ct_loss_scratch *s, size_t positions) {
@@ -94,8 +113,10 @@ void ct_loss_scratch_reshape(ct_loss_scratch *s, size_t positions) {
 }
 
 void ct_loss_scratch_free(ct_loss_scratch *s) {
+  if (s->check_id) ct_context_remove_check(s->ctx, s->check_id);
   ct_tensor_free(s->value);
   ct_tensor_free(s->flag);
   ct_tensor_free(s->partials);
-  s->value = s->flag = s->partials = NULL;
+  ct_tensor_free(s->inv_norm);
+  memset(s, 0, sizeof *s);
 }

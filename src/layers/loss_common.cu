@@ -49,6 +49,7 @@ extern "C" void ct_loss_reduce_gpu(ct_context *ctx, size_t n, const float *value
   double host[3 * CT_LOSS_REDUCE_BLOCKS];
   CT_CUDA_CHECK(cudaMemcpyAsync(host, partial, 3 * blocks * sizeof(double), cudaMemcpyDeviceToHost,
                                 stream));
+  ct_gpu_note_host_wait();
   CT_CUDA_CHECK(cudaStreamSynchronize(stream));
   double s = 0, ok = 0, b = 0;
   for (unsigned i = 0; i < blocks; i++) {
@@ -71,5 +72,80 @@ extern "C" void ct_loss_scale_gpu(ct_context *ctx, size_t n, const float *x,
   if (!n) return;
   loss_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
       n, x, loss_weight, scale, y);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+/* The whole loss in one launch: block sums as loss_reduce, then the last
+ * block to finish adds the partials in block order (deterministic), divides,
+ * writes the top and the inverse divisor, and raises the check on a bad
+ * label.  The block counter is left at zero for the next launch. */
+__global__ static void loss_finish(size_t n, const float *value, const float *flag, bool square,
+                                   double *partial, unsigned *counter, int norm, size_t outer,
+                                   size_t inner, double scale, float *top, float *inv_norm,
+                                   unsigned *check_word, unsigned check_id) {
+  __shared__ double s_value[CT_CUDA_THREADS], s_valid[CT_CUDA_THREADS], s_bad[CT_CUDA_THREADS];
+  __shared__ bool s_last;
+  double v = 0, ok = 0, bad = 0;
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    float x = value[i];
+    v += square ? (double)x * x : (double)x;
+    if (flag) {
+      ok += flag[i] == 1.0f;
+      bad += flag[i] == -1.0f;
+    } else {
+      ok += 1.0;
+    }
+  }
+  s_value[threadIdx.x] = v;
+  s_valid[threadIdx.x] = ok;
+  s_bad[threadIdx.x] = bad;
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) {
+      s_value[threadIdx.x] += s_value[threadIdx.x + w];
+      s_valid[threadIdx.x] += s_valid[threadIdx.x + w];
+      s_bad[threadIdx.x] += s_bad[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[3 * blockIdx.x + 0] = s_value[0];
+    partial[3 * blockIdx.x + 1] = s_valid[0];
+    partial[3 * blockIdx.x + 2] = s_bad[0];
+    __threadfence();
+    s_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last || threadIdx.x != 0) return;
+  __threadfence();
+  const volatile double *p = partial;
+  double sum = 0, valid = 0, nbad = 0;
+  for (unsigned b = 0; b < gridDim.x; b++) {
+    sum += p[3 * b];
+    valid += p[3 * b + 1];
+    nbad += p[3 * b + 2];
+  }
+  double normalizer = ct_loss_normalizer_value(norm, outer, inner, (long)valid);
+  top[0] = (float)(sum / normalizer * scale);
+  inv_norm[0] = (float)(1.0 / normalizer);
+  if (nbad > 0 && check_id) atomicCAS(check_word, 0u, check_id);
+  *counter = 0;
+}
+
+extern "C" void ct_loss_finish_gpu(ct_context *ctx, ct_loss_scratch *s, size_t n,
+                                   const float *value, const float *flag, const ct_loss_finish *f,
+                                   float *top) {
+  s->label = f->label;
+  s->nlabels = n;
+  s->nclass = f->nclass;
+  s->has_ignore = f->has_ignore;
+  s->ignore_label = f->ignore_label;
+  unsigned blocks = ct_cuda_blocks(n ? n : 1);
+  if (blocks > CT_LOSS_REDUCE_BLOCKS) blocks = CT_LOSS_REDUCE_BLOCKS;
+  double *partial = (double *)s->partials->data;
+  unsigned *counter = (unsigned *)(s->partials->data + CT_LOSS_PARTIALS);
+  loss_finish<<<blocks, CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
+      n, value, flag, f->square, partial, counter, (int)f->norm, f->outer, f->inner, f->scale, top,
+      s->inv_norm->data, ctx->check_word, s->check_id);
   CT_CUDA_LAUNCH_CHECK();
 }

@@ -20,6 +20,7 @@ static ct_status multinomial_setup(ct_layer *l, ct_tensor *const *bottom, ct_ten
   multinomial_priv *p = ct_xcalloc(1, sizeof *p);
   l->priv = p;
   ct_loss_scratch_init(&p->gpu, l->ctx);
+  ct_loss_scratch_add_check(&p->gpu, l->ctx, l->name, l->ops->type);
   return CT_OK;
 }
 
@@ -74,12 +75,11 @@ static ct_status multinomial_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   multinomial_priv *p = l->priv;
   ct_multinomial_forward_gpu(l->ctx, p->num, p->dim, bottom[0]->data, bottom[1]->data,
                              p->gpu.value->data, p->gpu.flag->data);
-  double loss;
-  long valid, bad;
-  ct_loss_reduce_gpu(l->ctx, (size_t)p->num, p->gpu.value->data, p->gpu.flag->data,
-                     p->gpu.partials->data, &loss, &valid, &bad);
-  if (bad) return ct_loss_report_bad_labels(bottom[1], (size_t)p->num, (int)p->dim, false, 0, err);
-  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->num));
+  ct_loss_finish f = {.norm = CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__BATCH_SIZE,
+                      .outer = (size_t)p->num, .inner = 1, .scale = 1.0, .label = bottom[1],
+                      .nclass = (int)p->dim};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, (size_t)p->num, p->gpu.value->data, p->gpu.flag->data, &f,
+                     top[0]->data);
   return CT_OK;
 }
 

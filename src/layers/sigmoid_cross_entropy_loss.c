@@ -94,12 +94,8 @@ static ct_status sigmoid_ce_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   ct_sigmoid_ce_forward_gpu(l->ctx, n, bottom[0]->data, bottom[1]->data, p->has_ignore,
                             p->ignore_label, p->sigmoid->data, p->gpu.value->data,
                             p->gpu.flag->data);
-  double loss;
-  long valid, bad;
-  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
-                     &loss, &valid, &bad);
-  p->normalizer = ct_loss_normalizer(p->norm, p->outer, p->inner, valid);
-  ct_loss_set_scalar(l->ctx, top[0], (float)(loss / p->normalizer));
+  ct_loss_finish f = {.norm = p->norm, .outer = p->outer, .inner = p->inner, .scale = 1.0};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->gpu.value->data, p->gpu.flag->data, &f, top[0]->data);
   return CT_OK;
 }
 
@@ -108,8 +104,8 @@ static void sigmoid_ce_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
   if (!propagate_down[0]) return;
   sigmoid_ce_priv *p = l->priv;
   ct_sigmoid_ce_backward_gpu(l->ctx, bottom[0]->count, p->sigmoid->data, bottom[1]->data,
-                             p->has_ignore, p->ignore_label, top[0]->diff,
-                             (float)(1.0 / p->normalizer), bottom[0]->diff);
+                             p->has_ignore, p->ignore_label, top[0]->diff, p->gpu.inv_norm->data,
+                             bottom[0]->diff);
 }
 #endif
 

@@ -25,11 +25,11 @@ __global__ static void sigmoid_ce_fwd(size_t n, const float *x, const float *t, 
 
 __global__ static void sigmoid_ce_bwd(size_t n, const float *sigmoid, const float *t,
                                       bool has_ignore, int ignore_label, const float *loss_weight,
-                                      float inv_norm, float *dx) {
+                                      const float *inv_norm, float *dx) {
   CT_CUDA_KERNEL_LOOP(i, n) {
     dx[i] = ignored(t[i], has_ignore, ignore_label)
                 ? 0.0f
-                : (sigmoid[i] - t[i]) * (loss_weight[0] * inv_norm);
+                : (sigmoid[i] - t[i]) * (loss_weight[0] * inv_norm[0]);
   }
 }
 
@@ -44,7 +44,8 @@ extern "C" void ct_sigmoid_ce_forward_gpu(ct_context *ctx, size_t n, const float
 
 extern "C" void ct_sigmoid_ce_backward_gpu(ct_context *ctx, size_t n, const float *sigmoid,
                                            const float *t, bool has_ignore, int ignore_label,
-                                           const float *loss_weight, float inv_norm, float *dx) {
+                                           const float *loss_weight, const float *inv_norm,
+                                           float *dx) {
   if (!n) return;
   sigmoid_ce_bwd<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
       n, sigmoid, t, has_ignore, ignore_label, loss_weight, inv_norm, dx);

@@ -17,11 +17,12 @@ extern "C" {
 void ct_sigmoid_ce_forward_gpu(ct_context *ctx, size_t n, const float *x, const float *t,
                                bool has_ignore, int ignore_label, float *sigmoid, float *loss,
                                float *flag);
-/* dx = (sigmoid - t) * loss_weight[0] * inv_norm, 0 where ignored;
- * loss_weight is device memory (top 0's diff). */
+/* dx = (sigmoid - t) * loss_weight[0] * inv_norm[0], 0 where ignored;
+ * loss_weight (top 0's diff) and inv_norm (1 / the forward's normalizer)
+ * are device memory. */
 void ct_sigmoid_ce_backward_gpu(ct_context *ctx, size_t n, const float *sigmoid, const float *t,
                                 bool has_ignore, int ignore_label, const float *loss_weight,
-                                float inv_norm, float *dx);
+                                const float *inv_norm, float *dx);
 
 #ifdef __cplusplus
 }

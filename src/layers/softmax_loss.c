@@ -38,6 +38,7 @@ static ct_status softmax_loss_setup(ct_layer *l, ct_tensor *const *bottom, ct_te
   p->prob = ct_tensor_new(l->ctx->device, "softmax_loss.prob");
   if (l->ctx->device == CT_DEVICE_CPU) p->scratch = ct_tensor_new(CT_DEVICE_CPU, "softmax_loss.scratch");
   ct_loss_scratch_init(&p->gpu, l->ctx);
+  ct_loss_scratch_add_check(&p->gpu, l->ctx, l->name, l->ops->type);
   return CT_OK;
 }
 
@@ -125,15 +126,10 @@ static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   ct_softmax_loss_forward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
                               bottom[1]->data, p->has_ignore, p->ignore_label, p->gpu.value->data,
                               p->gpu.flag->data);
-  double loss;
-  long valid, bad;
-  ct_loss_reduce_gpu(l->ctx, n, p->gpu.value->data, p->gpu.flag->data, p->gpu.partials->data,
-                     &loss, &valid, &bad);
-  if (bad)
-    return ct_loss_report_bad_labels(bottom[1], n, p->channels, p->has_ignore, p->ignore_label, err);
-  p->valid = valid;
-  ct_loss_set_scalar(l->ctx, top[0],
-                     (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid)));
+  ct_loss_finish f = {.norm = p->norm, .outer = p->outer, .inner = p->inner, .scale = 1.0,
+                      .label = bottom[1], .nclass = p->channels, .has_ignore = p->has_ignore,
+                      .ignore_label = p->ignore_label};
+  ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->gpu.value->data, p->gpu.flag->data, &f, top[0]->data);
   if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
   return CT_OK;
 }
@@ -142,10 +138,9 @@ static void softmax_loss_backward_gpu(ct_layer *l, ct_tensor *const *top,
                                       const bool *propagate_down, ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
   softmax_loss_priv *p = l->priv;
-  double norm = ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
   ct_softmax_loss_backward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
                                bottom[1]->data, p->has_ignore, p->ignore_label, top[0]->diff,
-                               (float)(1.0 / norm), bottom[0]->diff);
+                               p->gpu.inv_norm->data, bottom[0]->diff);
 }
 #endif
 

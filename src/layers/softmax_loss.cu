@@ -23,13 +23,14 @@ __global__ static void softmax_loss_fwd(size_t positions, int C, size_t inner, c
 /* One thread per element of (outer, C, inner). */
 __global__ static void softmax_loss_bwd(size_t n, int C, size_t inner, const float *prob,
                                         const float *label, bool has_ignore, int ignore_label,
-                                        const float *loss_weight, float inv_norm, float *dx) {
+                                        const float *loss_weight, const float *inv_norm,
+                                        float *dx) {
   CT_CUDA_KERNEL_LOOP(j, n) {
     size_t k = j % inner, c = (j / inner) % C, i = j / (inner * C);
     int y = 0;
     int role = ct_label_classify(label[i * inner + k], C, has_ignore, ignore_label, &y);
     float g = 0.0f;
-    if (role == 1) g = (prob[j] - ((size_t)y == c ? 1.0f : 0.0f)) * (loss_weight[0] * inv_norm);
+    if (role == 1) g = (prob[j] - ((size_t)y == c ? 1.0f : 0.0f)) * (loss_weight[0] * inv_norm[0]);
     dx[j] = g;
   }
 }
@@ -47,7 +48,8 @@ extern "C" void ct_softmax_loss_forward_gpu(ct_context *ctx, size_t outer, int C
 extern "C" void ct_softmax_loss_backward_gpu(ct_context *ctx, size_t outer, int C, size_t inner,
                                              const float *prob, const float *label,
                                              bool has_ignore, int ignore_label,
-                                             const float *loss_weight, float inv_norm, float *dx) {
+                                             const float *loss_weight, const float *inv_norm,
+                                        float *dx) {
   size_t n = outer * C * inner;
   if (!n) return;
   softmax_loss_bwd<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(

@@ -17,12 +17,13 @@ extern "C" {
 void ct_softmax_loss_forward_gpu(ct_context *ctx, size_t outer, int C, size_t inner,
                                  const float *prob, const float *label, bool has_ignore,
                                  int ignore_label, float *loss, float *flag);
-/* dx = (prob - onehot(label)) * loss_weight[0] * inv_norm, 0 at ignored
- * positions; loss_weight is device memory (top 0's diff). */
+/* dx = (prob - onehot(label)) * loss_weight[0] * inv_norm[0], 0 at ignored
+ * positions; loss_weight (top 0's diff) and inv_norm (the forward's
+ * 1 / normalizer) are device memory. */
 void ct_softmax_loss_backward_gpu(ct_context *ctx, size_t outer, int C, size_t inner,
                                   const float *prob, const float *label, bool has_ignore,
-                                  int ignore_label, const float *loss_weight, float inv_norm,
-                                  float *dx);
+                                  int ignore_label, const float *loss_weight,
+                                  const float *inv_norm, float *dx);
 
 #ifdef __cplusplus
 }

@@ -144,6 +144,7 @@ static double reduce(ct_context *ctx, size_t n, int op, const float *x, const fl
   CT_CUDA_CHECK(cudaMemcpyAsync(host, partial, blocks * sizeof(double), cudaMemcpyDeviceToHost,
                                 STREAM(ctx)));
   CT_CUDA_CHECK(cudaFreeAsync(partial, STREAM(ctx)));
+  ct_gpu_note_host_wait();
   CT_CUDA_CHECK(cudaStreamSynchronize(STREAM(ctx)));
   double s = 0;
   for (unsigned i = 0; i < blocks; i++) s += host[i];

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "math/math.h"
+#include "net/net_feed.h"
 #include "net/net_internal.h"
 
 #define NET_LOG(net, ...) \
@@ -18,6 +19,7 @@
 typedef struct {
   ct_net *net;
   bool quiet;
+  bool plan;      /* diffs are planned after the build */
   const char *source;
   char **avail;   /* names of blobs available as bottoms */
   int navail;
@@ -40,12 +42,14 @@ int ct_net_layer_index(const ct_net *net, const char *name) {
   return -1;
 }
 
-static int add_blob(ct_net *net, const char *name) {
+/* With diff planning, blobs get no diff while the net is built: the plan
+ * gives them one afterwards, so the build never holds every diff at once. */
+static int add_blob(ct_net *net, const char *name, bool plan) {
   net->blobs = ct_xrealloc(net->blobs, (size_t)(net->nblobs + 1) * sizeof *net->blobs);
   net->blob_need_backward =
       ct_xrealloc(net->blob_need_backward, (size_t)(net->nblobs + 1) * sizeof(bool));
   ct_tensor *t = ct_tensor_new(net->ctx->device, name);
-  t->has_diff = true;
+  t->has_diff = !plan;
   net->blobs[net->nblobs] = t;
   net->blob_need_backward[net->nblobs] = false;
   return net->nblobs++;
@@ -89,7 +93,7 @@ static ct_status add_inputs(builder *b, ct_error *err) {
   for (size_t i = 0; i < p->n_input; i++) {
     if (find_blob(net, p->input[i]) >= 0)
       return ct_error_set(err, CT_ERR_INVALID, "%s: duplicate input blob '%s'", b->source, p->input[i]);
-    int id = add_blob(net, p->input[i]);
+    int id = add_blob(net, p->input[i], b->plan);
     int shape[CT_MAX_AXES], nd = 0;
     if (p->n_input_shape > 0) {
       const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
@@ -144,11 +148,11 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
         if (find_blob(net, name) >= 0)
           return ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
                               lp->name ? lp->name : "", name);
-        id = add_blob(net, name);
+        id = add_blob(net, name, b->plan);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
-      id = add_blob(net, NULL); /* automatic top, not available as a bottom */
+      id = add_blob(net, NULL, b->plan); /* automatic top, not available as a bottom */
     }
     net->top_ids[li][j] = id;
     NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
@@ -192,6 +196,19 @@ static ct_status check_state(const Caffe__NetParameter *p, const ct_net_opts *o,
 ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err); /* net_params.c */
 void ct_net_analyze_backward(ct_net *net, bool quiet);                  /* net_params.c */
 
+static bool planning_wanted(const ct_net_opts *o) {
+  if (o->keep_blob_diffs) return false;
+  const char *env = getenv("CORTADO_DIFF_PLANNING");
+  return !(env && strcmp(env, "0") == 0);
+}
+
+/* GPU: the device loss sum and its pinned copy. */
+static void alloc_loss(ct_net *net) {
+  if (net->ctx->device == CT_DEVICE_CPU) return;
+  net->loss_dev = ct_mem_alloc(net->ctx->device, sizeof(double));
+  net->loss_pinned = ct_mem_alloc_pinned(sizeof(double));
+}
+
 ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
                       ct_context *ctx, ct_error *err) {
   *out = NULL;
@@ -226,7 +243,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->bottom_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool *));
   net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
-  builder b = {net, opts->quiet, source, NULL, 0};
+  builder b = {net, opts->quiet, planning_wanted(opts), source, NULL, 0};
+  alloc_loss(net);
   NET_LOG(&b, "Initializing net '%s' (phase %s, %d layers)", net->name,
           opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
   st = add_inputs(&b, err);
@@ -266,6 +284,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     st = ct_net_params_build(net, opts->quiet, err);
   }
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
+  if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */
     net->output_ids = ct_xcalloc((size_t)b.navail + 1, sizeof(int));
@@ -290,6 +309,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
 
 void ct_net_free(ct_net *net) {
   if (!net) return;
+  for (int i = 0; net->feeds && i < net->nlayers; i++) ct_net_feed_free(net->feeds[i]);
+  free(net->feeds);
   for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
   for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
     free(net->bottom_ids[i]);
@@ -303,6 +324,11 @@ void ct_net_free(ct_net *net) {
   free(net->params);
   if (net->flat_data) ct_mem_free(net->ctx->device, net->flat_data);
   if (net->flat_diff) ct_mem_free(net->ctx->device, net->flat_diff);
+  if (net->diff_pool) ct_mem_free(net->ctx->device, net->diff_pool);
+  if (net->diff_zero) ct_mem_free(net->ctx->device, net->diff_zero);
+  ct_net_diff_plan_free(net->diff_plan);
+  if (net->loss_dev) ct_mem_free(net->ctx->device, net->loss_dev);
+  ct_mem_free_pinned(net->loss_pinned);
   free(net->layer_ready_count);
   free(net->layers);
   free(net->bottom_ids);
@@ -320,42 +346,103 @@ void ct_net_free(ct_net *net) {
   free(net);
 }
 
+void ct_net_zero_loss(ct_net *net) {
+  net->loss_host = 0;
+  if (net->loss_dev) ct_net_loss_zero_gpu(net->ctx, net->loss_dev);
+}
+
+ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
+  ct_layer *l = net->layers[i];
+  if (net->feeds && net->feeds[i]) {
+    /* a fed data layer: the staged batch, and the next one staged at once */
+    CT_TRY(ct_net_feed_copy(net->feeds[i], err));
+    return ct_net_feed_prefetch(net->feeds[i], err);
+  }
+  CT_TRY(ct_layer_forward_async(l, net->bottoms[i], net->tops[i], err));
+  for (int j = 0; j < l->ntop; j++) {
+    if (l->loss_weight[j] == 0.0f) continue;
+    const ct_tensor *t = net->tops[i][j];
+    if (net->loss_dev) ct_net_loss_add_gpu(net->ctx, t->count, t->data, t->diff, net->loss_dev);
+    else net->loss_host += ct_cpu_dot(t->count, t->data, t->diff);
+  }
+  return CT_OK;
+}
+
+void ct_net_readback_async(ct_net *net) {
+  if (net->loss_dev) ct_net_readback_gpu(net->ctx, net->loss_dev, net->loss_pinned);
+}
+
+ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err) {
+  if (!net->loss_dev) {
+    if (loss) *loss = net->loss_host;
+    return CT_OK;
+  }
+  ct_context_sync(net->ctx);
+  unsigned word = *net->ctx->check_host;
+  if (loss) *loss = *net->loss_pinned;
+  if (word == 0) return CT_OK;
+  ct_context_clear_checks_async(net->ctx);
+  return ct_context_report_check(net->ctx, word, err);
+}
+
 ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err) {
   CT_ASSERT(start >= 0 && end <= net->nlayers);
-  double total = 0;
-  for (int i = start; i < end; i++)
-    CT_TRY(ct_layer_forward(net->layers[i], net->bottoms[i], net->tops[i], &total, err));
-  if (loss) *loss = total;
-  return CT_OK;
+  ct_net_zero_loss(net);
+  for (int i = start; i < end; i++) CT_TRY(ct_net_forward_layer_async(net, i, err));
+  ct_net_readback_async(net);
+  return ct_net_readback_finish(net, loss, err);
 }
 
 ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
   return ct_net_forward_range(net, 0, net->nlayers, loss, err);
 }
 
-void ct_net_backward(ct_net *net) {
-  size_t reported = 0;
-  for (int i = net->nlayers - 1; i >= 0; i--) {
-    if (net->layer_need_backward[i])
-      ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
-    if (net->grad_hook && net->layer_ready_count[i] > reported) {
-      reported = net->layer_ready_count[i];
-      net->grad_hook(net->grad_hook_user, reported);
-    }
+void ct_net_backward_layer(ct_net *net, int i) {
+  if (i == net->nlayers - 1) net->grad_reported = 0;
+  if (net->layer_need_backward[i])
+    ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+  if (!net->grad_hook) return;
+  if (net->layer_ready_count[i] > net->grad_reported) {
+    net->grad_reported = net->layer_ready_count[i];
+    net->grad_hook(net->grad_hook_user, net->grad_reported);
   }
-  if (net->grad_hook && reported < net->flat_count) net->grad_hook(net->grad_hook_user, net->flat_count);
+  if (i == 0 && net->grad_reported < net->flat_count) {
+    net->grad_reported = net->flat_count;
+    net->grad_hook(net->grad_hook_user, net->flat_count);
+  }
+}
+
+void ct_net_backward(ct_net *net) {
+  for (int i = net->nlayers - 1; i >= 0; i--) ct_net_backward_layer(net, i);
 }
 
 void ct_net_clear_param_diffs(ct_net *net) {
-  if (net->flat_count) ct_mem_zero(net->ctx->device, net->flat_diff, net->flat_count * sizeof(float));
+  if (!net->flat_count) return;
+  ct_dev_set(net->ctx, net->flat_count, 0.0f, net->flat_diff);
 }
 
 ct_status ct_net_reshape(ct_net *net, ct_error *err) {
+  net->layout_version++;
+  /* feeds are sized for the old tops: made again on their next use */
+  for (int i = 0; net->feeds && i < net->nlayers; i++) {
+    ct_net_feed_free(net->feeds[i]);
+    net->feeds[i] = NULL;
+  }
   for (int i = 0; i < net->nlayers; i++) {
     CT_TRY(ct_layer_reshape(net->layers[i], net->bottoms[i], net->tops[i], err));
     set_loss_diffs(net, i);
   }
+  if (net->diff_plan) CT_TRY(ct_net_plan_diffs(net, err));
   return CT_OK;
+}
+
+int ct_net_draws_per_pass(const ct_net *net) {
+  int n = 0;
+  for (int i = 0; i < net->nlayers; i++) {
+    const ct_layer *l = net->layers[i];
+    if ((l->ops->flags & CT_LAYER_DRAWS) && l->phase == CT_PHASE_TRAIN) n++;
+  }
+  return n;
 }
 
 void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user) {

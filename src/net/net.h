@@ -15,7 +15,16 @@
  * gradient becomes final, so during backward the final gradients always
  * form a growing prefix [0, grad_ready_offset) of the flat buffer: a
  * data-parallel reducer launches all-reduce buckets from the front while
- * backward goes on (see ct_net_set_grad_hook). */
+ * backward goes on (see ct_net_set_grad_hook).
+ *
+ * Blob gradients: unless opts.keep_blob_diffs, blob diffs are not one array
+ * per blob but views into a pool shared by lifetime (net_memory.c): a blob's
+ * diff is only meaningful between the backward of its consumers and the
+ * backward of its producer, and is overwritten afterwards.
+ *
+ * On a GPU nothing here waits for the device inside an iteration: the loss
+ * is summed into device memory and read once (ct_net_readback_*), and
+ * device-side input checks are deferred to that read (core/context.h). */
 #ifndef CT_NET_NET_H
 #define CT_NET_NET_H
 
@@ -47,6 +56,34 @@ typedef struct ct_net_param {
 
 typedef void (*ct_grad_hook)(void *user, size_t ready_count);
 
+/* Diff planning (net_memory.c). */
+typedef enum ct_diff_kind {
+  CT_DIFF_NONE = 0, /* touched by no backward: no diff */
+  CT_DIFF_POOLED,   /* a place in the pool for its lifetime */
+  CT_DIFF_LOSS,     /* a loss top: its own storage (the loss weight) */
+  CT_DIFF_ZERO      /* read but never written: the shared zero buffer */
+} ct_diff_kind;
+
+/* Blobs whose data alias, and their one diff. */
+typedef struct ct_diff_group {
+  ct_diff_kind kind;
+  int first, last;   /* backward steps (layer L is step nlayers-1-L) touching it, -1 when none */
+  size_t count;      /* values, the members' extents from the group's base */
+  size_t offset;     /* in the pool (POOLED) */
+  bool read, written, loss, keep_to_end;
+} ct_diff_group;
+
+typedef struct ct_diff_plan {
+  int nblobs;
+  int *blob_group;       /* (nblobs) group of each blob, -1 for none */
+  size_t *blob_offset;   /* (nblobs) values from the group's base */
+  int ngroups;
+  ct_diff_group *groups; /* (ngroups) */
+  size_t pool_count;     /* values in the pool */
+  size_t zero_count;     /* values in the zero buffer */
+  size_t unplanned_count; /* values the planned groups would take one array each */
+} ct_diff_plan;
+
 typedef struct ct_net {
   Caffe__NetParameter *param; /* owned: the filtered net with Split layers inserted */
   const char *name;
@@ -77,6 +114,19 @@ typedef struct ct_net {
   bool quiet_build;           /* built with opts.quiet */
   ct_grad_hook grad_hook;
   void *grad_hook_user;
+
+  /* Blob diffs (see ct_diff_plan); NULL plan: one diff per blob. */
+  ct_diff_plan *diff_plan;
+  float *diff_pool;            /* (diff_plan->pool_count) on ctx->device */
+  float *diff_zero;            /* (diff_plan->zero_count) zeros on ctx->device */
+
+  /* The weighted loss sum of the forwards since ct_net_zero_loss. */
+  double loss_host;            /* CPU */
+  double *loss_dev;            /* (1) GPU: device memory */
+  double *loss_pinned;         /* (1) GPU: pinned host copy, filled by the readback */
+  size_t grad_reported;        /* the grad hook's last count in this backward */
+  struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
+  unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
 } ct_net;
 
 /* Options of a build besides the NetParameter. */
@@ -87,6 +137,10 @@ typedef struct ct_net_opts {
   int nstages;
   const char *source_name;    /* file name for messages */
   bool quiet;                 /* no per-layer INFO lines */
+  /* Every blob keeps its own diff after backward (for callers that read
+   * intermediate gradients); otherwise diffs share a pool by lifetime.
+   * CORTADO_DIFF_PLANNING=0 in the environment has the same effect. */
+  bool keep_blob_diffs;
 } ct_net_opts;
 
 /* Builds a net from param (not modified, not kept: the net keeps its own
@@ -99,12 +153,42 @@ void ct_net_free(ct_net *net);
 
 /* Forward through every layer; *loss (may be NULL) gets the weighted sum of
  * the loss outputs.  Fails only on bad data (e.g. a label out of range, a
- * corrupt record) with the layer named. */
+ * corrupt record) with the layer named.  On a GPU it waits for the device
+ * once, at the end. */
 ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err);
 ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err);
 /* Backward through the layers that need it, in reverse; calls the grad hook
  * after each layer whose backward finalised more of the flat gradient. */
 void ct_net_backward(ct_net *net);
+
+/* The pieces of a forward and backward for runtimes that do not wait on
+ * each pass (the solver's GPU iteration, CUDA graphs):
+ *   ct_net_zero_loss            sets the loss sum to 0 (enqueued on a GPU);
+ *   ct_net_forward_layer_async  layer i's forward, then its weighted loss
+ *                               tops added to the sum on the device; errors
+ *                               found on the host are returned at once,
+ *                               device checks are deferred;
+ *   ct_net_backward_layer       layer i's backward when it needs one, then
+ *                               the grad hook when it finalised more;
+ *   ct_net_readback_async       enqueues the copy of the loss sum (and the
+ *                               context's check word) to pinned memory;
+ *   ct_net_readback_finish      waits for that copy, reports a failed
+ *                               deferred check with its layer's message
+ *                               (and clears it), and gives the loss sum.
+ * On the CPU the same calls run synchronously. */
+void ct_net_zero_loss(ct_net *net);
+ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err);
+void ct_net_backward_layer(ct_net *net, int i);
+void ct_net_readback_async(ct_net *net);
+ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err);
+
+/* Plans the blob diffs anew (after shapes changed).  Called by ct_net_init
+ * and ct_net_reshape unless the net keeps every blob diff. */
+ct_status ct_net_plan_diffs(ct_net *net, ct_error *err);
+/* The plan of net's current shapes, without applying it (for tests and
+ * reports); free with ct_net_diff_plan_free. */
+ct_diff_plan *ct_net_diff_plan_make(const ct_net *net);
+void ct_net_diff_plan_free(ct_diff_plan *plan);
 /* Zeroes the whole flat gradient buffer (once per iteration). */
 void ct_net_clear_param_diffs(ct_net *net);
 /* Re-propagates shapes after an input blob's shape changed. */
@@ -113,6 +197,11 @@ ct_status ct_net_reshape(ct_net *net, ct_error *err);
 /* Registers a callback run during backward with the count of leading flat
  * gradient values that are final (monotonic within one backward). */
 void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user);
+
+/* Counter-based draws of the context one forward pass takes (the layers
+ * flagged CT_LAYER_DRAWS, in the TRAIN phase), so that a resumed run can
+ * set the context's draw count where an uninterrupted one would be. */
+int ct_net_draws_per_pass(const ct_net *net);
 
 /* Lookups; NULL / -1 when absent. */
 ct_tensor *ct_net_blob(const ct_net *net, const char *name);
@@ -125,8 +214,10 @@ int ct_net_layer_index(const ct_net *net, const char *name);
 ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, ct_error *err);
 /* The same from a .caffemodel file (binary NetParameter). */
 ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err);
-/* Shares parameter storage with other's layers of the same name (Caffe's
- * ShareTrainedLayersWith, used for test nets). */
+/* Shares parameter storage (values and gradients) with other's layers of
+ * the same name (Caffe's ShareTrainedLayersWith, used for test nets).  When
+ * every parameter is then other's, this net's own flat buffers are freed
+ * (flat_count becomes 0); other must outlive this net's use of them. */
 void ct_net_share_trained(ct_net *net, const ct_net *other);
 
 /* Writes the net with its parameters (and their gradients when write_diff)

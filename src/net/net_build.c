@@ -1,5 +1,6 @@
 /* Net rewriting before layers are built: NetState filtering and Split
  * insertion, both on protobuf-c messages (Caffe's FilterNet/InsertSplits). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -85,6 +85,17 @@ ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err)
   return CT_OK;
 }
 
+/* True when no parameter tensor of net views its own flat buffers. */
+static bool flat_unused(const ct_net *net) {
+  const float *lo = net->flat_data, *hi = net->flat_data + net->flat_count;
+  for (int i = 0; i < net->nlayers; i++) {
+    const ct_layer *l = net->layers[i];
+    for (int j = 0; j < l->nparams; j++)
+      if (l->params[j]->data >= lo && l->params[j]->data < hi) return false;
+  }
+  return true;
+}
+
 void ct_net_share_trained(ct_net *net, const ct_net *other) {
   for (int i = 0; i < other->nlayers; i++) {
     const ct_layer *src = other->layers[i];
@@ -95,7 +106,17 @@ void ct_net_share_trained(ct_net *net, const ct_net *other) {
     for (int j = 0; j < src->nparams; j++) {
       CT_ASSERT(dst->params[j]->count == src->params[j]->count);
       ct_tensor_share_data(dst->params[j], src->params[j]);
+      ct_tensor_share_diff(dst->params[j], src->params[j]);
     }
+  }
+  /* When every parameter now lives in other's buffers (a test net sharing
+   * the train net's weights), this net's own copies are dead weight. */
+  if (net->flat_data && flat_unused(net)) {
+    ct_mem_free(net->ctx->device, net->flat_data);
+    ct_mem_free(net->ctx->device, net->flat_diff);
+    net->flat_data = net->flat_diff = NULL;
+    net->flat_count = 0;
+    net->layout_version++;
   }
 }
 

@@ -101,16 +101,13 @@ static int cmp_caffe_order(const void *a, const void *b, void *net_) {
 }
 
 static ct_status init_update_state(ct_solver *s, ct_error *err) {
-  if (s->ctx->device != CT_DEVICE_CPU && !s->rule->gpu)
-    return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "solver type %s has no GPU update in this build; train on the CPU",
-                        s->rule->type);
   const ct_net *net = s->net;
   size_t bytes = (size_t)s->rule->nslots * net->flat_count * sizeof(float);
   s->history = ct_mem_alloc(s->ctx->device, bytes); /* zeroed, as Caffe's fresh history */
   s->caffe_order = ct_xcalloc((size_t)net->nparams + 1, sizeof(int));
   for (int i = 0; i < net->nparams; i++) s->caffe_order[i] = i;
   qsort_r(s->caffe_order, (size_t)net->nparams, sizeof(int), cmp_caffe_order, (void *)net);
+  if (s->ctx->device != CT_DEVICE_CPU) CT_TRY(ct_solver_gpu_init(s, err));
   return CT_OK;
 }
 
@@ -161,6 +158,7 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
 
 void ct_solver_free(ct_solver *s) {
   if (!s) return;
+  ct_solver_gpu_free(s);
   for (int i = 0; i < s->ntest_nets; i++) ct_net_free(s->test_nets[i]);
   free(s->test_nets);
   if (s->history) ct_mem_free(s->ctx->device, s->history);
@@ -223,6 +221,10 @@ static float clip_factor(ct_solver *s) {
 }
 
 void ct_solver_apply_update(ct_solver *s) {
+  if (s->ctx->device != CT_DEVICE_CPU) {
+    ct_solver_gpu_apply_update(s);
+    return;
+  }
   const Caffe__SolverParameter *p = s->param;
   float rate = ct_solver_learning_rate(s);
   s->rate = rate;
@@ -247,10 +249,7 @@ void ct_solver_apply_update(ct_solver *s) {
     float *w = net->flat_data + np->offset, *g = net->flat_diff + np->offset;
     float *h0 = s->history + np->offset;
     float *h1 = s->rule->nslots > 1 ? h0 + net->flat_count : NULL;
-    if (s->ctx->device == CT_DEVICE_CPU)
-      s->rule->cpu(np->count, w, g, h0, h1, &hp);
-    else
-      s->rule->gpu(s->ctx, np->count, w, g, h0, h1, &hp);
+    s->rule->cpu(np->count, w, g, h0, h1, &hp);
   }
 }
 
@@ -334,8 +333,9 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   s->smoothed_loss = 0.0f;
   s->timer_start = now_seconds();
   s->iterations_last = s->iter;
+  const bool gpu = s->ctx->device != CT_DEVICE_CPU;
   while (s->iter < stop_iter) {
-    ct_net_clear_param_diffs(s->net);
+    if (!gpu) ct_net_clear_param_diffs(s->net);
     if (p->test_interval && s->iter % p->test_interval == 0 &&
         (s->iter > 0 || p->test_initialization)) {
       if (ct_solver_runs_tests(s)) CT_TRY(ct_solver_test_all(s, err));
@@ -344,7 +344,10 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
     const bool display = p->display && s->iter % p->display == 0;
     float loss;
-    CT_TRY(forward_backward(s, &loss, err));
+    /* On a GPU the hook and the update are part of the iteration, which
+     * skips the update itself on a non-finite loss (see solver_gpu.c). */
+    if (gpu) CT_TRY(ct_solver_gpu_iteration(s, &loss, err));
+    else CT_TRY(forward_backward(s, &loss, err));
     if (!isfinite(loss)) {
       if (!s->opts.continue_on_nonfinite) return nonfinite_loss(s, loss, err);
       LOG_WARNING("Iteration %d: the loss is not finite (%g); continuing as asked", s->iter,
@@ -352,8 +355,12 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     }
     update_smoothed_loss(s, loss, start_iter);
     if (display && root) display_outputs(s);
-    if (s->hooks.on_gradients) CT_TRY(s->hooks.on_gradients(s->hooks.user, err));
-    ct_solver_apply_update(s);
+    if (!gpu) {
+      if (s->hooks.on_gradients) CT_TRY(s->hooks.on_gradients(s->hooks.user, err));
+      ct_solver_apply_update(s);
+    } else if (display && root) {
+      LOG_INFO("Iteration %d, lr = %g", s->iter, (double)s->rate);
+    }
     ++s->iter;
 
     int request = take_requests(s);

@@ -16,6 +16,11 @@
  *   ++iter; snapshot every `snapshot` iterations or when requested; stop
  *   when requested.
  *
+ * On a GPU an iteration is one program of device work with a single host
+ * wait at its end (solver_gpu.c): the fused update kernel, the loss summed
+ * on the device, and after two plain iterations the whole iteration
+ * replayed as CUDA graphs.
+ *
  * Log lines are Caffe's, so Caffe's log parsers and plots keep working:
  *   Iteration 100 (12.3 iter/s, 8.1s/100 iters), loss = 0.3
  *       Train net output #0: loss = 0.3 (* 1 = 0.3 loss)
@@ -40,6 +45,7 @@
 #include "core/context.h"
 #include "core/status.h"
 #include "net/net.h"
+#include "net/net_exec.h"
 #include "solvers/lr_policy.h"
 #include "solvers/update.h"
 
@@ -90,7 +96,12 @@ typedef struct ct_solver_opts {
    * The root is the worker with ctx->rank 0 that is not a replica.  (Its
    * other INFO lines are silenced by the driver: ct_log_set_thread_quiet.) */
   bool replica;
+  /* GPU: run every iteration with plain launches, never as CUDA graphs
+   * (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
+  bool no_cuda_graphs;
 } ct_solver_opts;
+
+typedef struct ct_solver_gpu ct_solver_gpu;
 
 typedef struct ct_solver {
   Caffe__SolverParameter *param; /* owned copy (upgraded) */
@@ -123,6 +134,7 @@ typedef struct ct_solver {
   volatile sig_atomic_t snapshot_requested;
   double timer_start;            /* display timing (monotonic seconds) */
   int iterations_last;
+  ct_solver_gpu *gpu;            /* GPU: the fused update and the iteration program */
 } ct_solver;
 
 /* Builds a solver from param (copied; not kept) on ctx (borrowed, must
@@ -202,6 +214,10 @@ float ct_solver_learning_rate(ct_solver *s);
  * (Caffe's ApplyUpdate; does not advance iter).  For drivers that run
  * forward/backward themselves. */
 void ct_solver_apply_update(ct_solver *s);
+
+/* How the last GPU iterations ran (all zero on the CPU or before the first
+ * iteration): steps in CUDA graphs and steps run plainly. */
+void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st);
 
 /* The file name of the snapshot at the current iteration with the given
  * extension (".caffemodel", ".solverstate"); caller frees. */

@@ -11,6 +11,15 @@ ct_status ct_solver_build_nets(ct_solver *s, ct_error *err);
  * (blob_loss_weights_: the weight given by the last layer writing it). */
 float ct_solver_blob_loss_weight(const ct_net *net, int b);
 
+/* solver_gpu.c: the GPU side of the solver (see there). */
+ct_status ct_solver_gpu_init(ct_solver *s, ct_error *err);
+void ct_solver_gpu_free(ct_solver *s);
+/* One iteration (clear, passes, hook, update, read back); *loss gets the
+ * mean loss of the passes.  Errors: a step's, or a failed deferred check. */
+ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err);
+/* ct_solver_apply_update on a GPU (waits at the end). */
+void ct_solver_gpu_apply_update(ct_solver *s);
+
 /* solver_snapshot.c: whether this worker writes snapshots and runs tests
  * (Caffe's root solver). */
 static inline bool ct_solver_is_root(const ct_solver *s) {

@@ -194,6 +194,9 @@ static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const
   CT_TRY(restore_history(s, st, path, true, err));
   s->iter = st->iter;
   s->current_step = st->current_step;
+  /* Dropout masks continue where the interrupted run's would have. */
+  ct_context_set_draws(s->ctx, (uint64_t)s->iter * (uint64_t)s->param->iter_size *
+                                   (uint64_t)ct_net_draws_per_pass(s->net));
   if (st->has_cortado_extension_version &&
       st->cortado_extension_version > CT_SOLVER_EXTENSION_VERSION)
     LOG_WARNING("%s: written by a newer Cortado (extension version %u > %u); fields this "

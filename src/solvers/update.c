@@ -27,12 +27,12 @@ static ct_status check_rmsprop(const Caffe__SolverParameter *p, ct_error *err) {
 }
 
 static const ct_update_rule g_rules[] = {
-    {"SGD", 1, ct_update_sgd_cpu, NULL, NULL},
-    {"Nesterov", 1, ct_update_nesterov_cpu, NULL, NULL},
-    {"AdaGrad", 1, ct_update_adagrad_cpu, NULL, check_adagrad},
-    {"RMSProp", 1, ct_update_rmsprop_cpu, NULL, check_rmsprop},
-    {"AdaDelta", 2, ct_update_adadelta_cpu, NULL, NULL},
-    {"Adam", 2, ct_update_adam_cpu, NULL, NULL},
+    {"SGD", 1, ct_update_sgd_cpu, CT_UPDATE_SGD, NULL},
+    {"Nesterov", 1, ct_update_nesterov_cpu, CT_UPDATE_NESTEROV, NULL},
+    {"AdaGrad", 1, ct_update_adagrad_cpu, CT_UPDATE_ADAGRAD, check_adagrad},
+    {"RMSProp", 1, ct_update_rmsprop_cpu, CT_UPDATE_RMSPROP, check_rmsprop},
+    {"AdaDelta", 2, ct_update_adadelta_cpu, CT_UPDATE_ADADELTA, NULL},
+    {"Adam", 2, ct_update_adam_cpu, CT_UPDATE_ADAM, NULL},
 };
 #define NRULES (sizeof g_rules / sizeof g_rules[0])
 

@@ -14,9 +14,13 @@
  * diff does after ApplyUpdate (a snapshot with snapshot_diff writes it).
  *
  * History arrays (h0, h1) have the segment's layout; rules with one history
- * slot ignore h1 (pass NULL).  Every function here is pure elementwise math,
- * so a GPU version is one fused kernel with the same signature plus a
- * context (see ct_update_rule.gpu). */
+ * slot ignore h1 (pass NULL).  Every function here is pure elementwise math
+ * (update_internal.h), and on a GPU one fused kernel does a whole step over
+ * the net's flat buffers (ct_update_fused_gpu): every parameter's lr_mult and
+ * decay_mult come from a segment table in device memory, the global rate and
+ * Adam's correction from a small device struct, and clip_gradients' scale
+ * from a device reduction, so that a step needs no host wait and can be
+ * captured into a CUDA graph. */
 #ifndef CT_SOLVERS_UPDATE_H
 #define CT_SOLVERS_UPDATE_H
 
@@ -47,9 +51,16 @@ typedef struct ct_update_hparams {
  * out, h0 and h1 (n) history slots. */
 typedef void (*ct_update_cpu_fn)(size_t n, float *w, float *g, float *h0, float *h1,
                                  const ct_update_hparams *hp);
-/* The same on ctx's GPU stream (asynchronous). */
-typedef void (*ct_update_gpu_fn)(ct_context *ctx, size_t n, float *w, float *g, float *h0,
-                                 float *h1, const ct_update_hparams *hp);
+
+/* The rules, as the fused GPU kernel names them. */
+typedef enum ct_update_kind {
+  CT_UPDATE_SGD = 0,
+  CT_UPDATE_NESTEROV,
+  CT_UPDATE_ADAGRAD,
+  CT_UPDATE_RMSPROP,
+  CT_UPDATE_ADADELTA,
+  CT_UPDATE_ADAM
+} ct_update_kind;
 
 /* Caffe's SGD: h = lr*g + momentum*h; u = h. */
 void ct_update_sgd_cpu(size_t n, float *w, float *g, float *h, float *unused,
@@ -81,7 +92,7 @@ typedef struct ct_update_rule {
   const char *type;     /* SolverParameter.type, e.g. "Adam" */
   int nslots;           /* history arrays per parameter (1 or 2) */
   ct_update_cpu_fn cpu;
-  ct_update_gpu_fn gpu; /* NULL until the fused kernel exists */
+  ct_update_kind kind;  /* the fused GPU kernel's rule */
   /* Validates the SolverParameter fields this rule reads (Caffe's checks);
    * NULL when there is nothing to check. */
   ct_status (*check)(const Caffe__SolverParameter *p, ct_error *err);
@@ -95,6 +106,60 @@ ct_status ct_update_rule_lookup(const char *type, const ct_update_rule **out, ct
 
 /* The type name of the legacy SolverParameter.solver_type enum value. */
 const char *ct_update_legacy_type_name(int solver_type);
+
+/* ---------------------------------------------------------------- fused GPU */
+
+/* What changes from step to step, read by the fused kernel from device
+ * memory (the solver copies it there from pinned host memory at the start
+ * of each update, a copy a CUDA graph replays). */
+typedef struct ct_update_step {
+  float rate;        /* the global learning rate of this step */
+  float correction;  /* Adam's bias correction (1 for the other rules) */
+} ct_update_step;
+
+/* What the clip reduction leaves in device memory for the kernel (and for
+ * the solver's log line). */
+typedef struct ct_update_clip {
+  float scale;       /* clip_gradients / L2 norm when the norm is larger, else 1 */
+  float l2;          /* the L2 norm of the raw gradient */
+} ct_update_clip;
+
+/* Device scratch of the clip reduction. */
+#define CT_UPDATE_CLIP_BLOCKS 256
+
+/* The fixed part of a fused step: the rule, the flat layout and the solver
+ * fields.  Device arrays are owned by whoever fills them (the solver). */
+typedef struct ct_update_fused {
+  ct_update_kind kind;
+  size_t count;              /* values in the flat buffers (padding included) */
+  int nseg;                  /* parameters */
+  const size_t *seg_start;   /* (nseg + 1) device: start of each segment, then count */
+  const float *seg_lr_mult;  /* (nseg) device */
+  const float *seg_decay_mult; /* (nseg) device */
+  float weight_decay;
+  bool l1;                   /* regularization_type "L1" */
+  int iter_size;             /* gradients are sums over iter_size passes */
+  float clip;                /* clip_gradients; < 0: no clipping */
+  float momentum, momentum2, rms_decay, delta;
+  /* Guard: when not NULL, the kernel changes nothing if *check_word != 0
+   * (a deferred check failed) or, when loss is not NULL, *loss is not finite. */
+  const unsigned *check_word;
+  const double *loss;
+} ct_update_fused;
+
+/* Enqueues one step on ctx's stream, for every segment s and element i of
+ * it: hparams = {lr = step->rate * lr_mult[s] * step->correction,
+ * decay = weight_decay * decay_mult[s], grad_scale = clip scale (times
+ * 1/iter_size when iter_size > 1)}, then the rule's element math of
+ * update_internal.h, exactly as the host loop does.  Values between
+ * segments (alignment padding) are zero and stay zero.  When u->clip >= 0,
+ * first reduces the squared gradient into *clip (device) using partials
+ * (CT_UPDATE_CLIP_BLOCKS doubles of device scratch) and counter (one
+ * device unsigned, zero, left zero).  step, clip, partials, counter are
+ * device pointers; nothing waits for the host. */
+void ct_update_fused_gpu(ct_context *ctx, const ct_update_fused *u, float *w, float *g, float *h0,
+                         float *h1, const ct_update_step *step, ct_update_clip *clip,
+                         double *partials, unsigned *counter);
 
 #ifdef __cplusplus
 }

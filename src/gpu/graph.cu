@@ -1,0 +1,73 @@
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#include "gpu/gpu.h"
+#include "gpu/graph.h"
+
+struct ct_gpu_graph {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  size_t nodes;
+};
+
+extern "C" ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {
+  cudaError_t e =
+      cudaStreamBeginCapture((cudaStream_t)ctx->stream, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot start a CUDA graph capture: %s",
+                        ctx->device, cudaGetErrorString(e));
+  }
+  return CT_OK;
+}
+
+extern "C" ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_error *err) {
+  *out = NULL;
+  cudaGraph_t graph = NULL;
+  cudaError_t e = cudaStreamEndCapture((cudaStream_t)ctx->stream, &graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: the CUDA graph capture failed: %s",
+                        ctx->device, cudaGetErrorString(e));
+  }
+  size_t nodes = 0;
+  CT_CUDA_CHECK(cudaGraphGetNodes(graph, NULL, &nodes));
+  if (nodes == 0) {
+    CT_CUDA_CHECK(cudaGraphDestroy(graph));
+    return CT_OK;
+  }
+  cudaGraphExec_t exec;
+  e = cudaGraphInstantiate(&exec, graph, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    cudaGraphDestroy(graph);
+    return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot instantiate a CUDA graph: %s",
+                        ctx->device, cudaGetErrorString(e));
+  }
+  ct_gpu_graph *g = (ct_gpu_graph *)ct_xcalloc(1, sizeof *g);
+  g->graph = graph;
+  g->exec = exec;
+  g->nodes = nodes;
+  *out = g;
+  return CT_OK;
+}
+
+extern "C" void ct_gpu_capture_abandon(ct_context *ctx) {
+  cudaGraph_t graph = NULL;
+  if (cudaStreamEndCapture((cudaStream_t)ctx->stream, &graph) != cudaSuccess) cudaGetLastError();
+  if (graph) cudaGraphDestroy(graph);
+}
+
+extern "C" void ct_gpu_graph_launch(ct_context *ctx, ct_gpu_graph *g) {
+  CT_CUDA_CHECK(cudaGraphLaunch(g->exec, (cudaStream_t)ctx->stream));
+}
+
+extern "C" size_t ct_gpu_graph_nodes(const ct_gpu_graph *g) { return g ? g->nodes : 0; }
+
+extern "C" void ct_gpu_graph_free(ct_gpu_graph *g) {
+  if (!g) return;
+  cudaGraphExecDestroy(g->exec);
+  cudaGraphDestroy(g->graph);
+  free(g);
+}

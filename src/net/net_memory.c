@@ -1,0 +1,232 @@
+/* Diff memory planning: blob gradients share one pool by lifetime.
+ *
+ * During backward (layers n-1 down to 0, backward step s = n-1-L for layer
+ * L) a blob's diff is written by the backward of the layers that read the
+ * blob (its consumers) and read by the backward of the layer that wrote it
+ * (its producer).  So it is only live from the first backward step that
+ * touches it to the last, and two diffs whose step intervals do not meet can
+ * use the same memory.  Blobs whose data alias (in place, Flatten/Reshape
+ * views) form one group with one diff, as their diffs alias too.
+ *
+ * Kinds of groups:
+ *  - pooled: written by some backward; an offset in the pool, given by a
+ *    first-fit placement of the groups by decreasing size among those whose
+ *    intervals meet (interval colouring on the backward order);
+ *  - loss: a loss top, whose diff holds its loss weight for the whole run:
+ *    keeps its own storage;
+ *  - zero: read by some backward but written by none (e.g. a Split top that
+ *    feeds a layer without backward): all share one zeroed buffer that no
+ *    one writes;
+ *  - none: touched by no backward: no diff at all.
+ * Groups holding a net input or the top of a layer without bottoms (data)
+ * stay live to the end of backward, so that a caller can read the input
+ * gradient (force_backward) afterwards. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "net/net.h"
+
+/* Pool offsets are multiples of this many floats (256 bytes). */
+#define CT_DIFF_ALIGN 64
+
+typedef struct {
+  int blob;
+  uintptr_t start, end; /* data address range, bytes */
+} blob_span;
+
+static int cmp_span(const void *a, const void *b) {
+  const blob_span *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->blob - y->blob;
+}
+
+static size_t blob_extent(const ct_tensor *t) { return t->capacity > t->count ? t->capacity : t->count; }
+
+/* Groups blobs whose data ranges overlap; fills plan->blob_group and the
+ * groups' members' offsets and sizes. */
+static void make_groups(const ct_net *net, ct_diff_plan *plan) {
+  int nb = net->nblobs;
+  blob_span *spans = ct_xcalloc((size_t)nb + 1, sizeof *spans);
+  int nspans = 0;
+  for (int b = 0; b < nb; b++) {
+    const ct_tensor *t = net->blobs[b];
+    plan->blob_group[b] = -1;
+    if (!t->data) continue;
+    spans[nspans].blob = b;
+    spans[nspans].start = (uintptr_t)t->data;
+    spans[nspans].end = (uintptr_t)(t->data + blob_extent(t));
+    nspans++;
+  }
+  qsort(spans, (size_t)nspans, sizeof *spans, cmp_span);
+  plan->groups = ct_xcalloc((size_t)nspans + 1, sizeof *plan->groups);
+  uintptr_t group_end = 0, base = 0;
+  for (int i = 0; i < nspans; i++) {
+    if (plan->ngroups == 0 || spans[i].start >= group_end) {
+      ct_diff_group *g = &plan->groups[plan->ngroups++];
+      memset(g, 0, sizeof *g);
+      g->first = g->last = -1;
+      base = spans[i].start;
+      group_end = spans[i].end;
+    }
+    ct_diff_group *g = &plan->groups[plan->ngroups - 1];
+    if (spans[i].end > group_end) group_end = spans[i].end;
+    int b = spans[i].blob;
+    plan->blob_group[b] = plan->ngroups - 1;
+    plan->blob_offset[b] = (spans[i].start - base) / sizeof(float);
+    size_t need = plan->blob_offset[b] + blob_extent(net->blobs[b]);
+    if (need > g->count) g->count = need;
+  }
+  free(spans);
+}
+
+static void touch(ct_diff_group *g, int step, bool write) {
+  if (g->first < 0 || step < g->first) g->first = step;
+  if (step > g->last) g->last = step;
+  if (write) g->written = true;
+  else g->read = true;
+}
+
+/* Lifetimes over the backward steps and each group's kind. */
+static void find_lifetimes(const ct_net *net, ct_diff_plan *plan) {
+  int n = net->nlayers;
+  for (int li = 0; li < n; li++) {
+    const ct_layer *l = net->layers[li];
+    int step = n - 1 - li;
+    for (int j = 0; j < l->ntop; j++) {
+      int g = plan->blob_group[net->top_ids[li][j]];
+      if (g < 0) continue;
+      if (l->loss_weight[j] != 0.0f) plan->groups[g].loss = true;
+      if (l->nbottom == 0) plan->groups[g].keep_to_end = true;
+      if (net->layer_need_backward[li]) touch(&plan->groups[g], step, false);
+    }
+    if (!net->layer_need_backward[li]) continue;
+    for (int j = 0; j < l->nbottom; j++) {
+      if (!net->bottom_need_backward[li][j]) continue;
+      int g = plan->blob_group[net->bottom_ids[li][j]];
+      if (g >= 0) touch(&plan->groups[g], step, true);
+    }
+  }
+  for (int i = 0; i < net->ninputs; i++) {
+    int g = plan->blob_group[net->input_ids[i]];
+    if (g >= 0) plan->groups[g].keep_to_end = true;
+  }
+  for (int g = 0; g < plan->ngroups; g++) {
+    ct_diff_group *d = &plan->groups[g];
+    if (d->loss) d->kind = CT_DIFF_LOSS;
+    else if (d->written) d->kind = CT_DIFF_POOLED;
+    else if (d->read) d->kind = CT_DIFF_ZERO;
+    else d->kind = CT_DIFF_NONE;
+    if (d->kind == CT_DIFF_POOLED && d->keep_to_end) d->last = n;
+  }
+}
+
+static int cmp_by_size(const void *a, const void *b, void *plan_) {
+  const ct_diff_plan *plan = plan_;
+  const ct_diff_group *x = &plan->groups[*(const int *)a], *y = &plan->groups[*(const int *)b];
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+static int cmp_size_t(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* First fit: the lowest aligned offset at which group g does not overlap a
+ * placed group whose interval meets g's. */
+static void place_groups(ct_diff_plan *plan) {
+  int *order = ct_xcalloc((size_t)plan->ngroups + 1, sizeof(int));
+  int nplace = 0;
+  for (int g = 0; g < plan->ngroups; g++)
+    if (plan->groups[g].kind == CT_DIFF_POOLED) order[nplace++] = g;
+  qsort_r(order, (size_t)nplace, sizeof(int), cmp_by_size, plan);
+  size_t *busy = ct_xcalloc(2 * (size_t)nplace + 2, sizeof(size_t)); /* (start, end) pairs */
+  for (int k = 0; k < nplace; k++) {
+    ct_diff_group *g = &plan->groups[order[k]];
+    size_t size = (g->count + CT_DIFF_ALIGN - 1) / CT_DIFF_ALIGN * CT_DIFF_ALIGN;
+    int nbusy = 0;
+    for (int q = 0; q < k; q++) {
+      const ct_diff_group *o = &plan->groups[order[q]];
+      if (o->first > g->last || g->first > o->last) continue;
+      busy[2 * nbusy] = o->offset;
+      busy[2 * nbusy + 1] = o->offset + (o->count + CT_DIFF_ALIGN - 1) / CT_DIFF_ALIGN * CT_DIFF_ALIGN;
+      nbusy++;
+    }
+    qsort(busy, (size_t)nbusy, 2 * sizeof(size_t), cmp_size_t);
+    size_t off = 0;
+    for (int q = 0; q < nbusy; q++) {
+      if (off + size <= busy[2 * q]) break;
+      if (busy[2 * q + 1] > off) off = busy[2 * q + 1];
+    }
+    g->offset = off;
+    if (off + size > plan->pool_count) plan->pool_count = off + size;
+  }
+  free(busy);
+  free(order);
+}
+
+ct_diff_plan *ct_net_diff_plan_make(const ct_net *net) {
+  ct_diff_plan *plan = ct_xcalloc(1, sizeof *plan);
+  plan->nblobs = net->nblobs;
+  plan->blob_group = ct_xcalloc((size_t)net->nblobs + 1, sizeof(int));
+  plan->blob_offset = ct_xcalloc((size_t)net->nblobs + 1, sizeof(size_t));
+  make_groups(net, plan);
+  find_lifetimes(net, plan);
+  place_groups(plan);
+  for (int g = 0; g < plan->ngroups; g++) {
+    const ct_diff_group *d = &plan->groups[g];
+    if (d->kind == CT_DIFF_ZERO && d->count > plan->zero_count) plan->zero_count = d->count;
+    if (d->kind == CT_DIFF_POOLED || d->kind == CT_DIFF_LOSS) plan->unplanned_count += d->count;
+  }
+  return plan;
+}
+
+void ct_net_diff_plan_free(ct_diff_plan *plan) {
+  if (!plan) return;
+  free(plan->groups);
+  free(plan->blob_group);
+  free(plan->blob_offset);
+  free(plan);
+}
+
+/* Points t's diff at external storage (or none), freeing an owned one. */
+static void set_diff(ct_tensor *t, float *diff) {
+  if (t->owns_diff) ct_mem_free(t->device, t->diff);
+  t->diff = diff;
+  t->owns_diff = false;
+  t->has_diff = diff != NULL;
+}
+
+ct_status ct_net_plan_diffs(ct_net *net, ct_error *err) {
+  ct_diff_plan *plan = ct_net_diff_plan_make(net);
+  int dev = net->ctx->device;
+  if (net->diff_pool) ct_mem_free(dev, net->diff_pool);
+  if (net->diff_zero) ct_mem_free(dev, net->diff_zero);
+  net->diff_pool = plan->pool_count ? ct_mem_alloc(dev, plan->pool_count * sizeof(float)) : NULL;
+  net->diff_zero = plan->zero_count ? ct_mem_alloc(dev, plan->zero_count * sizeof(float)) : NULL;
+  for (int b = 0; b < net->nblobs; b++) {
+    ct_tensor *t = net->blobs[b];
+    int g = plan->blob_group[b];
+    if (g < 0) continue;
+    const ct_diff_group *d = &plan->groups[g];
+    size_t off = plan->blob_offset[b];
+    switch (d->kind) {
+      case CT_DIFF_POOLED: set_diff(t, net->diff_pool + d->offset + off); break;
+      case CT_DIFF_ZERO: set_diff(t, net->diff_zero + off); break;
+      case CT_DIFF_NONE: set_diff(t, NULL); break;
+      case CT_DIFF_LOSS:
+        /* The loss weight's storage, shared by the group when it aliases. */
+        ct_tensor_need_diff(t);
+        break;
+    }
+  }
+  ct_net_diff_plan_free(net->diff_plan);
+  net->diff_plan = plan;
+  if (!net->quiet_build)
+    LOG_INFO("Diff memory: %zu values in a pool by lifetime (%zu if each blob kept its own)",
+             plan->pool_count, plan->unplanned_count);
+  (void)err;
+  return CT_OK;
+}

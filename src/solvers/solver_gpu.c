@@ -1,0 +1,219 @@
+/* The solver's GPU iteration: one program (net_exec.h) of
+ *
+ *   clear the flat gradient and the loss sum,
+ *   iter_size x (forward, backward),
+ *   the on_gradients hook (plain: host code),
+ *   copy this step's rate to the device, clip reduction, fused update,
+ *   read the loss sum (and the deferred-check word, the clip norm) back,
+ *
+ * replayed as CUDA graphs after two plain runs, so that an iteration costs
+ * one host wait: the read back at its end.  The update kernel guards itself:
+ * when a deferred check failed or (unless continue_on_nonfinite) the loss is
+ * not finite it changes nothing, as the CPU solver returns before updating. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "gpu/gpu_context.h"
+#include "net/net_program.h"
+#include "solvers/solver_internal.h"
+
+struct ct_solver_gpu {
+  ct_update_fused fused;       /* guarded: for the iteration program */
+  ct_update_fused fused_plain; /* unguarded: for ct_solver_apply_update */
+  size_t *seg_start;           /* (nparams + 1) device */
+  float *seg_lr;               /* (nparams) device */
+  float *seg_decay;            /* (nparams) device */
+  ct_update_step *step_pinned; /* this step's rate, written by the host */
+  ct_update_step *step_dev;
+  ct_update_clip *clip_dev;
+  ct_update_clip *clip_pinned;
+  double *partials;            /* (CT_UPDATE_CLIP_BLOCKS) device */
+  unsigned *counter;           /* (1) device */
+  ct_exec *exec;               /* the iteration program, built at first use */
+  int exec_iter_size;
+  unsigned exec_hooks;         /* hooks_of() the program was built with */
+};
+
+static void *dev_upload(ct_context *ctx, const void *host, size_t bytes) {
+  void *p = ct_mem_alloc(ctx->device, bytes ? bytes : 1);
+  if (bytes) ct_mem_copy(ctx->device, p, CT_DEVICE_CPU, host, bytes);
+  return p;
+}
+
+ct_status ct_solver_gpu_init(ct_solver *s, ct_error *err) {
+  ct_context *ctx = s->ctx;
+  const ct_net *net = s->net;
+  const Caffe__SolverParameter *p = s->param;
+  ct_solver_gpu *g = ct_xcalloc(1, sizeof *g);
+  s->gpu = g;
+  int n = net->nparams;
+  size_t *start = ct_xcalloc((size_t)n + 1, sizeof *start);
+  float *lr = ct_xcalloc((size_t)n + 1, sizeof *lr), *decay = ct_xcalloc((size_t)n + 1, sizeof *decay);
+  for (int i = 0; i < n; i++) {
+    start[i] = net->params[i].offset;
+    lr[i] = net->params[i].lr_mult;
+    decay[i] = net->params[i].decay_mult;
+  }
+  start[n] = net->flat_count;
+  g->seg_start = dev_upload(ctx, start, ((size_t)n + 1) * sizeof *start);
+  g->seg_lr = dev_upload(ctx, lr, (size_t)n * sizeof *lr);
+  g->seg_decay = dev_upload(ctx, decay, (size_t)n * sizeof *decay);
+  free(start);
+  free(lr);
+  free(decay);
+  g->step_pinned = ct_mem_alloc_pinned(sizeof *g->step_pinned);
+  g->clip_pinned = ct_mem_alloc_pinned(sizeof *g->clip_pinned);
+  g->step_dev = ct_mem_alloc(ctx->device, sizeof *g->step_dev);
+  g->clip_dev = ct_mem_alloc(ctx->device, sizeof *g->clip_dev);
+  g->partials = ct_mem_alloc(ctx->device, CT_UPDATE_CLIP_BLOCKS * sizeof(double));
+  g->counter = ct_mem_alloc(ctx->device, sizeof(unsigned));
+  ct_update_fused *u = &g->fused_plain;
+  u->kind = s->rule->kind;
+  u->count = net->flat_count;
+  u->nseg = n;
+  u->seg_start = g->seg_start;
+  u->seg_lr_mult = g->seg_lr;
+  u->seg_decay_mult = g->seg_decay;
+  u->weight_decay = p->weight_decay;
+  u->l1 = strcmp(p->regularization_type, "L1") == 0;
+  u->iter_size = p->iter_size;
+  u->clip = p->clip_gradients;
+  u->momentum = p->momentum;
+  u->momentum2 = p->momentum2;
+  u->rms_decay = p->rms_decay;
+  u->delta = p->delta;
+  g->fused = g->fused_plain;
+  g->fused.check_word = ctx->check_word;
+  g->fused.loss = s->opts.continue_on_nonfinite ? NULL : net->loss_dev;
+  (void)err;
+  return CT_OK;
+}
+
+void ct_solver_gpu_free(ct_solver *s) {
+  ct_solver_gpu *g = s->gpu;
+  if (!g) return;
+  int dev = s->ctx->device;
+  ct_exec_free(g->exec);
+  ct_mem_free(dev, g->seg_start);
+  ct_mem_free(dev, g->seg_lr);
+  ct_mem_free(dev, g->seg_decay);
+  ct_mem_free(dev, g->step_dev);
+  ct_mem_free(dev, g->clip_dev);
+  ct_mem_free(dev, g->partials);
+  ct_mem_free(dev, g->counter);
+  ct_mem_free_pinned(g->step_pinned);
+  ct_mem_free_pinned(g->clip_pinned);
+  free(g);
+  s->gpu = NULL;
+}
+
+/* Host part of an update: the rate (advancing a step schedule), its log
+ * line when log (the iteration logs it after the loss lines, where the CPU
+ * solver does), and the pinned values the device copy reads. */
+static void prepare_step(ct_solver *s, bool log) {
+  const Caffe__SolverParameter *p = s->param;
+  float rate = ct_solver_learning_rate(s);
+  s->rate = rate;
+  if (log && p->display && s->iter % p->display == 0 && ct_solver_is_root(s))
+    LOG_INFO("Iteration %d, lr = %g", s->iter, (double)rate);
+  s->gpu->step_pinned->rate = rate;
+  s->gpu->step_pinned->correction =
+      s->rule->kind == CT_UPDATE_ADAM ? ct_update_adam_correction(p->momentum, p->momentum2, s->iter)
+                                      : 1.0f;
+}
+
+/* Device part: the step values, then the fused kernel (and the clip norm
+ * copied back for the log).  Capturable. */
+static void enqueue_update(ct_solver *s, const ct_update_fused *u) {
+  ct_solver_gpu *g = s->gpu;
+  ct_net *net = s->net;
+  ct_gpu_copy_async(s->ctx, g->step_dev, g->step_pinned, sizeof *g->step_dev);
+  float *h0 = s->history, *h1 = s->rule->nslots > 1 ? s->history + net->flat_count : NULL;
+  ct_update_fused_gpu(s->ctx, u, net->flat_data, net->flat_diff, h0, h1, g->step_dev, g->clip_dev,
+                      g->partials, g->counter);
+  if (u->clip >= 0) ct_gpu_copy_async(s->ctx, g->clip_pinned, g->clip_dev, sizeof *g->clip_dev);
+}
+
+static void log_clip(const ct_solver *s) {
+  const float clip = s->param->clip_gradients;
+  const ct_update_clip *c = s->gpu->clip_pinned;
+  if (clip >= 0 && c->l2 > clip)
+    LOG_INFO("Gradient clipping: scaling down gradients (L2 norm %g > %g) by scale factor %g",
+             (double)c->l2, (double)clip, (double)c->scale);
+}
+
+void ct_solver_gpu_apply_update(ct_solver *s) {
+  prepare_step(s, true);
+  enqueue_update(s, &s->gpu->fused_plain);
+  /* The pinned step values are read by the copy: wait before they change. */
+  ct_context_sync(s->ctx);
+  log_clip(s);
+}
+
+/* ------------------------------------------------------------------ program */
+
+static ct_status step_on_gradients(void *user, int arg, ct_error *err) {
+  ct_solver *s = user;
+  return s->hooks.on_gradients(s->hooks.user, err);
+}
+
+static ct_status step_on_backward(void *user, int pass, ct_error *err) {
+  ct_solver *s = user;
+  s->hooks.on_backward(s->hooks.user, pass, s->param->iter_size);
+  return CT_OK;
+}
+
+static ct_status step_update(void *user, int arg, ct_error *err) {
+  ct_solver *s = user;
+  enqueue_update(s, &s->gpu->fused);
+  return CT_OK;
+}
+
+/* Which hooks the program calls: bit 0 on_gradients, bit 1 on_backward. */
+static unsigned hooks_of(const ct_solver *s) {
+  return (s->hooks.on_gradients ? 1u : 0u) | (s->hooks.on_backward ? 2u : 0u);
+}
+
+static void build_program(ct_solver *s) {
+  ct_solver_gpu *g = s->gpu;
+  ct_exec_free(g->exec);
+  g->exec = ct_exec_new(s->ctx, !s->opts.no_cuda_graphs);
+  g->exec_iter_size = s->param->iter_size;
+  g->exec_hooks = hooks_of(s);
+  ct_net_program_begin(s->net, g->exec, true);
+  for (int i = 0; i < s->param->iter_size; i++) {
+    ct_net_program_forward(s->net, g->exec);
+    if (s->hooks.on_backward)
+      ct_exec_add(g->exec, (ct_exec_step){step_on_backward, s, i, false, "on_backward"});
+    ct_net_program_backward(s->net, g->exec);
+  }
+  if (s->hooks.on_gradients)
+    ct_exec_add(g->exec, (ct_exec_step){step_on_gradients, s, 0, false, "on_gradients"});
+  ct_exec_add(g->exec, (ct_exec_step){step_update, s, 0, true, "update"});
+  ct_net_program_end(s->net, g->exec);
+}
+
+ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err) {
+  ct_solver_gpu *g = s->gpu;
+  if (!g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
+    build_program(s);
+  prepare_step(s, false);
+  ct_status st = ct_exec_run(g->exec, ct_net_signature(s->net), err);
+  if (st != CT_OK) {
+    ct_context_sync(s->ctx); /* leave nothing in flight that reads the pinned step */
+    return st;
+  }
+  double sum = 0;
+  CT_TRY(ct_net_readback_finish(s->net, &sum, err));
+  *loss = (float)sum / (float)s->param->iter_size;
+  log_clip(s);
+  return CT_OK;
+}
+
+void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st) {
+  if (s->gpu && s->gpu->exec) ct_exec_get_stats(s->gpu->exec, st);
+  else memset(st, 0, sizeof *st);
+}

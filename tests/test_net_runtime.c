@@ -1,0 +1,306 @@
+/* The device-independent parts of the GPU runtime, on the CPU: the diff
+ * lifetime planner (groups, intervals, placement, and gradients equal to
+ * one diff per blob) and a net run as a step program (net_exec.h). */
+#include "net/net_program.h"
+#include "runtime_nets.h"
+
+static int setup(void **state) {
+  rn_require_layers();
+  ct_log_set_level(CT_LOG_WARNING);
+  return 0;
+}
+
+static const ct_diff_group *group_of(const ct_net *net, const char *blob) {
+  const ct_diff_plan *plan = net->diff_plan;
+  assert_non_null(plan);
+  int g = plan->blob_group[rn_blob_index(net, blob)];
+  assert_true(g >= 0);
+  return &plan->groups[g];
+}
+
+static void expect_group(const ct_net *net, const char *blob, ct_diff_kind kind, int first,
+                         int last) {
+  const ct_diff_group *g = group_of(net, blob);
+  if (g->kind != kind || (kind != CT_DIFF_NONE && (g->first != first || g->last != last)))
+    fail_msg("blob %s: kind %d interval [%d, %d], expected kind %d [%d, %d]", blob, (int)g->kind,
+             g->first, g->last, (int)kind, first, last);
+}
+
+/* Layers after Split insertion: 0 data, 1 label split, 2 conv1, 3 relu1,
+ * 4 pool1, 5 flat, 6 ip1, 7 ip1 split, 8 loss, 9 acc; layer L is backward
+ * step 9 - L. */
+static void test_plan_groups(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
+  ct_net *net = rn_net(rn_plan_net, &ctx, false);
+  assert_int_equal(net->nlayers, 10);
+  assert_string_equal(net->layers[7]->ops->type, "Split");
+  expect_group(net, "data", CT_DIFF_NONE, -1, -1);
+  expect_group(net, "label", CT_DIFF_NONE, -1, -1);
+  /* conv1 and its in-place ReLU: read by conv1 (step 7), written by relu1
+   * (6) and pool1 (5) */
+  expect_group(net, "conv1", CT_DIFF_POOLED, 5, 7);
+  /* pool1 and its Flatten view are one group: pool1 reads (5), flat (4),
+   * ip1 writes (3) */
+  expect_group(net, "pool1", CT_DIFF_POOLED, 3, 5);
+  assert_ptr_equal(group_of(net, "pool1"), group_of(net, "flat"));
+  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 3);
+  expect_group(net, "ip1_ip1_0_split_0", CT_DIFF_POOLED, 1, 2);
+  /* the split top that feeds the accuracy is read by the split, never written */
+  expect_group(net, "ip1_ip1_0_split_1", CT_DIFF_ZERO, 2, 2);
+  expect_group(net, "loss", CT_DIFF_LOSS, 1, 1);
+  expect_group(net, "acc", CT_DIFF_NONE, -1, -1);
+  /* First fit by size: conv1 (432 values) at 0, pool1 (108) above it, then
+   * the two 20-value blobs, the earlier-starting first. */
+  assert_int_equal(group_of(net, "conv1")->offset, 0);
+  assert_int_equal(group_of(net, "pool1")->offset, 448);
+  assert_int_equal(group_of(net, "ip1_ip1_0_split_0")->offset, 0);
+  assert_int_equal(group_of(net, "ip1")->offset, 64);
+  assert_int_equal(net->diff_plan->pool_count, 576);
+  assert_int_equal(net->diff_plan->zero_count, 20);
+  /* the tensors point where the plan says */
+  assert_ptr_equal(ct_net_blob(net, "conv1")->diff, net->diff_pool);
+  assert_ptr_equal(ct_net_blob(net, "flat")->diff, net->diff_pool + 448);
+  assert_ptr_equal(ct_net_blob(net, "pool1")->diff, net->diff_pool + 448);
+  assert_ptr_equal(ct_net_blob(net, "ip1")->diff, net->diff_pool + 64);
+  assert_ptr_equal(ct_net_blob(net, "ip1_ip1_0_split_1")->diff, net->diff_zero);
+  assert_null(ct_net_blob(net, "data")->diff);
+  assert_float_equal(ct_net_blob(net, "loss")->diff[0], 1.0f, 0);
+  ct_net_free(net);
+  ct_context_free(&ctx);
+}
+
+/* Pooled groups whose intervals meet never share memory; the pool is
+ * smaller than one diff per blob. */
+static void check_no_overlap(const ct_net *net) {
+  const ct_diff_plan *p = net->diff_plan;
+  for (int a = 0; a < p->ngroups; a++)
+    for (int b = a + 1; b < p->ngroups; b++) {
+      const ct_diff_group *x = &p->groups[a], *y = &p->groups[b];
+      if (x->kind != CT_DIFF_POOLED || y->kind != CT_DIFF_POOLED) continue;
+      if (x->first > y->last || y->first > x->last) continue;
+      bool apart = x->offset + x->count <= y->offset || y->offset + y->count <= x->offset;
+      if (!apart) fail_msg("groups %d and %d are live together and overlap in the pool", a, b);
+    }
+  assert_true(p->pool_count < p->unplanned_count);
+}
+
+/* The most the pooled groups hold at one backward step (aligned as the
+ * planner aligns): no placement can use less. */
+static size_t max_live(const ct_diff_plan *p, int nsteps) {
+  size_t best = 0;
+  for (int t = 0; t <= nsteps; t++) {
+    size_t live = 0;
+    for (int g = 0; g < p->ngroups; g++) {
+      const ct_diff_group *d = &p->groups[g];
+      if (d->kind == CT_DIFF_POOLED && d->first <= t && t <= d->last) live += (d->count + 63) / 64 * 64;
+    }
+    if (live > best) best = live;
+  }
+  return best;
+}
+
+static void test_plan_no_overlap(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
+  ct_net *a = rn_net(rn_plan_net, &ctx, false);
+  check_no_overlap(a);
+  char *lenet = rn_lenet_text(8, true);
+  ct_net *b = rn_net(lenet, &ctx, false);
+  check_no_overlap(b);
+  /* LeNet is a chain: the pool is exactly the largest live set (conv1's and
+   * pool1's diffs, at pool1's backward), 92160 + 23040 values at batch 8. */
+  assert_true(a->diff_plan->pool_count >= max_live(a->diff_plan, a->nlayers));
+  assert_int_equal(b->diff_plan->pool_count, max_live(b->diff_plan, b->nlayers));
+  assert_int_equal(b->diff_plan->pool_count, 92160 + 23040);
+  free(lenet);
+  ct_net_free(a);
+  ct_net_free(b);
+  ct_context_free(&ctx);
+}
+
+/* One forward and backward of the same net and inputs with planned and
+ * with per-blob diffs: the same loss and bit-identical parameter gradients. */
+static void compare_planned(const char *text, int nclass) {
+  ct_context ca, cb;
+  assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  ct_net *planned = rn_net(text, &ca, false), *plain = rn_net(text, &cb, true);
+  assert_non_null(planned->diff_plan);
+  assert_null(plain->diff_plan);
+  for (int round = 0; round < 2; round++) {
+    rn_fill_inputs(planned, nclass, 40 + (uint64_t)round);
+    rn_fill_inputs(plain, nclass, 40 + (uint64_t)round);
+    ct_error err;
+    double la, lb;
+    ct_net_clear_param_diffs(planned);
+    ct_net_clear_param_diffs(plain);
+    assert_int_equal(ct_net_forward(planned, &la, &err), CT_OK);
+    assert_int_equal(ct_net_forward(plain, &lb, &err), CT_OK);
+    assert_true(la == lb);
+    ct_net_backward(planned);
+    ct_net_backward(plain);
+    float *ga = rn_flat(planned, true), *gb = rn_flat(plain, true);
+    assert_memory_equal(ga, gb, planned->flat_count * sizeof(float));
+    bool nonzero = false;
+    for (size_t i = 0; i < planned->flat_count; i++) nonzero |= ga[i] != 0.0f;
+    assert_true(nonzero);
+    free(ga);
+    free(gb);
+  }
+  ct_net_free(planned);
+  ct_net_free(plain);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
+static void test_plan_same_gradients(void **state) {
+  compare_planned(rn_plan_net, 5);
+  char *lenet = rn_lenet_text(4, true);
+  compare_planned(lenet, 10);
+  free(lenet);
+}
+
+/* After a reshape (a larger batch) the plan is made again and still gives
+ * the gradients of per-blob diffs. */
+static void test_plan_after_reshape(void **state) {
+  ct_context ca, cb;
+  assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  ct_net *planned = rn_net(rn_plan_net, &ca, false), *plain = rn_net(rn_plan_net, &cb, true);
+  size_t pool_before = planned->diff_plan->pool_count;
+  ct_error err;
+  ct_net *nets[2] = {planned, plain};
+  for (int k = 0; k < 2; k++) {
+    ct_tensor_reshape4(ct_net_blob(nets[k], "data"), 7, 1, 8, 8);
+    ct_tensor_reshape_or_die(ct_net_blob(nets[k], "label"), 1, (int[]){7});
+    assert_int_equal(ct_net_reshape(nets[k], &err), CT_OK);
+    rn_fill_inputs(nets[k], 5, 77);
+    ct_net_clear_param_diffs(nets[k]);
+    double loss;
+    assert_int_equal(ct_net_forward(nets[k], &loss, &err), CT_OK);
+    ct_net_backward(nets[k]);
+  }
+  assert_true(planned->diff_plan->pool_count > pool_before);
+  check_no_overlap(planned);
+  float *ga = rn_flat(planned, true), *gb = rn_flat(plain, true);
+  assert_memory_equal(ga, gb, planned->flat_count * sizeof(float));
+  free(ga);
+  free(gb);
+  ct_net_free(planned);
+  ct_net_free(plain);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
+/* With force_backward the input gradient is written by conv1 (step 7) and
+ * kept to the end of backward, so the caller can read it. */
+static void test_plan_force_backward(void **state) {
+  size_t n = strlen(rn_plan_net) + 64;
+  char *text = malloc(n);
+  snprintf(text, n, "force_backward: true\n%s", rn_plan_net);
+  ct_context ca, cb;
+  assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  ct_net *planned = rn_net(text, &ca, false), *plain = rn_net(text, &cb, true);
+  expect_group(planned, "data", CT_DIFF_POOLED, 7, planned->nlayers);
+  ct_net *nets[2] = {planned, plain};
+  for (int k = 0; k < 2; k++) {
+    rn_fill_inputs(nets[k], 5, 3);
+    double loss;
+    ct_error err;
+    assert_int_equal(ct_net_forward(nets[k], &loss, &err), CT_OK);
+    ct_net_backward(nets[k]);
+  }
+  const ct_tensor *da = ct_net_blob(planned, "data"), *db = ct_net_blob(plain, "data");
+  assert_memory_equal(da->diff, db->diff, da->count * sizeof(float));
+  free(text);
+  ct_net_free(planned);
+  ct_net_free(plain);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
+/* A net run as a step program gives what ct_net_forward and
+ * ct_net_backward give; on the CPU every run is plain. */
+static void test_program_cpu(void **state) {
+  ct_context ca, cb;
+  assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  char *lenet = rn_lenet_text(4, true);
+  ct_net *a = rn_net(lenet, &ca, false), *b = rn_net(lenet, &cb, false);
+  free(lenet);
+  ct_exec *ex = ct_exec_new(&ca, true);
+  ct_net_program_begin(a, ex, true);
+  ct_net_program_pass(a, ex, true);
+  ct_net_program_end(a, ex);
+  ct_error err;
+  for (int it = 0; it < 4; it++) {
+    rn_fill_inputs(a, 10, 60 + (uint64_t)it);
+    rn_fill_inputs(b, 10, 60 + (uint64_t)it);
+    assert_int_equal(ct_exec_run(ex, ct_net_signature(a), &err), CT_OK);
+    double la, lb;
+    assert_int_equal(ct_net_readback_finish(a, &la, &err), CT_OK);
+    ct_net_clear_param_diffs(b);
+    assert_int_equal(ct_net_forward(b, &lb, &err), CT_OK);
+    ct_net_backward(b);
+    assert_true(la == lb);
+    assert_true(la > 0.5 && la < 5.0);
+    float *ga = rn_flat(a, true), *gb = rn_flat(b, true);
+    assert_memory_equal(ga, gb, a->flat_count * sizeof(float));
+    free(ga);
+    free(gb);
+  }
+  ct_exec_stats st;
+  ct_exec_get_stats(ex, &st);
+  assert_false(st.replaying);
+  assert_int_equal(st.plain_steps, st.steps);
+  /* begin, a forward per layer, a backward per layer but the data layer,
+   * the read back */
+  assert_int_equal(st.steps, 1 + a->nlayers + (a->nlayers - 1) + 1);
+  ct_exec_free(ex);
+  ct_net_free(a);
+  ct_net_free(b);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
+/* A test net that shares all its weights keeps no flat buffers of its own;
+ * testing still works and sees the trained values. */
+static void test_shared_test_net(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 3, NULL), CT_OK);
+  char *lenet = rn_lenet_text(4, false);
+  ct_solver *s = rn_solver(lenet,
+                           "type: 'SGD' base_lr: 0.01 lr_policy: 'fixed' test_iter: 1 "
+                           "test_interval: 1000 test_initialization: false display: 0",
+                           &ctx, NULL);
+  free(lenet);
+  assert_int_equal(s->ntest_nets, 1);
+  ct_net *t = s->test_nets[0];
+  assert_int_equal(t->flat_count, 0);
+  assert_null(t->flat_data);
+  int li = ct_net_layer_index(t, "ip2");
+  assert_true(li >= 0);
+  int lj = ct_net_layer_index(s->net, "ip2");
+  assert_ptr_equal(t->layers[li]->params[0]->data, s->net->layers[lj]->params[0]->data);
+  rn_fill_inputs(s->net, 10, 5);
+  ct_error err;
+  assert_int_equal(ct_solver_step(s, 2, &err), CT_OK);
+  rn_fill_inputs(t, 10, 5);
+  assert_int_equal(ct_solver_test_all(s, &err), CT_OK);
+  assert_int_equal(s->ntest_scores[0], 1); /* the loss */
+  assert_true(s->test_scores[0][0] > 0.5f && s->test_scores[0][0] < 5.0f);
+  ct_solver_free(s);
+  ct_context_free(&ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_groups),         cmocka_unit_test(test_plan_no_overlap),
+      cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
+      cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
+      cmocka_unit_test(test_shared_test_net),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
