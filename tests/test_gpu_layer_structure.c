@@ -1,3 +1,4 @@
+#include <math.h>
 /* GPU paths of the structure and core layers: each against the CPU on the
  * same inputs (tu_compare_cpu_gpu) and the gradient checker on GPU 0.
  * Exits 77 (skipped) without a GPU. */
@@ -46,12 +47,15 @@ static void test_gpu_input_dummy_parameter(void **state) {
   Caffe__FillerParameter u = CAFFE__FILLER_PARAMETER__INIT, k = CAFFE__FILLER_PARAMETER__INIT;
   u.type = "uniform", u.has_min = u.has_max = 1, u.min = -2, u.max = 2;
   k.type = "constant", k.has_value = 1, k.value = 1.5f;
-  Caffe__FillerParameter *fs[] = {&u, &k};
+  /* constant fillers give the same tops on both devices; random ones draw on
+   * the device (test_gpu_dummy_device_fill) */
+  Caffe__FillerParameter *fs[] = {&k, &k};
   Caffe__DummyDataParameter dp = CAFFE__DUMMY_DATA_PARAMETER__INIT;
   dp.shape = shapes, dp.n_shape = 1, dp.data_filler = fs, dp.n_data_filler = 2;
   p = layer("dd", "DummyData");
   p.dummy_data_param = &dp;
   check(&p, "", 2, NULL, NULL);
+  (void)u;
 
   Caffe__ParameterParameter pp = CAFFE__PARAMETER_PARAMETER__INIT;
   pp.shape = &s;
@@ -59,6 +63,44 @@ static void test_gpu_input_dummy_parameter(void **state) {
   p.parameter_param = &pp;
   ct_gradcheck_opts o = defaults();
   check(&p, "", 1, NULL, &o);
+}
+
+/* DummyData's uniform and gaussian fillers draw on the GPU: the values have
+ * the filler's range and moments, and each forward draws new ones. */
+static void test_gpu_dummy_device_fill(void **state) {
+  int64_t dims[] = {20000};
+  Caffe__BlobShape s = CAFFE__BLOB_SHAPE__INIT;
+  s.dim = dims, s.n_dim = 1;
+  Caffe__BlobShape *shapes[] = {&s};
+  Caffe__FillerParameter u = CAFFE__FILLER_PARAMETER__INIT, g = CAFFE__FILLER_PARAMETER__INIT;
+  u.type = "uniform", u.has_min = u.has_max = 1, u.min = -2, u.max = 2;
+  g.type = "gaussian", g.has_mean = g.has_std = 1, g.mean = 1, g.std = 2;
+  Caffe__FillerParameter *fs[] = {&u, &g};
+  Caffe__DummyDataParameter dp = CAFFE__DUMMY_DATA_PARAMETER__INIT;
+  dp.shape = shapes, dp.n_shape = 1, dp.data_filler = fs, dp.n_data_filler = 2;
+  Caffe__LayerParameter p = layer("dd", "DummyData");
+  p.dummy_data_param = &dp;
+  tu_layer_case c;
+  tu_layer_case_init(&c, &p, 0, CT_PHASE_TRAIN, "", 2);
+  tu_forward(&c);
+  float *a = tu_values(c.top[0]), *b = tu_values(c.top[1]);
+  double su = 0, sg = 0, sg2 = 0;
+  for (int i = 0; i < 20000; i++) {
+    assert_true(a[i] >= -2.0f && a[i] < 2.0f);
+    su += a[i];
+    sg += b[i];
+    sg2 += (double)b[i] * b[i];
+  }
+  double mg = sg / 20000, sd = sqrt(sg2 / 20000 - mg * mg);
+  assert_true(fabs(su / 20000) < 0.05);
+  assert_true(fabs(mg - 1.0) < 0.05 && fabs(sd - 2.0) < 0.05);
+  tu_forward(&c);
+  float *a2 = tu_values(c.top[0]);
+  int same = 0;
+  for (int i = 0; i < 20000; i++) same += a2[i] == a[i];
+  assert_true(same < 100);
+  free(a), free(b), free(a2);
+  tu_layer_case_free(&c);
 }
 
 static void test_gpu_split_silence(void **state) {
@@ -251,7 +293,8 @@ static void test_gpu_batch_reindex_filter(void **state) {
 int main(void) {
   tu_require_gpu();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gpu_input_dummy_parameter), cmocka_unit_test(test_gpu_split_silence),
+      cmocka_unit_test(test_gpu_input_dummy_parameter), cmocka_unit_test(test_gpu_dummy_device_fill),
+      cmocka_unit_test(test_gpu_split_silence),
       cmocka_unit_test(test_gpu_eltwise),               cmocka_unit_test(test_gpu_concat_slice_tile),
       cmocka_unit_test(test_gpu_crop),                  cmocka_unit_test(test_gpu_flatten_reshape),
       cmocka_unit_test(test_gpu_reduction),             cmocka_unit_test(test_gpu_embed),

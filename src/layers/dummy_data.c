@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/dummy_data.h"
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/shape_util.h"
@@ -30,10 +31,25 @@ static const Caffe__FillerParameter *filler_of(const dummy_priv *d, int top) {
   return d->fillers[d->nfill > 1 ? top : 0];
 }
 
-/* Fills top i from its filler, staging through host memory on a GPU. */
+/* Fills top i from its filler.  On a GPU, uniform and (dense) gaussian
+ * fillers draw on the device from a seed taken from the context's RNG, so a
+ * refill costs one kernel, not a host fill and an upload (the values differ
+ * from the CPU's, as any two generators' do); other fillers run on the host
+ * and are uploaded. */
 static ct_status fill_top(ct_layer *l, ct_tensor *top, int i, ct_error *err) {
   dummy_priv *d = l->priv;
-  if (top->device == CT_DEVICE_CPU) return ct_filler_fill(filler_of(d, i), top, &l->ctx->rng, err);
+  const Caffe__FillerParameter *fp = filler_of(d, i);
+  if (top->device == CT_DEVICE_CPU) return ct_filler_fill(fp, top, &l->ctx->rng, err);
+#ifdef CORTADO_HAVE_CUDA
+  if (fp && fp->type && strcmp(fp->type, "uniform") == 0) {
+    ct_dummy_fill_gpu(l->ctx, top->count, top->data, false, fp->min, fp->max, ct_rng_next(&l->ctx->rng));
+    return CT_OK;
+  }
+  if (fp && fp->type && strcmp(fp->type, "gaussian") == 0 && fp->sparse < 0) {
+    ct_dummy_fill_gpu(l->ctx, top->count, top->data, true, fp->mean, fp->std, ct_rng_next(&l->ctx->rng));
+    return CT_OK;
+  }
+#endif
   ct_tensor_reshape_like(d->host, top); /* sized for the largest top at setup: no allocation */
   CT_TRY(ct_filler_fill(filler_of(d, i), d->host, &l->ctx->rng, err));
   ct_stream_upload(l->ctx, top->data, d->host->data, top->count * sizeof(float));
@@ -167,7 +183,7 @@ static void dummy_destroy(ct_layer *l) {
   free(d);
 }
 
-/* Device-neutral: fillers run on the host and GPU tops are uploaded. */
+/* One forward for both devices: fill_top picks the host or device path. */
 const ct_layer_ops ct_dummy_data_ops = {
     .type = "DummyData",
     .min_bottoms = 0, .max_bottoms = 0, .min_tops = 1, .max_tops = -1,
