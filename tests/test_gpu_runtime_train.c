@@ -89,7 +89,11 @@ static void test_lenet_cpu_vs_gpu(void **state) {
 }
 
 /* Graph replays and plain launches: the same parameters after 30 iterations
- * (with Dropout, whose masks come from the device draw counter). */
+ * (with Dropout, whose masks come from the device draw counter).  Not bit
+ * for bit: cuDNN's backward-filter algorithms may sum with atomics, so two
+ * runs of the same launches differ in the last bits (seen on an H100: 1.1e-5
+ * after 30 iterations); a wrong graph (a stale pointer, a skipped step, a
+ * frozen rate or mask) is off by far more. */
 static void test_graph_vs_plain(void **state) {
   ct_context ca, cb;
   gpu_context(&ca, 4);
@@ -111,8 +115,8 @@ static void test_graph_vs_plain(void **state) {
   assert_false(sp.replaying);
   float *wg = rn_flat(g->net, false), *wp = rn_flat(p->net, false);
   double e = tu_max_rel_err(wg, wp, g->net->flat_count, 1e-3);
-  if (e > 1e-6) fail_msg("graph and plain parameters differ by %g", e);
-  assert_true(fabs(g->smoothed_loss - p->smoothed_loss) <= 1e-6 * fabs(p->smoothed_loss));
+  if (e > 1e-4) fail_msg("graph and plain parameters differ by %g", e);
+  assert_true(fabs(g->smoothed_loss - p->smoothed_loss) <= 1e-4 * fabs(p->smoothed_loss));
   free(wg);
   free(wp);
   ct_solver_free(g);
