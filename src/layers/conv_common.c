@@ -1,8 +1,12 @@
 #include "layers/conv_common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/parallel.h"
+#include "layers/conv_dnnl.h"
 #include "layers/filler.h"
 #include "math/math.h"
 
@@ -111,6 +115,7 @@ static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
                         "convolution_param.group %d does not divide num_output %d", c->group,
                         c->num_output);
   c->bias_term = p->bias_term;
+  c->engine = (int)p->engine;
   return CT_OK;
 }
 
@@ -152,11 +157,39 @@ void ct_conv_destroy(ct_layer *l) {
   if (!c) return;
   ct_tensor_free(c->col);
   ct_tensor_free(c->rows);
+  ct_conv_dnnl_free(c->fast);
   free(c);
   l->priv = NULL;
 }
 
 /* ---------------------------------------------------------------- shapes */
+
+/* The host engine for c's geometry (conv_common.h, Engines): keeps the plan
+ * when the geometry did not change, else plans again and logs the choice. */
+static void choose_engine(ct_layer *l, ct_conv *c) {
+  if (l->ctx->device != CT_DEVICE_CPU) return;
+  const bool y_bias = c->bias_term && !c->reverse;
+  char why[160] = "";
+  if (c->engine == CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
+    snprintf(why, sizeof why, "engine: CAFFE");
+  } else {
+    if (c->fast && ct_conv_dnnl_fits(c->fast, c, y_bias)) return;
+    ct_conv_dnnl_free(c->fast);
+    c->fast = ct_conv_dnnl_create(c, y_bias, why, sizeof why);
+    c->engine_logged = false;
+#ifndef CORTADO_HAVE_DNNL
+    snprintf(why, sizeof why, "built without oneDNN");
+#endif
+  }
+  if (c->engine_logged) return;
+  c->engine_logged = true;
+  char desc[256];
+  if (c->fast)
+    LOG_INFO("layer '%s' (%s): host engine %s", l->name, l->ops->type,
+             ct_conv_dnnl_describe(c->fast, desc, sizeof desc));
+  else
+    LOG_INFO("layer '%s' (%s): host engine im2col + GEMM (%s)", l->name, l->ops->type, why);
+}
 
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err) {
@@ -205,6 +238,7 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   for (int t = 0; t < l->ntop; t++) CT_TRY(ct_tensor_reshape(top[t], b0->ndim, tshape, err));
   c->x_spatial = ct_im2col_in_count(g);
   c->y_spatial = ct_im2col_out_count(g);
+  choose_engine(l, c);
   /* Chunk: as many images as the scratch budget holds (one for 1x1). */
   size_t per_image = ((size_t)c->group * c->kernel_dim + (size_t)c->y_channels) *
                      c->y_spatial * sizeof(float);
@@ -212,9 +246,12 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   if (chunk < 1 || c->is_1x1) chunk = 1;
   if (chunk > (size_t)c->num) chunk = c->num > 0 ? (size_t)c->num : 1;
   c->chunk = (int)chunk;
-  int cshape[2] = {c->is_1x1 ? 0 : c->group * c->kernel_dim, (int)(chunk * c->y_spatial)};
+  /* The oneDNN engine needs none of the reference engine's scratch. */
+  const bool scratch = c->fast == NULL;
+  int cshape[2] = {c->is_1x1 || !scratch ? 0 : c->group * c->kernel_dim,
+                   (int)(chunk * c->y_spatial)};
   CT_TRY(ct_tensor_reshape(c->col, 2, cshape, err));
-  int rshape[2] = {chunk > 1 ? c->y_channels : 0, (int)(chunk * c->y_spatial)};
+  int rshape[2] = {chunk > 1 && scratch ? c->y_channels : 0, (int)(chunk * c->y_spatial)};
   CT_TRY(ct_tensor_reshape(c->rows, 2, rshape, err));
   c->col_x = NULL;
   return CT_OK;
