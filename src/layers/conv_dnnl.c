@@ -225,6 +225,15 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
       (s = dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any)))
     return s;
   const dnnl_memory_desc_t *bias = y_bias ? &b_md : NULL;
+  /* Forward takes the layouts oneDNN prefers (channel blocks of the vector
+   * width, reordered to and from the blobs).  The backward passes too,
+   * unless neither channel count fills whole blocks of 8: there the padded
+   * blocks cost more than they bring, and oneDNN's GEMM-based kernels on
+   * the blobs' own layout were faster (LeNet's 1->20 and 20->50 on AVX2:
+   * backward weights 5.0 -> 2.0 ms and 9.9 -> 8.2 ms for both, one thread). */
+  const bool plain_bwd = c->x_channels % 8 != 0 && c->y_channels % 8 != 0;
+  const dnnl_memory_desc_t *bx = plain_bwd ? &x_md : &x_any, *bw = plain_bwd ? &w_md : &w_any,
+                           *by = plain_bwd ? &y_md : &y_any;
   dnnl_convolution_desc_t d;
   *stage = "forward";
   if ((s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training,
@@ -234,15 +243,14 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
       (s = make_op(&f->fwd, &d, NULL)))
     return s;
   *stage = "backward data";
-  if ((s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &x_any,
-                                                            &w_any, &y_any, strides, dilates,
-                                                            pad_l, pad_r)) ||
+  if ((s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, bx, bw,
+                                                            by, strides, dilates, pad_l,
+                                                            pad_r)) ||
       (s = make_op(&f->bwd_data, &d, f->fwd.pd)))
     return s;
   *stage = "backward weights";
   if ((s = dnnl_dilated_convolution_backward_weights_desc_init(
-           &d, dnnl_convolution_direct, &x_any, &w_any, bias, &y_any, strides, dilates, pad_l,
-           pad_r)) ||
+           &d, dnnl_convolution_direct, bx, bw, bias, by, strides, dilates, pad_l, pad_r)) ||
       (s = make_op(&f->bwd_weights, &d, f->fwd.pd)))
     return s;
   *stage = "reorders";
