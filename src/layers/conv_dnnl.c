@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "layers/conv_direct.h"
 
 /* A failed call while running a primitive that was made for these very
  * shapes is a bug (or memory exhaustion), not bad input. */
@@ -67,6 +68,8 @@ struct ct_conv_dnnl {
   arg bw_x, bw_dy, bw_dw, bw_db;
   buffer bufs[MAX_BUFFERS];
   int nbufs;
+  bool direct;        /* forward and backward weights by conv_direct.h's kernels */
+  ct_conv conv;       /* the planned geometry, for those kernels */
   float *dw_tmp;      /* (w_count) the weight gradient before it is added */
   float *db_tmp;      /* (y_channels) */
 };
@@ -178,6 +181,8 @@ static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
   f->nspatial = c->nspatial;
   f->y_bias = y_bias;
   f->geom = c->geom;
+  f->conv = *c;
+  f->direct = ct_conv_direct_fits(c);
 }
 
 bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
@@ -323,8 +328,10 @@ void ct_conv_dnnl_free(ct_conv_dnnl *f) {
 }
 
 const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len) {
+  const char *direct = "direct:avx2";
   snprintf(buf, len, "oneDNN (forward %s, backward data %s, backward weights %s)",
-           impl_name(&f->fwd), impl_name(&f->bwd_data), impl_name(&f->bwd_weights));
+           f->direct ? direct : impl_name(&f->fwd), impl_name(&f->bwd_data),
+           f->direct ? direct : impl_name(&f->bwd_weights));
   return buf;
 }
 
@@ -339,6 +346,10 @@ void ct_conv_dnnl_forget(ct_conv_dnnl *f, ct_conv_dnnl_slot slot) {
 void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, const float *x,
                            float *y) {
   CT_ASSERT(!bias || f->y_bias);
+  if (f->direct) {
+    ct_conv_direct_forward(&f->conv, w, bias, x, y);
+    return;
+  }
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, arg_in(f, &f->fwd_x, x)},
                              {DNNL_ARG_WEIGHTS, arg_in(f, &f->fwd_w, w)},
                              {DNNL_ARG_DST, arg_out(f, &f->fwd_y, y)}};
@@ -365,6 +376,10 @@ void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const float *y, floa
 void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy, float *dw,
                               float *dbias) {
   CT_ASSERT(!dbias || f->y_bias);
+  if (f->direct) {
+    ct_conv_direct_weight_grad(&f->conv, x, dy, dw, dbias);
+    return;
+  }
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, arg_in(f, &f->bw_x, x)},
                              {DNNL_ARG_DIFF_DST, arg_in(f, &f->bw_dy, dy)},
                              {DNNL_ARG_DIFF_WEIGHTS, arg_out(f, &f->bw_dw, f->dw_tmp)}};
