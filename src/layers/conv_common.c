@@ -324,7 +324,7 @@ void ct_conv_rows_store(ct_conv *c, const ct_conv_backend *be, ct_context *ctx, 
 
 static void cpu_gemm(ct_context *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                      const float *A, const float *B, float beta, float *C) {
-  ct_cpu_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+  ct_conv_dnnl_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 static void cpu_im2col(ct_context *ctx, const ct_im2col_geom *g, int B, const float *im,

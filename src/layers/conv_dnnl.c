@@ -26,6 +26,13 @@ static dnnl_status_t g_engine_status;
 
 static void engine_init(void) { g_engine_status = dnnl_engine_create(&g_engine, dnnl_cpu, 0); }
 
+void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                       const float *A, const float *B, float beta, float *C) {
+  if (M == 0 || N == 0) return;
+  DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                        trans_a ? M : K, B, trans_b ? K : N, beta, C, N));
+}
+
 /* ---------------------------------------------------------------- arguments */
 
 enum { ROLE_X, ROLE_Y, ROLE_OWN };  /* slots X and Y are shared; weights, outputs own theirs */

@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "layers/conv_common.h"
+#include "math/math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,14 @@ typedef enum ct_conv_dnnl_slot {
 } ct_conv_dnnl_slot;
 
 #ifdef CORTADO_HAVE_DNNL
+
+/* C (M, N) = alpha op(A) op(B) + beta C, row-major, op = transpose when
+ * trans_a / trans_b, on OpenMP's threads (oneDNN's sgemm): the host GEMM of
+ * the convolution engines and InnerProduct, so that their GEMMs share the
+ * one thread team with oneDNN instead of waking OpenBLAS's pool, whose
+ * spinning threads slowed the oneDNN primitives around them by half. */
+void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                       const float *A, const float *B, float beta, float *C);
 
 /* Plans the primitives for c's current geometry (c->num images; the bias
  * joins forward and backward weights when y_bias).  Returns NULL when oneDNN
@@ -67,6 +76,11 @@ void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy, 
                               float *dbias);
 
 #else
+
+static inline void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                     const float *A, const float *B, float beta, float *C) {
+  ct_cpu_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+}
 
 static inline ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why,
                                                 size_t why_len) {
