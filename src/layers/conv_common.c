@@ -337,41 +337,78 @@ static void cpu_col2im(ct_context *ctx, const ct_im2col_geom *g, int B, const fl
   ct_col2im_cpu(g, B, col, im);
 }
 
+/* The host's layout and bias loops, spread over the threads by (image,
+ * channel) planes of S values (channels alone for the bias gradient, so
+ * each sum keeps one order). */
+typedef struct plane_job {
+  int B, C;
+  size_t S;
+  const float *src, *bias;
+  float *dst;
+} plane_job;
+
+static size_t min_planes(size_t S) { return S >= 16384 ? 1 : 16384 / (S + 1); }
+
+static void to_rows_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    const size_t b = i / j->C, ch = i % j->C;
+    memcpy(j->dst + (ch * j->B + b) * j->S, j->src + i * j->S, j->S * sizeof(float));
+  }
+}
+
+static void from_rows_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    const size_t b = i / j->C, ch = i % j->C;
+    memcpy(j->dst + i * j->S, j->src + (ch * j->B + b) * j->S, j->S * sizeof(float));
+  }
+}
+
 static void cpu_to_rows(ct_context *ctx, const float *images, int B, int C, size_t S,
                         float *rows) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++)
-      memcpy(rows + ((size_t)ch * B + b) * S, images + ((size_t)b * C + ch) * S, S * sizeof(float));
+  plane_job j = {B, C, S, images, NULL, rows};
+  ct_parallel_for((size_t)B * C, min_planes(S), to_rows_planes, &j);
 }
 
 static void cpu_from_rows(ct_context *ctx, const float *rows, int B, int C, size_t S,
                           float *images) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++)
-      memcpy(images + ((size_t)b * C + ch) * S, rows + ((size_t)ch * B + b) * S, S * sizeof(float));
+  plane_job j = {B, C, S, rows, NULL, images};
+  ct_parallel_for((size_t)B * C, min_planes(S), from_rows_planes, &j);
+}
+
+static void add_bias_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    float *restrict p = j->dst + i * j->S;
+    const float v = j->bias[i % j->C];
+    for (size_t s = 0; s < j->S; s++) p[s] += v;
+  }
 }
 
 static void cpu_add_bias(ct_context *ctx, const float *bias, int B, int C, size_t S, float *x) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++) {
-      float *p = x + ((size_t)b * C + ch) * S;
-      const float v = bias[ch];
-      for (size_t s = 0; s < S; s++) p[s] += v;
+  plane_job j = {B, C, S, NULL, bias, x};
+  ct_parallel_for((size_t)B * C, min_planes(S), add_bias_planes, &j);
+}
+
+static void bias_grad_channels(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t ch = begin; ch < end; ch++) {
+    double sum = 0;
+    for (int b = 0; b < j->B; b++) {
+      const float *restrict p = j->src + ((size_t)b * j->C + ch) * j->S;
+      float part = 0.0f;
+      for (size_t s = 0; s < j->S; s++) part += p[s];
+      sum += part;
     }
+    j->dst[ch] += (float)sum;
+  }
 }
 
 static void cpu_bias_grad(ct_context *ctx, const float *dx, int B, int C, size_t S,
                           float *dbias) {
-  for (int ch = 0; ch < C; ch++) {
-    double sum = 0;
-    for (int b = 0; b < B; b++) {
-      const float *p = dx + ((size_t)b * C + ch) * S;
-      float part = 0.0f;
-      for (size_t s = 0; s < S; s++) part += p[s];
-      sum += part;
-    }
-    dbias[ch] += (float)sum;
-  }
+  plane_job j = {B, C, S, dx, NULL, dbias};
+  ct_parallel_for((size_t)C, min_planes((size_t)B * S), bias_grad_channels, &j);
 }
 
 const ct_conv_backend ct_conv_backend_cpu = {

@@ -298,6 +298,10 @@ ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why, size
     snprintf(why, why_len, "oneDNN convolves over 1 to 3 spatial axes, not %d", c->nspatial);
     return NULL;
   }
+  if (c->num == 0) {
+    snprintf(why, why_len, "an empty batch");
+    return NULL;
+  }
   pthread_once(&g_engine_once, engine_init);
   if (g_engine_status != dnnl_success) {
     snprintf(why, why_len, "no oneDNN CPU engine (status %d)", (int)g_engine_status);

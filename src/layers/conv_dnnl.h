@@ -96,6 +96,11 @@ static inline bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bo
   (void)y_bias;
   return false;
 }
+static inline const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len) {
+  (void)f;
+  if (len) buf[0] = '\0';
+  return buf;
+}
 static inline void ct_conv_dnnl_forget(ct_conv_dnnl *f, ct_conv_dnnl_slot slot) {
   (void)f;
   (void)slot;
