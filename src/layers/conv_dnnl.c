@@ -63,10 +63,11 @@ typedef struct op {
 
 struct ct_conv_dnnl {
   dnnl_stream_t stream;
-  /* the geometry planned for */
-  int num, x_channels, y_channels, group, nspatial;
+  /* The layer's state when planned: only its geometry fields are read (num,
+   * channels, group, nspatial, geom), by ct_conv_dnnl_fits and the direct
+   * kernels. */
+  ct_conv conv;
   bool y_bias;
-  ct_im2col_geom geom;
   size_t w_count;
   /* y_from_x (forward), x_from_y (backward data), weight_grad (backward weights) */
   op fwd, bwd_data, bwd_weights;
@@ -76,7 +77,6 @@ struct ct_conv_dnnl {
   buffer bufs[MAX_BUFFERS];
   int nbufs;
   bool direct;        /* forward and backward weights by conv_direct.h's kernels */
-  ct_conv conv;       /* the planned geometry, for those kernels */
   float *dw_tmp;      /* (w_count) the weight gradient before it is added */
   float *db_tmp;      /* (y_channels) */
 };
@@ -181,23 +181,18 @@ static const dnnl_memory_desc_t *query(const op *o, dnnl_query_t what) {
 }
 
 static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
-  f->num = c->num;
-  f->x_channels = c->x_channels;
-  f->y_channels = c->y_channels;
-  f->group = c->group;
-  f->nspatial = c->nspatial;
-  f->y_bias = y_bias;
-  f->geom = c->geom;
   f->conv = *c;
+  f->y_bias = y_bias;
   f->direct = ct_conv_direct_fits(c);
 }
 
 bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
-  if (!f || f->num != c->num || f->x_channels != c->x_channels ||
-      f->y_channels != c->y_channels || f->group != c->group || f->nspatial != c->nspatial ||
-      f->y_bias != y_bias)
+  if (!f) return false;
+  const ct_conv *p = &f->conv;
+  if (p->num != c->num || p->x_channels != c->x_channels || p->y_channels != c->y_channels ||
+      p->group != c->group || p->nspatial != c->nspatial || f->y_bias != y_bias)
     return false;
-  const ct_im2col_geom *a = &f->geom, *b = &c->geom;
+  const ct_im2col_geom *a = &p->geom, *b = &c->geom;
   for (int i = 0; i < c->nspatial; i++)
     if (a->in[i] != b->in[i] || a->out[i] != b->out[i] || a->kernel[i] != b->kernel[i] ||
         a->pad[i] != b->pad[i] || a->stride[i] != b->stride[i] ||
@@ -402,5 +397,5 @@ void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy, 
   if (dw)
     for (size_t i = 0; i < f->w_count; i++) dw[i] += f->dw_tmp[i];
   if (dbias)
-    for (int i = 0; i < f->y_channels; i++) dbias[i] += f->db_tmp[i];
+    for (int i = 0; i < f->conv.y_channels; i++) dbias[i] += f->db_tmp[i];
 }
