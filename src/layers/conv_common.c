@@ -164,25 +164,25 @@ void ct_conv_destroy(ct_layer *l) {
 
 /* ---------------------------------------------------------------- shapes */
 
-/* The host engine for c's geometry (conv_common.h, Engines): keeps the plan
- * when the geometry did not change, else plans again and logs the choice. */
+/* The host engine for c's geometry (conv_common.h, Engines): chosen again
+ * (and the choice logged) only when the batch or the spatial shape changed. */
 static void choose_engine(ct_layer *l, ct_conv *c) {
   if (l->ctx->device != CT_DEVICE_CPU) return;
-  const bool y_bias = c->bias_term && !c->reverse;
-  char why[160] = "";
-  if (c->engine == CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
-    snprintf(why, sizeof why, "engine: CAFFE");
-  } else {
-    if (c->fast && ct_conv_dnnl_fits(c->fast, c, y_bias)) return;
-    ct_conv_dnnl_free(c->fast);
-    c->fast = ct_conv_dnnl_create(c, y_bias, why, sizeof why);
-    c->engine_logged = false;
-#ifndef CORTADO_HAVE_DNNL
+  if (c->planned && c->plan_num == c->num && !memcmp(c->plan_in, c->geom.in, sizeof c->plan_in))
+    return;
+  c->planned = true;
+  c->plan_num = c->num;
+  memcpy(c->plan_in, c->geom.in, sizeof c->plan_in);
+  ct_conv_dnnl_free(c->fast);
+  c->fast = NULL;
+  char why[160] = "engine: CAFFE";
+  if (c->engine != CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
+#ifdef CORTADO_HAVE_DNNL
+    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, why, sizeof why);
+#else
     snprintf(why, sizeof why, "built without oneDNN");
 #endif
   }
-  if (c->engine_logged) return;
-  c->engine_logged = true;
   char desc[256];
   if (c->fast)
     LOG_INFO("layer '%s' (%s): host engine %s", l->name, l->ops->type,

@@ -91,7 +91,9 @@ typedef struct ct_conv {
   const float *col_x; /* the X chunk whose unfolding col holds (NULL: none) */
   int col_images;     /* and its image count */
   ct_conv_dnnl *fast; /* host only: the oneDNN plan (NULL: the reference engine) */
-  bool engine_logged; /* the engine choice was logged for this geometry */
+  bool planned;       /* host only: the engine was chosen for plan_num images of */
+  int plan_num;       /* spatial shape plan_in (so a reshape to the same shape */
+  int plan_in[CT_IM2COL_MAX_AXES]; /* keeps the choice) */
 } ct_conv;
 
 /* Parses convolution_param (Caffe's rules and defaults), declares and fills

@@ -64,8 +64,7 @@ typedef struct op {
 struct ct_conv_dnnl {
   dnnl_stream_t stream;
   /* The layer's state when planned: only its geometry fields are read (num,
-   * channels, group, nspatial, geom), by ct_conv_dnnl_fits and the direct
-   * kernels. */
+   * channels, group, nspatial, geom), by the direct kernels. */
   ct_conv conv;
   bool y_bias;
   size_t w_count;
@@ -184,21 +183,6 @@ static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
   f->conv = *c;
   f->y_bias = y_bias;
   f->direct = ct_conv_direct_fits(c);
-}
-
-bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
-  if (!f) return false;
-  const ct_conv *p = &f->conv;
-  if (p->num != c->num || p->x_channels != c->x_channels || p->y_channels != c->y_channels ||
-      p->group != c->group || p->nspatial != c->nspatial || f->y_bias != y_bias)
-    return false;
-  const ct_im2col_geom *a = &p->geom, *b = &c->geom;
-  for (int i = 0; i < c->nspatial; i++)
-    if (a->in[i] != b->in[i] || a->out[i] != b->out[i] || a->kernel[i] != b->kernel[i] ||
-        a->pad[i] != b->pad[i] || a->stride[i] != b->stride[i] ||
-        a->dilation[i] != b->dilation[i])
-      return false;
-  return true;
 }
 
 static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const char **stage) {

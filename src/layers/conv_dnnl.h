@@ -54,8 +54,6 @@ void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float al
  * The result is owned by the caller: ct_conv_dnnl_free. */
 ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why, size_t why_len);
 void ct_conv_dnnl_free(ct_conv_dnnl *f);
-/* True when f was planned for c's current geometry (reshape keeps it). */
-bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bool y_bias);
 /* "oneDNN (forward jit:avx2, backward data ..., backward weights ...)" into buf. */
 const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len);
 
@@ -90,12 +88,6 @@ static inline ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, c
   return NULL;
 }
 static inline void ct_conv_dnnl_free(ct_conv_dnnl *f) { (void)f; }
-static inline bool ct_conv_dnnl_fits(const ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
-  (void)f;
-  (void)c;
-  (void)y_bias;
-  return false;
-}
 static inline const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len) {
   (void)f;
   if (len) buf[0] = '\0';
