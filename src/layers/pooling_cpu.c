@@ -32,6 +32,13 @@ static inline void store8(float *p, v8f v) { *(v8f_u *)p = v; }
 static inline v8f splat8(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
 static inline v8f select8(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
 
+/* Eight of the sixteen lanes of a and b, by constant indices. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (v8i){__VA_ARGS__})
+#endif
+
 /* The phase layout of one plane and what a thread needs to run it. */
 typedef struct job {
   const ct_pool_geom *g;
@@ -90,8 +97,8 @@ static void lay_out(const job *j, const scratch *s, const float *xp, float fill)
     if (sw == 2)
       for (; i + 8 <= q; i += 8) {
         const v8f a = load8(tmp + 2 * i), b = load8(tmp + 2 * i + 8);
-        store8(r + i, __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14}));
-        store8(r + q + i, __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15}));
+        store8(r + i, SHUFFLE8(a, b, 0, 2, 4, 6, 8, 10, 12, 14));
+        store8(r + q + i, SHUFFLE8(a, b, 1, 3, 5, 7, 9, 11, 13, 15));
       }
     for (int ph = 0; ph < sw; ph++)
       for (int k = i; k < q; k++) r[(size_t)ph * q + k] = tmp[(size_t)k * sw + ph];
@@ -112,8 +119,8 @@ static void lay_back(const job *j, const scratch *s, const float *r, float *out)
   if (sw == 2)
     for (; i + 8 <= q; i += 8) {
       const v8f a = load8(r + i), b = load8(r + q + i);
-      store8(tmp + 2 * i, __builtin_shuffle(a, b, (v8i){0, 8, 1, 9, 2, 10, 3, 11}));
-      store8(tmp + 2 * i + 8, __builtin_shuffle(a, b, (v8i){4, 12, 5, 13, 6, 14, 7, 15}));
+      store8(tmp + 2 * i, SHUFFLE8(a, b, 0, 8, 1, 9, 2, 10, 3, 11));
+      store8(tmp + 2 * i + 8, SHUFFLE8(a, b, 4, 12, 5, 13, 6, 14, 7, 15));
     }
   for (int ph = 0; ph < sw; ph++)
     for (int k = i; k < q; k++) tmp[(size_t)k * sw + ph] = r[(size_t)ph * q + k];
