@@ -50,8 +50,7 @@ typedef struct buffer {
 typedef struct arg {
   dnnl_memory_t user; /* the blob's layout; data handle set per call */
   buffer *buf;        /* NULL: the primitive takes the user layout */
-  dnnl_primitive_t reorder;
-  bool input;
+  dnnl_primitive_t reorder; /* user -> buffer for inputs, buffer -> user for outputs */
 } arg;
 
 typedef struct op {
@@ -96,7 +95,6 @@ static buffer *buffer_for(ct_conv_dnnl *f, const dnnl_memory_desc_t *md, int rol
  * layout user_md.  Fails when the reorder cannot be made. */
 static dnnl_status_t arg_init(ct_conv_dnnl *f, arg *a, const dnnl_memory_desc_t *user_md,
                               const dnnl_memory_desc_t *want, int role, bool input) {
-  a->input = input;
   dnnl_status_t s = dnnl_memory_create(&a->user, user_md, g_engine, DNNL_MEMORY_NONE);
   if (s != dnnl_success || dnnl_memory_desc_equal(user_md, want)) return s;
   a->buf = buffer_for(f, want, role);

@@ -3,7 +3,9 @@
  * the window clipped to the padded input, so padded positions count) and
  * STOCHASTIC (train: pick a value with probability proportional to it; test:
  * the average weighted by the values).  Output size as Caffe: CEIL rounding by
- * default, and with padding the last window must start inside the input. */
+ * default, and with padding the last window must start inside the input.
+ * The host's MAX and AVE kernels (threaded, vectorised) are in pooling_cpu.c;
+ * STOCHASTIC runs here, serially. */
 #include "layers/pooling.h"
 
 #include <float.h>
@@ -13,12 +15,6 @@
 
 #include "layers/layer.h"
 #include "layers/pooling_cpu.h"
-
-/* GCC keeps the compare-and-select of the max loop as a branch unless it may
- * assume no floating-point traps; nothing here reads FP exception flags. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
 
 typedef Caffe__PoolingParameter pool_param;
 
