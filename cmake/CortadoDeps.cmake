@@ -1,7 +1,7 @@
 # Finds what libcortado links with and collects it in CT_DEP_TARGETS.
 # Required: protobuf-c (+ protoc-c), OpenBLAS, liblmdb, libleveldb, libjpeg,
 # libpng, HDF5, pthreads.  Optional (auto-detected, each sets CORTADO_HAVE_X):
-# MPI, hiredis, Gloo.  With CUDA: cudart, cuBLAS, cuDNN, NCCL.
+# MPI, hiredis, Gloo, OpenMP, oneDNN.  With CUDA: cudart, cuBLAS, cuDNN, NCCL.
 # Point CMAKE_PREFIX_PATH at a folder to find libraries unpacked outside /usr.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
@@ -87,6 +87,43 @@ else()
   set(CORTADO_HAVE_GLOO OFF)
 endif()
 message(STATUS "Cortado: MPI ${CORTADO_HAVE_MPI}, hiredis ${CORTADO_HAVE_HIREDIS}, Gloo ${CORTADO_HAVE_GLOO}")
+
+# OpenMP: the host's data-parallel loops (src/core/parallel.c) run on its
+# thread team, the same one oneDNN uses.  Without it those loops run serially.
+find_package(OpenMP COMPONENTS C QUIET)
+if(OpenMP_C_FOUND)
+  set(CORTADO_HAVE_OPENMP ON)
+  list(APPEND CT_DEP_TARGETS OpenMP::OpenMP_C)
+else()
+  set(CORTADO_HAVE_OPENMP OFF)
+endif()
+
+# oneDNN (Debian: libdnnl-dev): the fast engine of CPU convolutions.  Without
+# it (or with -DCORTADO_DNNL=OFF) every convolution takes the im2col + GEMM
+# reference path.  Files named *_dnnl.c are compiled only when it is found.
+option(CORTADO_DNNL "Use oneDNN for CPU convolutions when it is found" ON)
+set(CORTADO_HAVE_DNNL OFF)
+if(CORTADO_DNNL)
+  ct_find_lib(dnnl oneapi/dnnl/dnnl.h dnnl)
+  if(dnnl_FOUND)
+    set(CORTADO_HAVE_DNNL ON)
+    set_property(TARGET ct::dnnl APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS CORTADO_HAVE_DNNL=1)
+    list(APPEND CT_DEP_TARGETS ct::dnnl)
+  endif()
+endif()
+# What a static link of libcortado needs besides (cortado.pc).
+set(CT_PC_LIBS_EXTRA "")
+if(CORTADO_HAVE_DNNL)
+  string(APPEND CT_PC_LIBS_EXTRA " -ldnnl")
+endif()
+if(CORTADO_HAVE_OPENMP)
+  string(APPEND CT_PC_LIBS_EXTRA " ${OpenMP_C_FLAGS}")
+endif()
+if(CORTADO_HAVE_DNNL)
+  message(STATUS "Cortado: OpenMP ${CORTADO_HAVE_OPENMP}, oneDNN ON (CPU convolutions: oneDNN, im2col + GEMM for engine: CAFFE)")
+else()
+  message(STATUS "Cortado: OpenMP ${CORTADO_HAVE_OPENMP}, oneDNN OFF (CPU convolutions: im2col + GEMM only; Debian: libdnnl-dev)")
+endif()
 
 if(CORTADO_HAVE_CUDA)
   ct_find_lib(cudnn cudnn.h cudnn)

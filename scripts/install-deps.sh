@@ -9,7 +9,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git
   protobuf-c-compiler libprotobuf-c-dev
-  libopenblas-dev liblmdb-dev lmdb-utils libleveldb-dev libsnappy-dev
+  libopenblas-dev libdnnl-dev liblmdb-dev lmdb-utils libleveldb-dev libsnappy-dev
   libjpeg62-turbo-dev libpng-dev zlib1g-dev libhdf5-dev
   libopenmpi-dev openmpi-bin
   libhiredis-dev redis-server libgloo-dev

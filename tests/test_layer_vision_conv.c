@@ -1,6 +1,9 @@
 /* Convolution and Deconvolution against direct loops in double (a gather for
  * convolution, a scatter for deconvolution), gradient checks, chunking, and
- * bad parameters. */
+ * bad parameters.  The host's default engine is the fast one (oneDNN when
+ * built); the chunking tests pin engine CAFFE, the im2col + GEMM reference
+ * whose chunks they test (test_layer_vision_conv_engines.c compares the
+ * two engines). */
 #include <math.h>
 #include <stdio.h>
 
@@ -98,10 +101,19 @@ static void ref_deconv(const conv_cfg *c, const ref_geom *g, const float *x, con
 
 #define NCASES (sizeof k_conv_cases / sizeof k_conv_cases[0])
 
+enum { ENGINE_DEFAULT = CAFFE__CONVOLUTION_PARAMETER__ENGINE__DEFAULT,
+       ENGINE_CAFFE = CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE };
+
+static void make_param(conv_param *st, const conv_cfg *c, bool deconv, int engine) {
+  conv_make_param(st, c, deconv ? "Deconvolution" : "Convolution");
+  st->cp.has_engine = 1;
+  st->cp.engine = engine;
+}
+
 /* Forward of one case against the reference; returns nothing, fails the test. */
-static void check_forward(const conv_cfg *c, bool deconv, int nbottom) {
+static void check_forward(const conv_cfg *c, bool deconv, int nbottom, int engine) {
   conv_param st;
-  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  make_param(&st, c, deconv, engine);
   char shapes[128];
   snprintf(shapes, sizeof shapes, nbottom == 2 ? "%s;%s" : "%s", c->shape, c->shape);
   tu_layer_case lc;
@@ -145,22 +157,30 @@ static void check_forward(const conv_cfg *c, bool deconv, int nbottom) {
 }
 
 static void test_conv_forward(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], false, 1);
+  for (size_t i = 0; i < NCASES; i++) {
+    check_forward(&k_conv_cases[i], false, 1, ENGINE_DEFAULT);
+    check_forward(&k_conv_cases[i], false, 1, ENGINE_CAFFE);
+  }
 }
 
 static void test_deconv_forward(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_forward(&k_conv_cases[i], true, 1);
+  for (size_t i = 0; i < NCASES; i++) {
+    check_forward(&k_conv_cases[i], true, 1, ENGINE_DEFAULT);
+    check_forward(&k_conv_cases[i], true, 1, ENGINE_CAFFE);
+  }
 }
 
 /* Two bottom/top pairs share the weights; the gradient check runs with a
  * batch of 3 in chunks of 2 and 1, so backward walks both bottoms' chunks in
  * reverse and reuses forward's last unfolding only where it is valid. */
 static void test_two_bottoms_share_weights(void **state) {
-  check_forward(&k_conv_cases[1], false, 2);
-  check_forward(&k_conv_cases[1], true, 2);
+  for (int e = 0; e < 2; e++) {
+    check_forward(&k_conv_cases[1], false, 2, e ? ENGINE_CAFFE : ENGINE_DEFAULT);
+    check_forward(&k_conv_cases[1], true, 2, e ? ENGINE_CAFFE : ENGINE_DEFAULT);
+  }
   for (int d = 0; d < 2; d++) {
     conv_param st;
-    conv_make_param(&st, &k_conv_cases[1], d ? "Deconvolution" : "Convolution");
+    make_param(&st, &k_conv_cases[1], d, ENGINE_CAFFE);
     tu_layer_case lc;
     tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,4,7,6", 1);
     ct_conv *cv = lc.l->priv;
@@ -176,9 +196,9 @@ static void test_two_bottoms_share_weights(void **state) {
   }
 }
 
-static void check_gradient(const conv_cfg *c, bool deconv) {
+static void check_gradient(const conv_cfg *c, bool deconv, int engine) {
   conv_param st;
-  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  make_param(&st, c, deconv, engine);
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, 1);
   ct_gradcheck_opts o = ct_gradcheck_defaults();
@@ -187,18 +207,18 @@ static void check_gradient(const conv_cfg *c, bool deconv) {
 }
 
 static void test_conv_gradient(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], false);
+  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], false, ENGINE_DEFAULT);
 }
 
 static void test_deconv_gradient(void **state) {
-  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], true);
+  for (size_t i = 0; i < NCASES; i++) check_gradient(&k_conv_cases[i], true, ENGINE_DEFAULT);
 }
 
 /* Runs forward + backward with fixed top diffs; returns top, bottom diff and
  * parameter diffs concatenated (malloc'd) and the chunk the layer used. */
 static float *run_all(const conv_cfg *c, bool deconv, const char *shape, size_t *n, int *chunk) {
   conv_param st;
-  conv_make_param(&st, c, deconv ? "Deconvolution" : "Convolution");
+  make_param(&st, c, deconv, ENGINE_CAFFE);
   tu_layer_case lc;
   tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shape, 1);
   *chunk = ((ct_conv *)lc.l->priv)->chunk;
@@ -244,7 +264,7 @@ static void test_chunking(void **state) {
       assert_int_equal(chunk1, 5);
       /* Budget for two images of this case's scratch. */
       conv_param st;
-      conv_make_param(&st, &c, d ? "Deconvolution" : "Convolution");
+      make_param(&st, &c, d, ENGINE_CAFFE);
       tu_layer_case lc;
       tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shape, 1);
       ct_conv *cv = lc.l->priv;
@@ -256,8 +276,8 @@ static void test_chunking(void **state) {
       assert_int_equal(n1, n2);
       double e = tu_max_rel_err(chunked, whole, n1, 1.0);
       if (e > 1e-5) fail_msg("%s chunked differs from whole batch by %g", c.name, e);
-      check_forward(&c, d, 1);
-      check_gradient(&c, d);
+      check_forward(&c, d, 1, ENGINE_CAFFE);
+      check_gradient(&c, d, ENGINE_CAFFE);
       ct_conv_set_chunk_bytes(0);
       free(whole);
       free(chunked);

@@ -125,27 +125,32 @@ static void ref_lrn(const lrn_cfg *c, int N, int C, int H, int W, const float *x
         }
 }
 
+/* Batches of 2 and 300 images (the host spreads enough images over
+ * threads). */
 static void test_lrn_forward(void **state) {
-  for (size_t k = 0; k < sizeof k_lrn / sizeof k_lrn[0]; k++) {
-    const lrn_cfg *c = &k_lrn[k];
-    lrn_param st;
-    make_lrn(&st, c);
-    tu_layer_case lc;
-    tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,6,5,4", 1);
-    tu_fill(lc.bottom[0], -2.0f, 2.0f, 12);
-    tu_forward(&lc);
-    assert_true(ct_tensor_same_shape(lc.top[0], lc.bottom[0]));
-    float *x = tu_values(lc.bottom[0]), *y = tu_values(lc.top[0]);
-    double *ref = malloc(lc.top[0]->count * sizeof *ref);
-    ref_lrn(c, 2, 6, 5, 4, x, ref);
-    for (size_t i = 0; i < lc.top[0]->count; i++)
-      if (fabs(y[i] - ref[i]) > 1e-5 * fmax(1, fabs(ref[i])))
-        fail_msg("lrn case %zu [%zu]: got %.7g, want %.7g", k, i, y[i], ref[i]);
-    free(x);
-    free(y);
-    free(ref);
-    tu_layer_case_free(&lc);
-  }
+  static const char *const shapes[] = {"2,6,5,4", "300,6,5,4"};
+  for (int b = 0; b < 2; b++)
+    for (size_t k = 0; k < sizeof k_lrn / sizeof k_lrn[0]; k++) {
+      const lrn_cfg *c = &k_lrn[k];
+      lrn_param st;
+      make_lrn(&st, c);
+      tu_layer_case lc;
+      tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, shapes[b], 1);
+      tu_fill(lc.bottom[0], -2.0f, 2.0f, 12);
+      tu_forward(&lc);
+      assert_true(ct_tensor_same_shape(lc.top[0], lc.bottom[0]));
+      float *x = tu_values(lc.bottom[0]), *y = tu_values(lc.top[0]);
+      double *ref = malloc(lc.top[0]->count * sizeof *ref);
+      ref_lrn(c, lc.bottom[0]->shape[0], 6, 5, 4, x, ref);
+      for (size_t i = 0; i < lc.top[0]->count; i++)
+        if (fabs(y[i] - ref[i]) > 1e-5 * fmax(1, fabs(ref[i])))
+          fail_msg("lrn case %zu batch %d [%zu]: got %.7g, want %.7g", k, lc.bottom[0]->shape[0],
+                   i, y[i], ref[i]);
+      free(x);
+      free(y);
+      free(ref);
+      tu_layer_case_free(&lc);
+    }
 }
 
 static void test_lrn_gradient(void **state) {

@@ -124,6 +124,98 @@ static void test_max_mask_top(void **state) {
   tu_layer_case_free(&lc);
 }
 
+/* Planes wide and many enough for the host kernels' groups of eight
+ * outputs (full, partial) and for several threads, on values with many ties
+ * (MAX: small integers, so the first maximum in (h, w) order must win):
+ * tops, the mask top and bottom diffs against the reference. */
+static const pool_cfg k_wide_cases[] = {
+    /* ceil(16/2)+1 = 9, ceil(34/2)+1 = 18 */
+    {"wide max 3x3 s2", "3,20,19,37", MAX, 3, 3, 2, 2, 0, 0, false, false, 9, 18},
+    /* ceil(18/2)+1 = 10 (18 < 20), ceil(36/2)+1 = 19 (36 < 38) */
+    {"wide ave 3x3 s2 pad 1", "3,20,19,37", AVE, 3, 3, 2, 2, 1, 1, false, false, 10, 19},
+    {"wide max 3x3 s1 pad 1", "2,9,19,37", MAX, 3, 3, 1, 1, 1, 1, false, false, 19, 37},
+    /* ceil(18/2)+1 = 10 (18 < 21), ceil(36/3)+1 = 13 (36 < 38) */
+    {"wide ave 5x3 s(2,3) pad (2,1)", "2,9,19,37", AVE, 5, 3, 2, 3, 2, 1, false, false, 10, 13},
+    {"LeNet max 2x2 s2", "4,20,24,24", MAX, 2, 2, 2, 2, 0, 0, false, false, 12, 12},
+    /* floor(15/3)+1 = 6, floor(33/3)+1 = 12 */
+    {"wide max 4x4 s3 floor", "2,9,19,37", MAX, 4, 4, 3, 3, 0, 0, false, true, 6, 12},
+    {"ave global 9x11", "4,30,9,11", AVE, 0, 0, 1, 1, 0, 0, true, false, 1, 1},
+};
+
+static void check_wide(const pool_cfg *c) {
+  pool_param st;
+  pool_make_param(&st, c);
+  tu_layer_case lc;
+  const int ntop = c->method == MAX ? 2 : 1;
+  tu_layer_case_init(&lc, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c->shape, ntop);
+  const ct_tensor *b = lc.bottom[0];
+  if (c->method == MAX) {
+    float *v = malloc(b->count * sizeof *v);
+    for (size_t i = 0; i < b->count; i++) v[i] = (float)((i * 7919) % 4);
+    tu_set_values(lc.bottom[0], v);
+    free(v);
+  }
+  tu_forward(&lc);
+  const size_t n = lc.top[0]->count;
+  if (lc.top[0]->shape[2] != c->out_h || lc.top[0]->shape[3] != c->out_w)
+    fail_msg("%s: pooled %dx%d, want %dx%d", c->name, lc.top[0]->shape[2], lc.top[0]->shape[3],
+             c->out_h, c->out_w);
+  float *x = tu_values(b), *y = tu_values(lc.top[0]);
+  double *ref = malloc(n * sizeof *ref);
+  int *arg = malloc(n * sizeof *arg);
+  reference(c, b->shape[0], b->shape[1], b->shape[2], b->shape[3], x, ref, arg);
+  for (size_t k = 0; k < n; k++)
+    if (fabs(y[k] - ref[k]) > 1e-6 * fmax(1.0, fabs(ref[k])))
+      fail_msg("%s [%zu]: got %.8g, want %.8g", c->name, k, y[k], ref[k]);
+  if (c->method == MAX) {
+    float *mask = tu_values(lc.top[1]);
+    for (size_t k = 0; k < n; k++)
+      if ((int)mask[k] != arg[k]) fail_msg("%s mask [%zu]: got %g, want %d", c->name, k, mask[k], arg[k]);
+    free(mask);
+  }
+  float *dy = malloc(n * sizeof *dy), *dx = malloc(b->count * sizeof *dx);
+  tu_fill_uniform(dy, n, -1, 1, 9);
+  ct_tensor_upload_diff(lc.top[0], dy);
+  bool prop = true;
+  ct_layer_backward(lc.l, lc.top, &prop, lc.bottom);
+  ct_tensor_download_diff(b, dx);
+  /* The reference backward: MAX to the argmax, AVE spread over the window. */
+  const int H = b->shape[2], W = b->shape[3];
+  const int kh = c->global ? H : c->kh, kw = c->global ? W : c->kw;
+  const size_t plane_out = (size_t)c->out_h * c->out_w, plane_in = (size_t)H * W;
+  double *want = calloc(b->count, sizeof *want);
+  for (size_t k = 0; k < n; k++) {
+    const size_t base = (k / plane_out) * plane_in;
+    if (c->method == MAX) {
+      want[base + (size_t)arg[k]] += dy[k];
+      continue;
+    }
+    const int oh = (int)(k % plane_out) / c->out_w, ow = (int)(k % plane_out) % c->out_w;
+    int hs = oh * c->sh - c->ph, ws = ow * c->sw - c->pw, he = hs + kh, we = ws + kw;
+    if (he > H + c->ph) he = H + c->ph;
+    if (we > W + c->pw) we = W + c->pw;
+    const double d = dy[k] / ((double)(he - hs) * (we - ws));
+    for (int h = hs < 0 ? 0 : hs; h < (he < H ? he : H); h++)
+      for (int w = ws < 0 ? 0 : ws; w < (we < W ? we : W); w++) want[base + (size_t)h * W + w] += d;
+  }
+  for (size_t k = 0; k < b->count; k++)
+    if (fabs(dx[k] - want[k]) > 1e-5 * fmax(1.0, fabs(want[k])))
+      fail_msg("%s dx [%zu]: got %.8g, want %.8g", c->name, k, dx[k], want[k]);
+  free(want);
+  free(dx);
+  free(dy);
+  free(arg);
+  free(ref);
+  free(y);
+  free(x);
+  tu_layer_case_free(&lc);
+}
+
+static void test_wide_planes(void **state) {
+  for (size_t i = 0; i < sizeof k_wide_cases / sizeof k_wide_cases[0]; i++)
+    check_wide(&k_wide_cases[i]);
+}
+
 static void test_gradients(void **state) {
   for (size_t i = 0; i < NCASES; i++) {
     const pool_cfg *c = &k_pool_cases[i];
@@ -358,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_max_mask_top),  cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_stochastic),    cmocka_unit_test(test_bad_params),
       cmocka_unit_test(test_spp),           cmocka_unit_test(test_spp_bad),
+      cmocka_unit_test(test_wide_planes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,12 @@
 #include "layers/conv_common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/parallel.h"
+#include "layers/conv_dnnl.h"
 #include "layers/filler.h"
 #include "math/math.h"
 
@@ -111,6 +115,7 @@ static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
                         "convolution_param.group %d does not divide num_output %d", c->group,
                         c->num_output);
   c->bias_term = p->bias_term;
+  c->engine = (int)p->engine;
   return CT_OK;
 }
 
@@ -152,11 +157,39 @@ void ct_conv_destroy(ct_layer *l) {
   if (!c) return;
   ct_tensor_free(c->col);
   ct_tensor_free(c->rows);
+  ct_conv_dnnl_free(c->fast);
   free(c);
   l->priv = NULL;
 }
 
 /* ---------------------------------------------------------------- shapes */
+
+/* The host engine for c's geometry (conv_common.h, Engines): chosen again
+ * (and the choice logged) only when the batch or the spatial shape changed. */
+static void choose_engine(ct_layer *l, ct_conv *c) {
+  if (l->ctx->device != CT_DEVICE_CPU) return;
+  if (c->planned && c->plan_num == c->num && !memcmp(c->plan_in, c->geom.in, sizeof c->plan_in))
+    return;
+  c->planned = true;
+  c->plan_num = c->num;
+  memcpy(c->plan_in, c->geom.in, sizeof c->plan_in);
+  ct_conv_dnnl_free(c->fast);
+  c->fast = NULL;
+  char why[160] = "engine: CAFFE";
+  if (c->engine != CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
+#ifdef CORTADO_HAVE_DNNL
+    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, why, sizeof why);
+#else
+    snprintf(why, sizeof why, "built without oneDNN");
+#endif
+  }
+  char desc[256];
+  if (c->fast)
+    LOG_INFO("layer '%s' (%s): host engine %s", l->name, l->ops->type,
+             ct_conv_dnnl_describe(c->fast, desc, sizeof desc));
+  else
+    LOG_INFO("layer '%s' (%s): host engine im2col + GEMM (%s)", l->name, l->ops->type, why);
+}
 
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err) {
@@ -205,6 +238,7 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   for (int t = 0; t < l->ntop; t++) CT_TRY(ct_tensor_reshape(top[t], b0->ndim, tshape, err));
   c->x_spatial = ct_im2col_in_count(g);
   c->y_spatial = ct_im2col_out_count(g);
+  choose_engine(l, c);
   /* Chunk: as many images as the scratch budget holds (one for 1x1). */
   size_t per_image = ((size_t)c->group * c->kernel_dim + (size_t)c->y_channels) *
                      c->y_spatial * sizeof(float);
@@ -212,9 +246,12 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   if (chunk < 1 || c->is_1x1) chunk = 1;
   if (chunk > (size_t)c->num) chunk = c->num > 0 ? (size_t)c->num : 1;
   c->chunk = (int)chunk;
-  int cshape[2] = {c->is_1x1 ? 0 : c->group * c->kernel_dim, (int)(chunk * c->y_spatial)};
+  /* The oneDNN engine needs none of the reference engine's scratch. */
+  const bool scratch = c->fast == NULL;
+  int cshape[2] = {c->is_1x1 || !scratch ? 0 : c->group * c->kernel_dim,
+                   (int)(chunk * c->y_spatial)};
   CT_TRY(ct_tensor_reshape(c->col, 2, cshape, err));
-  int rshape[2] = {chunk > 1 ? c->y_channels : 0, (int)(chunk * c->y_spatial)};
+  int rshape[2] = {chunk > 1 && scratch ? c->y_channels : 0, (int)(chunk * c->y_spatial)};
   CT_TRY(ct_tensor_reshape(c->rows, 2, rshape, err));
   c->col_x = NULL;
   return CT_OK;
@@ -287,7 +324,7 @@ void ct_conv_rows_store(ct_conv *c, const ct_conv_backend *be, ct_context *ctx, 
 
 static void cpu_gemm(ct_context *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                      const float *A, const float *B, float beta, float *C) {
-  ct_cpu_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+  ct_conv_dnnl_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 static void cpu_im2col(ct_context *ctx, const ct_im2col_geom *g, int B, const float *im,
@@ -300,41 +337,78 @@ static void cpu_col2im(ct_context *ctx, const ct_im2col_geom *g, int B, const fl
   ct_col2im_cpu(g, B, col, im);
 }
 
+/* The host's layout and bias loops, spread over the threads by (image,
+ * channel) planes of S values (channels alone for the bias gradient, so
+ * each sum keeps one order). */
+typedef struct plane_job {
+  int B, C;
+  size_t S;
+  const float *src, *bias;
+  float *dst;
+} plane_job;
+
+static size_t min_planes(size_t S) { return S >= 16384 ? 1 : 16384 / (S + 1); }
+
+static void to_rows_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    const size_t b = i / j->C, ch = i % j->C;
+    memcpy(j->dst + (ch * j->B + b) * j->S, j->src + i * j->S, j->S * sizeof(float));
+  }
+}
+
+static void from_rows_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    const size_t b = i / j->C, ch = i % j->C;
+    memcpy(j->dst + i * j->S, j->src + (ch * j->B + b) * j->S, j->S * sizeof(float));
+  }
+}
+
 static void cpu_to_rows(ct_context *ctx, const float *images, int B, int C, size_t S,
                         float *rows) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++)
-      memcpy(rows + ((size_t)ch * B + b) * S, images + ((size_t)b * C + ch) * S, S * sizeof(float));
+  plane_job j = {B, C, S, images, NULL, rows};
+  ct_parallel_for((size_t)B * C, min_planes(S), to_rows_planes, &j);
 }
 
 static void cpu_from_rows(ct_context *ctx, const float *rows, int B, int C, size_t S,
                           float *images) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++)
-      memcpy(images + ((size_t)b * C + ch) * S, rows + ((size_t)ch * B + b) * S, S * sizeof(float));
+  plane_job j = {B, C, S, rows, NULL, images};
+  ct_parallel_for((size_t)B * C, min_planes(S), from_rows_planes, &j);
+}
+
+static void add_bias_planes(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t i = begin; i < end; i++) {
+    float *restrict p = j->dst + i * j->S;
+    const float v = j->bias[i % j->C];
+    for (size_t s = 0; s < j->S; s++) p[s] += v;
+  }
 }
 
 static void cpu_add_bias(ct_context *ctx, const float *bias, int B, int C, size_t S, float *x) {
-  for (int b = 0; b < B; b++)
-    for (int ch = 0; ch < C; ch++) {
-      float *p = x + ((size_t)b * C + ch) * S;
-      const float v = bias[ch];
-      for (size_t s = 0; s < S; s++) p[s] += v;
+  plane_job j = {B, C, S, NULL, bias, x};
+  ct_parallel_for((size_t)B * C, min_planes(S), add_bias_planes, &j);
+}
+
+static void bias_grad_channels(void *arg, size_t begin, size_t end) {
+  const plane_job *j = arg;
+  for (size_t ch = begin; ch < end; ch++) {
+    double sum = 0;
+    for (int b = 0; b < j->B; b++) {
+      const float *restrict p = j->src + ((size_t)b * j->C + ch) * j->S;
+      float part = 0.0f;
+      for (size_t s = 0; s < j->S; s++) part += p[s];
+      sum += part;
     }
+    j->dst[ch] += (float)sum;
+  }
 }
 
 static void cpu_bias_grad(ct_context *ctx, const float *dx, int B, int C, size_t S,
                           float *dbias) {
-  for (int ch = 0; ch < C; ch++) {
-    double sum = 0;
-    for (int b = 0; b < B; b++) {
-      const float *p = dx + ((size_t)b * C + ch) * S;
-      float part = 0.0f;
-      for (size_t s = 0; s < S; s++) part += p[s];
-      sum += part;
-    }
-    dbias[ch] += (float)sum;
-  }
+  plane_job j = {B, C, S, dx, NULL, dbias};
+  ct_parallel_for((size_t)C, min_planes((size_t)B * S), bias_grad_channels, &j);
 }
 
 const ct_conv_backend ct_conv_backend_cpu = {

@@ -22,7 +22,13 @@
  * unfolding of the last forward chunk (backward walks the chunks in reverse)
  * and Deconvolution's backward unfolds the top diff once for both gradients.
  * Like every Caffe layer, this assumes the bottoms keep the values forward saw
- * until backward runs. */
+ * until backward runs.
+ *
+ * Engines.  On the host, convolution_param.engine CAFFE keeps this im2col +
+ * GEMM engine (the reference); DEFAULT (and CUDNN, which has no host
+ * meaning) take oneDNN's primitives (conv_dnnl.h) when the build has oneDNN
+ * and it supports the geometry, planned at reshape.  GPUs keep their own
+ * choice. */
 #ifndef CT_LAYERS_CONV_COMMON_H
 #define CT_LAYERS_CONV_COMMON_H
 
@@ -57,8 +63,11 @@ extern const ct_conv_backend ct_conv_backend_cpu;
 extern const ct_conv_backend ct_conv_backend_gpu; /* conv_common.cu */
 #endif
 
+typedef struct ct_conv_dnnl ct_conv_dnnl;
+
 typedef struct ct_conv {
   bool reverse;       /* Deconvolution */
+  int engine;         /* convolution_param.engine (Caffe__ConvolutionParameter__Engine) */
   int axis;           /* channel axis of the bottom */
   int nspatial;       /* spatial axes after it */
   int num_output;
@@ -81,15 +90,20 @@ typedef struct ct_conv {
   ct_tensor *rows;    /* (y_channels, chunk * y_spatial) */
   const float *col_x; /* the X chunk whose unfolding col holds (NULL: none) */
   int col_images;     /* and its image count */
+  ct_conv_dnnl *fast; /* host only: the oneDNN plan (NULL: the reference engine) */
+  bool planned;       /* host only: the engine was chosen for plan_num images of */
+  int plan_num;       /* spatial shape plan_in (so a reshape to the same shape */
+  int plan_in[CT_IM2COL_MAX_AXES]; /* keeps the choice) */
 } ct_conv;
 
 /* Parses convolution_param (Caffe's rules and defaults), declares and fills
  * the weight and bias blobs, and stores a ct_conv in l->priv.  Errors
  * (CT_ERR_INVALID / CT_ERR_UNSUPPORTED) name the field. */
 ct_status ct_conv_setup(ct_layer *l, ct_tensor *const *bottom, bool reverse, ct_error *err);
-/* Shapes the tops (Caffe's output size rule) and the scratch.  Fails when the
- * bottom's axes or channels changed, the bottoms differ in shape, or an
- * output size is not positive. */
+/* Shapes the tops (Caffe's output size rule) and the scratch, and on the
+ * host picks the engine (c->fast) and logs the choice when it changes.
+ * Fails when the bottom's axes or channels changed, the bottoms differ in
+ * shape, or an output size is not positive. */
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err);
 void ct_conv_destroy(ct_layer *l);

@@ -1,12 +1,15 @@
 /* Convolution: top = W * im2col(bottom) (+ bias), per group, for every
  * bottom/top pair (all bottoms share the weights and must have one shape).
- * The engine (chunked im2col + GEMM, shared with Deconvolution) is in
- * conv_common.c; the same code runs on the host and on a GPU through the
- * context's backend. */
+ * The reference engine (chunked im2col + GEMM, shared with Deconvolution) is
+ * in conv_common.c; the same code runs on the host and on a GPU through the
+ * context's backend.  On the host, layers planned for oneDNN at reshape run
+ * it instead (conv_dnnl.h). */
 #include "layers/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/conv_cudnn.h"
 #endif
+
+#include "layers/conv_dnnl.h"
 
 static ct_status conv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
@@ -77,14 +80,49 @@ static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 }
 #endif
 
+/* The host: oneDNN for the whole batch when planned, else the reference. */
+static ct_status conv_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                  ct_error *err) {
+  ct_conv *c = l->priv;
+  if (!c->fast) return conv_forward(l, bottom, top, err);
+  const float *bias = c->bias_term ? l->params[1]->data : NULL;
+  for (int i = 0; i < l->nbottom; i++) {
+    ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_X);
+    ct_conv_dnnl_y_from_x(c->fast, l->params[0]->data, bias, bottom[i]->data, top[i]->data);
+  }
+  return CT_OK;
+}
+
+/* Backward weights reuses forward's reorder of the bottom (the last bottom
+ * first), and backward data the weight gradient's reorder of the top diff. */
+static void conv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  ct_conv *c = l->priv;
+  if (!c->fast) {
+    conv_backward(l, top, propagate_down, bottom);
+    return;
+  }
+  const bool wgrad = l->param_propagate_down[0];
+  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  for (int i = l->nbottom - 1; i >= 0; i--) {
+    ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_Y);
+    if (wgrad || bgrad)
+      ct_conv_dnnl_weight_grad(c->fast, bottom[i]->data, top[i]->diff,
+                               wgrad ? l->params[0]->diff : NULL,
+                               bgrad ? l->params[1]->diff : NULL);
+    if (propagate_down[i])
+      ct_conv_dnnl_x_from_y(c->fast, l->params[0]->data, top[i]->diff, bottom[i]->diff);
+  }
+}
+
 const ct_layer_ops ct_convolution_ops = {
     .type = "Convolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
     .flags = CT_LAYER_EQUAL_BOTTOM_TOP,
     .setup = conv_setup,
     .reshape = ct_conv_reshape,
-    .forward_cpu = conv_forward,
-    .backward_cpu = conv_backward,
+    .forward_cpu = conv_forward_cpu,
+    .backward_cpu = conv_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = conv_forward_gpu,
     .backward_gpu = conv_backward_gpu,

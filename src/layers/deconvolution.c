@@ -1,11 +1,14 @@
 /* Deconvolution (transposed convolution): top = col2im(W^T * bottom)
  * (+ bias), Caffe's convolution with reversed dimensions; the forward of
  * Deconvolution is the backward-data of Convolution and vice versa.  The
- * engine is in conv_common.c and runs on the host and on a GPU. */
+ * reference engine is in conv_common.c and runs on the host and on a GPU; on
+ * the host, layers planned for oneDNN at reshape run it (conv_dnnl.h). */
 #include "layers/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/conv_cudnn.h"
 #endif
+
+#include "layers/conv_dnnl.h"
 
 static ct_status deconv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                               ct_error *err) {
@@ -79,14 +82,52 @@ static void deconv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *
 }
 #endif
 
+/* The host with oneDNN: the top is X of the convolution view, the bottom Y. */
+static ct_status deconv_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                    ct_error *err) {
+  ct_conv *c = l->priv;
+  if (!c->fast) return deconv_forward(l, bottom, top, err);
+  for (int i = 0; i < l->nbottom; i++) {
+    ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_Y);
+    ct_conv_dnnl_x_from_y(c->fast, l->params[0]->data, bottom[i]->data, top[i]->data);
+    if (c->bias_term)
+      ct_conv_backend_cpu.add_bias(l->ctx, l->params[1]->data, c->num, c->x_channels,
+                                   c->x_spatial, top[i]->data);
+  }
+  return CT_OK;
+}
+
+/* The weight gradient reuses forward's reorder of the bottom, and the bottom
+ * gradient the weight gradient's reorder of the top diff. */
+static void deconv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                ct_tensor *const *bottom) {
+  ct_conv *c = l->priv;
+  if (!c->fast) {
+    deconv_backward(l, top, propagate_down, bottom);
+    return;
+  }
+  const bool wgrad = l->param_propagate_down[0];
+  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  for (int i = l->nbottom - 1; i >= 0; i--) {
+    ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_X);
+    if (bgrad)
+      ct_conv_backend_cpu.bias_grad(l->ctx, top[i]->diff, c->num, c->x_channels, c->x_spatial,
+                                    l->params[1]->diff);
+    if (wgrad)
+      ct_conv_dnnl_weight_grad(c->fast, top[i]->diff, bottom[i]->data, l->params[0]->diff, NULL);
+    if (propagate_down[i])
+      ct_conv_dnnl_y_from_x(c->fast, l->params[0]->data, NULL, top[i]->diff, bottom[i]->diff);
+  }
+}
+
 const ct_layer_ops ct_deconvolution_ops = {
     .type = "Deconvolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
     .flags = CT_LAYER_EQUAL_BOTTOM_TOP,
     .setup = deconv_setup,
     .reshape = ct_conv_reshape,
-    .forward_cpu = deconv_forward,
-    .backward_cpu = deconv_backward,
+    .forward_cpu = deconv_forward_cpu,
+    .backward_cpu = deconv_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = deconv_forward_gpu,
     .backward_gpu = deconv_backward_gpu,

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "core/parallel.h"
 #include "core/status.h"
 
 size_t ct_im2col_in_count(const ct_im2col_geom *g) {
@@ -60,12 +61,13 @@ static inline void add_run(float *restrict dst, const float *restrict src, int n
   for (int i = 0; i < n; i++) dst[i] += src[i];
 }
 
-/* One image into the rows of col (row stride ld). */
-static void im2col_2d(const ct_im2col_geom *g, const float *im, float *col, size_t ld) {
+/* Channels [c0, c1) of one image into the rows of col (row stride ld). */
+static void im2col_2d(const ct_im2col_geom *g, int c0, int c1, const float *im, float *col,
+                      size_t ld) {
   const int H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
   const int KH = g->kernel[0], KW = g->kernel[1];
   const int sh = g->stride[0], sw = g->stride[1], ph = g->pad[0];
-  for (int c = 0; c < g->channels; c++) {
+  for (int c = c0; c < c1; c++) {
     const float *img = im + (size_t)c * H * W;
     for (int ki = 0; ki < KH; ki++) {
       const int hoff = ki * g->dilation[0] - ph;
@@ -94,13 +96,15 @@ static void im2col_2d(const ct_im2col_geom *g, const float *im, float *col, size
   }
 }
 
-/* One image from the rows of col (row stride ld); im is overwritten. */
-static void col2im_2d(const ct_im2col_geom *g, const float *col, size_t ld, float *im) {
+/* Channels [c0, c1) of one image from the rows of col (row stride ld); those
+ * planes of im are overwritten. */
+static void col2im_2d(const ct_im2col_geom *g, int c0, int c1, const float *col, size_t ld,
+                      float *im) {
   const int H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
   const int KH = g->kernel[0], KW = g->kernel[1];
   const int sh = g->stride[0], sw = g->stride[1], ph = g->pad[0];
-  zero_image(im, (size_t)g->channels * H * W);
-  for (int c = 0; c < g->channels; c++) {
+  zero_image(im + (size_t)c0 * H * W, (size_t)(c1 - c0) * H * W);
+  for (int c = c0; c < c1; c++) {
     float *img = im + (size_t)c * H * W;
     for (int ki = 0; ki < KH; ki++) {
       const int hoff = ki * g->dilation[0] - ph;
@@ -125,16 +129,16 @@ static void col2im_2d(const ct_im2col_geom *g, const float *col, size_t ld, floa
   }
 }
 
-/* The N-d walk: for every row (channel, kernel offset) and every output
- * position, the image index it reads (-1 in the padding).  to_col selects
- * im2col (col = im) or col2im (im += col). */
-static void walk_nd(const ct_im2col_geom *g, bool to_col, const float *im_in, float *col_out,
-                    const float *col_in, float *im_out, size_t ld) {
+/* The N-d walk over channels [c0, c1): for every row (channel, kernel
+ * offset) and every output position, the image index it reads (-1 in the
+ * padding).  to_col selects im2col (col = im) or col2im (im += col). */
+static void walk_nd(const ct_im2col_geom *g, int c0, int c1, bool to_col, const float *im_in,
+                    float *col_out, const float *col_in, float *im_out, size_t ld) {
   const int n = g->nspatial;
   const size_t in_count = ct_im2col_in_count(g), out_count = ct_im2col_out_count(g);
   const size_t kcount = ct_im2col_kernel_count(g);
   int k[CT_IM2COL_MAX_AXES], o[CT_IM2COL_MAX_AXES];
-  for (int c = 0; c < g->channels; c++) {
+  for (int c = c0; c < c1; c++) {
     memset(k, 0, sizeof k);
     for (size_t kidx = 0; kidx < kcount; kidx++) {
       size_t row_off = ((size_t)c * kcount + kidx) * ld;
@@ -165,30 +169,61 @@ static void walk_nd(const ct_im2col_geom *g, bool to_col, const float *im_in, fl
   }
 }
 
-void ct_im2col_cpu(const ct_im2col_geom *g, int B, const float *im, float *col) {
-  CT_ASSERT(g->nspatial >= 1 && g->nspatial <= CT_IM2COL_MAX_AXES);
-  const size_t in_count = (size_t)g->channels * ct_im2col_in_count(g);
-  const size_t out_count = ct_im2col_out_count(g), ld = (size_t)B * out_count;
-  for (int b = 0; b < B; b++) {
-    const float *src = im + b * in_count;
-    float *dst = col + b * out_count;
-    if (g->nspatial == 2 && !g->force_nd) im2col_2d(g, src, dst, ld);
-    else walk_nd(g, true, src, dst, NULL, NULL, ld);
+/* Work items (image b, channel c), spread over the threads: every item
+ * writes its own rows of one image's columns (im2col) or its own plane
+ * (col2im). */
+typedef struct fold_job {
+  const ct_im2col_geom *g;
+  bool to_col;
+  size_t in_count, out_count, ld;
+  const float *src;
+  float *dst;
+} fold_job;
+
+static void fold_items(void *arg, size_t begin, size_t end) {
+  const fold_job *j = arg;
+  const ct_im2col_geom *g = j->g;
+  const bool nd = g->nspatial != 2 || g->force_nd;
+  for (size_t i = begin; i < end;) {
+    /* the run of channels of one image inside [begin, end) */
+    const size_t b = i / g->channels;
+    const int c0 = (int)(i % g->channels);
+    const int c1 = (int)(end - b * g->channels < (size_t)g->channels ? end - b * g->channels
+                                                                      : (size_t)g->channels);
+    if (j->to_col) {
+      const float *im = j->src + b * j->in_count;
+      float *col = j->dst + b * j->out_count;
+      if (nd) walk_nd(g, c0, c1, true, im, col, NULL, NULL, j->ld);
+      else im2col_2d(g, c0, c1, im, col, j->ld);
+    } else {
+      const float *col = j->src + b * j->out_count;
+      float *im = j->dst + b * j->in_count;
+      if (nd) {
+        const size_t plane = ct_im2col_in_count(g);
+        zero_image(im + (size_t)c0 * plane, (size_t)(c1 - c0) * plane);
+        walk_nd(g, c0, c1, false, NULL, NULL, col, im, j->ld);
+      } else {
+        col2im_2d(g, c0, c1, col, j->ld, im);
+      }
+    }
+    i = b * g->channels + (size_t)c1;
   }
 }
 
-void ct_col2im_cpu(const ct_im2col_geom *g, int B, const float *col, float *im) {
+static void fold(const ct_im2col_geom *g, int B, bool to_col, const float *src, float *dst) {
   CT_ASSERT(g->nspatial >= 1 && g->nspatial <= CT_IM2COL_MAX_AXES);
-  const size_t in_count = (size_t)g->channels * ct_im2col_in_count(g);
-  const size_t out_count = ct_im2col_out_count(g), ld = (size_t)B * out_count;
-  for (int b = 0; b < B; b++) {
-    const float *src = col + b * out_count;
-    float *dst = im + b * in_count;
-    if (g->nspatial == 2 && !g->force_nd) {
-      col2im_2d(g, src, ld, dst);
-    } else {
-      zero_image(dst, in_count);
-      walk_nd(g, false, NULL, NULL, src, dst, ld);
-    }
-  }
+  const size_t out_count = ct_im2col_out_count(g);
+  fold_job j = {g, to_col, (size_t)g->channels * ct_im2col_in_count(g), out_count,
+                (size_t)B * out_count, src, dst};
+  const size_t per_item = ct_im2col_kernel_count(g) * out_count;
+  ct_parallel_for((size_t)B * g->channels, per_item >= 16384 ? 1 : 16384 / (per_item + 1),
+                  fold_items, &j);
+}
+
+void ct_im2col_cpu(const ct_im2col_geom *g, int B, const float *im, float *col) {
+  fold(g, B, true, im, col);
+}
+
+void ct_col2im_cpu(const ct_im2col_geom *g, int B, const float *col, float *im) {
+  fold(g, B, false, col, im);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "layers/layer.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/lrn_cudnn.h"
@@ -112,17 +113,53 @@ static void window_sum(const ct_lrn_geom *g, const float *v, float base, float m
   }
 }
 
+/* The host passes, image by image (each image's windows stay inside it),
+ * the images spread over the threads. */
+typedef struct lrn_job {
+  const ct_lrn_geom *g;
+  size_t img; /* C * H * W */
+  const float *x, *y, *dy, *scale;
+  float *out, *scale_out, *tmp;
+} lrn_job;
+
+static size_t min_images(size_t img) { return img >= 16384 ? 1 : 16384 / (img + 1); }
+
+static void forward_images(void *arg, size_t begin, size_t end) {
+  const lrn_job *j = arg;
+  const ct_lrn_geom *g = j->g;
+  for (size_t n = begin; n < end; n++) {
+    const float *x = j->x + n * j->img;
+    float *sq = j->tmp + n * j->img, *scale = j->scale_out + n * j->img, *y = j->out + n * j->img;
+    for (size_t i = 0; i < j->img; i++) sq[i] = x[i] * x[i];
+    window_sum(g, sq, g->k, g->alpha, scale);
+    for (size_t i = 0; i < j->img; i++) y[i] = x[i] * powf(scale[i], -g->beta);
+  }
+}
+
 static ct_status lrn_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                  ct_error *err) {
   lrn_state *s = l->priv;
   const ct_lrn_geom *g = &s->g;
-  const size_t img = (size_t)g->C * g->H * g->W;
-  const float *x = bottom[0]->data;
-  float *y = top[0]->data, *scale = s->scale->data, *sq = s->tmp->data;
-  for (size_t i = 0; i < bottom[0]->count; i++) sq[i] = x[i] * x[i];
-  for (int n = 0; n < g->N; n++) window_sum(g, sq + n * img, g->k, g->alpha, scale + n * img);
-  for (size_t i = 0; i < bottom[0]->count; i++) y[i] = x[i] * powf(scale[i], -g->beta);
+  lrn_job j = {.g = g, .img = (size_t)g->C * g->H * g->W, .x = bottom[0]->data,
+               .out = top[0]->data, .scale_out = s->scale->data, .tmp = s->tmp->data};
+  ct_parallel_for((size_t)g->N, min_images(j.img), forward_images, &j);
   return CT_OK;
+}
+
+/* dx = c * S(ratio) first (the window sum writes its output), then scaled
+ * by x and plus the direct term. */
+static void backward_images(void *arg, size_t begin, size_t end) {
+  const lrn_job *j = arg;
+  const ct_lrn_geom *g = j->g;
+  const float c = -2.0f * g->alpha * g->beta;
+  for (size_t n = begin; n < end; n++) {
+    const size_t o = n * j->img;
+    const float *x = j->x + o, *y = j->y + o, *dy = j->dy + o, *scale = j->scale + o;
+    float *ratio = j->tmp + o, *dx = j->out + o;
+    for (size_t i = 0; i < j->img; i++) ratio[i] = dy[i] * y[i] / scale[i];
+    window_sum(g, ratio, 0.0f, c, dx);
+    for (size_t i = 0; i < j->img; i++) dx[i] = dx[i] * x[i] + dy[i] * powf(scale[i], -g->beta);
+  }
 }
 
 static void lrn_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
@@ -130,18 +167,10 @@ static void lrn_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pro
   if (!propagate_down[0]) return;
   lrn_state *s = l->priv;
   const ct_lrn_geom *g = &s->g;
-  const size_t img = (size_t)g->C * g->H * g->W, n_all = bottom[0]->count;
-  const float *x = bottom[0]->data, *y = top[0]->data, *dy = top[0]->diff;
-  const float *scale = s->scale->data;
-  float *ratio = s->tmp->data, *dx = bottom[0]->diff;
-  for (size_t i = 0; i < n_all; i++) ratio[i] = dy[i] * y[i] / scale[i];
-  const float c = -2.0f * g->alpha * g->beta;
-  for (int n = 0; n < g->N; n++) {
-    /* dx = c * S(ratio) first (the window sum writes its output), then
-     * scaled by x and plus the direct term. */
-    window_sum(g, ratio + n * img, 0.0f, c, dx + n * img);
-  }
-  for (size_t i = 0; i < n_all; i++) dx[i] = dx[i] * x[i] + dy[i] * powf(scale[i], -g->beta);
+  lrn_job j = {.g = g, .img = (size_t)g->C * g->H * g->W, .x = bottom[0]->data,
+               .y = top[0]->data, .dy = top[0]->diff, .scale = s->scale->data,
+               .out = bottom[0]->diff, .tmp = s->tmp->data};
+  ct_parallel_for((size_t)g->N, min_images(j.img), backward_images, &j);
 }
 
 /* ---------------------------------------------------------------- GPU */

@@ -3,7 +3,9 @@
  * the window clipped to the padded input, so padded positions count) and
  * STOCHASTIC (train: pick a value with probability proportional to it; test:
  * the average weighted by the values).  Output size as Caffe: CEIL rounding by
- * default, and with padding the last window must start inside the input. */
+ * default, and with padding the last window must start inside the input.
+ * The host's MAX and AVE kernels (threaded, vectorised) are in pooling_cpu.c;
+ * STOCHASTIC runs here, serially. */
 #include "layers/pooling.h"
 
 #include <float.h>
@@ -15,12 +17,7 @@
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/pooling_cudnn.h"
 #endif
-
-/* GCC keeps the compare-and-select of the max loop as a branch unless it may
- * assume no floating-point traps; nothing here reads FP exception flags. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
+#include "layers/pooling_cpu.h"
 
 typedef Caffe__PoolingParameter pool_param;
 
@@ -98,10 +95,6 @@ typedef struct pool_state {
    * ext the extent clipped to the padded input (the AVE divisor is
    * hext * wext). */
   int *hlo, *hhi, *hext, *wlo, *whi, *wext;
-  /* Per kernel column kj: the outputs pw in [klo, khi) whose input column
-   * pw * sw - pw_pad + kj lies inside the input. */
-  int *klo, *khi;
-  float *row;        /* (PW) host scratch */
 } pool_state;
 
 static ct_status pool_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -162,25 +155,14 @@ static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
                         "pooling planes of more than 2^24 values (%dx%d) are not supported", g->H,
                         g->W);
   free(s->hlo);
-  free(s->row);
-  s->hlo = ct_xcalloc(3 * ((size_t)g->PH + g->PW) + 2 * (size_t)g->kw, sizeof *s->hlo);
+  s->hlo = ct_xcalloc(3 * ((size_t)g->PH + g->PW), sizeof *s->hlo);
   s->hhi = s->hlo + g->PH;
   s->hext = s->hhi + g->PH;
   s->wlo = s->hext + g->PH;
   s->whi = s->wlo + g->PW;
   s->wext = s->whi + g->PW;
-  s->klo = s->wext + g->PW;
-  s->khi = s->klo + g->kw;
-  s->row = ct_xcalloc((size_t)g->PW, sizeof *s->row);
   axis_windows(g->PH, g->kh, g->sh, g->ph, g->H, s->hlo, s->hhi, s->hext);
   axis_windows(g->PW, g->kw, g->sw, g->pw, g->W, s->wlo, s->whi, s->wext);
-  for (int kj = 0; kj < g->kw; kj++) {
-    /* pw * sw + kj - pw_pad in [0, W) */
-    int off = kj - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-    int hi = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
-    s->khi[kj] = hi < g->PW ? hi : g->PW;
-    s->klo[kj] = lo < s->khi[kj] ? lo : s->khi[kj];
-  }
   ct_tensor_reshape4(top[0], g->N, g->C, g->PH, g->PW);
   if (l->ntop > 1) ct_tensor_reshape_like(top[1], top[0]);
   if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX && l->ntop == 1)
@@ -203,7 +185,6 @@ static void pool_destroy(ct_layer *l) {
   ct_tensor_free(s->rand);
   free(s->host_draws);
   free(s->hlo);
-  free(s->row);
   free(s);
   l->priv = NULL;
 }
@@ -217,72 +198,9 @@ static void pool_destroy(ct_layer *l) {
   const int size = (s)->hext[ph] * (s)->wext[pw];                           \
   (void)size
 
-/* MAX and AVE run a whole output row at once: for each input row h of the
- * row's windows and each kernel column kj, every output pw takes input
- * column pw * sw - pw_pad + kj.  The inner loops over pw are independent, so
- * they vectorise, and each output still sees its window in Caffe's order (h,
- * then w), so the first maximum wins as with Caffe's strict >. */
-/* One kernel column of one input row into a row of outputs (restrict: the
- * build uses -fno-strict-aliasing, so without it nothing vectorises). */
-static inline void max_step(float *restrict yr, float *restrict mr, const float *restrict row,
-                            int lo, int hi, int sw, int off, float base) {
-  for (int pw = lo; pw < hi; pw++) {
-    const float v = row[pw * sw + off], y = yr[pw], m = mr[pw];
-    const float idx = base + (float)(pw * sw);
-    const bool gt = v > y;
-    yr[pw] = gt ? v : y;
-    mr[pw] = gt ? idx : m;
-  }
-}
-
-static inline void sum_step(float *restrict yr, const float *restrict row, int lo, int hi, int sw,
-                            int off) {
-  for (int pw = lo; pw < hi; pw++) yr[pw] += row[pw * sw + off];
-}
-
-static inline void spread_step(float *restrict row, const float *restrict d, int lo, int hi, int sw,
-                               int off) {
-  for (int pw = lo; pw < hi; pw++) row[pw * sw + off] += d[pw];
-}
-
-static void max_forward(const pool_state *s, const float *x, float *y, float *mask) {
-  const ct_pool_geom *g = &s->g;
-  const int PW = g->PW, sw = g->sw, W = g->W, kw = g->kw, pad = g->pw;
-  const int *klo = s->klo, *khi = s->khi;
-  for (int nc = 0; nc < g->N * g->C; nc++) {
-    const float *xp = x + (size_t)nc * g->H * W;
-    for (int ph = 0; ph < g->PH; ph++) {
-      float *yr = y + ((size_t)nc * g->PH + ph) * PW, *mr = mask + ((size_t)nc * g->PH + ph) * PW;
-      for (int pw = 0; pw < PW; pw++) {
-        yr[pw] = -FLT_MAX;
-        mr[pw] = -1.0f;
-      }
-      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++)
-        for (int kj = 0; kj < kw; kj++)
-          max_step(yr, mr, xp + (size_t)h * W, klo[kj], khi[kj], sw, kj - pad,
-                   (float)(h * W + kj - pad));
-    }
-  }
-}
-
-static void ave_forward(const pool_state *s, const float *x, float *y) {
-  const ct_pool_geom *g = &s->g;
-  const int PW = g->PW, sw = g->sw;
-  for (int nc = 0; nc < g->N * g->C; nc++) {
-    const float *xp = x + (size_t)nc * g->H * g->W;
-    for (int ph = 0; ph < g->PH; ph++) {
-      float *yr = y + ((size_t)nc * g->PH + ph) * PW;
-      for (int pw = 0; pw < PW; pw++) yr[pw] = 0.0f;
-      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++) {
-        const float *row = xp + (size_t)h * g->W;
-        for (int kj = 0; kj < g->kw; kj++) sum_step(yr, row, s->klo[kj], s->khi[kj], sw, kj - g->pw);
-      }
-      for (int pw = 0; pw < PW; pw++) {
-        int size = s->hext[ph] * s->wext[pw];
-        yr[pw] = size > 0 ? yr[pw] / size : 0.0f;
-      }
-    }
-  }
+/* MAX and AVE on the host: pooling_cpu.c. */
+static ct_pool_windows windows_of(const pool_state *s) {
+  return (ct_pool_windows){s->hlo, s->hhi, s->hext, s->wext};
 }
 
 /* Train: rand holds a uniform draw per output on entry and the chosen index
@@ -330,12 +248,14 @@ static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
                                   ct_error *err) {
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
+  const ct_pool_windows w = windows_of(s);
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      max_forward(s, bottom[0]->data, top[0]->data, l->ntop > 1 ? top[1]->data : s->mask->data);
+      ct_pool_max_forward_cpu(g, &w, bottom[0]->data, top[0]->data,
+                              l->ntop > 1 ? top[1]->data : s->mask->data);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ave_forward(s, bottom[0]->data, top[0]->data);
+      ct_pool_ave_forward_cpu(g, &w, bottom[0]->data, top[0]->data);
       break;
     default: {
       bool train = l->phase == CT_PHASE_TRAIN;
@@ -344,36 +264,6 @@ static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
     }
   }
   return CT_OK;
-}
-
-/* dx[mask] += dy for every output with a chosen input (MAX, STOCHASTIC train). */
-static void scatter_backward(const ct_pool_geom *g, const float *dy, const float *idx, float *dx) {
-  const size_t plane_in = (size_t)g->H * g->W, plane_out = (size_t)g->PH * g->PW;
-  for (int nc = 0; nc < g->N * g->C; nc++)
-    for (size_t o = 0; o < plane_out; o++) {
-      float i = idx[nc * plane_out + o];
-      if (i >= 0) dx[nc * plane_in + (size_t)i] += dy[nc * plane_out + o];
-    }
-}
-
-static void ave_backward(const pool_state *s, const float *dy, float *dx) {
-  const ct_pool_geom *g = &s->g;
-  const int PW = g->PW, sw = g->sw;
-  float *d = s->row;
-  for (int nc = 0; nc < g->N * g->C; nc++) {
-    float *dxp = dx + (size_t)nc * g->H * g->W;
-    for (int ph = 0; ph < g->PH; ph++) {
-      const float *dyr = dy + ((size_t)nc * g->PH + ph) * PW;
-      for (int pw = 0; pw < PW; pw++) {
-        int size = s->hext[ph] * s->wext[pw];
-        d[pw] = size > 0 ? dyr[pw] / size : 0.0f;
-      }
-      for (int h = s->hlo[ph]; h < s->hhi[ph]; h++) {
-        float *row = dxp + (size_t)h * g->W;
-        for (int kj = 0; kj < g->kw; kj++) spread_step(row, d, s->klo[kj], s->khi[kj], sw, kj - g->pw);
-      }
-    }
-  }
 }
 
 /* Test-phase STOCHASTIC: y = S2 / S1 with S1 = sum x, S2 = sum x^2, so
@@ -405,18 +295,23 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   if (!propagate_down[0]) return;
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
+  const ct_pool_windows w = windows_of(s);
   float *dx = bottom[0]->diff;
-  memset(dx, 0, bottom[0]->count * sizeof *dx);
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      scatter_backward(g, top[0]->diff, l->ntop > 1 ? top[1]->data : s->mask->data, dx);
+      ct_pool_scatter_backward_cpu(g, top[0]->diff, l->ntop > 1 ? top[1]->data : s->mask->data,
+                                   dx);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ave_backward(s, top[0]->diff, dx);
+      ct_pool_ave_backward_cpu(g, &w, top[0]->diff, dx);
       break;
     default:
-      if (l->phase == CT_PHASE_TRAIN) scatter_backward(g, top[0]->diff, s->rand->data, dx);
-      else sto_test_backward(s, bottom[0]->data, top[0]->diff, dx);
+      if (l->phase == CT_PHASE_TRAIN) {
+        ct_pool_scatter_backward_cpu(g, top[0]->diff, s->rand->data, dx);
+      } else {
+        memset(dx, 0, bottom[0]->count * sizeof *dx);
+        sto_test_backward(s, bottom[0]->data, top[0]->diff, dx);
+      }
   }
 }
 

@@ -1,0 +1,40 @@
+/* Host MAX and AVE pooling over the planes of (N, C, H, W), the planes
+ * spread over the host's threads (core/parallel.h).  Caffe's semantics: MAX
+ * keeps the first maximum of each window in (h, w) order (strict >) and its
+ * index in the plane; AVE divides by the window clipped to the padded input.
+ * The window tables are pooling.c's, per output row ph and column pw. */
+#ifndef CT_LAYERS_POOLING_CPU_H
+#define CT_LAYERS_POOLING_CPU_H
+
+#include "layers/pooling.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_pool_windows {
+  const int *hlo, *hhi; /* (PH) input rows [hlo, hhi) of output row ph */
+  const int *hext;      /* (PH) rows of the window clipped to the padded input */
+  const int *wext;      /* (PW) the same for columns */
+} ct_pool_windows;
+
+/* y (N, C, PH, PW) = window maxima of x; mask (same shape) = their index
+ * in the plane as float, -1 for a window with no input. */
+void ct_pool_max_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
+                             float *y, float *mask);
+/* y = window sums of x / (hext * wext). */
+void ct_pool_ave_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
+                             float *y);
+/* dx (overwritten) = every window's dy / size spread over its inputs. */
+void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *dy,
+                              float *dx);
+/* dx (overwritten) = sum of dy over the outputs whose idx (an index in the
+ * plane, negative: none) points at each input (MAX, STOCHASTIC train). */
+void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, const float *dy, const float *idx,
+                                  float *dx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
