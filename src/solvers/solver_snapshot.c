@@ -78,8 +78,25 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   st.cortado_rng_state.data = rng;
   st.has_cortado_extension_version = 1;
   st.cortado_extension_version = CT_SOLVER_EXTENSION_VERSION;
+  /* Where each data layer of the train net is in its source, so that a
+   * resumed run reads the records an uninterrupted one would. */
+  Caffe__CortadoDataPosition *pos = ct_xcalloc((size_t)net->nlayers + 1, sizeof *pos);
+  Caffe__CortadoDataPosition **pos_ptrs = ct_xcalloc((size_t)net->nlayers + 1, sizeof *pos_ptrs);
+  ct_status status = CT_OK;
+  for (int i = 0; i < net->nlayers && status == CT_OK; i++) {
+    ct_layer *l = net->layers[i];
+    if (!l->ops->get_position) continue;
+    Caffe__CortadoDataPosition *p = &pos[st.n_cortado_data_position];
+    caffe__cortado_data_position__init(p);
+    status = l->ops->get_position(l, p);
+    pos_ptrs[st.n_cortado_data_position++] = p;
+  }
+  st.cortado_data_position = pos_ptrs;
 
-  ct_status status = ct_proto_write_binary(&st.base, path, err);
+  if (status == CT_OK) status = ct_proto_write_binary(&st.base, path, err);
+  for (size_t i = 0; i < st.n_cortado_data_position; i++) free(pos[i].layer);
+  free(pos);
+  free(pos_ptrs);
   free(dims);
   free(shapes);
   free(blob_ptrs);
@@ -202,6 +219,17 @@ static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const
     LOG_WARNING("%s: written by a newer Cortado (extension version %u > %u); fields this "
                 "version does not know are ignored",
                 path, st->cortado_extension_version, CT_SOLVER_EXTENSION_VERSION);
+  for (size_t i = 0; i < st->n_cortado_data_position; i++) {
+    const Caffe__CortadoDataPosition *pos = st->cortado_data_position[i];
+    int li = pos->layer ? ct_net_layer_index(s->net, pos->layer) : -1;
+    ct_layer *l = li >= 0 ? s->net->layers[li] : NULL;
+    if (!l || !l->ops->set_position) {
+      LOG_WARNING("%s: no data layer '%s' in the train net to continue from its saved position",
+                  path, pos->layer ? pos->layer : "");
+      continue;
+    }
+    if (l->ops->set_position(l, pos, err) != CT_OK) return ct_error_prefix(err, "%s", path);
+  }
   if (st->has_cortado_rng_state)
     ct_rng_load(&s->ctx->rng, st->cortado_rng_state.data);
   else
