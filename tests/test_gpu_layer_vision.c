@@ -23,6 +23,14 @@ static void positive_inputs(tu_layer_case *c) { tu_fill(c->bottom[0], 0.1f, 1.0f
 static void distinct_inputs(tu_layer_case *c) { distinct_values(c->bottom[0]); }
 static void wide_inputs(tu_layer_case *c) { tu_fill(c->bottom[0], -2.0f, 2.0f, 12); }
 
+/* The CAFFE engine on both devices: the GPU's im2col + GEMM kernels against
+ * the host's im2col + GEMM reference (the host's oneDNN engine sums in
+ * another order; test_layer_vision_conv_engines checks it). */
+static void caffe_engine(conv_param *st) {
+  st->cp.has_engine = 1;
+  st->cp.engine = CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE;
+}
+
 static void test_conv_deconv(void **state) {
   const size_t n = sizeof k_conv_cases / sizeof k_conv_cases[0];
   for (int d = 0; d < 2; d++)
@@ -30,6 +38,7 @@ static void test_conv_deconv(void **state) {
       const conv_cfg *c = &k_conv_cases[i];
       conv_param st;
       conv_make_param(&st, c, d ? "Deconvolution" : "Convolution");
+      caffe_engine(&st);
       tu_compare_cpu_gpu(&st.lp, CT_PHASE_TRAIN, c->shape, 1, REL_TOL, NULL);
       ct_gradcheck_opts o = ct_gradcheck_defaults();
       gpu_gradient(&st.lp, CT_PHASE_TRAIN, c->shape, 1, &o, NULL);
@@ -48,6 +57,7 @@ static void test_conv_chunks_and_two_bottoms(void **state) {
       snprintf(two, sizeof two, "%s;%s", shape, shape);
       conv_param st;
       conv_make_param(&st, &c, d ? "Deconvolution" : "Convolution");
+      caffe_engine(&st);
       tu_layer_case lc;
       tu_layer_case_init(&lc, &st.lp, 0, CT_PHASE_TRAIN, shape, 1);
       ct_conv *cv = lc.l->priv;
