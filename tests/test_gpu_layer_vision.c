@@ -8,7 +8,9 @@
 #include "layers/conv_common.h"
 #include "vision_cases.h"
 
-#define REL_TOL 1e-4
+/* Weight gradients sum thousands of products, in another order on each
+ * device (cuBLAS against the host's GEMM): 1.1e-4 was seen on an H100. */
+#define REL_TOL 3e-4
 
 static void gpu_gradient(const Caffe__LayerParameter *p, ct_phase phase, const char *shape,
                          int ntop, const ct_gradcheck_opts *o, void (*prepare)(tu_layer_case *)) {
