@@ -11,6 +11,7 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   memset(ctx, 0, sizeof *ctx);
   ctx->device = device;
   ctx->seed = seed;
+  ctx->data_seed = seed;
   ctx->world = 1;
   ctx->tf32 = true;
   ctx->next_check_id = 1;

@@ -43,6 +43,8 @@ typedef struct ct_context {
   int device;            /* CT_DEVICE_CPU or a GPU ordinal */
   ct_rng rng;            /* random numbers for layers (fillers, ...) */
   uint64_t seed;         /* the seed rng started from; also the base of ct_draw_seed */
+  uint64_t data_seed;    /* shuffling and record randomness of the data layers: the same on
+                            every data-parallel worker, so their shards stay disjoint */
   /* GPU only (NULL on the CPU): */
   void *stream;          /* cudaStream_t for compute */
   void *copy_stream;     /* cudaStream_t for host-to-device copies overlapped with compute */

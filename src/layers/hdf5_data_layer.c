@@ -233,7 +233,7 @@ static ct_status h5_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   p->ntops = l->ntop;
   p->batch = (int)hp->batch_size;
   p->shuffle = hp->shuffle;
-  p->seed = l->ctx->seed;
+  p->seed = l->ctx->data_seed;
   bool shard = l->phase == CT_PHASE_TRAIN && l->ctx->world > 1;
   p->rank = shard ? l->ctx->rank : 0;
   p->world = shard ? l->ctx->world : 1;

@@ -91,6 +91,13 @@ static void seed_context(ct_solver *s) {
   }
   ct_rng_seed(&s->ctx->rng, seed);
   s->ctx->seed = seed;
+  /* Data order must agree across workers (each takes its own part of one
+   * permutation): random_seed itself, never offset by the rank.  Without a
+   * random_seed, one worker alone shuffles from the clock; several share a
+   * fixed seed, since they cannot agree on a clock reading. */
+  if (s->param->random_seed >= 0) s->ctx->data_seed = (uint64_t)s->param->random_seed;
+  else if (s->ctx->world > 1) s->ctx->data_seed = 0x636F727461646Full;
+  else s->ctx->data_seed = seed;
 }
 
 static int cmp_caffe_order(const void *a, const void *b, void *net_) {
