@@ -53,6 +53,17 @@ typedef struct ct_cli_command {
    "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision).",     \
    .choices = "tf32|fp32"}
 
+/* --dummy_data and --dummy_shape (train, test, time): see ct_cli_dummy_shape. */
+#define CT_CLI_FLAG_DUMMY_DATA                                                        \
+  {"dummy_data", CT_FLAG_BOOL, "false",                                               \
+   "Feed random values in place of the net's data layers, so that no data set is " \
+   "needed."}
+#define CT_CLI_FLAG_DUMMY_SHAPE                                                        \
+  {"dummy_shape", CT_FLAG_STRING, NULL,                                                \
+   "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer " \
+   "declares.",                                                                        \
+   .meta = "C,H,W"}
+
 extern const ct_cli_command ct_cli_cmd_train;
 extern const ct_cli_command ct_cli_cmd_test;
 extern const ct_cli_command ct_cli_cmd_time;

@@ -16,12 +16,8 @@ static const ct_flag_spec test_flags[] = {
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
-    {"dummy_data", CT_FLAG_BOOL, "false",
-     "Feed random values in place of the net's data layers, so that no data set is needed."},
-    {"dummy_shape", CT_FLAG_STRING, NULL,
-     "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer "
-     "declares.",
-     .meta = "C,H,W"},
+    CT_CLI_FLAG_DUMMY_DATA,
+    CT_CLI_FLAG_DUMMY_SHAPE,
 };
 
 /* Caffe's `test`: --iterations forward passes of the TEST net with the given

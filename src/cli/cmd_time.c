@@ -21,12 +21,8 @@ static const ct_flag_spec time_flags[] = {
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
-    {"dummy_data", CT_FLAG_BOOL, "false",
-     "Feed random values in place of the net's data layers, so that no data set is needed."},
-    {"dummy_shape", CT_FLAG_STRING, NULL,
-     "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer "
-     "declares.",
-     .meta = "C,H,W"},
+    CT_CLI_FLAG_DUMMY_DATA,
+    CT_CLI_FLAG_DUMMY_SHAPE,
     {"update", CT_FLAG_BOOL, "false",
      "Time whole training iterations instead: forward, backward and an SGD update (momentum "
      "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},

@@ -48,12 +48,8 @@ static const ct_flag_spec train_flags[] = {
      "Data parallel on GPUs: log when each gradient bucket was ready, started and finished "
      "(relative to the start of backward) for this many iterations after 5 warm-up ones.",
      .min = 0, .max = 1000000},
-    {"dummy_data", CT_FLAG_BOOL, "false",
-     "Feed random values in place of the nets' data layers, so that no data set is needed."},
-    {"dummy_shape", CT_FLAG_STRING, NULL,
-     "Shape C,H,W of one dummy sample for --dummy_data; empty: the shape the data layer "
-     "declares.",
-     .meta = "C,H,W"},
+    CT_CLI_FLAG_DUMMY_DATA,
+    CT_CLI_FLAG_DUMMY_SHAPE,
 };
 
 /* The solver that SIGINT/SIGHUP act on, and what they ask of it. */
@@ -137,15 +133,8 @@ static void log_gpus(const ct_gpu_list *gpus) {
  * DummyData. */
 static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParameter *sp, ct_error *err) {
   if (!ct_cli_bool(args, "dummy_data")) return CT_OK;
-  int chw[3], *pchw = NULL;
-  if (ct_cli_is_set(args, "dummy_shape")) {
-    const char *text = ct_cli_string(args, "dummy_shape");
-    if (sscanf(text, "%d,%d,%d", &chw[0], &chw[1], &chw[2]) != 3 || chw[0] <= 0 || chw[1] <= 0 ||
-        chw[2] <= 0)
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "--dummy_shape=%s: expected three positive integers C,H,W (e.g. 3,224,224)", text);
-    pchw = chw;
-  }
+  int chw[3], *pchw;
+  CT_TRY(ct_cli_dummy_shape(args, chw, &pchw, err));
   CT_TRY(ct_dp_inline_nets(sp, err));
   if (sp->net_param) CT_TRY(ct_net_param_replace_data_layers(sp->net_param, pchw, err));
   if (sp->train_net_param) CT_TRY(ct_net_param_replace_data_layers(sp->train_net_param, pchw, err));

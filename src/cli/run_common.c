@@ -52,11 +52,15 @@ char **ct_cli_stages(const ct_cli_args *args, int *n) {
   return out;
 }
 
-static ct_status parse_dummy_shape(const char *text, int chw[3], ct_error *err) {
+ct_status ct_cli_dummy_shape(const ct_cli_args *args, int chw[3], int **pchw, ct_error *err) {
+  *pchw = NULL;
+  if (!ct_cli_is_set(args, "dummy_shape")) return CT_OK;
+  const char *text = ct_cli_string(args, "dummy_shape");
   if (sscanf(text, "%d,%d,%d", &chw[0], &chw[1], &chw[2]) != 3 || chw[0] <= 0 || chw[1] <= 0 ||
       chw[2] <= 0)
     return ct_error_set(err, CT_ERR_INVALID,
                         "--dummy_shape=%s: expected three positive integers C,H,W (e.g. 3,224,224)", text);
+  *pchw = chw;
   return CT_OK;
 }
 
@@ -68,11 +72,8 @@ ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter *
   CT_TRY(ct_net_param_read(model, &param, err));
   ct_status s = CT_OK;
   if (has_flag(args, "dummy_data") && ct_cli_bool(args, "dummy_data")) {
-    int chw[3], *pchw = NULL;
-    if (ct_cli_is_set(args, "dummy_shape")) {
-      s = parse_dummy_shape(ct_cli_string(args, "dummy_shape"), chw, err);
-      pchw = chw;
-    }
+    int chw[3], *pchw;
+    s = ct_cli_dummy_shape(args, chw, &pchw, err);
     if (s == CT_OK) s = ct_net_param_replace_data_layers(param, pchw, err);
   }
   if (s != CT_OK) {

@@ -19,6 +19,11 @@ ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int devi
  * array with free()).  *n gets the count. */
 char **ct_cli_stages(const ct_cli_args *args, int *n);
 
+/* The C,H,W of --dummy_shape into chw with *pchw = chw, or *pchw = NULL when
+ * the flag is not given.  CT_ERR_INVALID for anything but three positive
+ * integers. */
+ct_status ct_cli_dummy_shape(const ct_cli_args *args, int chw[3], int **pchw, ct_error *err);
+
 /* Reads --model and applies --dummy_data/--dummy_shape when the command has
  * them; *out is freed with protobuf_c_message_free_unpacked. */
 ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter **out, ct_error *err);
