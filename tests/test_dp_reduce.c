@@ -4,6 +4,8 @@
  * before the first layer's backward has run), exactly once per iteration
  * whatever iter_size, and a launch failure inside the hook is reported by
  * finish. */
+#include <stdio.h>
+
 #include "testutil.h"
 
 #include "net/net.h"
