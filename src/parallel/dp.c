@@ -72,14 +72,22 @@ static void hook_backward(void *user, int pass, int npasses) {
   ct_dp_reducer_before_backward(w->red, pass, npasses);
 }
 
-/* Averages the gradient, then agrees on rank 0's pending requests so that
- * every worker stops or snapshots after the same iteration. */
+/* The gradient's average: on the CPU done on return; on a GPU only enqueued
+ * (capturable), hook_iteration_end waits for it. */
 static ct_status hook_gradients(void *user, ct_error *err) {
   dp_worker *w = user;
   if (__atomic_load_n(&w->sh->cancel, __ATOMIC_ACQUIRE))
     return ct_error_set(err, CT_ERR_INTERRUPTED, "worker %d: stopped because another worker failed",
                         w->rank);
-  CT_TRY(ct_dp_reducer_finish(w->red, err));
+  return ct_dp_reducer_launch_rest(w->red, err);
+}
+
+/* Waits for the iteration (GPU: under the watchdog), then agrees on rank
+ * 0's pending requests so that every worker stops or snapshots after the
+ * same iteration. */
+static ct_status hook_iteration_end(void *user, ct_error *err) {
+  dp_worker *w = user;
+  CT_TRY(ct_dp_reducer_wait(w->red, err));
   double req[2] = {0.0, 0.0};
   if (w->rank == 0) {
     int a = __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST);
@@ -178,6 +186,8 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   hooks.on_backward = hook_backward;
   hooks.on_gradients = hook_gradients;
   hooks.reduce_test = hook_test;
+  hooks.on_iteration_end = hook_iteration_end;
+  hooks.gradients_capturable = true;
   hooks.user = w;
   ct_solver_set_hooks(w->solver, &hooks);
   w->training = true;

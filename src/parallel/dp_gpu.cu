@@ -13,8 +13,7 @@ struct ct_dp_gpu {
   cudaEvent_t *ready;       /* (nbuckets) compute-stream points the buckets wait for */
   cudaEvent_t sync;         /* compute -> communication ordering outside buckets */
   cudaEvent_t done;         /* communication -> compute ordering */
-  bool timing;              /* this iteration is timed */
-  bool timed;               /* the last finished iteration was timed */
+  bool timing;              /* timing events are recorded every iteration */
   cudaEvent_t t_begin, t_end;      /* backward start and end (compute stream) */
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
 };
@@ -52,12 +51,13 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
 }
 
 extern "C" ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
-                                      ct_error *err) {
+                                      bool timing, ct_error *err) {
   *out = NULL;
   ct_dp_gpu *g = (ct_dp_gpu *)ct_xcalloc(1, sizeof *g);
   g->ctx = ctx;
   g->comm = comm;
   g->nbuckets = nbuckets;
+  g->timing = timing;
   const size_t n = (size_t)nbuckets + 1;
   g->ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->t_ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
@@ -96,36 +96,38 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   free(g);
 }
 
-extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing) {
-  g->timing = timing;
-  if (timing) CT_CUDA_CHECK(cudaEventRecord(g->t_begin, compute_stream(g)));
+extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g) {
+  if (g->timing) CT_CUDA_CHECK(cudaEventRecord(g->t_begin, compute_stream(g)));
+}
+
+/* A timing event: recorded as a node of the graph being captured (an
+ * external event record), or plainly outside captures. */
+static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
+  return cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal);
 }
 
 extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   CT_ASSERT(b >= 0 && b < g->nbuckets);
+  /* t_ready before ready[b], so that the start (after the wait for ready[b])
+   * is never timed before it */
+  if (g->timing) DP_CUDA_TRY(g, mark(g->t_ready[b], compute_stream(g)));
   DP_CUDA_TRY(g, cudaEventRecord(g->ready[b], compute_stream(g)));
-  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_ready[b], compute_stream(g)));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready[b], 0));
-  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_start[b], g->comm_stream));
+  if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
   CT_TRY(ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err));
-  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_done[b], g->comm_stream));
+  if (g->timing) DP_CUDA_TRY(g, mark(g->t_done[b], g->comm_stream));
   return CT_OK;
 }
 
-/* Blocks until the communication stream is idle, then orders the compute
- * stream after it. */
-static ct_status drain(ct_dp_gpu *g, ct_error *err) {
-  CT_TRY(ct_comm_wait(g->comm, g->comm_stream, err));
+extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
+  if (g->timing) DP_CUDA_TRY(g, mark(g->t_end, compute_stream(g)));
   DP_CUDA_TRY(g, cudaEventRecord(g->done, g->comm_stream));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(compute_stream(g), g->done, 0));
   return CT_OK;
 }
 
-extern "C" ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err) {
-  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_end, compute_stream(g)));
-  g->timed = g->timing;
-  g->timing = false;
-  return drain(g, err);
+extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
+  return ct_comm_wait(g->comm, compute_stream(g), err);
 }
 
 extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root,
@@ -133,7 +135,8 @@ extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count,
   DP_CUDA_TRY(g, cudaEventRecord(g->sync, compute_stream(g)));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->sync, 0));
   CT_TRY(ct_comm_broadcast(g->comm, buf, count, root, g->comm_stream, err));
-  return drain(g, err);
+  CT_TRY(ct_dp_gpu_join(g, err));
+  return ct_dp_gpu_wait(g, err);
 }
 
 static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
@@ -146,9 +149,9 @@ static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
 }
 
 extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms) {
-  if (!g->timed) return false;
-  CT_CUDA_CHECK(cudaEventSynchronize(g->t_end));
+  if (!g->timing) return false;
   *backward_ms = elapsed_ms(g->t_begin, g->t_end);
+  if (*backward_ms < 0) return false;
   for (int b = 0; b < nbuckets && b < g->nbuckets; b++) {
     t[b].ready_ms = elapsed_ms(g->t_begin, g->t_ready[b]);
     t[b].start_ms = elapsed_ms(g->t_begin, g->t_start[b]);

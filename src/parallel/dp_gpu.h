@@ -25,31 +25,40 @@ typedef struct ct_dp_bucket_time {
 } ct_dp_bucket_time;
 
 /* Makes the streams and events for nbuckets buckets on ctx's GPU; comm must
- * be a device communicator on the same GPU.  Errors: CT_ERR_DEVICE naming
- * the GPU; CT_ERR_UNSUPPORTED without CUDA. */
-ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
+ * be a device communicator on the same GPU.  With timing, every iteration
+ * records timing events (as graph nodes when captured) and ct_dp_gpu_times
+ * reads the last waited one.  Errors: CT_ERR_DEVICE naming the GPU;
+ * CT_ERR_UNSUPPORTED without CUDA. */
+ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets, bool timing,
                            ct_error *err);
 void ct_dp_gpu_free(ct_dp_gpu *g);
 
-/* Marks the start of the backward pass whose buckets follow; with timing,
- * this iteration's buckets are timed (ct_dp_gpu_times after finish). */
-void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing);
+/* Marks the start of the backward pass whose buckets follow (a plain
+ * launch: it runs between CUDA graph replays). */
+void ct_dp_gpu_begin(ct_dp_gpu *g);
 /* Enqueues bucket b: buf (count floats of the flat gradient) is averaged
  * over ranks on the communication stream once the compute stream has
- * reached this point.  Does not block (unless NCCL reports its enqueue in
- * progress).  Errors: the communicator's. */
+ * reached this point.  Only enqueues capturable work, so that it may run
+ * while the compute stream is being captured into a CUDA graph (the
+ * all-reduce becomes a node of the graph, ordered after the layers before
+ * it).  Errors: the communicator's. */
 ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err);
-/* Waits (host, with the communicator's watchdog) for every launched bucket
- * and makes the compute stream wait for them too.  Errors: the
- * communicator's (CT_ERR_COMM / CT_ERR_INTERRUPTED). */
-ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err);
+/* Makes the compute stream's later work wait for every launched bucket
+ * (capturable: the fork to the communication stream is joined).  Errors:
+ * CT_ERR_DEVICE. */
+ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err);
+/* Blocks (host) until the compute stream's enqueued work is done, under the
+ * communicator's watchdog: a dead peer or the cancel flag ends the wait and
+ * aborts the communicator, which frees the GPU work stuck in it.  Errors:
+ * CT_ERR_COMM / CT_ERR_INTERRUPTED / CT_ERR_DEVICE. */
+ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err);
 /* Replaces buf (count floats on the GPU) by rank root's values, after the
  * compute stream's pending work and before its later work; blocks until
- * done. */
+ * done.  Not capturable. */
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err);
-/* After a timed iteration's finish: fills t[0..nbuckets) and *backward_ms
- * (when the compute stream reached finish).  False when the iteration was
- * not timed. */
+/* After ct_dp_gpu_wait of a timed reducer: fills t[0..nbuckets) and
+ * *backward_ms (when the compute stream reached the join) for the iteration
+ * just waited for.  False without timing or when an event never ran. */
 bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms);
 
 #ifdef __cplusplus

@@ -2,17 +2,20 @@
 #ifndef CORTADO_HAVE_CUDA
 #include "parallel/dp_gpu.h"
 
-ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
+ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets, bool timing,
                            ct_error *err) {
   *out = NULL;
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
 void ct_dp_gpu_free(ct_dp_gpu *g) {}
-void ct_dp_gpu_begin(ct_dp_gpu *g, bool timing) {}
+void ct_dp_gpu_begin(ct_dp_gpu *g) {}
 ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
-ct_status ct_dp_gpu_finish(ct_dp_gpu *g, ct_error *err) {
+ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err) {

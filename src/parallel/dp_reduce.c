@@ -58,7 +58,7 @@ ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx
   r->timing_iters = opts ? opts->timing_iters : 0;
   r->timing_skip = opts && opts->timing_skip > 0 ? opts->timing_skip : 5;
   if (r->gpu) {
-    ct_status st = ct_dp_gpu_create(&r->g, ctx, comm, r->nbuckets, err);
+    ct_status st = ct_dp_gpu_create(&r->g, ctx, comm, r->nbuckets, r->log_timing, err);
     if (st != CT_OK) {
       ct_dp_reducer_free(r);
       return st;
@@ -111,13 +111,13 @@ void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses) {
   r->next = 0;
   r->armed = true;
   r->hook_st = CT_OK;
-  if (r->gpu) ct_dp_gpu_begin(r->g, timing_now(r));
+  if (r->gpu) ct_dp_gpu_begin(r->g);
   ct_net_set_grad_hook(r->net, on_grad_ready, r);
 }
 
 static void log_times(ct_dp_reducer *r) {
   double backward_ms = 0;
-  if (!ct_dp_gpu_times(r->g, r->nbuckets, r->times, &backward_ms)) return;
+  if (!timing_now(r) || !ct_dp_gpu_times(r->g, r->nbuckets, r->times, &backward_ms)) return;
   double last = r->nbuckets ? r->times[r->nbuckets - 1].done_ms : backward_ms;
   LOG_INFO("dp timing, reduction %ld: backward %.3f ms; all-reduce done at +%.3f ms (%.3f ms after "
            "backward)",
@@ -130,12 +130,12 @@ static void log_times(ct_dp_reducer *r) {
   }
 }
 
-ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
+ct_status ct_dp_reducer_launch_rest(ct_dp_reducer *r, ct_error *err) {
   ct_net_set_grad_hook(r->net, NULL, NULL);
   if (!r->armed) {
     r->next = 0;
     r->hook_st = CT_OK;
-    if (r->gpu) ct_dp_gpu_begin(r->g, false);
+    if (r->gpu) ct_dp_gpu_begin(r->g);
   }
   r->armed = false;
   while (r->hook_st == CT_OK && r->next < r->nbuckets) launch(r, r->next++);
@@ -143,12 +143,22 @@ ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
     if (err) *err = r->hook_err;
     return r->hook_st;
   }
+  if (r->gpu) CT_TRY(ct_dp_gpu_join(r->g, err));
+  return CT_OK;
+}
+
+ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err) {
   if (r->gpu) {
-    CT_TRY(ct_dp_gpu_finish(r->g, err));
+    CT_TRY(ct_dp_gpu_wait(r->g, err));
     log_times(r);
   }
   r->reductions++;
   return CT_OK;
+}
+
+ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
+  CT_TRY(ct_dp_reducer_launch_rest(r, err));
+  return ct_dp_reducer_wait(r, err);
 }
 
 void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size) {

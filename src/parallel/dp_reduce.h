@@ -28,9 +28,21 @@ ct_status ct_dp_reducer_broadcast_params(ct_dp_reducer *r, int root, ct_error *e
 /* Before backward pass `pass` of `npasses`: arms the gradient hook on the
  * last pass, disarms it otherwise. */
 void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses);
-/* After the iteration's backward passes: the flat gradient becomes the mean
- * over workers (launches what the hook has not; on a GPU waits for all
- * buckets).  Errors: the communicator's, or a launch failure from the hook. */
+/* After the iteration's backward passes: launches the buckets the hook has
+ * not.  On a GPU this only enqueues work and makes the compute stream's
+ * later work (the update) wait for every bucket; it is capturable, so that
+ * a CUDA graph of the whole iteration holds the all-reduces, each ordered
+ * after the layers that finalise its bucket.  On the CPU the gradient is
+ * the mean over workers on return.  Errors: the communicator's, or a launch
+ * failure from the hook. */
+ct_status ct_dp_reducer_launch_rest(ct_dp_reducer *r, ct_error *err);
+/* After the iteration's work was enqueued: blocks until it is done (GPU,
+ * under the communicator's watchdog) and logs the bucket timing of the
+ * iterations asked for; a no-op wait on the CPU.  Errors: the
+ * communicator's (CT_ERR_COMM / CT_ERR_INTERRUPTED). */
+ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err);
+/* launch_rest then wait: the flat gradient is the mean over workers on
+ * return. */
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err);
 /* One line describing the plan, e.g. "10 buckets of up to 25.0 MB over
  * 60965224 parameters (232.56 MB), launched during backward on a dedicated

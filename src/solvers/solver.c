@@ -365,6 +365,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     if (!gpu) {
       if (s->hooks.on_gradients) CT_TRY(s->hooks.on_gradients(s->hooks.user, err));
       ct_solver_apply_update(s);
+      if (s->hooks.on_iteration_end) CT_TRY(s->hooks.on_iteration_end(s->hooks.user, err));
     } else if (display && root) {
       LOG_INFO("Iteration %d, lr = %g", s->iter, (double)s->rate);
     }

@@ -82,6 +82,17 @@ typedef struct ct_solver_hooks {
    * logged test outputs are the means over workers.  A failure ends the
    * test with that status. */
   ct_status (*reduce_test)(void *user, double *values, size_t count, ct_error *err);
+  /* GPU: on_gradients only enqueues capturable work on the context's
+   * streams (a data-parallel reducer's remaining all-reduces and the join
+   * of its communication stream), so the iteration's CUDA graph may hold
+   * it; it is then called while the graph is captured, not on replays.
+   * Host work and waits belong in on_iteration_end. */
+  bool gradients_capturable;
+  /* After the iteration's update was enqueued (GPU) or applied (CPU), before
+   * the loss is read back: a data-parallel worker waits here for its
+   * all-reduces under its watchdog and agrees with the others on stop and
+   * snapshot requests.  A failure ends ct_solver_step with that status. */
+  ct_status (*on_iteration_end)(void *user, ct_error *err);
 } ct_solver_hooks;
 
 /* Options beyond the SolverParameter. */

@@ -2,12 +2,14 @@
  *
  *   clear the flat gradient and the loss sum,
  *   iter_size x (forward, backward),
- *   the on_gradients hook (plain: host code),
+ *   the on_gradients hook (plain host code, or captured when the hooks say
+ *   it only enqueues capturable work: a data-parallel all-reduce),
  *   copy this step's rate to the device, clip reduction, fused update,
  *   read the loss sum (and the deferred-check word, the clip norm) back,
  *
  * replayed as CUDA graphs after two plain runs, so that an iteration costs
- * one host wait: the read back at its end.  The update kernel guards itself:
+ * one host wait: the read back at its end (after the on_iteration_end hook,
+ * where a data-parallel worker waits under its watchdog).  The update kernel guards itself:
  * when a deferred check failed or (unless continue_on_nonfinite) the loss is
  * not finite it changes nothing, as the CPU solver returns before updating. */
 #include <math.h>
@@ -172,9 +174,11 @@ static ct_status step_update(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
-/* Which hooks the program calls: bit 0 on_gradients, bit 1 on_backward. */
+/* Which hooks the program calls: bit 0 on_gradients, bit 1 on_backward,
+ * bit 2 on_gradients captured. */
 static unsigned hooks_of(const ct_solver *s) {
-  return (s->hooks.on_gradients ? 1u : 0u) | (s->hooks.on_backward ? 2u : 0u);
+  return (s->hooks.on_gradients ? 1u : 0u) | (s->hooks.on_backward ? 2u : 0u) |
+         (s->hooks.gradients_capturable ? 4u : 0u);
 }
 
 static void build_program(ct_solver *s) {
@@ -191,7 +195,8 @@ static void build_program(ct_solver *s) {
     ct_net_program_backward(s->net, g->exec);
   }
   if (s->hooks.on_gradients)
-    ct_exec_add(g->exec, (ct_exec_step){step_on_gradients, s, 0, false, "on_gradients"});
+    ct_exec_add(g->exec, (ct_exec_step){step_on_gradients, s, 0, s->hooks.gradients_capturable,
+                                        "on_gradients"});
   ct_exec_add(g->exec, (ct_exec_step){step_update, s, 0, true, "update"});
   ct_net_program_end(s->net, g->exec);
 }
@@ -202,6 +207,7 @@ ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err) {
     build_program(s);
   prepare_step(s, false);
   ct_status st = ct_exec_run(g->exec, ct_net_signature(s->net), err);
+  if (st == CT_OK && s->hooks.on_iteration_end) st = s->hooks.on_iteration_end(s->hooks.user, err);
   if (st != CT_OK) {
     ct_context_sync(s->ctx); /* leave nothing in flight that reads the pinned step */
     return st;
