@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Data-parallel scaling: training throughput of `cortado train` on 1 and 2
-# GPUs (TF32), per-GPU batch as in Caffe, and of PyTorch DDP on the same
-# prototxts; then the per-bucket all-reduce timing of the 2-GPU runs, which
-# shows the buckets overlapping backward.
+# Data-parallel scaling: training throughput of `cortado train` on 1 and N
+# GPUs (TF32; N = the count in GPUS), per-GPU batch as in Caffe, and of
+# PyTorch DDP on the same prototxts; then the per-bucket all-reduce timing of
+# the N-GPU runs, which shows the buckets overlapping backward.
 #
 #   bench/scaling.sh [BUILD_DIR]
 #
@@ -18,7 +18,7 @@
 #   FIXTURES  folder of the BVLC prototxts (default: CORTADO_FIXTURES, else
 #             the first of ../shared/fixtures/caffe, ../../shared/fixtures/caffe,
 #             shared/fixtures/caffe, .bench that has them)
-#   GPUS      the two GPUs (default "0,1")
+#   GPUS      the GPUs of the multi-GPU runs (default "0,1"; "0,1,2,3" for 4)
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
 # Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
@@ -140,6 +140,7 @@ if [[ "$DATA" == lmdb || "$DATA" == both ]]; then
 fi
 
 first_gpu=${GPUS%%,*}
+ngpus=$(awk -F, '{print NF}' <<<"$GPUS")
 rows=()
 timing_logs=()
 for name in $NETS; do
@@ -164,21 +165,21 @@ for name in $NETS; do
     fi
     echo "== $name ($v data), batch $batch per GPU"
     one=$(cortado_run "${name}_${v}_1gpu" "$f" "$first_gpu" "${flags[@]}")
-    two=$(cortado_run "${name}_${v}_2gpu" "$f" "$GPUS" --dp_timing=3 "${flags[@]}")
-    timing_logs+=("$name ($v)|$OUT/${name}_${v}_2gpu.log")
+    two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$GPUS" --dp_timing=3 "${flags[@]}")
+    timing_logs+=("$name ($v)|$OUT/${name}_${v}_${ngpus}gpu.log")
     t1="-" t2="-"
     if [[ $v == dummy ]]; then
       t1=$(torch_run "$netf" 1 "$batch" "$shape")
-      t2=$(torch_run "$netf" 2 "$batch" "$shape")
+      t2=$(torch_run "$netf" "$ngpus" "$batch" "$shape")
     fi
     rows+=("$name|$v|$batch|$one|$two|$(ratio "$one" "$two")|$t1|$t2|$(ratio "$t1" "$t2")")
   done
 done
 
 echo
-echo "Training throughput, TF32, batch per GPU; images/s (scaling = 2 GPUs / 1 GPU)"
-printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" net data batch "cortado 1" "cortado 2" scaling \
-  "torch 1" "torch DDP 2" scaling
+echo "Training throughput, TF32, batch per GPU; images/s (scaling = $ngpus GPUs / 1 GPU)"
+printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" net data batch "cortado 1" "cortado $ngpus" scaling \
+  "torch 1" "torch DDP $ngpus" scaling
 printf -- "-%.0s" {1..102}; echo
 for r in "${rows[@]}"; do
   IFS='|' read -r n v b c1 c2 cs t1 t2 ts <<<"$r"

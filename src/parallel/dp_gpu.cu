@@ -103,7 +103,11 @@ extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g) {
 /* A timing event: recorded as a node of the graph being captured (an
  * external event record), or plainly outside captures. */
 static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
-  return cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal);
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaError_t e = cudaStreamIsCapturing(s, &cs);
+  if (e != cudaSuccess) return e;
+  if (cs == cudaStreamCaptureStatusActive) return cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal);
+  return cudaEventRecord(ev, s);
 }
 
 extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
