@@ -32,6 +32,8 @@ struct ct_exec {
   uint64_t signature;
   int nsegs;
   segment *segs;
+  ct_exec_fn capture_end; /* enqueued last in every capture (may be NULL) */
+  void *capture_end_user;
 };
 
 bool ct_exec_graphs_allowed(void) {
@@ -62,6 +64,12 @@ void ct_exec_free(ct_exec *ex) {
   free(ex->steps);
   free(ex->waited);
   free(ex);
+}
+
+void ct_exec_set_capture_end(ct_exec *ex, ct_exec_fn fn, void *user) {
+  ex->capture_end = fn;
+  ex->capture_end_user = user;
+  ct_exec_invalidate(ex);
 }
 
 void ct_exec_add(ct_exec *ex, ct_exec_step step) {
@@ -118,6 +126,7 @@ static ct_status capture_segment(ct_exec *ex, segment *s, bool *refused, ct_erro
     return st;
   }
   st = run_plain(ex, s->begin, s->end, false, err);
+  if (st == CT_OK && ex->capture_end) st = ex->capture_end(ex->capture_end_user, 0, err);
   if (st != CT_OK) {
     ct_gpu_capture_abandon(ex->ctx);
     return st;

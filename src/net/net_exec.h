@@ -64,6 +64,11 @@ ct_exec *ct_exec_new(ct_context *ctx, bool graphs);
 void ct_exec_free(ct_exec *ex);
 /* Appends a step (copied). */
 void ct_exec_add(ct_exec *ex, ct_exec_step step);
+/* fn(user, 0, err) runs at the end of every captured segment, inside the
+ * capture: it must enqueue only capturable work, e.g. join streams that the
+ * segment's steps forked (a capture cannot end with unjoined work).  NULL
+ * removes it. */
+void ct_exec_set_capture_end(ct_exec *ex, ct_exec_fn fn, void *user);
 /* Runs the program once (see above).  signature identifies where the
  * program's storage lives; when it differs from the one of the captured
  * graphs, they are dropped and made again.  Errors: the first failing

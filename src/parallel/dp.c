@@ -100,6 +100,11 @@ static ct_status hook_iteration_end(void *user, ct_error *err) {
   return CT_OK;
 }
 
+static ct_status hook_capture_end(void *user, ct_error *err) {
+  dp_worker *w = user;
+  return ct_dp_reducer_capture_end(w->red, err);
+}
+
 static ct_status hook_test(void *user, double *values, size_t count, ct_error *err) {
   dp_worker *w = user;
   CT_TRY(ct_comm_allreduce_host_f64(w->comm, values, count, err));
@@ -188,6 +193,7 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   hooks.reduce_test = hook_test;
   hooks.on_iteration_end = hook_iteration_end;
   hooks.gradients_capturable = true;
+  hooks.on_capture_end = hook_capture_end;
   hooks.user = w;
   ct_solver_set_hooks(w->solver, &hooks);
   w->training = true;

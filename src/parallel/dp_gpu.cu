@@ -14,6 +14,7 @@ struct ct_dp_gpu {
   cudaEvent_t sync;         /* compute -> communication ordering outside buckets */
   cudaEvent_t done;         /* communication -> compute ordering */
   bool timing;              /* timing events are recorded every iteration */
+  bool forked;              /* the capture under way holds a launch not yet joined */
   cudaEvent_t t_begin, t_end;      /* backward start and end (compute stream) */
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
 };
@@ -100,18 +101,21 @@ extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g) {
   if (g->timing) CT_CUDA_CHECK(cudaEventRecord(g->t_begin, compute_stream(g)));
 }
 
+static bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive;
+}
+
 /* A timing event: recorded as a node of the graph being captured (an
  * external event record), or plainly outside captures. */
 static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  cudaError_t e = cudaStreamIsCapturing(s, &cs);
-  if (e != cudaSuccess) return e;
-  if (cs == cudaStreamCaptureStatusActive) return cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal);
+  if (capturing(s)) return cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal);
   return cudaEventRecord(ev, s);
 }
 
 extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   CT_ASSERT(b >= 0 && b < g->nbuckets);
+  if (capturing(compute_stream(g))) g->forked = true;
   /* t_ready before ready[b], so that the start (after the wait for ready[b])
    * is never timed before it */
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_ready[b], compute_stream(g)));
@@ -123,11 +127,26 @@ extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t co
   return CT_OK;
 }
 
-extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
-  if (g->timing) DP_CUDA_TRY(g, mark(g->t_end, compute_stream(g)));
+/* compute waits for everything enqueued on the communication stream.  In
+ * a capture only when this capture forked to it: earlier segments joined
+ * their own launches, and an event recorded outside the capture cannot be
+ * waited on inside it. */
+static ct_status join_comm(ct_dp_gpu *g, ct_error *err) {
+  if (capturing(compute_stream(g)) && !g->forked) return CT_OK;
   DP_CUDA_TRY(g, cudaEventRecord(g->done, g->comm_stream));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(compute_stream(g), g->done, 0));
+  g->forked = false;
   return CT_OK;
+}
+
+extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
+  if (g->timing) DP_CUDA_TRY(g, mark(g->t_end, compute_stream(g)));
+  return join_comm(g, err);
+}
+
+extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) {
+  if (!g->forked) return CT_OK;
+  return join_comm(g, err);
 }
 
 extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {

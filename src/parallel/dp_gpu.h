@@ -47,6 +47,11 @@ ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_err
  * (capturable: the fork to the communication stream is joined).  Errors:
  * CT_ERR_DEVICE. */
 ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err);
+/* At the end of a captured graph segment: joins the launches this capture
+ * forked (a capture cannot end with unjoined work); the compute stream's
+ * later work then waits for them.  A no-op when the segment launched
+ * nothing.  Errors: CT_ERR_DEVICE. */
+ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err);
 /* Blocks (host) until the compute stream's enqueued work is done, under the
  * communicator's watchdog: a dead peer or the cancel flag ends the wait and
  * aborts the communicator, which frees the GPU work stuck in it.  Errors:

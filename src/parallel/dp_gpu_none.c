@@ -15,6 +15,9 @@ ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_err
 ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
+ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
 ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }

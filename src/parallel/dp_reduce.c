@@ -147,6 +147,10 @@ ct_status ct_dp_reducer_launch_rest(ct_dp_reducer *r, ct_error *err) {
   return CT_OK;
 }
 
+ct_status ct_dp_reducer_capture_end(ct_dp_reducer *r, ct_error *err) {
+  return r->gpu ? ct_dp_gpu_capture_end(r->g, err) : CT_OK;
+}
+
 ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err) {
   if (r->gpu) {
     CT_TRY(ct_dp_gpu_wait(r->g, err));

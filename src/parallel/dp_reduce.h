@@ -36,6 +36,11 @@ void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses);
  * the mean over workers on return.  Errors: the communicator's, or a launch
  * failure from the hook. */
 ct_status ct_dp_reducer_launch_rest(ct_dp_reducer *r, ct_error *err);
+/* At the end of each captured CUDA graph segment (GPU): joins the bucket
+ * launches the segment forked, so that the capture can end; a bucket
+ * launched before a step that cannot be captured is thus waited for there.
+ * Errors: CT_ERR_DEVICE. */
+ct_status ct_dp_reducer_capture_end(ct_dp_reducer *r, ct_error *err);
 /* After the iteration's work was enqueued: blocks until it is done (GPU,
  * under the communicator's watchdog) and logs the bucket timing of the
  * iterations asked for; a no-op wait on the CPU.  Errors: the

@@ -93,6 +93,11 @@ typedef struct ct_solver_hooks {
    * all-reduces under its watchdog and agrees with the others on stop and
    * snapshot requests.  A failure ends ct_solver_step with that status. */
   ct_status (*on_iteration_end)(void *user, ct_error *err);
+  /* GPU: at the end of each CUDA graph segment of the iteration while it is
+   * captured (steps that cannot be captured, e.g. a data layer, cut the
+   * iteration into several graphs): joins the streams that captured hooks
+   * forked in it, enqueueing capturable work only. */
+  ct_status (*on_capture_end)(void *user, ct_error *err);
 } ct_solver_hooks;
 
 /* Options beyond the SolverParameter. */

@@ -168,6 +168,11 @@ static ct_status step_on_backward(void *user, int pass, ct_error *err) {
   return CT_OK;
 }
 
+static ct_status step_capture_end(void *user, int arg, ct_error *err) {
+  ct_solver *s = user;
+  return s->hooks.on_capture_end(s->hooks.user, err);
+}
+
 static ct_status step_update(void *user, int arg, ct_error *err) {
   ct_solver *s = user;
   enqueue_update(s, &s->gpu->fused);
@@ -175,10 +180,10 @@ static ct_status step_update(void *user, int arg, ct_error *err) {
 }
 
 /* Which hooks the program calls: bit 0 on_gradients, bit 1 on_backward,
- * bit 2 on_gradients captured. */
+ * bit 2 on_gradients captured, bit 3 on_capture_end. */
 static unsigned hooks_of(const ct_solver *s) {
   return (s->hooks.on_gradients ? 1u : 0u) | (s->hooks.on_backward ? 2u : 0u) |
-         (s->hooks.gradients_capturable ? 4u : 0u);
+         (s->hooks.gradients_capturable ? 4u : 0u) | (s->hooks.on_capture_end ? 8u : 0u);
 }
 
 static void build_program(ct_solver *s) {
@@ -187,6 +192,7 @@ static void build_program(ct_solver *s) {
   g->exec = ct_exec_new(s->ctx, !s->opts.no_cuda_graphs);
   g->exec_iter_size = s->param->iter_size;
   g->exec_hooks = hooks_of(s);
+  if (s->hooks.on_capture_end) ct_exec_set_capture_end(g->exec, step_capture_end, s);
   ct_net_program_begin(s->net, g->exec, true);
   for (int i = 0; i < s->param->iter_size; i++) {
     ct_net_program_forward(s->net, g->exec);
