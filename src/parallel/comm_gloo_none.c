@@ -29,5 +29,7 @@ ct_status ct_shard_share(ct_shard_session *s, const char *key, int maker, ct_sta
 
 void ct_shard_free(ct_shard_session *s) {}
 
+const char *ct_gloo_store_name(const ct_gloo_store *s) { return "none"; }
+
 const char *ct_gloo_version(void) { return "none"; }
 #endif
