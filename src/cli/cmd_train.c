@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cmd_train.h"
 #include "cli/run_common.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -50,6 +51,38 @@ static const ct_flag_spec train_flags[] = {
      .min = 0, .max = 1000000},
     CT_CLI_FLAG_DUMMY_DATA,
     CT_CLI_FLAG_DUMMY_SHAPE,
+    {"num_shards", CT_FLAG_INT, "1",
+     "Shards (processes, on one or many machines) that train together without MPI, meeting "
+     "through --file_store_path or --redis_host. Each shard trains on its GPUs (--gpu, the "
+     "same count on every shard) or as one CPU worker.",
+     .min = 1, .max = 65536},
+    {"shard_id", CT_FLAG_INT, "0", "This process's shard: 0 to --num_shards - 1.", .min = 0,
+     .max = 65535},
+    {"run_id", CT_FLAG_STRING, NULL,
+     "Names the run in the rendezvous store; every shard of a run gives the same id and each "
+     "run a new one.",
+     .meta = "ID"},
+    {"file_store_path", CT_FLAG_STRING, NULL,
+     "Shards meet through files in this folder, which every shard must see (e.g. on NFS).",
+     .meta = "DIR"},
+    {"redis_host", CT_FLAG_STRING, NULL, "Shards meet through the Redis server on this host.",
+     .meta = "HOST"},
+    {"redis_port", CT_FLAG_INT, "6379", "The port of --redis_host.", .min = 1, .max = 65535},
+    {"redis_password", CT_FLAG_STRING, NULL,
+     "Password of --redis_host (AUTH); left out, the REDIS_PASSWORD environment variable, if "
+     "set.",
+     .meta = "PASSWORD"},
+    {"rendezvous_timeout", CT_FLAG_DOUBLE, "300",
+     "Seconds a shard waits for the others to arrive before giving up, naming the missing "
+     "ones."},
+    {"gloo_iface", CT_FLAG_STRING, NULL,
+     "CPU shards: the network interface whose address Gloo's TCP transport listens on "
+     "(e.g. eth0). Left out (and no --gloo_host), the address of this machine's host name.",
+     .meta = "IFACE"},
+    {"gloo_host", CT_FLAG_STRING, NULL,
+     "CPU shards: the host name or address Gloo's TCP transport listens on (instead of "
+     "--gloo_iface).",
+     .meta = "HOST"},
 };
 
 /* The solver that SIGINT/SIGHUP act on, and what they ask of it. */
@@ -207,6 +240,51 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp) 
   return rc;
 }
 
+/* Shards were asked for: several, or a rendezvous store named. */
+static bool shards_requested(const ct_cli_args *args) {
+  return ct_cli_int(args, "num_shards") > 1 || ct_cli_is_set(args, "file_store_path") ||
+         ct_cli_is_set(args, "redis_host");
+}
+
+/* One shard of a run that meets through a store: its GPUs as threads, or
+ * one CPU worker with gradients through Gloo. */
+static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
+  ct_shard_opts so;
+  memset(&so, 0, sizeof so);
+  so.num_shards = ct_cli_int(args, "num_shards");
+  so.shard_id = ct_cli_int(args, "shard_id");
+  so.run_id = ct_cli_string(args, "run_id");
+  so.file_store_path = ct_cli_is_set(args, "file_store_path") ? ct_cli_string(args, "file_store_path") : NULL;
+  so.redis_host = ct_cli_is_set(args, "redis_host") ? ct_cli_string(args, "redis_host") : NULL;
+  so.redis_port = ct_cli_int(args, "redis_port");
+  so.redis_password = ct_cli_is_set(args, "redis_password") ? ct_cli_string(args, "redis_password")
+                                                             : getenv("REDIS_PASSWORD");
+  so.rendezvous_timeout_s = ct_cli_double(args, "rendezvous_timeout");
+  so.gloo_iface = ct_cli_string(args, "gloo_iface");
+  so.gloo_host = ct_cli_string(args, "gloo_host");
+  if (so.shard_id >= so.num_shards)
+    return ct_cli_error(CT_EXIT_USAGE, "--shard_id=%d is not below --num_shards=%d", so.shard_id, so.num_shards);
+  if (!*so.run_id) return ct_cli_error(CT_EXIT_USAGE, "shards need --run_id=ID (the same on every shard)");
+  if ((so.file_store_path != NULL) == (so.redis_host != NULL))
+    return ct_cli_error(CT_EXIT_USAGE, "shards need exactly one of --file_store_path=DIR and --redis_host=HOST");
+  if (!(so.rendezvous_timeout_s > 0)) return ct_cli_error(CT_EXIT_USAGE, "--rendezvous_timeout must be positive");
+  ct_error err;
+  ct_gpu_list gpus;
+  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  log_gpus(&gpus);
+  ct_dp_job job;
+  fill_job(args, sp, &job);
+  g_data_parallel = 1;
+  install_signals(args);
+  LOG_INFO("Starting Optimization");
+  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
+  int rc = CT_EXIT_OK;
+  if (ct_dp_train_shards(&job, &so, gpus.ids, gpus.n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  else LOG_INFO("Optimization Done.");
+  g_data_parallel = 0;
+  return rc;
+}
+
 static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
   char *copy = ct_xstrdup(list), *save = NULL;
   ct_status st = CT_OK;
@@ -225,6 +303,15 @@ static int train_run(const ct_cli_args *args) {
   const char *solver_file = ct_cli_is_set(args, "solver") ? ct_cli_string(args, "solver") : NULL;
   if (!solver_file || !*solver_file)
     return ct_cli_error(CT_EXIT_USAGE, "'cortado train' needs --solver=FILE");
+  Caffe__SolverParameter *sp;
+  if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  int rc = ct_cli_train_solver(args, sp);
+  protobuf_c_message_free_unpacked(&sp->base, NULL);
+  return rc;
+}
+
+int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp) {
+  ct_error err;
   if (ct_cli_is_set(args, "snapshot") && ct_cli_is_set(args, "weights"))
     return ct_cli_error(CT_EXIT_USAGE,
                         "give --snapshot to resume training or --weights to fine-tune, not both");
@@ -232,8 +319,6 @@ static int train_run(const ct_cli_args *args) {
     return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
   /* under mpirun, only rank 0 logs INFO lines (errors come from every rank) */
   if (ct_mpi_launched() && ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
-  Caffe__SolverParameter *sp;
-  if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   apply_state_flags(args, sp);
   int rc = CT_EXIT_OK;
   ct_gpu_list gpus;
@@ -242,6 +327,12 @@ static int train_run(const ct_cli_args *args) {
   ct_solver *s = NULL;
   if (apply_dummy_data(args, sp, &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    goto done;
+  }
+  if (shards_requested(args)) {
+    rc = ct_mpi_launched() ? ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: "
+                                                         "use one or the other")
+                           : train_shards(args, sp);
     goto done;
   }
   if (ct_mpi_launched()) {
@@ -282,7 +373,6 @@ static int train_run(const ct_cli_args *args) {
 done:
   ct_solver_free(s);
   if (ctx_ok) ct_context_free(&ctx);
-  protobuf_c_message_free_unpacked(&sp->base, NULL);
   return rc;
 }
 
@@ -297,7 +387,11 @@ const ct_cli_command ct_cli_cmd_train = {
                    "is data parallel: one worker per GPU, each reading its own shard, "
                    "gradients averaged by NCCL; batch_size is per GPU unless "
                    "--global_batch. Under `mpirun -np N` each rank is one worker (the GPU "
-                   "of its local rank, or the CPU with gradients through MPI).",
+                   "of its local rank, or the CPU with gradients through MPI). Without MPI, "
+                   "--num_shards processes (each given its --shard_id and the same --run_id) "
+                   "meet through --file_store_path or --redis_host and train together: "
+                   "each shard on its GPUs, or as one CPU worker with gradients through "
+                   "Gloo over TCP.",
     .flags = train_flags,
     .n_flags = sizeof train_flags / sizeof train_flags[0],
     .min_args = 0,

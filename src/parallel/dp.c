@@ -13,7 +13,9 @@
 #include "parallel/comm.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/comm_nccl.h"
+#include "parallel/comm_gloo.h"
 #include "parallel/dp_reduce.h"
+#include "parallel/shards.h"
 
 /* What the workers of this process share. */
 typedef struct dp_shared {
@@ -23,7 +25,8 @@ typedef struct dp_shared {
   int nodes;
   bool threads;               /* workers are threads of this process */
   bool gpu;
-  char transport[64];
+  char kind[640];             /* "threads of one process" / "MPI processes" / "2 shards ..." */
+  char transport[192];
   char devices[128];          /* "GPUs 0,1" / "4 GPUs" / "CPU" for the startup line */
   ct_nccl_id nccl_id;
   ct_comm_threads_group *tg;  /* CPU threads */
@@ -137,8 +140,8 @@ static int worker_batch(const ct_net *net) {
 static void log_world(const dp_worker *w) {
   const dp_shared *sh = w->sh;
   LOG_INFO("Data-parallel training: %d node%s, %d rank%s (%s), %s; transport %s", sh->nodes,
-           sh->nodes == 1 ? "" : "s", sh->world, sh->world == 1 ? "" : "s",
-           sh->threads ? "threads of one process" : "MPI processes", sh->devices, sh->transport);
+           sh->nodes == 1 ? "" : "s", sh->world, sh->world == 1 ? "" : "s", sh->kind, sh->devices,
+           sh->transport);
   const int batch = worker_batch(w->solver->net), iter_size = sh->sp->iter_size;
   const char *unit = sh->gpu ? (sh->world == 1 ? "GPU" : "GPUs") : (sh->world == 1 ? "worker" : "workers");
   if (iter_size > 1)
@@ -268,6 +271,7 @@ static ct_status shared_init(dp_shared *sh, const ct_dp_job *job, int world, ct_
   sh->job = job;
   sh->world = world;
   sh->nodes = 1;
+  snprintf(sh->kind, sizeof sh->kind, "threads of one process");
   pthread_mutex_init(&sh->mu, NULL);
   sh->sp = clone_param(job->solver_param);
   if (job->global_batch) {
@@ -296,6 +300,40 @@ static void threads_abort_hook(const char *msg) {
             device_desc(w->device, dev, sizeof dev), w->sh->world);
 }
 
+/* Runs n worker threads with ranks rank0 .. rank0 + n - 1 of sh->world:
+ * worker i on GPU gpus[i] or, when gpus is NULL, on the CPU with the
+ * communicator `cpu_comm` (borrowed) or, when that is NULL, the "threads"
+ * communicator of sh->tg.  Waits for all; returns the first failure
+ * ("<prefix>worker R (GPU G) failed: ..."). */
+static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
+                             const char *prefix, ct_error *err) {
+  dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
+  ct_set_abort_hook(threads_abort_hook);
+  int started = 0;
+  for (; started < n; started++) {
+    dp_worker *w = &workers[started];
+    w->sh = sh;
+    w->rank = rank0 + started;
+    w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
+    w->comm = gpus ? NULL : cpu_comm;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+      w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", w->rank);
+      worker_failed(w);
+      break;
+    }
+  }
+  for (int i = 0; i < started; i++) pthread_join(workers[i].thread, NULL);
+  ct_set_abort_hook(NULL);
+  ct_status st = CT_OK;
+  if (sh->failed) {
+    st = failure_message("worker", sh->failed_rank, sh->failed_device, sh->failed_iter, &sh->failure,
+                         n > 1 ? "; the other workers were stopped" : "", err);
+    if (prefix && *prefix) ct_error_prefix(err, "%s", prefix);
+  }
+  free(workers);
+  return st;
+}
+
 ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_error *err) {
   CT_ASSERT(n >= 1);
   dp_shared sh;
@@ -313,31 +351,7 @@ ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_e
     snprintf(sh.transport, sizeof sh.transport, "shared memory");
     snprintf(sh.devices, sizeof sh.devices, "CPU");
   }
-  if (st != CT_OK) {
-    shared_free(&sh);
-    return st;
-  }
-  dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
-  ct_set_abort_hook(threads_abort_hook);
-  int started = 0;
-  for (; started < n; started++) {
-    dp_worker *w = &workers[started];
-    w->sh = &sh;
-    w->rank = started;
-    w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-      w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", started);
-      worker_failed(w);
-      break;
-    }
-  }
-  for (int i = 0; i < started; i++) pthread_join(workers[i].thread, NULL);
-  ct_set_abort_hook(NULL);
-  st = CT_OK;
-  if (sh.failed)
-    st = failure_message("worker", sh.failed_rank, sh.failed_device, sh.failed_iter, &sh.failure,
-                         n > 1 ? "; the other workers were stopped" : "", err);
-  free(workers);
+  if (st == CT_OK) st = run_workers(&sh, gpus, n, 0, NULL, NULL, err);
   shared_free(&sh);
   return st;
 }
@@ -409,6 +423,7 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   w.rank = mpi->rank;
   w.device = CT_DEVICE_CPU;
   ct_status st = shared_init(&sh, job, mpi->size, &w.err);
+  snprintf(sh.kind, sizeof sh.kind, "MPI processes");
   sh.gpu = n_node_gpus > 0;
   if (st == CT_OK) st = mpi_run(&sh, &w, node_gpus, n_node_gpus, mpi, &w.err);
   w.st = st;
@@ -421,5 +436,67 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   worker_cleanup(&w);
   shared_free(&sh);
   ct_comm_free(mpi);
+  return st;
+}
+
+/* ------------------------------------------------------------------ shards */
+
+/* GPU shards: global rank 0 (shard 0) makes the NCCL id and shares it
+ * through the store, with its status so that a failure there fails all. */
+static ct_status shards_nccl_id(ct_shard_session *ss, ct_nccl_id *id, ct_error *err) {
+  ct_error local;
+  ct_error_clear(&local);
+  ct_status made = CT_OK;
+  if (ss->shard_id == 0) made = ct_nccl_unique_id(id, &local);
+  CT_TRY(ct_shard_share(ss, "nccl_id", 0, made, local.msg, id->bytes, sizeof id->bytes, err));
+  if (made != CT_OK && err) *err = local;
+  return made;
+}
+
+static ct_status shards_run(dp_shared *sh, ct_shard_session *ss, const ct_shard_opts *so,
+                            const int *gpus, int n_gpus, ct_error *err) {
+  const int per_shard = n_gpus > 0 ? n_gpus : 1, rank0 = ss->shard_id * per_shard;
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "shard %d of %d", ss->shard_id, ss->num_shards);
+  sh->nodes = ss->hosts;
+  snprintf(sh->kind, sizeof sh->kind, "%d shard%s of %s%s", ss->num_shards,
+           ss->num_shards == 1 ? "" : "s", ss->where,
+           n_gpus > 1 ? ", GPU threads in each" : "");
+  if (sh->gpu) {
+    CT_TRY(shards_nccl_id(ss, &sh->nccl_id, err));
+    snprintf(sh->transport, sizeof sh->transport, "NCCL %s (id shared through the %s)", ct_nccl_version(),
+             ct_gloo_store_name(ss->store));
+    snprintf(sh->devices, sizeof sh->devices, "%d GPU%s (%d per shard)", sh->world,
+             sh->world == 1 ? "" : "s", n_gpus);
+    return run_workers(sh, gpus, n_gpus, rank0, NULL, prefix, err);
+  }
+  ct_comm *comm = NULL;
+  const ct_gloo_bind bind = {so->gloo_iface, so->gloo_host};
+  ct_status st = ct_comm_gloo_create(&comm, ss->store, ss->shard_id, ss->num_shards, &bind,
+                                     ss->timeout_s, sh->job->dp.timeout_s, err);
+  if (st != CT_OK) return ct_error_prefix(err, "%s", prefix);
+  snprintf(sh->transport, sizeof sh->transport, "%s over TCP, rank 0 at %s", ct_gloo_version(),
+             ct_comm_gloo_address(comm));
+  snprintf(sh->devices, sizeof sh->devices, "CPU");
+  LOG_INFO("Shard %d: Gloo listens on %s", ss->shard_id, ct_comm_gloo_address(comm));
+  st = run_workers(sh, NULL, 1, rank0, comm, prefix, err);
+  /* closing the connections now tells the other shards at once when this
+   * one failed */
+  ct_comm_free(comm);
+  return st;
+}
+
+ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, const int *gpus,
+                             int n_gpus, ct_error *err) {
+  ct_shard_session *ss = NULL;
+  CT_TRY(ct_shard_join(&ss, shard, n_gpus, err));
+  const int world = ss->num_shards * (n_gpus > 0 ? n_gpus : 1);
+  dp_shared sh;
+  ct_status st = shared_init(&sh, job, world, err);
+  sh.threads = true;
+  sh.gpu = n_gpus > 0;
+  if (st == CT_OK) st = shards_run(&sh, ss, shard, gpus, n_gpus, err);
+  shared_free(&sh);
+  ct_shard_free(ss);
   return st;
 }

@@ -2,8 +2,11 @@
  * and its own shard of the data, kept identical by averaging gradients.
  *
  * Workers are either the threads of one process (one per GPU, NCCL between
- * them; or CPU workers through the "threads" communicator) or the processes
- * of an MPI job (one per rank: NCCL between GPUs, MPI between CPU workers).
+ * them; or CPU workers through the "threads" communicator), the processes
+ * of an MPI job (one per rank: NCCL between GPUs, MPI between CPU workers),
+ * or Caffe2-style shards: processes that meet through a file or Redis
+ * store, each driving its GPUs as threads (NCCL across all of them) or one
+ * CPU worker (Gloo between the shards).
  * The same worker code runs in both; per worker:
  *
  *   - its own ct_context with rank/world set, so data layers read only
@@ -40,6 +43,7 @@
 
 #include "caffe.pb-c.h"
 #include "core/status.h"
+#include "parallel/shards.h"
 #include "solvers/solver.h"
 
 #ifdef __cplusplus
@@ -87,6 +91,23 @@ ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_e
  * ranks stop at once.  CT_ERR_UNSUPPORTED in a build without MPI. */
 ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus,
                           ct_error *err);
+
+/* Trains as shard `shard->shard_id` of `shard->num_shards` processes that
+ * meet through a rendezvous store (see shards.h), without MPI.  With
+ * n_gpus > 0 the shard drives gpus[0..n_gpus) as worker threads: the world
+ * is num_shards x n_gpus ranks, global rank = shard_id x n_gpus + local
+ * index, all in one NCCL communicator whose id global rank 0 makes and
+ * shares through the store (every shard must drive the same number of
+ * GPUs).  With n_gpus == 0 the shard is one CPU worker of rank shard_id and
+ * gradients go through the "gloo" communicator (TCP, bound as
+ * shard->gloo_iface / gloo_host say).  Rank 0 logs the world and the
+ * effective batch.  Errors: the rendezvous's (a shard that never arrived,
+ * a reused run id, a store that cannot be reached); a worker's failure,
+ * prefixed "shard K of N: worker R (CPU) failed at iteration I: ";
+ * CT_ERR_UNSUPPORTED in a build without Gloo.  A dead or stopped shard makes
+ * the others fail within the communicator's timeout. */
+ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, const int *gpus,
+                             int n_gpus, ct_error *err);
 
 /* Asks the running data-parallel job of this process to stop and/or
  * snapshot (ct_solver_action bits).  Async-signal-safe.  Rank 0 samples the

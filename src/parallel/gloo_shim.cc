@@ -1,0 +1,270 @@
+// gloo_shim.h over Gloo's C++ API.  Every entry point catches what Gloo
+// and the stores throw and turns it into a ct_status.
+#include "parallel/gloo_shim.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/config.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "parallel/gloo_stores.hh"
+
+struct ct_gloo_store {
+  std::unique_ptr<gloo::rendezvous::Store> base;
+  std::unique_ptr<gloo::rendezvous::PrefixStore> run;  // base seen under "<run_id>/"
+  std::string name;
+};
+
+struct ct_gloo_context {
+  std::shared_ptr<gloo::transport::Device> dev;
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::chrono::milliseconds op_timeout;
+  std::string address;
+};
+
+namespace {
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds((long long)(seconds * 1000.0 + 0.5));
+}
+
+// Gloo's messages start with "[/path/to/file.cc:123] ": keep what follows.
+std::string clean(const char* what) {
+  std::string s = what ? what : "unknown error";
+  if (!s.empty() && s[0] == '[') {
+    size_t end = s.find("] ");
+    if (end != std::string::npos && s.find(':') < end) s.erase(0, end + 2);
+  }
+  return s;
+}
+
+// Runs fn, mapping exceptions to a status with "<what>: <message>".
+template <typename Fn>
+ct_status guarded(ct_error* err, ct_status io_code, const std::string& what, Fn fn) {
+  try {
+    fn();
+    return CT_OK;
+  } catch (const cortado::StoreError& e) {
+    return ct_error_set(err, e.code, "%s%s%s", what.c_str(), what.empty() ? "" : ": ", e.what());
+  } catch (const gloo::IoException& e) {
+    return ct_error_set(err, io_code, "%s%s%s", what.c_str(), what.empty() ? "" : ": ",
+                        clean(e.what()).c_str());
+  } catch (const std::exception& e) {
+    return ct_error_set(err, CT_ERR_COMM, "%s%s%s", what.c_str(), what.empty() ? "" : ": ",
+                        clean(e.what()).c_str());
+  }
+}
+
+template <typename T>
+ct_status allreduce_sum(ct_gloo_context* c, T* buf, size_t count, ct_error* err) {
+  if (count == 0 || c->ctx->size == 1) return CT_OK;
+  return guarded(err, CT_ERR_COMM, "", [&] {
+    gloo::AllreduceOptions opts(c->ctx);
+    opts.setOutput(buf, count);
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
+    opts.setTimeout(c->op_timeout);
+    gloo::allreduce(opts);
+  });
+}
+
+// "127.0.0.1 (lo)" from the device's "tcp, pci=, iface=lo, speed=-1, addr=[127.0.0.1]".
+std::string describe_device(const std::string& s) {
+  auto field = [&](const char* name) {
+    size_t at = s.find(name);
+    if (at == std::string::npos) return std::string();
+    at += strlen(name);
+    size_t end = s.find(',', at);
+    return s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  std::string addr = field("addr="), iface = field("iface=");
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+  if (addr.empty()) return s;
+  return iface.empty() ? addr : addr + " (" + iface + ")";
+}
+
+}  // namespace
+
+extern "C" {
+
+ct_status ct_gloo_store_open_file(ct_gloo_store** out, const char* dir, const char* run_id,
+                                  ct_error* err) {
+  *out = nullptr;
+  auto s = std::make_unique<ct_gloo_store>();
+  try {
+    auto folder = std::make_unique<cortado::FolderStore>(dir);
+    s->name = "file store " + folder->path();
+    s->base = std::move(folder);
+  } catch (const std::exception& e) {
+    return ct_error_set(err, CT_ERR_IO, "file store %s: %s", dir, clean(e.what()).c_str());
+  }
+  s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+  *out = s.release();
+  return CT_OK;
+}
+
+ct_status ct_gloo_store_open_redis(ct_gloo_store** out, const char* host, int port,
+                                   const char* password, const char* run_id, int expire_s,
+                                   double timeout_s, ct_error* err) {
+  *out = nullptr;
+  auto s = std::make_unique<ct_gloo_store>();
+  ct_status st = guarded(err, CT_ERR_COMM, "", [&] {
+    auto redis = std::make_unique<cortado::RedisAuthStore>(host, port, password ? password : "",
+                                                           expire_s, timeout_s);
+    s->name = redis->name();
+    s->base = std::move(redis);
+  });
+  if (st != CT_OK) return st;
+  s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+  *out = s.release();
+  return CT_OK;
+}
+
+void ct_gloo_store_free(ct_gloo_store* s) { delete s; }
+
+const char* ct_gloo_store_name(const ct_gloo_store* s) { return s->name.c_str(); }
+
+ct_status ct_gloo_store_set(ct_gloo_store* s, const char* key, const void* data, size_t len,
+                            ct_error* err) {
+  return guarded(err, CT_ERR_COMM, s->name, [&] {
+    const char* p = static_cast<const char*>(data);
+    s->run->set(key, std::vector<char>(p, p + len));
+  });
+}
+
+ct_status ct_gloo_store_has(ct_gloo_store* s, const char* key, bool* present, ct_error* err) {
+  *present = false;
+  return guarded(err, CT_ERR_COMM, s->name, [&] {
+    try {
+      s->run->wait({key}, std::chrono::milliseconds(0));
+      *present = true;
+    } catch (const gloo::IoException&) {
+      *present = false;
+    }
+  });
+}
+
+ct_status ct_gloo_store_get(ct_gloo_store* s, const char* key, double timeout_s, void** data,
+                            size_t* len, ct_error* err) {
+  *data = nullptr;
+  *len = 0;
+  std::vector<char> value;
+  try {
+    s->run->wait({key}, to_ms(timeout_s));
+  } catch (const gloo::IoException&) {
+    return ct_error_set(err, CT_ERR_COMM, "%s: key '%s' not set after %g s", s->name.c_str(), key,
+                        timeout_s);
+  } catch (const cortado::StoreError& e) {
+    return ct_error_set(err, e.code, "%s: %s", s->name.c_str(), e.what());
+  } catch (const std::exception& e) {
+    return ct_error_set(err, CT_ERR_COMM, "%s: %s", s->name.c_str(), clean(e.what()).c_str());
+  }
+  CT_TRY(guarded(err, CT_ERR_COMM, s->name, [&] { value = s->run->get(key); }));
+  char* buf = static_cast<char*>(ct_xcalloc(value.size() + 1, 1));
+  memcpy(buf, value.data(), value.size());
+  *data = buf;
+  *len = value.size();
+  return CT_OK;
+}
+
+ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int size,
+                          const ct_gloo_bind* bind, double connect_timeout_s, double op_timeout_s,
+                          ct_error* err) {
+  *out = nullptr;
+  auto c = std::make_unique<ct_gloo_context>();
+  c->op_timeout = to_ms(op_timeout_s);
+  const char* iface = bind && bind->iface && *bind->iface ? bind->iface : nullptr;
+  const char* host = bind && bind->host && *bind->host ? bind->host : nullptr;
+  ct_status st = guarded(err, CT_ERR_COMM, "Gloo TCP device", [&] {
+    gloo::transport::tcp::attr attr;
+    if (iface) {
+      attr.iface = iface;
+      attr.ai_family = AF_INET; /* IPv4 first: an interface often has a link-local IPv6 too */
+      try {
+        c->dev = gloo::transport::tcp::CreateDevice(attr);
+        return;
+      } catch (const std::exception&) {
+        attr.ai_family = AF_UNSPEC;
+      }
+    } else if (host) {
+      attr.hostname = host;
+    }
+    c->dev = gloo::transport::tcp::CreateDevice(attr);
+  });
+  if (st != CT_OK) {
+    if (!iface && !host)
+      ct_error_prefix(err, "no address for this machine's host name (give --gloo_iface or --gloo_host)");
+    return st;
+  }
+  c->address = describe_device(c->dev->str());
+  c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  c->ctx->setTimeout(to_ms(connect_timeout_s));
+  CT_TRY(guarded(err, CT_ERR_COMM, "Gloo connect of rank " + std::to_string(rank), [&] {
+    c->ctx->connectFullMesh(*s->run, c->dev);
+  }));
+  c->ctx->setTimeout(c->op_timeout);
+  *out = c.release();
+  return CT_OK;
+}
+
+const char* ct_gloo_context_address(const ct_gloo_context* c) { return c->address.c_str(); }
+
+ct_status ct_gloo_allreduce_sum_f32(ct_gloo_context* c, float* buf, size_t count, ct_error* err) {
+  return allreduce_sum(c, buf, count, err);
+}
+
+ct_status ct_gloo_allreduce_sum_f64(ct_gloo_context* c, double* buf, size_t count, ct_error* err) {
+  return allreduce_sum(c, buf, count, err);
+}
+
+ct_status ct_gloo_broadcast_f32(ct_gloo_context* c, float* buf, size_t count, int root,
+                                ct_error* err) {
+  if (count == 0 || c->ctx->size == 1) return CT_OK;
+  return guarded(err, CT_ERR_COMM, "", [&] {
+    gloo::BroadcastOptions opts(c->ctx);
+    opts.setOutput(buf, count);
+    opts.setRoot(root);
+    opts.setTimeout(c->op_timeout);
+    gloo::broadcast(opts);
+  });
+}
+
+ct_status ct_gloo_barrier(ct_gloo_context* c, ct_error* err) {
+  if (c->ctx->size == 1) return CT_OK;
+  return guarded(err, CT_ERR_COMM, "", [&] {
+    gloo::BarrierOptions opts(c->ctx);
+    opts.setTimeout(c->op_timeout);
+    gloo::barrier(opts);
+  });
+}
+
+void ct_gloo_context_free(ct_gloo_context* c) {
+  if (!c) return;
+  try {
+    c->ctx.reset();
+    c->dev.reset();
+  } catch (...) {
+    /* closing a broken connection may throw; the process is done with it */
+  }
+  delete c;
+}
+
+const char* ct_gloo_version(void) {
+#define CT_STR2(x) #x
+#define CT_STR(x) CT_STR2(x)
+  return "Gloo " CT_STR(GLOO_VERSION_MAJOR) "." CT_STR(GLOO_VERSION_MINOR) "." CT_STR(GLOO_VERSION_PATCH);
+}
+
+}  // extern "C"
