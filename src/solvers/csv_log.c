@@ -51,6 +51,8 @@ static ct_status resolve_path(const ct_csv_log_opts *o, char **out, ct_error *er
   }
   if (!o->expname || !*o->expname)
     return ct_error_set(err, CT_ERR_INVALID, "CSV log: a run name is needed to name a file in %s", o->path);
+  if (mkdir(o->path, 0777) != 0 && errno != EEXIST)
+    return ct_error_set(err, CT_ERR_IO, "CSV log: cannot create the directory %s: %s", o->path, strerror(errno));
   char name[512];
   ct_csv_log_name(o->expname, o->start_time ? o->start_time : time(NULL), name, sizeof name);
   size_t n = strlen(o->path);

@@ -49,7 +49,8 @@ typedef struct ct_csv_log ct_csv_log;
 
 typedef struct ct_csv_log_opts {
   /* Where to write: a directory (a path ending in '/' or naming an existing
-   * directory) gets the generated name inside it; anything else is the file
+   * directory) gets the generated name inside it (the directory itself is
+   * created when missing, not its parents); anything else is the file
    * itself (created or truncated). */
   const char *path;
   const char *expname;     /* the run's name in generated file names, e.g.
