@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "parallel/dp.h"
 #include "proto/textformat.h"
 #include "solvers/csv_log.h"
 #include "testutil.h"
@@ -101,7 +102,8 @@ static const char *k_net =
 
 /* Trains the tiny net for 6 iterations with display 2 into a CSV file and
  * returns the file's text. */
-static char *train_tiny(const char *name, const char *acc_top, const char *acc_phase, bool with_test) {
+static char *train_tiny_on(const char *name, const char *acc_top, const char *acc_phase, bool with_test,
+                           int workers) {
   char net[2048], text[4096];
   snprintf(net, sizeof net, k_net, acc_top, acc_phase);
   snprintf(text, sizeof text,
@@ -119,17 +121,27 @@ static char *train_tiny(const char *name, const char *acc_top, const char *acc_p
   ct_csv_log_opts lo = {.path = path, .params = "p", .epoch_size = 10};
   ct_csv_log *log;
   assert_int_equal(ct_csv_log_open(&log, &lo, &err), CT_OK);
-  ct_context ctx;
-  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, &err), CT_OK);
   ct_solver_opts so = {.quiet_nets = true, .on_display = ct_csv_log_on_display, .display_user = log};
-  ct_solver *s;
-  if (ct_solver_init(&s, (Caffe__SolverParameter *)m, &so, &ctx, &err) != CT_OK) fail_msg("%s", err.msg);
-  if (ct_solver_solve(s, NULL, &err) != CT_OK) fail_msg("%s", err.msg);
-  ct_solver_free(s);
-  ct_context_free(&ctx);
+  if (workers > 1) {
+    /* CPU workers as threads: the options reach every worker, the root writes */
+    ct_dp_job job = {.solver_param = (Caffe__SolverParameter *)m, .solver_opts = so};
+    if (ct_dp_train_threads(&job, NULL, workers, &err) != CT_OK) fail_msg("%s", err.msg);
+  } else {
+    ct_context ctx;
+    assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, &err), CT_OK);
+    ct_solver *s;
+    if (ct_solver_init(&s, (Caffe__SolverParameter *)m, &so, &ctx, &err) != CT_OK) fail_msg("%s", err.msg);
+    if (ct_solver_solve(s, NULL, &err) != CT_OK) fail_msg("%s", err.msg);
+    ct_solver_free(s);
+    ct_context_free(&ctx);
+  }
   ct_csv_log_close(log);
   protobuf_c_message_free_unpacked(m, NULL);
   return tu_read_file(path, NULL);
+}
+
+static char *train_tiny(const char *name, const char *acc_top, const char *acc_phase, bool with_test) {
+  return train_tiny_on(name, acc_top, acc_phase, with_test, 1);
 }
 
 typedef struct {
@@ -196,6 +208,23 @@ static void test_solver_rows_with_test(void **state) {
   free(text);
 }
 
+/* Two workers of batch 4: one row per display (only the root writes), the
+ * inputs counted over both. */
+static void test_solver_rows_data_parallel(void **state) {
+  ct_log_set_level(CT_LOG_WARNING);
+  char *text = train_tiny_on("csv_solver_dp", "accuracy", "TEST", true, 2);
+  parsed_row r[8];
+  assert_int_equal(parse_rows(text, r, 8), 3);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(r[i].batches, 2 * (i + 1));
+    assert_int_equal(r[i].cum_inputs, 8 * 2 * (i + 1));
+    assert_int_equal(r[i].input_count, 16);
+    assert_int_equal(r[i].epoch, (8 * 2 * (i + 1) - 1) / 10);
+  }
+  assert_true(r[0].test_accuracy == -1 && r[1].test_accuracy >= 0);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_name_from_params_and_time),
@@ -203,6 +232,7 @@ int main(void) {
       cmocka_unit_test(test_exact_file_and_errors),
       cmocka_unit_test(test_solver_rows_without_test),
       cmocka_unit_test(test_solver_rows_with_test),
+      cmocka_unit_test(test_solver_rows_data_parallel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

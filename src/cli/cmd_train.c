@@ -208,7 +208,8 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   }
   int rc = CT_EXIT_OK;
   ct_csv_log *csv = NULL;
-  if (st == CT_OK) st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err);
+  if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
+    ct_error_prefix(&err, "--csv_log");
   if (st == CT_OK) {
     ct_dp_job job;
     fill_job(args, sp, csv, &job);
