@@ -46,8 +46,48 @@ static void test_bad_depth(void **state) {
   assert_string_equal(err.msg, "ResNet depth 34 is not one of 50, 101, 152");
 }
 
+/* Caffe2's trainer: (x - 128) / 128 on every channel, accuracy in TRAIN too,
+ * and no top-5 accuracy for 5 labels or fewer. */
+static void test_caffe2_options(void **state) {
+  ct_resnet_opts o = reference_opts();
+  o.num_channels = 1;
+  o.num_labels = 4;
+  o.image_size = 32;
+  o.caffe2_input = true;
+  o.train_accuracy = true;
+  Caffe__NetParameter *net;
+  ct_error err;
+  assert_int_equal(ct_resnet_net(&o, &net, &err), CT_OK);
+  const Caffe__LayerParameter *data = net->layer[0];
+  assert_string_equal(data->type, "Data");
+  assert_true(data->transform_param->scale == 0.0078125f);
+  assert_int_equal(data->transform_param->n_mean_value, 1);
+  assert_true(data->transform_param->mean_value[0] == 128.0f);
+  assert_int_equal(data->transform_param->crop_size, 32);
+  int convs = 0, bns = 0, accuracies = 0;
+  const Caffe__LayerParameter *fc = NULL;
+  for (size_t i = 0; i < net->n_layer; i++) {
+    const Caffe__LayerParameter *l = net->layer[i];
+    convs += strcmp(l->type, "Convolution") == 0;
+    bns += strcmp(l->type, "BatchNorm") == 0;
+    if (strcmp(l->type, "InnerProduct") == 0) fc = l;
+    if (strcmp(l->type, "Accuracy") == 0) {
+      accuracies++;
+      assert_string_equal(l->name, "accuracy");
+      assert_int_equal(l->n_include, 0);
+    }
+  }
+  assert_int_equal(convs, 53);
+  assert_int_equal(bns, 53);
+  assert_int_equal(accuracies, 1);
+  assert_non_null(fc);
+  assert_int_equal(fc->inner_product_param->num_output, 4);
+  protobuf_c_message_free_unpacked(&net->base, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_committed_prototxt_matches_builder),
-                                     cmocka_unit_test(test_bad_depth)};
+                                     cmocka_unit_test(test_bad_depth),
+                                     cmocka_unit_test(test_caffe2_options)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,6 +67,7 @@ typedef struct ct_cli_command {
 extern const ct_cli_command ct_cli_cmd_train;
 extern const ct_cli_command ct_cli_cmd_test;
 extern const ct_cli_command ct_cli_cmd_time;
+extern const ct_cli_command ct_cli_cmd_resnet50_trainer;
 extern const ct_cli_command ct_cli_cmd_device_query;
 extern const ct_cli_command ct_cli_cmd_model_info;
 extern const ct_cli_command ct_cli_cmd_upgrade_net_proto_text;

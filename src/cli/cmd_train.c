@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/cmd_train.h"
 #include "cli/run_common.h"
+#include "cli/train.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "gpu/gpu.h"
@@ -83,6 +83,11 @@ static const ct_flag_spec train_flags[] = {
      "CPU shards: the host name or address Gloo's TCP transport listens on (instead of "
      "--gloo_iface).",
      .meta = "HOST"},
+    {"csv_log", CT_FLAG_STRING, NULL,
+     "Also write a CSV training log as Caffe2's trainers do: a row per display interval. A "
+     "directory (ending in '/' or existing) gets a name made of the run's parameters and a "
+     "timestamp; anything else is the file.",
+     .meta = "FILE|DIR"},
 };
 
 /* The solver that SIGINT/SIGHUP act on, and what they ask of it. */
@@ -176,9 +181,21 @@ static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParamete
   return CT_OK;
 }
 
-static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, ct_dp_job *job) {
+/* The solver options that attach the CSV log (when there is one). */
+static ct_solver_opts csv_solver_opts(ct_csv_log *csv) {
+  ct_solver_opts o = {0};
+  if (csv) {
+    o.on_display = ct_csv_log_on_display;
+    o.display_user = csv;
+  }
+  return o;
+}
+
+static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, ct_csv_log *csv,
+                     ct_dp_job *job) {
   memset(job, 0, sizeof *job);
   job->solver_param = sp;
+  job->solver_opts = csv_solver_opts(csv);
   job->weights = ct_cli_is_set(args, "weights") ? ct_cli_string(args, "weights") : NULL;
   job->resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
   job->global_batch = ct_cli_bool(args, "global_batch");
@@ -186,58 +203,6 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->dp.bucket_bytes = (size_t)(ct_cli_double(args, "bucket_mb") * 1048576.0);
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
-}
-
-/* Several GPUs in this process: one worker thread per GPU. */
-static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *sp,
-                         const ct_gpu_list *gpus) {
-  ct_dp_job job;
-  fill_job(args, sp, &job);
-  g_data_parallel = 1;
-  install_signals(args);
-  LOG_INFO("Starting Optimization");
-  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
-  ct_error err;
-  int rc = CT_EXIT_OK;
-  if (ct_dp_train_threads(&job, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  else LOG_INFO("Optimization Done.");
-  g_data_parallel = 0;
-  return rc;
-}
-
-/* One rank of `mpirun -np N cortado train ...`: --gpu (or, with
- * solver_mode: GPU, every visible GPU) lists the GPUs of each node and the
- * rank takes the one of its local rank; without GPUs it trains on the CPU
- * with gradients through MPI.  A failure ends the whole job. */
-static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
-  ct_error err;
-  ct_gpu_list gpus;
-  memset(&gpus, 0, sizeof gpus);
-  ct_status st = CT_OK;
-  if (ct_cli_is_set(args, "gpu")) {
-    st = ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, &err);
-  } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
-    ct_gpu_list all = {.all = true};
-    st = ct_cli_resolve_gpus(&all, &gpus, &err);
-  }
-  int rc = CT_EXIT_OK;
-  if (st == CT_OK) {
-    ct_dp_job job;
-    fill_job(args, sp, &job);
-    g_data_parallel = 1;
-    install_signals(args);
-    LOG_INFO("Starting Optimization");
-    st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
-    g_data_parallel = 0;
-  }
-  if (st != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    ct_mpi_abort_job(1);
-  } else {
-    LOG_INFO("Optimization Done.");
-  }
-  ct_mpi_finalize();
-  return rc;
 }
 
 /* Shards were asked for: several, or a rendezvous store named. */
@@ -248,7 +213,8 @@ static bool shards_requested(const ct_cli_args *args) {
 
 /* One shard of a run that meets through a store: its GPUs as threads, or
  * one CPU worker with gradients through Gloo. */
-static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
+static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp, const ct_gpu_list *gpus,
+                        ct_csv_log *csv) {
   ct_shard_opts so;
   memset(&so, 0, sizeof so);
   so.num_shards = ct_cli_int(args, "num_shards");
@@ -269,19 +235,73 @@ static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *s
     return ct_cli_error(CT_EXIT_USAGE, "shards need exactly one of --file_store_path=DIR and --redis_host=HOST");
   if (!(so.rendezvous_timeout_s > 0)) return ct_cli_error(CT_EXIT_USAGE, "--rendezvous_timeout must be positive");
   ct_error err;
-  ct_gpu_list gpus;
-  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  log_gpus(&gpus);
   ct_dp_job job;
-  fill_job(args, sp, &job);
+  fill_job(args, sp, csv, &job);
   g_data_parallel = 1;
   install_signals(args);
   LOG_INFO("Starting Optimization");
   if (job.resume) LOG_INFO("Resuming from %s", job.resume);
   int rc = CT_EXIT_OK;
-  if (ct_dp_train_shards(&job, &so, gpus.ids, gpus.n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (ct_dp_train_shards(&job, &so, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   else LOG_INFO("Optimization Done.");
   g_data_parallel = 0;
+  return rc;
+}
+
+/* Several GPUs in this process: one worker thread per GPU. */
+static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                         const ct_gpu_list *gpus, ct_csv_log *csv) {
+  ct_dp_job job;
+  fill_job(args, sp, csv, &job);
+  g_data_parallel = 1;
+  install_signals(args);
+  LOG_INFO("Starting Optimization");
+  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
+  ct_error err;
+  int rc = CT_EXIT_OK;
+  if (ct_dp_train_threads(&job, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  else LOG_INFO("Optimization Done.");
+  g_data_parallel = 0;
+  return rc;
+}
+
+/* One rank of `mpirun -np N cortado train ...`: --gpu (or, with
+ * solver_mode: GPU, every visible GPU) lists the GPUs of each node and the
+ * rank takes the one of its local rank; without GPUs it trains on the CPU
+ * with gradients through MPI.  A failure ends the whole job. */
+static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                     const ct_cli_csv_info *csv_info) {
+  ct_error err;
+  ct_gpu_list gpus;
+  memset(&gpus, 0, sizeof gpus);
+  ct_status st = CT_OK;
+  if (ct_cli_is_set(args, "gpu")) {
+    st = ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, &err);
+  } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
+    ct_gpu_list all = {.all = true};
+    st = ct_cli_resolve_gpus(&all, &gpus, &err);
+  }
+  int rc = CT_EXIT_OK;
+  ct_csv_log *csv = NULL;
+  if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
+    ct_error_prefix(&err, "--csv_log");
+  if (st == CT_OK) {
+    ct_dp_job job;
+    fill_job(args, sp, csv, &job);
+    g_data_parallel = 1;
+    install_signals(args);
+    LOG_INFO("Starting Optimization");
+    st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
+    g_data_parallel = 0;
+  }
+  if (st != CT_OK) {
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+    ct_mpi_abort_job(1);
+  } else {
+    LOG_INFO("Optimization Done.");
+  }
+  ct_csv_log_close(csv);
+  ct_mpi_finalize();
   return rc;
 }
 
@@ -298,64 +318,18 @@ static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
   return st;
 }
 
-static int train_run(const ct_cli_args *args) {
+/* One device (or the CPU) in this process. */
+static int train_single(const ct_cli_args *args, const Caffe__SolverParameter *sp, int device,
+                        ct_csv_log *csv) {
   ct_error err;
-  const char *solver_file = ct_cli_is_set(args, "solver") ? ct_cli_string(args, "solver") : NULL;
-  if (!solver_file || !*solver_file)
-    return ct_cli_error(CT_EXIT_USAGE, "'cortado train' needs --solver=FILE");
-  Caffe__SolverParameter *sp;
-  if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  int rc = ct_cli_train_solver(args, sp);
-  protobuf_c_message_free_unpacked(&sp->base, NULL);
-  return rc;
-}
-
-int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp) {
-  ct_error err;
-  if (ct_cli_is_set(args, "snapshot") && ct_cli_is_set(args, "weights"))
-    return ct_cli_error(CT_EXIT_USAGE,
-                        "give --snapshot to resume training or --weights to fine-tune, not both");
-  if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
-    return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
-  /* under mpirun, only rank 0 logs INFO lines (errors come from every rank) */
-  if (ct_mpi_launched() && ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
-  apply_state_flags(args, sp);
-  int rc = CT_EXIT_OK;
-  ct_gpu_list gpus;
   ct_context ctx;
-  bool ctx_ok = false;
-  ct_solver *s = NULL;
-  if (apply_dummy_data(args, sp, &err) != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    goto done;
-  }
-  if (shards_requested(args)) {
-    rc = ct_mpi_launched() ? ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: "
-                                                         "use one or the other")
-                           : train_shards(args, sp);
-    goto done;
-  }
-  if (ct_mpi_launched()) {
-    rc = train_mpi(args, sp);
-    goto done;
-  }
-  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    goto done;
-  }
-  log_gpus(&gpus);
-  if (gpus.n > 1) {
-    rc = train_threads(args, sp, &gpus);
-    goto done;
-  }
-  const int device = gpus.n ? gpus.ids[0] : CT_DEVICE_CPU;
   uint64_t seed = sp->has_random_seed && sp->random_seed >= 0 ? (uint64_t)sp->random_seed : 0;
-  if (ct_cli_context_init(args, &ctx, device, seed, &err) != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    goto done;
-  }
-  ctx_ok = true;
-  if (ct_solver_init(&s, sp, NULL, &ctx, &err) != CT_OK) {
+  if (ct_cli_context_init(args, &ctx, device, seed, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  int rc = CT_EXIT_OK;
+  ct_solver *s = NULL;
+  ct_solver_opts opts = csv_solver_opts(csv);
+  if (ct_solver_init(&s, sp, &opts, &ctx, &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
   }
@@ -372,7 +346,59 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp) {
   g_solver = NULL;
 done:
   ct_solver_free(s);
-  if (ctx_ok) ct_context_free(&ctx);
+  ct_context_free(&ctx);
+  return rc;
+}
+
+/* The combinations of train flags that cannot work: CT_EXIT_USAGE, or
+ * CT_EXIT_OK when there is none. */
+static int check_train_flags(const ct_cli_args *args) {
+  if (ct_cli_is_set(args, "snapshot") && ct_cli_is_set(args, "weights"))
+    return ct_cli_error(CT_EXIT_USAGE,
+                        "give --snapshot to resume training or --weights to fine-tune, not both");
+  if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
+    return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
+  return CT_EXIT_OK;
+}
+
+int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, const ct_cli_csv_info *csv_info) {
+  ct_error err;
+  int rc = check_train_flags(args);
+  if (rc != CT_EXIT_OK) return rc;
+  apply_state_flags(args, sp);
+  if (apply_dummy_data(args, sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (ct_mpi_launched() && shards_requested(args))
+    return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
+  if (ct_mpi_launched()) return train_mpi(args, sp, csv_info);
+  ct_gpu_list gpus;
+  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  log_gpus(&gpus);
+  ct_csv_log *csv = NULL;
+  /* one CSV log per run: shard 0's */
+  if (!(shards_requested(args) && ct_cli_int(args, "shard_id") != 0) &&
+      ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
+  if (csv) LOG_INFO("Writing the CSV training log %s", ct_csv_log_path(csv));
+  if (shards_requested(args)) rc = train_shards(args, sp, &gpus, csv);
+  else if (gpus.n > 1) rc = train_threads(args, sp, &gpus, csv);
+  else rc = train_single(args, sp, gpus.n ? gpus.ids[0] : CT_DEVICE_CPU, csv);
+  ct_csv_log_close(csv);
+  return rc;
+}
+
+static int train_run(const ct_cli_args *args) {
+  ct_error err;
+  const char *solver_file = ct_cli_is_set(args, "solver") ? ct_cli_string(args, "solver") : NULL;
+  if (!solver_file || !*solver_file)
+    return ct_cli_error(CT_EXIT_USAGE, "'cortado train' needs --solver=FILE");
+  int rc = check_train_flags(args);
+  if (rc != CT_EXIT_OK) return rc;
+  /* under mpirun, only rank 0 logs INFO lines (errors come from every rank) */
+  if (ct_mpi_launched() && ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
+  Caffe__SolverParameter *sp;
+  if (ct_solver_param_read(solver_file, &sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  rc = ct_cli_train_solver(args, sp, NULL);
+  protobuf_c_message_free_unpacked(&sp->base, NULL);
   return rc;
 }
 

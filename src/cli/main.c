@@ -13,6 +13,7 @@ static const ct_cli_command *const g_commands[] = {
     &ct_cli_cmd_train,
     &ct_cli_cmd_test,
     &ct_cli_cmd_time,
+    &ct_cli_cmd_resnet50_trainer,
     &ct_cli_cmd_device_query,
     &ct_cli_cmd_model_info,
     &ct_cli_cmd_upgrade_net_proto_text,

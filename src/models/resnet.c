@@ -93,7 +93,12 @@ static void data_layer(buf *b, const ct_resnet_opts *o, bool train) {
       "layer {\n  name: \"data\"\n  type: \"Data\"\n  top: \"data\"\n  top: \"label\"\n"
       "  include {\n    phase: %s\n  }\n  transform_param {\n    mirror: %s\n    crop_size: %d\n",
       train ? "TRAIN" : "TEST", train ? "true" : "false", o->image_size);
-  if (o->num_channels == 3) put(b, "    mean_value: 104\n    mean_value: 117\n    mean_value: 123\n");
+  if (o->caffe2_input) {
+    put(b, "    scale: 0.0078125\n");
+    for (int c = 0; c < o->num_channels; c++) put(b, "    mean_value: 128\n");
+  } else if (o->num_channels == 3) {
+    put(b, "    mean_value: 104\n    mean_value: 117\n    mean_value: 123\n");
+  }
   put(b, "  }\n  data_param {\n    source: \"%s\"\n    batch_size: %d\n    backend: %s\n  }\n}\n", src,
       train ? o->batch_size : o->test_batch_size, o->backend ? o->backend : "LMDB");
 }
@@ -150,13 +155,21 @@ ct_status ct_resnet_prototxt(const ct_resnet_opts *o, char **text, ct_error *err
       "layer {\n  name: \"loss\"\n  type: \"SoftmaxWithLoss\"\n  bottom: \"fc%d\"\n  bottom: \"label\"\n"
       "  top: \"loss\"\n}\n",
       prev, o->num_labels, o->num_labels, o->num_labels, o->num_labels);
-  if (o->test_source && o->test_batch_size > 0)
+  if (o->train_accuracy)
     put(&b,
         "layer {\n  name: \"accuracy\"\n  type: \"Accuracy\"\n  bottom: \"fc%d\"\n  bottom: \"label\"\n"
-        "  top: \"accuracy\"\n  include {\n    phase: TEST\n  }\n}\n"
+        "  top: \"accuracy\"\n}\n",
+        o->num_labels);
+  if (o->test_source && o->test_batch_size > 0 && !o->train_accuracy)
+    put(&b,
+        "layer {\n  name: \"accuracy\"\n  type: \"Accuracy\"\n  bottom: \"fc%d\"\n  bottom: \"label\"\n"
+        "  top: \"accuracy\"\n  include {\n    phase: TEST\n  }\n}\n",
+        o->num_labels);
+  if (o->test_source && o->test_batch_size > 0 && o->num_labels > 5)
+    put(&b,
         "layer {\n  name: \"accuracy_top5\"\n  type: \"Accuracy\"\n  bottom: \"fc%d\"\n  bottom: \"label\"\n"
         "  top: \"accuracy_top5\"\n  include {\n    phase: TEST\n  }\n  accuracy_param {\n    top_k: 5\n  }\n}\n",
-        o->num_labels, o->num_labels);
+        o->num_labels);
   *text = b.s;
   return CT_OK;
 }

@@ -20,6 +20,12 @@ typedef struct ct_resnet_opts {
   const char *train_source; /* DB of the TRAIN Data layer (NULL: an Input layer) */
   const char *test_source;  /* DB of the TEST Data layer (may be NULL) */
   const char *backend;  /* "LMDB" or "LEVELDB" */
+  /* Caffe2's resnet50_trainer: inputs normalised as (x - 128) / 128 (Caffe's
+   * form: per-channel means 104, 117, 123 for 3 channels, unscaled). */
+  bool caffe2_input;
+  /* An Accuracy layer ("accuracy") in TRAIN as well, as Caffe2's trainer
+   * reports train accuracy (Caffe's form: TEST only). */
+  bool train_accuracy;
 } ct_resnet_opts;
 
 /* The net as prototxt text (malloc'd; caller frees).  CT_ERR_INVALID for an

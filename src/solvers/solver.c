@@ -317,6 +317,26 @@ static ct_status nonfinite_loss(ct_solver *s, float loss, ct_error *err) {
                       s->iter, what, l->name, l->ops->type);
 }
 
+/* The per-worker batch: the first dimension of the train net's first top. */
+static long long train_batch(const ct_net *net) {
+  for (int l = 0; l < net->nlayers; l++)
+    if (net->layers[l]->ntop > 0 && net->tops[l][0]->ndim > 0) return net->tops[l][0]->shape[0];
+  return 0;
+}
+
+/* Reports a display to opts.on_display (the root only). */
+static ct_status notify_display(ct_solver *s, int start_iter, float lr, ct_error *err) {
+  if (!s->opts.on_display || !ct_solver_is_root(s)) return CT_OK;
+  ct_solver_display d = {.iter = s->iter,
+                         .start_iter = start_iter,
+                         .loss = s->smoothed_loss,
+                         .lr = lr,
+                         .inputs_per_iter = train_batch(s->net) * s->param->iter_size *
+                                            (s->ctx->world > 0 ? s->ctx->world : 1),
+                         .solver = s};
+  return s->opts.on_display(s->opts.display_user, &d, err);
+}
+
 /* One iteration's forward and backward passes; *loss gets their mean. */
 static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
   float sum = 0.0f;
@@ -350,6 +370,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     }
     if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
     const bool display = p->display && s->iter % p->display == 0;
+    const float last_rate = s->rate;
     float loss;
     /* On a GPU the hook and the update are part of the iteration, which
      * skips the update itself on a non-finite loss (see solver_gpu.c). */
@@ -369,6 +390,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     } else if (display && root) {
       LOG_INFO("Iteration %d, lr = %g", s->iter, (double)s->rate);
     }
+    if (display) CT_TRY(notify_display(s, start_iter, last_rate, err));
     ++s->iter;
 
     int request = take_requests(s);
@@ -401,7 +423,8 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
     LOG_INFO("Optimization stopped early.");
     return CT_OK;
   }
-  if (p->display && s->iter % p->display == 0) {
+  const bool display = p->display && s->iter % p->display == 0;
+  if (display) {
     double loss = 0;
     CT_TRY(ct_net_forward(s->net, &loss, err));
     update_smoothed_loss(s, (float)loss, start_iter);
@@ -409,6 +432,7 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
   }
   if (p->test_interval && s->iter % p->test_interval == 0 && ct_solver_runs_tests(s))
     CT_TRY(ct_solver_test_all(s, err));
+  if (display) CT_TRY(notify_display(s, start_iter, s->rate, err));
   LOG_INFO("Optimization Done.");
   return CT_OK;
 }

@@ -100,6 +100,19 @@ typedef struct ct_solver_hooks {
   ct_status (*on_capture_end)(void *user, ct_error *err);
 } ct_solver_hooks;
 
+/* What the root reports at each display iteration (see ct_solver_opts
+ * on_display).  Everything describes the state after `iter` updates. */
+typedef struct ct_solver_display {
+  int iter;              /* updates done: Caffe's "Iteration N" of the display */
+  int start_iter;        /* the iteration this ct_solver_step / ct_solver_solve began at */
+  float loss;            /* the smoothed loss, as logged */
+  float lr;              /* the rate of the latest update (that of iteration iter - 1; 0 before any) */
+  long long inputs_per_iter; /* inputs one iteration trains on, over all workers:
+                                batch x iter_size x ctx->world */
+  const struct ct_solver *solver; /* its train net's outputs hold this display's values, its
+                              test_scores those of the latest test (ntest_scores[i] == 0: none yet) */
+} ct_solver_display;
+
 /* Options beyond the SolverParameter. */
 typedef struct ct_solver_opts {
   /* Keep training after a NaN or infinite loss (default: stop with
@@ -115,6 +128,15 @@ typedef struct ct_solver_opts {
   /* GPU: run every iteration with plain launches, never as CUDA graphs
    * (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
   bool no_cuda_graphs;
+  /* Called by the root only (never by a replica), on the CPU and GPU paths
+   * alike: in ct_solver_step at each display iteration after its update
+   * (and after the test of that iteration, when one ran), and by
+   * ct_solver_solve at the final display, after the final test.  Data
+   * parallel drivers copy the options to every worker, so the root's
+   * observer is reached without a hook of their own.  A failure ends the
+   * step (or solve) with that status.  NULL: nothing is called. */
+  ct_status (*on_display)(void *user, const ct_solver_display *d, ct_error *err);
+  void *display_user;
 } ct_solver_opts;
 
 typedef struct ct_solver_gpu ct_solver_gpu;

@@ -1,0 +1,46 @@
+/* The training path shared by `cortado train` and `cortado resnet50_trainer`
+ * (cmd_train.c), and the CSV training log's command-line side
+ * (train_csv.c). */
+#ifndef CT_CLI_TRAIN_H
+#define CT_CLI_TRAIN_H
+
+#include "caffe.pb-c.h"
+#include "cli/cli.h"
+#include "solvers/csv_log.h"
+
+/* What a --csv_log file says beyond its rows; NULL fields are worked out
+ * from the train flags and the solver (ct_cli_csv_open). */
+typedef struct ct_cli_csv_info {
+  const char *expname;  /* the run's name in generated file names */
+  const char *params;   /* the first line after "# " */
+  long long epoch_size; /* inputs per epoch; 0: the train Data layer's record count */
+} ct_cli_csv_info;
+
+/* Runs training as `cortado train` does after reading its solver: picks the
+ * devices (--gpu, or the solver's solver_mode), trains on one device, on
+ * several as threads, or as one rank under mpirun, with --csv_log written
+ * by the root.  args are parsed against the train command's flag table
+ * (ct_cli_cmd_train.flags); sp is edited in place (--level/--stage,
+ * --dummy_data) and stays the caller's; csv may be NULL.  Reports its own
+ * errors and returns a CT_EXIT_* status. */
+int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, const ct_cli_csv_info *csv);
+
+/* The command's own flags as Python's argparse prints its Namespace, names
+ * sorted: "Namespace(batch_size=32, gpus=None, train_data='x')" (strings
+ * quoted, unset empty strings None, bools True/False, doubles with a '.').
+ * Caller frees. */
+char *ct_cli_namespace(const ct_cli_args *args);
+
+/* Inputs per epoch of a solver's train net: the record count of its first
+ * Data layer that takes part in TRAIN, or 0 when there is none or its
+ * database cannot be opened (the run itself reports that). */
+long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp);
+
+/* Opens --csv_log when it is set (else *out = NULL): the name, the
+ * parameter line and the epoch size come from csv where given, else from
+ * the train flags and sp ("<solver file's base name>_gpu<N>_lr<base_lr>").
+ * ngpus is the device count of this process.  Errors: ct_csv_log_open's. */
+ct_status ct_cli_csv_open(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                          const ct_cli_csv_info *csv, int ngpus, ct_csv_log **out, ct_error *err);
+
+#endif
