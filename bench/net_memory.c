@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
   for (int b = 0; b < net->nblobs; b++) {
     const ct_tensor *t = net->blobs[b];
     if (t->owns_data) data += t->capacity * sizeof(float);
-    if (t->owns_diff) diffs += t->capacity * sizeof(float);
+    if (t->owns_diff) diffs += t->diff_capacity * sizeof(float);
   }
   size_t pool = net->diff_plan ? net->diff_plan->pool_count * sizeof(float) : 0;
   size_t zero = net->diff_plan ? net->diff_plan->zero_count * sizeof(float) : 0;
