@@ -263,8 +263,13 @@ static void test_split(void **state) {
   tu_forward(&c);
   float *x = tu_values(c.bottom[0]);
   for (int t = 0; t < 3; t++) {
+    /* Each top views the bottom's data (no copy) and has a diff of its own. */
     assert_shape(c.top[t], 3, (int[]){2, 3, 4});
-    assert_true(c.top[t]->data != c.bottom[0]->data);
+    assert_ptr_equal(c.top[t]->data, c.bottom[0]->data);
+    assert_false(c.top[t]->owns_data);
+    assert_non_null(c.top[t]->diff);
+    assert_true(c.top[t]->diff != c.bottom[0]->diff);
+    for (int u = 0; u < t; u++) assert_true(c.top[t]->diff != c.top[u]->diff);
     float *y = tu_values(c.top[t]);
     assert_memory_equal(x, y, 24 * sizeof(float));
     free(y);

@@ -295,12 +295,101 @@ static void test_shared_test_net(void **state) {
   ct_context_free(&ctx);
 }
 
+/* conv1's top feeds a Flatten and an InnerProduct through a Split; the
+ * Flatten's and the InnerProduct's results meet again in an Eltwise. */
+static const char split_net[] =
+    "name: 'split' force_backward: true\n"
+    "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
+    "  input_param { shape { dim: 2 dim: 2 dim: 3 dim: 3 } shape { dim: 2 } } }\n"
+    "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c'\n"
+    "  convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.5 }\n"
+    "    bias_filler { type: 'constant' value: 0.1 } } }\n"
+    "layer { name: 'flat' type: 'Flatten' bottom: 'c' top: 'f' }\n"
+    "layer { name: 'ipa' type: 'InnerProduct' bottom: 'f' top: 'a'\n"
+    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
+    "layer { name: 'ipb' type: 'InnerProduct' bottom: 'c' top: 'b'\n"
+    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
+    "layer { name: 'sum' type: 'Eltwise' bottom: 'a' bottom: 'b' top: 's' }\n"
+    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 's' bottom: 'label' top: 'loss' }\n";
+
+static void expect_split_views(const ct_net *net) {
+  const ct_tensor *c = ct_net_blob(net, "c");
+  for (int k = 0; k < 2; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "c_conv1_0_split_%d", k);
+    const ct_tensor *t = ct_net_blob(net, name);
+    assert_non_null(t);
+    assert_ptr_equal(t->data, c->data);
+    assert_false(t->owns_data);
+    assert_true(ct_tensor_same_shape(t, c));
+  }
+}
+
+/* Split tops view their bottom's data, also after a reshape that moved it,
+ * and keep diffs of their own: a view of one top (the Flatten) joins that
+ * top's diff group, not the bottom's nor the other top's. */
+static void test_split_shares_data(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  ct_net *net = rn_net(split_net, &ctx, false);
+  expect_split_views(net);
+  const ct_diff_group *f = group_of(net, "f"), *t0 = group_of(net, "c_conv1_0_split_0");
+  assert_ptr_equal(f, t0);
+  assert_true(t0 != group_of(net, "c"));
+  assert_true(t0 != group_of(net, "c_conv1_0_split_1"));
+  assert_true(ct_net_blob(net, "c_conv1_0_split_1")->diff != ct_net_blob(net, "c")->diff);
+  float *before = ct_net_blob(net, "c")->data;
+  ct_tensor_reshape4(ct_net_blob(net, "data"), 5, 2, 3, 3);
+  ct_tensor_reshape_or_die(ct_net_blob(net, "label"), 1, (int[]){5});
+  ct_error err;
+  assert_int_equal(ct_net_reshape(net, &err), CT_OK);
+  assert_true(ct_net_blob(net, "c")->data != before);
+  expect_split_views(net);
+  ct_net_free(net);
+  ct_context_free(&ctx);
+}
+
+/* The input gradient through the shared Split tops against central
+ * differences of the loss; planned diffs give the per-blob diffs' result. */
+static void test_split_gradient(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 9, NULL), CT_OK);
+  ct_net *net = rn_net(split_net, &ctx, false);
+  rn_fill_inputs(net, 4, 21);
+  ct_error err;
+  double loss;
+  assert_int_equal(ct_net_forward(net, &loss, &err), CT_OK);
+  ct_net_backward(net);
+  ct_tensor *x = ct_net_blob(net, "data");
+  float *grad = malloc(x->count * sizeof(float));
+  memcpy(grad, x->diff, x->count * sizeof(float));
+  const float h = 1e-2f;
+  for (size_t i = 0; i < x->count; i++) {
+    float keep = x->data[i];
+    double up, down;
+    x->data[i] = keep + h;
+    assert_int_equal(ct_net_forward(net, &up, &err), CT_OK);
+    x->data[i] = keep - h;
+    assert_int_equal(ct_net_forward(net, &down, &err), CT_OK);
+    x->data[i] = keep;
+    double numeric = (up - down) / (2 * h);
+    double scale = fmax(1.0, fmax(fabs(numeric), fabs(grad[i])));
+    if (fabs(numeric - grad[i]) > 2e-3 * scale)
+      fail_msg("data[%zu]: analytic %g, numeric %g", i, (double)grad[i], numeric);
+  }
+  free(grad);
+  ct_net_free(net);
+  ct_context_free(&ctx);
+  compare_planned(split_net, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_groups),         cmocka_unit_test(test_plan_no_overlap),
       cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
       cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
-      cmocka_unit_test(test_shared_test_net),
+      cmocka_unit_test(test_shared_test_net),     cmocka_unit_test(test_split_shares_data),
+      cmocka_unit_test(test_split_gradient),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

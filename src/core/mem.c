@@ -1,10 +1,24 @@
 #include "core/mem.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/status.h"
 #include "gpu/gpu.h"
+
+/* Bytes of host memory held through ct_mem_alloc, and their peak (the
+ * allocator's usable sizes, so that a free can subtract what its alloc added). */
+static size_t g_host_current, g_host_peak;
+
+static void host_count(size_t add, size_t sub) {
+  size_t cur = __atomic_add_fetch(&g_host_current, add, __ATOMIC_RELAXED);
+  if (sub) cur = __atomic_sub_fetch(&g_host_current, sub, __ATOMIC_RELAXED);
+  size_t peak = __atomic_load_n(&g_host_peak, __ATOMIC_RELAXED);
+  while (cur > peak &&
+         !__atomic_compare_exchange_n(&g_host_peak, &peak, cur, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
 
 static void *host_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
@@ -12,7 +26,17 @@ static void *host_alloc(size_t bytes) {
   void *p = aligned_alloc(64, n);
   if (!p) ct_abort(__FILE__, __LINE__, "out of host memory allocating %zu bytes", bytes);
   memset(p, 0, n);
+  host_count(malloc_usable_size(p), 0);
   return p;
+}
+
+void ct_mem_host_stats(size_t *current, size_t *peak) {
+  if (current) *current = __atomic_load_n(&g_host_current, __ATOMIC_RELAXED);
+  if (peak) *peak = __atomic_load_n(&g_host_peak, __ATOMIC_RELAXED);
+}
+
+void ct_mem_host_reset_peak(void) {
+  __atomic_store_n(&g_host_peak, __atomic_load_n(&g_host_current, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
 void *ct_mem_alloc(int device, size_t bytes) {
@@ -22,8 +46,12 @@ void *ct_mem_alloc(int device, size_t bytes) {
 
 void ct_mem_free(int device, void *p) {
   if (!p) return;
-  if (device == CT_DEVICE_CPU) free(p);
-  else ct_gpu_free(device, p);
+  if (device == CT_DEVICE_CPU) {
+    host_count(0, malloc_usable_size(p));
+    free(p);
+  } else {
+    ct_gpu_free(device, p);
+  }
 }
 
 void ct_mem_copy(int dst_device, void *dst, int src_device, const void *src, size_t bytes) {

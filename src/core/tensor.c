@@ -26,7 +26,9 @@ static void release(ct_tensor *t) {
   if (t->owns_diff) ct_mem_free(t->device, t->diff);
   t->data = t->diff = NULL;
   t->owns_data = t->owns_diff = false;
+  t->own_diff_on_view = false;
   t->capacity = 0;
+  t->diff_capacity = 0;
 }
 
 void ct_tensor_free(ct_tensor *t) {
@@ -52,6 +54,7 @@ static void ensure_storage(ct_tensor *t) {
   if (t->has_diff && !t->diff) {
     t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
     t->owns_diff = true;
+    t->diff_capacity = t->capacity;
   }
 }
 
@@ -97,9 +100,11 @@ void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w) {
 
 void ct_tensor_need_diff(ct_tensor *t) {
   t->has_diff = true;
-  if (!t->diff && t->data && t->owns_data) {
-    t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+  if (!t->diff && t->data && (t->owns_data || t->own_diff_on_view)) {
+    size_t n = t->capacity > t->count ? t->capacity : t->count;
+    t->diff = ct_mem_alloc(t->device, n * sizeof(float));
     t->owns_diff = true;
+    t->diff_capacity = n;
   }
 }
 
@@ -125,6 +130,29 @@ void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other) {
   t->diff = other->diff;
   t->owns_diff = false;
   t->has_diff = true;
+}
+
+void ct_tensor_alias_data(ct_tensor *t, const ct_tensor *src) {
+  CT_ASSERT(t != src && t->device == src->device);
+  if (t->owns_data) ct_mem_free(t->device, t->data);
+  t->data = src->data;
+  t->owns_data = false;
+  t->own_diff_on_view = true;
+  t->ndim = src->ndim;
+  memcpy(t->shape, src->shape, sizeof t->shape);
+  t->count = src->count;
+  t->capacity = src->count;
+  if (t->owns_diff && t->diff_capacity < t->count) {
+    ct_mem_free(t->device, t->diff);
+    t->diff = NULL;
+    t->owns_diff = false;
+    t->diff_capacity = 0;
+  }
+  if (t->has_diff && !t->diff) {
+    t->diff = ct_mem_alloc(t->device, t->count * sizeof(float));
+    t->owns_diff = true;
+    t->diff_capacity = t->count;
+  }
 }
 
 ct_status ct_tensor_canonical_axis(const ct_tensor *t, int axis, int *out, ct_error *err) {

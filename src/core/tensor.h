@@ -40,6 +40,8 @@ typedef struct ct_tensor {
   bool owns_data;
   bool owns_diff;
   bool has_diff;           /* diff wanted: allocated with data on reshape */
+  bool own_diff_on_view;   /* data is another tensor's (ct_tensor_alias_data), the diff its own */
+  size_t diff_capacity;    /* values allocated in diff when owned */
 } ct_tensor;
 
 /* A new empty (0 axes, count 1, nothing allocated) tensor on device. */
@@ -69,6 +71,14 @@ void ct_tensor_set_view(ct_tensor *t, float *data, float *diff);
 /* Makes t share other's data (and diff) as views (Caffe's ShareData/ShareDiff). */
 void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other);
 void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other);
+/* Makes t take src's shape and view src's data while keeping a diff of its
+ * own (Caffe's Split tops: top->ShareData(bottom) without ShareDiff).  An
+ * owned data array of t is freed.  When t has_diff (or later on
+ * ct_tensor_need_diff) and its own diff is missing or too small, a diff of
+ * count values is allocated; a diff t views (a pool's) is left for its
+ * owner to re-point.  Call again whenever src's shape or data pointer
+ * changed. */
+void ct_tensor_alias_data(ct_tensor *t, const ct_tensor *src);
 
 /* Axis helpers (Caffe's CanonicalAxisIndex / count(start, end) / shape(i)). */
 /* Maps axis in [-ndim, ndim) to [0, ndim); CT_ERR_INVALID otherwise. */

@@ -9,7 +9,13 @@
  *   factor = factor * f + 1, mean_sum = mean + f * mean_sum,
  *   var_sum = m / (m - 1) * var + f * var_sum   (m = values per channel),
  * and with use_global_stats (default in TEST) the statistics are the sums
- * divided by the factor. */
+ * divided by the factor.
+ *
+ * Fused with the Scale that follows (ct_batch_norm_absorb_scale, called by
+ * net_fuse.c): y = gamma (x - mean) / std + beta in one pass, and dx,
+ * dgamma, dbeta in one backward pass, with the Scale's parameters.  The
+ * arithmetic is the unfused pair's, operation for operation, so on the CPU
+ * the results are the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +25,10 @@
 #include "layers/batch_norm_cudnn.h"
 #endif
 #include "layers/layer.h"
+#include "layers/scale.h"
 #include "math/math.h"
+
+extern const ct_layer_ops ct_batch_norm_ops;
 
 typedef struct {
   bool use_global_stats;
@@ -29,7 +38,12 @@ typedef struct {
   size_t spatial; /* product of the axes after C */
   ct_tensor *mean;   /* (C) statistics of the last forward */
   ct_tensor *std;    /* (C) sqrt(var + eps) of the last forward */
-  ct_tensor *x_norm; /* like bottom: y of the last training forward */
+  /* Like bottom, only when backward needs it (else empty): the normalised
+   * x of the last training forward (unfused; fused on a GPU without cuDNN),
+   * or x itself when the layer runs in place (fused on the CPU; cuDNN). */
+  ct_tensor *saved;
+  ct_layer *scale;   /* the absorbed Scale layer (its params: gamma, beta), or NULL */
+  bool need_dx;      /* fused: the bottom gets a gradient */
 } batch_norm_state;
 
 static ct_status check_bottom(const ct_tensor *bottom, int channels, ct_error *err) {
@@ -69,8 +83,18 @@ static ct_status batch_norm_setup(ct_layer *l, ct_tensor *const *bottom, ct_tens
   for (int i = 0; i < 3; i++) l->param_propagate_down[i] = false;
   s->mean = ct_tensor_new(l->ctx->device, NULL);
   s->std = ct_tensor_new(l->ctx->device, NULL);
-  s->x_norm = ct_tensor_new(l->ctx->device, NULL);
+  s->saved = ct_tensor_new(l->ctx->device, NULL);
   return CT_OK;
+}
+
+/* Makes saved like bottom when wanted, else frees its storage. */
+static void want_saved(ct_layer *l, batch_norm_state *s, const ct_tensor *bottom, bool want) {
+  if (want) {
+    ct_tensor_reshape_like(s->saved, bottom);
+  } else if (s->saved->capacity) {
+    ct_tensor_free(s->saved);
+    s->saved = ct_tensor_new(l->ctx->device, NULL);
+  }
 }
 
 static ct_status batch_norm_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -79,20 +103,22 @@ static ct_status batch_norm_reshape(ct_layer *l, ct_tensor *const *bottom, ct_te
   CT_TRY(check_bottom(bottom[0], s->channels, err));
   ct_tensor_reshape_or_die(s->mean, 1, &s->channels);
   ct_tensor_reshape_or_die(s->std, 1, &s->channels);
-  ct_tensor_reshape_like(s->x_norm, bottom[0]);
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
   s->num = bottom[0]->shape[0];
   s->spatial = ct_tensor_count_range(bottom[0], 2, bottom[0]->ndim);
+  /* The CPU's needs; a GPU's are settled by reshape_gpu, which follows. */
+  if (l->ctx->device == CT_DEVICE_CPU)
+    want_saved(l, s, bottom[0], !s->use_global_stats && (!s->scale || top[0] == bottom[0]));
   return CT_OK;
 }
 
-static ct_status batch_norm_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
-                                        ct_tensor *const *top, ct_error *err) {
+/* mean and std of x per channel: the batch's (and the running sums and
+ * factor updated), or the global ones. */
+static void statistics_cpu(ct_layer *l, const float *x) {
   batch_norm_state *s = l->priv;
   const int C = s->channels;
   const size_t N = (size_t)s->num, S = s->spatial;
-  const float *x = bottom[0]->data;
-  float *y = top[0]->data, *mean = s->mean->data, *std = s->std->data;
+  float *mean = s->mean->data, *std = s->std->data;
   float *mean_sum = l->params[0]->data, *var_sum = l->params[1]->data;
   float *factor = l->params[2]->data;
   if (s->use_global_stats) {
@@ -124,13 +150,37 @@ static ct_status batch_norm_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
       var_sum[c] = correction * var + f * var_sum[c];
     }
   }
+}
+
+static ct_status batch_norm_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
+                                        ct_tensor *const *top, ct_error *err) {
+  batch_norm_state *s = l->priv;
+  const int C = s->channels;
+  const size_t N = (size_t)s->num, S = s->spatial;
+  const float *x = bottom[0]->data;
+  float *y = top[0]->data;
+  if (s->scale && s->saved->capacity) {
+    memcpy(s->saved->data, x, bottom[0]->count * sizeof(float));
+    x = s->saved->data;
+  }
+  statistics_cpu(l, x);
+  const float *mean = s->mean->data, *std = s->std->data;
+  const float *gamma = s->scale ? s->scale->params[0]->data : NULL;
+  const float *beta = s->scale ? s->scale->params[1]->data : NULL;
   for (size_t n = 0; n < N; n++)
     for (int c = 0; c < C; c++) {
       size_t base = (n * C + c) * S;
-      for (size_t i = 0; i < S; i++) y[base + i] = (x[base + i] - mean[c]) / std[c];
+      if (gamma)
+        for (size_t i = 0; i < S; i++) {
+          float x_hat = (x[base + i] - mean[c]) / std[c];
+          y[base + i] = x_hat * gamma[c] + beta[c];
+        }
+      else
+        for (size_t i = 0; i < S; i++) y[base + i] = (x[base + i] - mean[c]) / std[c];
     }
   /* Backward needs y, which a later in-place layer may overwrite. */
-  if (!s->use_global_stats) memcpy(s->x_norm->data, y, top[0]->count * sizeof(float));
+  if (!s->scale && !s->use_global_stats)
+    memcpy(s->saved->data, y, top[0]->count * sizeof(float));
   return CT_OK;
 }
 
@@ -143,7 +193,7 @@ static void batch_norm_backward_cpu(ct_layer *l, ct_tensor *const *top, const bo
   batch_norm_state *s = l->priv;
   const int C = s->channels;
   const size_t N = (size_t)s->num, S = s->spatial;
-  const float *dy = top[0]->diff, *y = s->x_norm->data, *std = s->std->data;
+  const float *dy = top[0]->diff, *y = s->saved->data, *std = s->std->data;
   float *dx = bottom[0]->diff;
   for (int c = 0; c < C; c++) {
     float a = 0, b = 0;
@@ -171,56 +221,166 @@ static void batch_norm_backward_cpu(ct_layer *l, ct_tensor *const *top, const bo
   }
 }
 
+/* Fused: with z the output and dz its gradient, the Scale's gradients
+ * dbeta += sum(dz), dgamma += sum(dz x_hat) and dy = dz gamma, then the
+ * BatchNorm's dx from dy, channel by channel (dx may alias dz). */
+static void batch_norm_scale_backward_cpu(ct_layer *l, ct_tensor *const *top,
+                                          const bool *propagate_down, ct_tensor *const *bottom) {
+  batch_norm_state *s = l->priv;
+  const ct_layer *sc = s->scale;
+  const int C = s->channels;
+  const size_t N = (size_t)s->num, S = s->spatial;
+  const double m = (double)N * (double)S;
+  const float *dz = top[0]->diff, *mean = s->mean->data, *std = s->std->data;
+  const float *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
+  const float *gamma = sc->params[0]->data;
+  float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
+  float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;
+  float *dx = propagate_down[0] ? bottom[0]->diff : NULL;
+  for (int c = 0; c < C; c++) {
+    double sum_dz = 0, sum_dz_xhat = 0, sum_dy = 0, sum_dy_xhat = 0;
+    for (size_t n = 0; n < N; n++) {
+      size_t base = (n * C + c) * S;
+      for (size_t i = 0; i < S; i++) {
+        float x_hat = (x[base + i] - mean[c]) / std[c], dy = dz[base + i] * gamma[c];
+        sum_dz += dz[base + i];
+        sum_dz_xhat += (double)dz[base + i] * x_hat;
+        sum_dy += dy;
+        sum_dy_xhat += (double)dy * x_hat;
+      }
+    }
+    if (dbeta) dbeta[c] = (float)(dbeta[c] + sum_dz);
+    if (dgamma) dgamma[c] = (float)(dgamma[c] + sum_dz_xhat);
+    if (!dx) continue;
+    float a = (float)(sum_dy / m), b = (float)(sum_dy_xhat / m);
+    for (size_t n = 0; n < N; n++) {
+      size_t base = (n * C + c) * S;
+      for (size_t i = 0; i < S; i++) {
+        float x_hat = (x[base + i] - mean[c]) / std[c], dy = dz[base + i] * gamma[c];
+        dx[base + i] = (dy - a - x_hat * b) / std[c];
+      }
+    }
+  }
+}
+
+static void batch_norm_backward_any_cpu(ct_layer *l, ct_tensor *const *top,
+                                        const bool *propagate_down, ct_tensor *const *bottom) {
+  batch_norm_state *s = l->priv;
+  if (s->scale) batch_norm_scale_backward_cpu(l, top, propagate_down, bottom);
+  else batch_norm_backward_cpu(l, top, propagate_down, bottom);
+}
+
+bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale) {
+  CT_ASSERT(bn->ops == &ct_batch_norm_ops && scale->nparams == 2);
+  batch_norm_state *s = bn->priv;
+  if (s->use_global_stats || s->scale) return false;
+  CT_ASSERT(scale->params[0]->count == (size_t)s->channels &&
+            scale->params[1]->count == (size_t)s->channels);
+  s->scale = scale;
+  s->need_dx = true;
+  scale->absorbed = true;
+  return true;
+}
+
+void ct_batch_norm_fused_need_dx(ct_layer *bn, bool need_dx) {
+  batch_norm_state *s = bn->priv;
+  CT_ASSERT(bn->ops == &ct_batch_norm_ops && s->scale);
+  s->need_dx = need_dx;
+}
+
 static void batch_norm_destroy(ct_layer *l) {
   batch_norm_state *s = l->priv;
   if (!s) return;
   ct_tensor_free(s->mean);
   ct_tensor_free(s->std);
-  ct_tensor_free(s->x_norm);
+  ct_tensor_free(s->saved);
   free(s);
 }
 
 #ifdef CORTADO_HAVE_CUDA
-/* cuDNN runs the layer when it can (l->gpu_priv set).  It needs x_norm only
- * as the copy of the input of an in-place training layer. */
+/* cuDNN runs the layer when it can (l->gpu_priv set).  It needs saved only
+ * as the copy of the input of an in-place training layer; without cuDNN,
+ * training keeps the normalised x, fused or not. */
 static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
                                         ct_tensor *const *top, ct_error *err) {
   batch_norm_state *s = l->priv;
   const bool in_place = top[0] == bottom[0];
   CT_TRY(ct_bn_cudnn_reshape(l, s->num, s->channels, s->spatial, s->eps,
-                             s->moving_average_fraction, s->use_global_stats, in_place, err));
-  if (l->gpu_priv && (!in_place || s->use_global_stats) && s->x_norm->capacity) {
-    ct_tensor_free(s->x_norm);
-    s->x_norm = ct_tensor_new(l->ctx->device, NULL);
-  }
+                             s->moving_average_fraction, s->use_global_stats, in_place,
+                             s->scale && !s->need_dx, err));
+  want_saved(l, s, bottom[0], !s->use_global_stats && (!l->gpu_priv || in_place));
   return CT_OK;
+}
+
+/* (N, C, S) as the Scale's geometry, for the fused path without cuDNN. */
+static ct_broadcast_dims channel_dims(const batch_norm_state *s) {
+  return (ct_broadcast_dims){.axis = 1, .outer = (size_t)s->num, .dim = (size_t)s->channels,
+                             .inner = s->spatial};
 }
 
 static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
                                         ct_tensor *const *top, ct_error *err) {
   batch_norm_state *s = l->priv;
+  const float *gamma = s->scale ? s->scale->params[0]->data : NULL;
+  const float *beta = s->scale ? s->scale->params[1]->data : NULL;
   if (l->gpu_priv) {
-    ct_bn_cudnn_forward(l, bottom[0]->data, top[0]->data, s->x_norm->data);
+    ct_bn_cudnn_forward(l, bottom[0]->data, top[0]->data, s->saved->data, gamma, beta);
     return CT_OK;
   }
   ct_batch_norm_forward_gpu(l->ctx, s->num, s->channels, s->spatial, s->eps,
                             s->moving_average_fraction, s->use_global_stats, bottom[0]->data,
                             top[0]->data, s->mean->data, s->std->data, l->params[0]->data,
                             l->params[1]->data, l->params[2]->data);
-  if (!s->use_global_stats) ct_gpu_copy(l->ctx, top[0]->count, top[0]->data, s->x_norm->data);
+  if (!s->use_global_stats) ct_gpu_copy(l->ctx, top[0]->count, top[0]->data, s->saved->data);
+  if (s->scale) {
+    ct_broadcast_dims g = channel_dims(s);
+    ct_scale_forward_gpu(l->ctx, &g, top[0]->data, gamma, top[0]->data);
+    ct_bias_forward_gpu(l->ctx, &g, top[0]->data, beta, top[0]->data);
+  }
   return CT_OK;
+}
+
+/* Fused without cuDNN: the Scale's backward (x_hat in saved), then the
+ * BatchNorm's in place on the bottom's diff. */
+static void batch_norm_scale_backward_gpu(ct_layer *l, ct_tensor *const *top,
+                                          const bool *propagate_down, ct_tensor *const *bottom) {
+  batch_norm_state *s = l->priv;
+  const ct_layer *sc = s->scale;
+  ct_broadcast_dims g = channel_dims(s);
+  const float *dz = top[0]->diff;
+  if (sc->param_propagate_down[1]) ct_bias_backward_operand_gpu(l->ctx, &g, dz, true, sc->params[1]->diff);
+  if (sc->param_propagate_down[0])
+    ct_scale_backward_operand_gpu(l->ctx, &g, dz, s->saved->data, true, sc->params[0]->diff);
+  if (!propagate_down[0]) return;
+  float *dx = bottom[0]->diff;
+  ct_scale_forward_gpu(l->ctx, &g, dz, sc->params[0]->data, dx);
+  ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, false, s->saved->data,
+                             s->std->data, dx, dx);
 }
 
 static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                     ct_tensor *const *bottom) {
-  if (!propagate_down[0]) return;
   batch_norm_state *s = l->priv;
+  if (l->gpu_priv && s->scale) {
+    const ct_layer *sc = s->scale;
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff,
+                         propagate_down[0] ? bottom[0]->diff : NULL, sc->params[0]->data,
+                         sc->param_propagate_down[0] ? sc->params[0]->diff : NULL,
+                         sc->param_propagate_down[1] ? sc->params[1]->diff : NULL);
+    return;
+  }
+  if (s->scale) {
+    batch_norm_scale_backward_gpu(l, top, propagate_down, bottom);
+    return;
+  }
+  if (!propagate_down[0]) return;
   if (l->gpu_priv) {
-    ct_bn_cudnn_backward(l, bottom[0]->data, s->x_norm->data, top[0]->diff, bottom[0]->diff);
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff, bottom[0]->diff, NULL,
+                         NULL, NULL);
     return;
   }
   ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, s->use_global_stats,
-                             s->x_norm->data, s->std->data, top[0]->diff, bottom[0]->diff);
+                             s->saved->data, s->std->data, top[0]->diff, bottom[0]->diff);
 }
 #endif
 
@@ -230,7 +390,7 @@ const ct_layer_ops ct_batch_norm_ops = {
     .setup = batch_norm_setup,
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,
-    .backward_cpu = batch_norm_backward_cpu,
+    .backward_cpu = batch_norm_backward_any_cpu,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = batch_norm_forward_gpu,
     .backward_gpu = batch_norm_backward_gpu,

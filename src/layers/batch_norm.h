@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "core/context.h"
+#include "layers/layer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,19 @@ void ct_batch_norm_forward_gpu(ct_context *ctx, int N, int C, size_t S, float ep
  * y the forward output.  dx may alias dy. */
 void ct_batch_norm_backward_gpu(ct_context *ctx, int N, int C, size_t S, bool use_global,
                                 const float *y, const float *std, const float *dy, float *dx);
+
+/* Net-level fusion (net_fuse.c): makes the BatchNorm layer bn also compute
+ * the Scale layer that follows it in place on its top (one bottom,
+ * bias_term, one (C) scale at axis 1: the caller checks the Scale and the
+ * blobs), so that bn's forward gives gamma * (x - mean) / std + beta and its
+ * backward dx and accumulates dgamma and dbeta into the Scale's parameter
+ * gradients (as far as the Scale's param_propagate_down asks).  Marks scale
+ * absorbed; the caller reshapes both afterwards.  Returns false, changing
+ * nothing, when bn uses global statistics or has absorbed a Scale already. */
+bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale);
+/* Fused: whether backward computes dx at all (true until told otherwise;
+ * without it a GPU needs workspace for a discarded dx).  Reshape afterwards. */
+void ct_batch_norm_fused_need_dx(ct_layer *bn, bool need_dx);
 
 #ifdef __cplusplus
 }

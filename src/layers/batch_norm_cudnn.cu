@@ -34,7 +34,8 @@ extern "C" void ct_bn_cudnn_destroy(ct_layer *l) {
 }
 
 extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
-                                         bool use_global, bool in_place, ct_error *err) {
+                                         bool use_global, bool in_place, bool discard_dx,
+                                         ct_error *err) {
   const char *why = NULL;
   const size_t m = (size_t)N * S;
   if (N <= 0 || C <= 0 || S == 0) why = "an empty bottom";
@@ -70,7 +71,10 @@ extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, fl
     ct_bn_cudnn_destroy(l);
     return CT_OK;
   }
-  if (in_place && !use_global) ct_context_workspace(l->ctx, (size_t)N * C * S * sizeof(float));
+  /* in place: the copy of dy; a discarded dx after it */
+  size_t copies = (in_place ? 1 : 0) + (discard_dx ? 1 : 0);
+  if (!use_global && copies)
+    ct_context_workspace(l->ctx, copies * (size_t)N * C * S * sizeof(float));
   return CT_OK;
 }
 
@@ -117,13 +121,15 @@ static unsigned channel_blocks(int C) { return (unsigned)((C + BN_THREADS - 1) /
 
 /* ---------------------------------------------------------------- forward / backward */
 
-extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave) {
+extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave,
+                                    const float *gamma, const float *beta) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
   const size_t n = (size_t)s->N * s->C * s->S;
   float *mean_sum = l->params[0]->data, *var_sum = l->params[1]->data;
   float *factor = l->params[2]->data;
   if (s->use_global) {
+    CT_ASSERT(!gamma && !beta);
     bn_global<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->eps, mean_sum, var_sum,
                                                                factor, s->mean, s->invstd);
     CT_CUDA_LAUNCH_CHECK();
@@ -139,32 +145,41 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float
   }
   CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
-      s->bn, s->ones, s->zeros, 1.0, s->batch_mean, s->batch_var, s->eps, s->mean, s->invstd));
+      s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var,
+      s->eps, s->mean, s->invstd));
   bn_fold<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->f, s->batch_mean, s->batch_var,
                                                            mean_sum, var_sum, factor);
   CT_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave,
-                                     const float *dy, float *dx) {
+                                     const float *dy, float *dx, const float *gamma, float *dgamma,
+                                     float *dbeta) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
   const size_t n = (size_t)s->N * s->C * s->S;
   if (s->use_global) {
+    CT_ASSERT(dx && !gamma);
     bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, dy, s->invstd, dx);
     CT_CUDA_LAUNCH_CHECK();
     return;
   }
+  float *ws = (float *)l->ctx->workspace;
+  size_t copies = (s->in_place ? 1 : 0) + (dx ? 0 : 1);
+  CT_ASSERT(l->ctx->workspace_bytes >= copies * n * sizeof(float));
   if (s->in_place) {
-    CT_ASSERT(l->ctx->workspace_bytes >= n * sizeof(float));
-    float *dy_copy = (float *)l->ctx->workspace;
-    CT_CUDA_CHECK(
-        cudaMemcpyAsync(dy_copy, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    dy = dy_copy;
+    CT_CUDA_CHECK(cudaMemcpyAsync(ws, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    dy = ws;
     x = xsave;
   }
+  if (!dx) dx = ws + (s->in_place ? n : 0);
+  /* Both parameter gradients wanted: cuDNN accumulates into them; else into
+   * its own arrays, then the one wanted is added. */
+  const bool both = dgamma && dbeta;
   CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one, &k_zero,
-      s->x, x, s->x, dy, s->x, dx, s->bn, s->ones, s->dscale, s->dbias, s->eps, s->mean,
-      s->invstd));
+      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one,
+      both ? &k_one : &k_zero, s->x, x, s->x, dy, s->x, dx, s->bn, gamma ? gamma : s->ones,
+      both ? dgamma : s->dscale, both ? dbeta : s->dbias, s->eps, s->mean, s->invstd));
+  if (!both && dgamma) ct_gpu_axpy(l->ctx, (size_t)s->C, 1.0f, s->dscale, dgamma);
+  if (!both && dbeta) ct_gpu_axpy(l->ctx, (size_t)s->C, 1.0f, s->dbias, dbeta);
 }

@@ -15,7 +15,11 @@
  *
  * No cuDNN call runs in place: an in-place layer copies its input aside in
  * forward (into xsave, the caller's bottom-sized buffer) and its top
- * gradient into the context's workspace in backward. */
+ * gradient into the context's workspace in backward.
+ *
+ * Fused with a Scale (batch_norm.h), cuDNN's scale and bias are the Scale's
+ * gamma and beta, and its parameter gradients go straight into the Scale's
+ * (accumulated: beta for the parameter gradients is 1). */
 #ifndef CT_LAYERS_BATCH_NORM_CUDNN_H
 #define CT_LAYERS_BATCH_NORM_CUDNN_H
 
@@ -32,13 +36,18 @@ extern "C" {
  * for a bottom of (N, C, S) values, else clears it.  Grows the context's
  * workspace for an in-place training layer.  Never fails on valid input. */
 ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
-                              bool use_global, bool in_place, ct_error *err);
+                              bool use_global, bool in_place, bool discard_dx, ct_error *err);
 /* y from x (y is x in place, then xsave receives x); updates the sums and
- * factor (params 0..2) in training. */
-void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave);
-/* dx (overwritten; dx is dy in place) from dy and x (xsave in place). */
+ * factor (params 0..2) in training.  gamma and beta (C) are the fused
+ * Scale's (NULL: 1 and 0; training only). */
+void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave, const float *gamma,
+                         const float *beta);
+/* dx (overwritten; dx is dy in place; NULL: not wanted, written to the
+ * workspace as reshape's discard_dx arranged) from dy and x (xsave in
+ * place), with the fused Scale's gamma (NULL: 1); dgamma and dbeta (C, may
+ * be NULL) accumulate the Scale's parameter gradients. */
 void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave, const float *dy,
-                          float *dx);
+                          float *dx, const float *gamma, float *dgamma, float *dbeta);
 void ct_bn_cudnn_destroy(ct_layer *l);
 
 #ifdef __cplusplus

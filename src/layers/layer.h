@@ -128,6 +128,10 @@ struct ct_layer {
   float *loss_weight;                 /* (ntop) */
   void *priv;                         /* the type's private state */
   void *gpu_priv;                     /* GPU-side state (cuDNN), NULL when none */
+  /* Set by the net (net_fuse.c) when the layer just before this one computes
+   * this layer's forward and backward too (BatchNorm + Scale): forward and
+   * backward of this layer then do nothing; its parameters stay its own. */
+  bool absorbed;
 };
 
 /* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type

@@ -5,7 +5,9 @@
  * shape covers num_axes axes from axis (bottom[1]'s axis count in the
  * two-bottom form), filled by bias_filler (default constant 0).
  * Learnable blobs in Caffe's order: [scale, bias] with one bottom, [bias]
- * with two.  In place, forward keeps a copy of x for the scale gradient. */
+ * with two.  In place, forward keeps a copy of x for the scale gradient.
+ * A Scale right after a BatchNorm may be computed by it (net_fuse.c,
+ * batch_norm.h): the layer is then marked absorbed and does nothing. */
 #include <stdlib.h>
 
 #include "layers/bias.h"
@@ -64,7 +66,9 @@ static ct_status scale_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   if (s->bias_term)
     CT_TRY(
         ct_broadcast_dims_get(bottom[0], l->params[s->bias_index], s->axis, "bias", &s->gb, err));
-  ct_neuron_input_reshape(&s->input, l, bottom[0], top[0]);
+  /* Absorbed into a BatchNorm (layer.h), the layer never runs: no copy of x. */
+  if (l->absorbed) ct_neuron_input_free(&s->input);
+  else ct_neuron_input_reshape(&s->input, l, bottom[0], top[0]);
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
   return CT_OK;
 }

@@ -196,6 +196,18 @@ static ct_status check_state(const Caffe__NetParameter *p, const ct_net_opts *o,
 ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err); /* net_params.c */
 void ct_net_analyze_backward(ct_net *net, bool quiet);                  /* net_params.c */
 
+/* net_fuse.c: after layer si is set up, lets the layer before it absorb
+ * it; after the backward analysis, moves the absorbed layers' backward to
+ * their absorbers. */
+ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err);
+ct_status ct_net_fuse_finish(ct_net *net, ct_error *err);
+
+static bool fusion_wanted(const ct_net_opts *o) {
+  if (o->no_fusion) return false;
+  const char *env = getenv("CORTADO_FUSE");
+  return !(env && strcmp(env, "0") == 0);
+}
+
 static bool planning_wanted(const ct_net_opts *o) {
   if (o->keep_blob_diffs) return false;
   const char *env = getenv("CORTADO_DIFF_PLANNING");
@@ -249,6 +261,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
           opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
   st = add_inputs(&b, err);
   size_t memory = 0;
+  const bool fuse = fusion_wanted(opts);
   for (int i = 0; i < nl && st == CT_OK; i++) {
     Caffe__LayerParameter *lp = filtered->layer[i];
     if (!lp->has_phase) {
@@ -277,6 +290,9 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
       memory += t->count;
     }
     set_loss_diffs(net, i);
+    /* at once, so that the absorbed layer's scratch is never all held */
+    if (fuse) st = ct_net_fuse_layer(net, i, opts->quiet, err);
+    if (st != CT_OK) break;
     NET_LOG(&b, "Memory required for data: %zu", memory * sizeof(float));
   }
   if (st == CT_OK) {
@@ -284,6 +300,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     st = ct_net_params_build(net, opts->quiet, err);
   }
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
+  if (st == CT_OK) st = ct_net_fuse_finish(net, err);
   if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */

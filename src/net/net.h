@@ -17,6 +17,10 @@
  * data-parallel reducer launches all-reduce buckets from the front while
  * backward goes on (see ct_net_set_grad_hook).
  *
+ * Fusion: a training BatchNorm followed by a Scale in place on its top
+ * computes both (net_fuse.c); the Scale stays in the net with its
+ * parameters, marked absorbed (layers/layer.h).  opts.no_fusion turns it off.
+ *
  * Blob gradients: unless opts.keep_blob_diffs, blob diffs are not one array
  * per blob but views into a pool shared by lifetime (net_memory.c): a blob's
  * diff is only meaningful between the backward of its consumers and the
@@ -141,6 +145,9 @@ typedef struct ct_net_opts {
    * intermediate gradients); otherwise diffs share a pool by lifetime.
    * CORTADO_DIFF_PLANNING=0 in the environment has the same effect. */
   bool keep_blob_diffs;
+  /* No layer fusion (net_fuse.c: a training BatchNorm computes the Scale
+   * after it); CORTADO_FUSE=0 in the environment has the same effect. */
+  bool no_fusion;
 } ct_net_opts;
 
 /* Builds a net from param (not modified, not kept: the net keeps its own

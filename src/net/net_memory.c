@@ -6,7 +6,8 @@
  * (its producer).  So it is only live from the first backward step that
  * touches it to the last, and two diffs whose step intervals do not meet can
  * use the same memory.  Blobs whose data alias (in place, Flatten/Reshape
- * views) form one group with one diff, as their diffs alias too.
+ * views) form one group with one diff, as their diffs alias too; Split tops,
+ * which view their bottom's data, keep diffs of their own.
  *
  * Kinds of groups:
  *  - pooled: written by some backward; an offset in the pool, given by a
@@ -31,53 +32,81 @@
 #define CT_DIFF_ALIGN 64
 
 typedef struct {
-  int blob;
-  uintptr_t start, end; /* data address range, bytes */
-} blob_span;
+  int root;
+  uintptr_t base; /* lowest data address among the group's blobs */
+} group_root;
 
-static int cmp_span(const void *a, const void *b) {
-  const blob_span *x = a, *y = b;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return x->blob - y->blob;
+static int cmp_root(const void *a, const void *b) {
+  const group_root *x = a, *y = b;
+  if (x->base != y->base) return x->base < y->base ? -1 : 1;
+  return x->root - y->root;
 }
 
 static size_t blob_extent(const ct_tensor *t) { return t->capacity > t->count ? t->capacity : t->count; }
 
-/* Groups blobs whose data ranges overlap; fills plan->blob_group and the
- * groups' members' offsets and sizes. */
+static bool spans_meet(const ct_tensor *a, const ct_tensor *b) {
+  return a->data < b->data + blob_extent(b) && b->data < a->data + blob_extent(a);
+}
+
+static int root_of(int *parent, int b) {
+  while (parent[b] != b) b = parent[b] = parent[parent[b]];
+  return b;
+}
+
+/* Groups blobs whose data a layer made alias (in place, Flatten/Reshape
+ * views): a top joins a bottom of its layer when their data ranges overlap.
+ * Split tops view their bottom's data but keep diffs of their own, so a
+ * Split joins nothing.  Fills plan->blob_group, the members' offsets from
+ * the group's lowest address and the groups' sizes; groups are numbered by
+ * address. */
 static void make_groups(const ct_net *net, ct_diff_plan *plan) {
   int nb = net->nblobs;
-  blob_span *spans = ct_xcalloc((size_t)nb + 1, sizeof *spans);
-  int nspans = 0;
+  int *parent = ct_xcalloc((size_t)nb + 1, sizeof(int));
+  for (int b = 0; b < nb; b++) parent[b] = b;
+  for (int li = 0; li < net->nlayers; li++) {
+    const ct_layer *l = net->layers[li];
+    if (strcmp(l->ops->type, "Split") == 0) continue;
+    for (int j = 0; j < l->ntop; j++)
+      for (int k = 0; k < l->nbottom; k++) {
+        int t = net->top_ids[li][j], u = net->bottom_ids[li][k];
+        const ct_tensor *tt = net->blobs[t], *tu = net->blobs[u];
+        if (t == u || !tt->data || !tu->data || !spans_meet(tt, tu)) continue;
+        parent[root_of(parent, t)] = root_of(parent, u);
+      }
+  }
+  group_root *roots = ct_xcalloc((size_t)nb + 1, sizeof *roots);
+  int *root_group = ct_xcalloc((size_t)nb + 1, sizeof(int));
+  int nroots = 0;
+  for (int b = 0; b < nb; b++) root_group[b] = -1;
+  for (int b = 0; b < nb; b++) {
+    if (!net->blobs[b]->data) continue;
+    int r = root_of(parent, b);
+    uintptr_t a = (uintptr_t)net->blobs[b]->data;
+    if (root_group[r] < 0) {
+      root_group[r] = nroots;
+      roots[nroots++] = (group_root){r, a};
+    } else if (a < roots[root_group[r]].base) {
+      roots[root_group[r]].base = a;
+    }
+  }
+  qsort(roots, (size_t)nroots, sizeof *roots, cmp_root);
+  for (int g = 0; g < nroots; g++) root_group[roots[g].root] = g;
+  plan->groups = ct_xcalloc((size_t)nroots + 1, sizeof *plan->groups);
+  plan->ngroups = nroots;
+  for (int g = 0; g < nroots; g++) plan->groups[g].first = plan->groups[g].last = -1;
   for (int b = 0; b < nb; b++) {
     const ct_tensor *t = net->blobs[b];
     plan->blob_group[b] = -1;
     if (!t->data) continue;
-    spans[nspans].blob = b;
-    spans[nspans].start = (uintptr_t)t->data;
-    spans[nspans].end = (uintptr_t)(t->data + blob_extent(t));
-    nspans++;
+    int g = root_group[root_of(parent, b)];
+    plan->blob_group[b] = g;
+    plan->blob_offset[b] = ((uintptr_t)t->data - roots[g].base) / sizeof(float);
+    size_t need = plan->blob_offset[b] + blob_extent(t);
+    if (need > plan->groups[g].count) plan->groups[g].count = need;
   }
-  qsort(spans, (size_t)nspans, sizeof *spans, cmp_span);
-  plan->groups = ct_xcalloc((size_t)nspans + 1, sizeof *plan->groups);
-  uintptr_t group_end = 0, base = 0;
-  for (int i = 0; i < nspans; i++) {
-    if (plan->ngroups == 0 || spans[i].start >= group_end) {
-      ct_diff_group *g = &plan->groups[plan->ngroups++];
-      memset(g, 0, sizeof *g);
-      g->first = g->last = -1;
-      base = spans[i].start;
-      group_end = spans[i].end;
-    }
-    ct_diff_group *g = &plan->groups[plan->ngroups - 1];
-    if (spans[i].end > group_end) group_end = spans[i].end;
-    int b = spans[i].blob;
-    plan->blob_group[b] = plan->ngroups - 1;
-    plan->blob_offset[b] = (spans[i].start - base) / sizeof(float);
-    size_t need = plan->blob_offset[b] + blob_extent(net->blobs[b]);
-    if (need > g->count) g->count = need;
-  }
-  free(spans);
+  free(roots);
+  free(root_group);
+  free(parent);
 }
 
 static void touch(ct_diff_group *g, int step, bool write) {

@@ -39,6 +39,22 @@ static void bind_view(ct_tensor *t, int device, float *data, float *diff, bool c
   ct_tensor_set_view(t, data, diff);
 }
 
+/* After layer i's backward, every parameter with final_layer >= i is final
+ * (the flat layout is in decreasing final_layer, so they form a prefix). */
+void ct_net_params_ready_counts(ct_net *net) {
+  if (!net->layer_ready_count)
+    net->layer_ready_count = ct_xcalloc((size_t)net->nlayers + 1, sizeof(size_t));
+  for (int li = 0; li < net->nlayers; li++) {
+    size_t ready = 0;
+    for (int q = 0; q < net->nparams; q++)
+      if (net->params[q].final_layer >= li) {
+        size_t end = q + 1 < net->nparams ? net->params[q + 1].offset : net->flat_count;
+        if (end > ready) ready = end;
+      }
+    net->layer_ready_count[li] = ready;
+  }
+}
+
 ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
   static const Caffe__ParamSpec k_default_spec = CAFFE__PARAM_SPEC__INIT;
   int total = 0;
@@ -155,17 +171,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
       bind_view(l->params[j], dev, net->flat_data + p->offset, net->flat_diff + p->offset, false);
     }
   }
-  /* After layer i's backward, every parameter with final_layer >= i is final. */
-  net->layer_ready_count = ct_xcalloc((size_t)net->nlayers + 1, sizeof(size_t));
-  for (int li = 0; li < net->nlayers; li++) {
-    size_t ready = 0;
-    for (int q = 0; q < net->nparams; q++)
-      if (net->params[q].final_layer >= li) {
-        size_t end = q + 1 < net->nparams ? net->params[q + 1].offset : net->flat_count;
-        if (end > ready) ready = end;
-      }
-    net->layer_ready_count[li] = ready;
-  }
+  ct_net_params_ready_counts(net);
   if (!quiet && net->nparams)
     LOG_INFO("%d learnable parameter blobs, %zu values (%.1f MB) in one flat buffer", net->nparams,
              net->flat_count, net->flat_count * 4.0 / 1e6);

@@ -1,0 +1,74 @@
+/* Net-level fusion: a layer that computes the layer after it too, so that
+ * the pair takes one pass over the activations in forward and one in
+ * backward (and no scratch copies in between).
+ *
+ * One pattern for now, Caffe's BatchNorm + Scale: a training BatchNorm
+ * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
+ * and a bias, in place on the BatchNorm's top (the form of Caffe's ResNets,
+ * usually all in place on the convolution's top).  The BatchNorm then
+ * computes gamma * (x - mean) / std + beta and the gradients of x, gamma
+ * and beta (layers/batch_norm.h); the Scale is marked absorbed and does
+ * nothing.  Parameters stay where they were (the Scale keeps gamma and
+ * beta), so .caffemodel files, snapshots, sharing and the flat layout do not
+ * change; only the Scale's gradients become final one backward step later
+ * (at the BatchNorm's), which the ready counts take into account. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "layers/batch_norm.h"
+#include "net/net.h"
+
+void ct_net_params_ready_counts(ct_net *net); /* net_params.c */
+
+/* Layer si is a Scale that the BatchNorm bi can compute: one bottom, in
+ * place on the BatchNorm's top, bias_term, a (C) scale at axis 1, no loss,
+ * no propagate_down given. */
+static bool scale_fusable(const ct_net *net, int bi, int si) {
+  const ct_layer *bn = net->layers[bi], *sc = net->layers[si];
+  if (strcmp(sc->ops->type, "Scale") != 0 || sc->nbottom != 1 || sc->nparams != 2) return false;
+  if (bn->param->n_propagate_down || sc->param->n_propagate_down) return false;
+  if (bn->loss_weight[0] != 0.0f || sc->loss_weight[0] != 0.0f) return false;
+  int blob = net->top_ids[bi][0];
+  if (net->bottom_ids[si][0] != blob || net->top_ids[si][0] != blob) return false;
+  const Caffe__ScaleParameter *p = sc->param->scale_param;
+  if (!p || !p->bias_term) return false;
+  const ct_tensor *x = net->blobs[blob];
+  int axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
+  if (axis != 1 || x->ndim < 2) return false;
+  const ct_tensor *gamma = sc->params[0], *beta = sc->params[1];
+  return gamma->ndim == 1 && beta->ndim == 1 && gamma->shape[0] == x->shape[1] &&
+         beta->shape[0] == x->shape[1];
+}
+
+ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
+  if (si < 1) return CT_OK;
+  int bi = si - 1;
+  ct_layer *bn = net->layers[bi], *sc = net->layers[si];
+  if (strcmp(bn->ops->type, "BatchNorm") != 0 || bn->absorbed || !scale_fusable(net, bi, si) ||
+      !ct_batch_norm_absorb_scale(bn, sc))
+    return CT_OK;
+  CT_TRY(ct_layer_reshape(bn, net->bottoms[bi], net->tops[bi], err));
+  CT_TRY(ct_layer_reshape(sc, net->bottoms[si], net->tops[si], err));
+  if (!quiet) LOG_INFO("%s computes %s too (BatchNorm + Scale fused)", bn->name, sc->name);
+  return CT_OK;
+}
+
+ct_status ct_net_fuse_finish(ct_net *net, ct_error *err) {
+  bool any = false;
+  for (int si = 1; si < net->nlayers; si++) {
+    if (!net->layers[si]->absorbed) continue;
+    int bi = si - 1;
+    any = true;
+    net->layer_need_backward[bi] = net->layer_need_backward[bi] || net->layer_need_backward[si];
+    net->layer_need_backward[si] = false;
+    for (int q = 0; q < net->nparams; q++)
+      if (net->params[q].final_layer == si) net->params[q].final_layer = bi;
+    if (!(net->layer_need_backward[bi] && net->bottom_need_backward[bi][0])) {
+      ct_batch_norm_fused_need_dx(net->layers[bi], false);
+      CT_TRY(ct_layer_reshape(net->layers[bi], net->bottoms[bi], net->tops[bi], err));
+    }
+  }
+  if (any) ct_net_params_ready_counts(net);
+  return CT_OK;
+}

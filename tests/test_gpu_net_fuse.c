@@ -1,0 +1,113 @@
+/* BatchNorm + Scale fusion (net_fuse.c) and shared Split tops on GPU 0:
+ * fused against unfused on cuDNN's batch normalisation and on the plain
+ * kernels (cuDNN off), fused on the GPU against unfused on the CPU, a frozen
+ * trunk (gamma and beta gradients only), and a small ResNet trained fused
+ * and unfused through the solver (CUDA graphs).  FP32 math (TF32 off).
+ * Skipped (77) without a GPU. */
+#include "fuse_nets.h"
+#include "gpu/cudnn_util.h"
+
+static void gpu_context(ct_context *ctx, uint64_t seed) {
+  ct_error err;
+  if (ct_context_init(ctx, 0, seed, &err) != CT_OK) fail_msg("GPU context: %s", err.msg);
+  ct_context_set_tf32(ctx, false);
+}
+
+static const double k_tol = 1e-4;
+
+/* The four shapes of the pair (BatchNorm in place or not, ReLU or not) and
+ * the frozen trunk, fused against unfused on the device of ctx_a / ctx_b. */
+static void compare_all(int device_b) {
+  for (int k = 0; k < 5; k++) {
+    bool in_place = k & 1, relu = k & 2, frozen = k == 4;
+    ct_context ca, cb;
+    gpu_context(&ca, 11);
+    if (device_b == CT_DEVICE_CPU) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 11, NULL), CT_OK);
+    else gpu_context(&cb, 11);
+    char *text = frozen ? fz_bn_net_frozen(6) : fz_bn_net(6, in_place, relu);
+    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+    assert_int_equal(fz_absorbed_count(a), 1);
+    assert_int_equal(fz_absorbed_count(b), 0);
+    fz_compare_passes(a, b, frozen || in_place ? "c1" : "b1", 2, !frozen, k_tol);
+    free(text);
+    ct_net_free(a);
+    ct_net_free(b);
+    ct_context_free(&ca);
+    ct_context_free(&cb);
+  }
+}
+
+static void test_gpu_fuse_cudnn(void **state) { compare_all(0); }
+
+static void test_gpu_fuse_vs_cpu(void **state) { compare_all(CT_DEVICE_CPU); }
+
+static void test_gpu_fuse_plain_kernels(void **state) {
+  ct_cudnn_set_enabled(false);
+  compare_all(0);
+  ct_cudnn_set_enabled(true);
+}
+
+/* Split tops view their bottom's data on the device too. */
+static void expect_split_views(const ct_net *net) {
+  int splits = 0;
+  for (int i = 0; i < net->nlayers; i++) {
+    if (strcmp(net->layers[i]->ops->type, "Split") != 0) continue;
+    splits++;
+    for (int j = 0; j < net->layers[i]->ntop; j++) {
+      assert_ptr_equal(net->tops[i][j]->data, net->bottoms[i][0]->data);
+      assert_true(net->tops[i][j]->diff != net->bottoms[i][0]->diff);
+    }
+  }
+  assert_true(splits >= 1);
+}
+
+/* The small ResNet trained 5 steps with momentum through the solver: fused
+ * and unfused on the GPU agree, and with the unfused CPU. */
+static void test_gpu_fuse_trains_same(void **state) {
+  static const char rest[] =
+      "type: 'SGD' base_lr: 0.1 momentum: 0.9 weight_decay: 0.0005 lr_policy: 'fixed' "
+      "random_seed: 7 display: 0 average_loss: 1";
+  char *text = fz_res_net(8);
+  ct_context ca, cb, cc;
+  gpu_context(&ca, 7);
+  gpu_context(&cb, 7);
+  assert_int_equal(ct_context_init(&cc, CT_DEVICE_CPU, 7, NULL), CT_OK);
+  ct_solver *a = rn_solver(text, rest, &ca, NULL);
+  setenv("CORTADO_FUSE", "0", 1);
+  ct_solver *b = rn_solver(text, rest, &cb, NULL);
+  ct_solver *c = rn_solver(text, rest, &cc, NULL);
+  unsetenv("CORTADO_FUSE");
+  assert_int_equal(fz_absorbed_count(a->net), 3);
+  assert_int_equal(fz_absorbed_count(b->net), 0);
+  expect_split_views(a->net);
+  ct_solver *all[3] = {a, b, c};
+  for (int k = 0; k < 3; k++) rn_fill_inputs(all[k]->net, 5, 99);
+  ct_error err;
+  for (int it = 0; it < 5; it++) {
+    for (int k = 0; k < 3; k++)
+      if (ct_solver_step(all[k], 1, &err) != CT_OK) fail_msg("step: %s", err.msg);
+    float *pa = rn_flat(a->net, false), *pb = rn_flat(b->net, false), *pc = rn_flat(c->net, false);
+    fz_expect_close("GPU parameters after a step", pa, pb, a->net->flat_count, k_tol);
+    fz_expect_close("GPU fused vs CPU parameters", pa, pc, a->net->flat_count, 1e-3);
+    free(pa), free(pb), free(pc);
+  }
+  free(text);
+  for (int k = 0; k < 3; k++) ct_solver_free(all[k]);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+  ct_context_free(&cc);
+}
+
+int main(void) {
+  setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  tu_require_gpu();
+  ct_log_set_level(CT_LOG_WARNING);
+  rn_require_layers();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpu_fuse_cudnn),
+      cmocka_unit_test(test_gpu_fuse_vs_cpu),
+      cmocka_unit_test(test_gpu_fuse_plain_kernels),
+      cmocka_unit_test(test_gpu_fuse_trains_same),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
