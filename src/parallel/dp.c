@@ -2,10 +2,13 @@
  * ranks, each running a solver with the reducer's hooks (see dp.h). */
 #include "parallel/dp.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/context.h"
 #include "core/log.h"
@@ -32,6 +35,8 @@ typedef struct dp_shared {
   ct_comm_threads_group *tg;  /* CPU threads */
   int cancel;                 /* atomic: a worker failed, the others give up */
   pthread_mutex_t mu;
+  pthread_cond_t changed;     /* signalled (under mu) when a worker ends or fails */
+  int finished;               /* workers whose thread has ended, under mu */
   bool failed;                /* the first failure, under mu: */
   int failed_rank, failed_device;
   int failed_iter;            /* the iteration it failed in, or -1 before training */
@@ -48,6 +53,7 @@ typedef struct dp_worker {
   bool ctx_ok;
   ct_solver *solver;
   bool training;              /* inside ct_solver_solve */
+  bool done;                  /* its thread has ended (under sh->mu) */
   ct_dp_reducer *red;
   ct_status st;
   ct_error err;
@@ -216,6 +222,7 @@ static void worker_failed(dp_worker *w) {
     sh->failure = w->err;
   }
   __atomic_store_n(&sh->cancel, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&sh->changed);
   pthread_mutex_unlock(&sh->mu);
   /* after the failure is recorded: the other workers' errors from this
    * abort are consequences */
@@ -242,6 +249,11 @@ static void *worker_main(void *arg) {
   worker_cleanup(w);
   ct_log_set_thread_quiet(false);
   t_worker = NULL;
+  pthread_mutex_lock(&w->sh->mu);
+  w->done = true;
+  w->sh->finished++;
+  pthread_cond_broadcast(&w->sh->changed);
+  pthread_mutex_unlock(&w->sh->mu);
   return NULL;
 }
 
@@ -273,6 +285,7 @@ static ct_status shared_init(dp_shared *sh, const ct_dp_job *job, int world, ct_
   sh->nodes = 1;
   snprintf(sh->kind, sizeof sh->kind, "threads of one process");
   pthread_mutex_init(&sh->mu, NULL);
+  pthread_cond_init(&sh->changed, NULL);
   sh->sp = clone_param(job->solver_param);
   if (job->global_batch) {
     ct_status st = ct_dp_divide_batch(sh->sp, world, err);
@@ -287,6 +300,7 @@ static void shared_free(dp_shared *sh) {
   sh->sp = NULL;
   ct_comm_threads_group_release(sh->tg);
   sh->tg = NULL;
+  pthread_cond_destroy(&sh->changed);
   pthread_mutex_destroy(&sh->mu);
 }
 
@@ -305,6 +319,63 @@ static void threads_abort_hook(const char *msg) {
  * communicator `cpu_comm` (borrowed) or, when that is NULL, the "threads"
  * communicator of sh->tg.  Waits for all; returns the first failure
  * ("<prefix>worker R (GPU G) failed: ..."). */
+/* Seconds the other workers get to stop after a failure:
+ * CORTADO_STOP_GRACE (> 0) from the environment, else 20. */
+static double stop_grace_s(void) {
+  const char *env = getenv("CORTADO_STOP_GRACE");
+  double v = env ? atof(env) : 0.0;
+  return v > 0 ? v : 20.0;
+}
+
+/* Waits until all `started` workers have ended.  Once one has failed, the
+ * others get stop_grace_s() to notice and stop; a worker still running
+ * then is stuck where no watchdog reaches (a GPU that never finishes work
+ * that waits for a dead peer, inside a CUDA graph, is freed only with its
+ * process), so the failure is logged and the process ends with status 1:
+ * a bounded stop, never a hang.  Snapshots are written atomically, so the
+ * last one stays intact. */
+static void await_workers(dp_shared *sh, dp_worker *workers, int started, const char *prefix) {
+  pthread_mutex_lock(&sh->mu);
+  struct timespec deadline = {0, 0};
+  bool have_deadline = false;
+  while (sh->finished < started) {
+    if (!__atomic_load_n(&sh->cancel, __ATOMIC_ACQUIRE)) {
+      pthread_cond_wait(&sh->changed, &sh->mu);
+      continue;
+    }
+    if (!have_deadline) {
+      clock_gettime(CLOCK_REALTIME, &deadline);
+      double g = stop_grace_s();
+      deadline.tv_sec += (time_t)g;
+      deadline.tv_nsec += (long)((g - (double)(time_t)g) * 1e9);
+      if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+      have_deadline = true;
+    }
+    if (pthread_cond_timedwait(&sh->changed, &sh->mu, &deadline) != ETIMEDOUT) continue;
+    if (sh->finished >= started) break;
+    ct_error e;
+    if (sh->failed) {
+      failure_message("worker", sh->failed_rank, sh->failed_device, sh->failed_iter, &sh->failure,
+                      "", &e);
+      if (prefix && *prefix) ct_error_prefix(&e, "%s", prefix);
+    } else {
+      ct_error_set(&e, CT_ERR_INTERRUPTED, "a worker was stopped");
+    }
+    LOG_ERROR("%s", e.msg);
+    for (int i = 0; i < started; i++)
+      if (!workers[i].done) {
+        char dev[32];
+        LOG_ERROR("worker %d (%s) did not stop within %g s of the failure; ending the process, "
+                  "which frees its GPU work",
+                  workers[i].rank, device_desc(workers[i].device, dev, sizeof dev), stop_grace_s());
+      }
+    fprintf(stderr, "cortado: error: %s; the other workers were stopped by ending the process\n", e.msg);
+    fflush(NULL);
+    _exit(1);
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
 static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
                              const char *prefix, ct_error *err) {
   dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
@@ -322,6 +393,7 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
       break;
     }
   }
+  await_workers(sh, workers, started, prefix);
   for (int i = 0; i < started; i++) pthread_join(workers[i].thread, NULL);
   ct_set_abort_hook(NULL);
   ct_status st = CT_OK;
