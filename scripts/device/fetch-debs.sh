@@ -9,7 +9,7 @@ mkdir -p .deps/debs
   liblmdb0 liblmdb-dev libleveldb1d libleveldb-dev libsnappy1v5 \
   libprotobuf-c1 libprotobuf-c-dev protobuf-c-compiler libprotoc32 libprotobuf32 \
   libhiredis0.14 libhiredis-dev libcmocka0 libcmocka-dev libgloo0 libgloo-dev \
-  libibverbs1 libibverbs-dev redis-server redis-tools libjemalloc2 liblzf1 \
+  libibverbs1 libibverbs-dev libnl-3-200 libnl-route-3-200 redis-server redis-tools libjemalloc2 liblzf1 \
   libdnnl2 libdnnl-dev ocl-icd-libopencl1 2>&1 | tail -1)
 rm -rf .fixtures .bench
 cp -r ../shared/fixtures/caffe .fixtures
