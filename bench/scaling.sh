@@ -38,6 +38,10 @@ GPUS=${GPUS:-0,1}
 OUT=${OUT:-/tmp/cortado_scaling}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 mkdir -p "$OUT"
+if (( ITERS < 3 * DISPLAY_EVERY )); then
+  echo "ITERS=$ITERS: at least $((3 * DISPLAY_EVERY)) (the first display window is warm-up)" >&2
+  exit 2
+fi
 
 [[ -x "$bin" ]] || cmake --build "$build" --target cortado -j"$(nproc)"
 
