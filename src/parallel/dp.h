@@ -19,9 +19,12 @@
  *     order, which is the order gradients become final in backward: on GPUs
  *     each bucket's all-reduce is enqueued from the net's gradient hook on a
  *     dedicated stream as soon as its range is final, ordered after the
- *     compute stream by an event, so it overlaps the rest of backward; the
- *     solver's on_gradients hook waits for the last bucket (with the
- *     communicator's watchdog) and the update follows.  With iter_size > 1
+ *     compute stream by an event, so it overlaps the rest of backward.  The
+ *     hook fires while backward is captured, so the all-reduces are nodes
+ *     of the iteration's CUDA graph; the solver's (captured) on_gradients
+ *     hook joins the communication stream before the fused update, and its
+ *     on_iteration_end hook waits for the iteration under the
+ *     communicator's watchdog.  With iter_size > 1
  *     the hook is armed on the last pass only: one reduction per iteration.
  *     CPU workers reduce the whole gradient after backward;
  *   - tests run on every worker and their outputs are averaged;
@@ -32,7 +35,10 @@
  * error, a communicator timeout) records the first failure, raises the
  * shared cancel flag and aborts its communicator; the other workers give up
  * at their next wait, and the run returns that failure naming the worker
- * ("worker 1 (GPU 1) failed: ...").  Under MPI the failing rank logs its
+ * ("worker 1 (GPU 1) failed: ...").  A worker that has not stopped
+ * CORTADO_STOP_GRACE seconds (20) after a failure is stuck where no
+ * watchdog reaches, and the process ends (status 1) after logging the
+ * failure.  Under MPI the failing rank logs its
  * error and the caller ends the job (ct_mpi_abort_job).  Snapshots are
  * written atomically, so the last one stays intact. */
 #ifndef CT_PARALLEL_DP_H
