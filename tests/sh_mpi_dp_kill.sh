@@ -13,24 +13,8 @@ rm -rf "$TMP"
 mkdir -p "$TMP"
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
 
-cat >"$TMP/net.prototxt" <<'EOF'
-name: "killme"
-layer { name: "data" type: "DummyData" top: "x" top: "label"
-  dummy_data_param { shape { dim: 32 dim: 64 } shape { dim: 32 }
-    data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-  inner_product_param { num_output: 256 weight_filler { type: "gaussian" std: 0.05 } } }
-layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
-layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "y"
-  inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.05 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
-EOF
-cat >"$TMP/solver.prototxt" <<EOF
-net: "$TMP/net.prototxt"
-base_lr: 0.01 lr_policy: "fixed" momentum: 0.9
-max_iter: 100000000 display: 200 random_seed: 3
-snapshot: 0 snapshot_after_train: false solver_mode: CPU
-EOF
+. "$(dirname "$0")/kill_job.sh"
+write_kill_job "$TMP"
 
 # run_case NAME SIGNAL PATTERN: starts the job, sends SIGNAL to rank 1 once
 # training runs, and checks that the job fails within 60 s with output

@@ -144,10 +144,7 @@ extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
   return join_comm(g, err);
 }
 
-extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) {
-  if (!g->forked) return CT_OK;
-  return join_comm(g, err);
-}
+extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) { return join_comm(g, err); }
 
 extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
   return ct_comm_wait(g->comm, compute_stream(g), err);
