@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # There (the GPU machine): one session's checks, in phases that fit a device
-# call each; logs go to $OUT (or /tmp/cortado_check).
-#   bash scripts/device/check.sh single   build; GPU 1: the single-GPU tests,
-#                                         then compute-sanitizer; GPU 0 at the
-#                                         same time: gpu_vs_pytorch on $NETS;
-#                                         then the two-GPU tests
-#   bash scripts/device/check.sh scaling  bench/scaling.sh and allreduce_bw
+# call each (the build stays while the machine is warm); logs go to $OUT (or
+# /tmp/cortado_check).
+#   bash scripts/device/check.sh table    build; bench/gpu_vs_pytorch.sh on
+#                                         every net, fp32 on GPU 0 and tf32 on
+#                                         GPU 1 at the same time (one GPU
+#                                         each); then the two-GPU tests
+#   bash scripts/device/check.sh tests    the single-GPU tests on GPU 1, and
+#                                         compute-sanitizer memcheck on every
+#                                         single-GPU test binary (GPU 0), then
+#                                         racecheck on two
+#   bash scripts/device/check.sh scaling  allreduce_bw and bench/scaling.sh
+#                                         (DATA=dummy|lmdb|both, NETS, GPUS)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 eval "$(bash scripts/device/setup.sh)"
@@ -23,35 +29,54 @@ mkdir -p "$CORTADO_TMP"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
 case ${1:-} in
-single)
-  (
-    export CUDA_VISIBLE_DEVICES=1
-    cd $b && timeout "${TESTS_S:-260}" ctest -L gpu -E "gpu_dp|gloo" --timeout 250 --output-on-failure \
-      >"$out/gpu_tests.log" 2>&1
-    echo "ctest rc=$?" >>"$out/gpu_tests.log"
-    timeout 100 "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 tests/test_gpu_layer_structure \
-      >"$out/memcheck.log" 2>&1
-    echo "memcheck rc=$?" >>"$out/memcheck.log"
-    timeout 80 "$sanitizer" --tool racecheck --error-exitcode 9 tests/test_gpu_runtime_update \
-      >"$out/racecheck.log" 2>&1
-    echo "racecheck rc=$?" >>"$out/racecheck.log"
-  ) &
-  CUDA_VISIBLE_DEVICES=0 NETS=${NETS:-"GoogLeNet ResNet-50"} ITERS=${ITERS:-30} \
-    timeout "${BENCH_S:-250}" bash bench/gpu_vs_pytorch.sh $b /tmp/gvp >"$out/gvp.log" 2>&1
+table)
+  for m in fp32:0 tf32:1; do
+    CUDA_VISIBLE_DEVICES=${m#*:} MODES=${m%:*} NETS=${NETS:-"LeNet cifar10_quick AlexNet GoogLeNet ResNet-50"} \
+      ITERS=${ITERS:-30} timeout "${BENCH_S:-400}" bash bench/gpu_vs_pytorch.sh $b /tmp/gvp_${m%:*} \
+      >"$out/gvp_${m%:*}.log" 2>&1 &
+  done
   wait
   (cd $b && CORTADO_COMM_TIMEOUT=40 timeout "${DP_S:-110}" ctest -R "gpu_dp|gloo_gpu" --timeout 100 \
     --output-on-failure >"$out/dp_tests.log" 2>&1; echo "ctest rc=$?" >>"$out/dp_tests.log")
+  cat /tmp/gvp_fp32/gpu_vs_pytorch.md /tmp/gvp_tf32/gpu_vs_pytorch.md 2>/dev/null | grep -v "^| net\|^| ---" \
+    >"$out/table.md"
+  ;;
+tests)
+  (
+    export CUDA_VISIBLE_DEVICES=1
+    cd $b && timeout "${TESTS_S:-300}" ctest -L gpu -E "gpu_dp|gloo" --timeout 250 --output-on-failure \
+      >"$out/gpu_tests.log" 2>&1
+    echo "ctest rc=$?" >>"$out/gpu_tests.log"
+  ) &
+  (
+    export CUDA_VISIBLE_DEVICES=0
+    for t in $b/tests/test_gpu_*; do
+      n=$(basename "$t")
+      [[ $n == test_gpu_dp ]] && continue
+      timeout "${SAN_S:-240}" "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 "$t" \
+        >"$out/memcheck_$n.log" 2>&1 &
+    done
+    wait
+    for n in test_gpu_runtime_update test_gpu_layer_vision; do
+      timeout 120 "$sanitizer" --tool racecheck --error-exitcode 9 $b/tests/$n >"$out/racecheck_$n.log" 2>&1
+    done
+    for f in "$out"/memcheck_*.log "$out"/racecheck_*.log; do
+      printf '%s: %s\n' "$(basename "$f" .log)" "$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1)"
+    done >"$out/sanitizers.txt"
+  ) &
+  wait
   ;;
 scaling)
   timeout 60 bash bench/allreduce_bw.sh $b >"$out/allreduce.log" 2>&1
   NETS=${NETS:-"alexnet googlenet resnet50"} ITERS=${ITERS:-60} FIXTURES=$PWD/.fixtures \
-    OUT=/tmp/sc timeout "${SCALING_S:-400}" bash bench/scaling.sh $b >"$out/scaling.log" 2>&1
+    OUT=/tmp/sc timeout "${SCALING_S:-500}" bash bench/scaling.sh $b >"$out/scaling.log" 2>&1
   ;;
 *)
-  echo "usage: $0 single|scaling" >&2
+  echo "usage: $0 table|tests|scaling" >&2
   exit 2
   ;;
 esac
-grep -hE "tests passed|tests failed|rc=|ERROR SUMMARY|RACECHECK SUMMARY|\*\*\*Failed|Timeout" "$out"/*.log 2>/dev/null
-tail -n 25 "$out/gvp.log" "$out/scaling.log" "$out/allreduce.log" 2>/dev/null
-tar czf "$out/logs_$1.tgz" /tmp/gvp /tmp/sc 2>/dev/null
+grep -hE "tests passed|tests failed|rc=|\*\*\*Failed|Timeout" "$out"/*.log 2>/dev/null
+cat "$out/sanitizers.txt" "$out/table.md" 2>/dev/null
+tail -n 25 "$out/scaling.log" "$out/allreduce.log" 2>/dev/null
+tar czf "$out/logs_$1.tgz" /tmp/gvp_* /tmp/sc 2>/dev/null

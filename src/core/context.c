@@ -14,6 +14,8 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   ctx->data_seed = seed;
   ctx->world = 1;
   ctx->tf32 = true;
+  const char *det = getenv("CORTADO_DETERMINISTIC");
+  ctx->deterministic = det && strcmp(det, "1") == 0;
   ctx->next_check_id = 1;
   ct_rng_seed(&ctx->rng, seed);
   if (device == CT_DEVICE_CPU) return CT_OK;
@@ -49,6 +51,10 @@ void *ct_context_workspace(ct_context *ctx, size_t bytes) {
 void ct_context_set_tf32(ct_context *ctx, bool tf32) {
   ctx->tf32 = tf32;
   if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_set_math(ctx);
+}
+
+void ct_context_set_deterministic(ct_context *ctx, bool deterministic) {
+  ctx->deterministic = deterministic;
 }
 
 void ct_context_sync(ct_context *ctx) {

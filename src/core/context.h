@@ -57,6 +57,8 @@ typedef struct ct_context {
   unsigned *check_host;  /* (1) pinned host copy of check_word */
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
+  bool deterministic;    /* only algorithms that give the same bits on every run (cuDNN's
+                            deterministic convolutions); CORTADO_DETERMINISTIC=1 sets it */
   /* both devices */
   uint64_t draws;        /* CPU: counter-based draws made so far */
   ct_check_entry *checks; /* (ncheck_slots) registered deferred checks */
@@ -82,6 +84,11 @@ void *ct_context_workspace(ct_context *ctx, size_t bytes);
  * (cuBLAS at once; layers read ctx->tf32 when they set up).  FP32 math is
  * for comparing against the CPU; a no-op on the CPU. */
 void ct_context_set_tf32(ct_context *ctx, bool tf32);
+/* Deterministic algorithms only, for what is set up afterwards: two runs of
+ * the same work give the same bits (as PyTorch's
+ * torch.backends.cudnn.deterministic).  Convolutions may be slower.  The
+ * default comes from CORTADO_DETERMINISTIC=1; a no-op on the CPU. */
+void ct_context_set_deterministic(ct_context *ctx, bool deterministic);
 /* Waits for the context's stream (no-op on the CPU). */
 void ct_context_sync(ct_context *ctx);
 /* True while ctx's stream is being captured into a CUDA graph (never on the

@@ -178,6 +178,7 @@ typedef struct find_args {
   cudnnConvolutionDescriptor_t conv;
   cudnnTensorDescriptor_t y;
   bool strict;
+  bool deterministic;
   size_t limit;
   cudnnMathType_t base_math;
   /* scratch buffers of the benchmark (NULL: heuristics) */
@@ -186,12 +187,14 @@ typedef struct find_args {
 } find_args;
 
 /* Whether a result may be used: it ran, it fits the limit, and its math is
- * allowed (never FP16 down-conversion; no tensor ops in strict FP32). */
+ * allowed (never FP16 down-conversion; no tensor ops in strict FP32), and it is
+ * deterministic when the context asks for that. */
 template <typename Perf>
 static bool usable(const Perf &p, const find_args &a) {
   if (p.status != CUDNN_STATUS_SUCCESS || p.memory > a.limit) return false;
   if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
   if (a.strict && p.mathType == CUDNN_TENSOR_OP_MATH) return false;
+  if (a.deterministic && p.determinism != CUDNN_DETERMINISTIC) return false;
   return true;
 }
 
@@ -358,6 +361,7 @@ ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
   a.conv = conv_desc;
   a.y = y_desc;
   a.strict = !key->tf32;
+  a.deterministic = key->deterministic != 0;
   a.limit = ct_cudnn_workspace_limit(ctx->device);
   CT_CUDNN_TRY(err, cudnnGetConvolutionMathType(conv_desc, &a.base_math));
   /* The lock is held through a benchmark: workers on other GPUs asking for

@@ -105,6 +105,7 @@ typedef struct ct_cudnn_conv_key {
   int x_dims[3], y_dims[3];
   int kernel[3], pad[3], stride[3], dilation[3];
   int tf32;
+  int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
 } ct_cudnn_conv_key;
 
 /* The chosen algorithms, their math types and workspace sizes. */

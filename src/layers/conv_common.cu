@@ -48,6 +48,68 @@ __global__ static void bias_grad_kernel(int B, int C, size_t S, const float *dx,
   if (threadIdx.x == 0) dbias[c] += part[0];
 }
 
+/* ct_bias_grad_gpu's slices: about 4096 values per block, at most 1024
+ * slices per channel. */
+static unsigned bias_slices(int B, size_t S) {
+  size_t per_channel = (size_t)B * S;
+  size_t p = (per_channel + 4095) / 4096;
+  return (unsigned)(p < 1 ? 1 : p > 1024 ? 1024 : p);
+}
+
+/* Block (p, c): the sum of slice p of channel c's B*S values into
+ * partial[c * P + p].  32-bit indices (the caller asserts B*S fits). */
+__global__ static void bias_partial_kernel(unsigned BS, unsigned S, int C, unsigned chunk,
+                                           const float *dx, float *partial) {
+  __shared__ float warp_sums[CT_CUDA_THREADS / 32];
+  const unsigned p = blockIdx.x, c = blockIdx.y;
+  const unsigned j0 = p * chunk, j1 = min(j0 + chunk, BS);
+  float sum = 0.0f;
+  for (unsigned j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    unsigned b = j / S, s = j - b * S;
+    sum += dx[((size_t)b * C + c) * S + s];
+  }
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    sum = threadIdx.x < blockDim.x / 32 ? warp_sums[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+    if (threadIdx.x == 0) partial[(size_t)c * gridDim.x + p] = sum;
+  }
+}
+
+/* One warp per channel: dbias[c] += the P partial sums, in a fixed order. */
+__global__ static void bias_finish_kernel(int C, unsigned P, const float *partial, float *dbias) {
+  const int c = (int)((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+  const unsigned lane = threadIdx.x & 31;
+  if (c >= C) return;
+  float sum = 0.0f;
+  for (unsigned p = lane; p < P; p += 32) sum += partial[(size_t)c * P + p];
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if (lane == 0) dbias[c] += sum;
+}
+
+extern "C" size_t ct_bias_grad_scratch(int B, int C, size_t S) {
+  return (size_t)C * bias_slices(B, S);
+}
+
+extern "C" void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S,
+                                 float *scratch, float *dbias) {
+  const size_t BS = (size_t)B * S;
+  if (!C || !BS) return;
+  CT_ASSERTF(BS <= 0xffffffffu && S <= 0xffffffffu, "bias gradient: %zu values per channel", BS);
+  const unsigned P = bias_slices(B, S);
+  const unsigned chunk = (unsigned)((BS + P - 1) / P);
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  bias_partial_kernel<<<dim3(P, (unsigned)C), CT_CUDA_THREADS, 0, st>>>((unsigned)BS, (unsigned)S, C,
+                                                                      chunk, dx, scratch);
+  CT_CUDA_LAUNCH_CHECK();
+  const unsigned warps_per_block = CT_CUDA_THREADS / 32;
+  bias_finish_kernel<<<((unsigned)C + warps_per_block - 1) / warps_per_block, CT_CUDA_THREADS, 0,
+                       st>>>(C, P, scratch, dbias);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
 static void gpu_to_rows(ct_context *ctx, const float *images, int B, int C, size_t S,
                         float *rows) {
   size_t n = (size_t)B * C * S;

@@ -61,6 +61,14 @@ typedef struct ct_conv_backend {
 extern const ct_conv_backend ct_conv_backend_cpu;
 #ifdef CORTADO_HAVE_CUDA
 extern const ct_conv_backend ct_conv_backend_gpu; /* conv_common.cu */
+/* Floats of device scratch ct_bias_grad_gpu takes for a (B, C, S) gradient. */
+size_t ct_bias_grad_scratch(int B, int C, size_t S);
+/* dbias (C) += sum over b, s of dx (B, C, S) on ctx's stream, the same bits
+ * on every run: partial sums over slices of each channel's B*S values into
+ * scratch (ct_bias_grad_scratch floats), then their sum in a fixed order.
+ * B*S must be below 2^32. */
+void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
+                      float *dbias);
 #endif
 
 typedef struct ct_conv_dnnl ct_conv_dnnl;

@@ -18,6 +18,10 @@ typedef struct conv_cudnn {
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
   ct_cudnn_conv_algos algos;
   bool tf32;
+  /* the bias gradient (ct_bias_grad_gpu, in the context's workspace): the
+   * top as (num, num_output, top_spatial) */
+  int num;
+  size_t top_spatial;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -117,7 +121,8 @@ static ct_status set_descriptors(conv_cudnn *s, const ct_conv *c, const cudnn_ge
   return CT_OK;
 }
 
-static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, ct_cudnn_conv_key *k) {
+static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, bool deterministic,
+                   ct_cudnn_conv_key *k) {
   memset(k, 0, sizeof *k);
   k->nspatial = g->nd;
   k->n = c->num;
@@ -133,6 +138,7 @@ static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, ct_cudnn_co
     k->dilation[i] = g->dilation[i];
   }
   k->tf32 = tf32;
+  k->deterministic = deterministic;
 }
 
 /* The CAFFE engine's im2col scratch is not needed while cuDNN runs the layer
@@ -156,7 +162,7 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   CT_TRY(set_descriptors(s, c, &g, base, err));
   ct_cudnn_conv_key key;
-  key_of(c, &g, s->tf32, &key);
+  key_of(c, &g, s->tf32, l->ctx->deterministic, &key);
   CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, &s->algos, err));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->fwd, s->algos.fwd_math));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_data, s->algos.bwd_data_math));
@@ -164,6 +170,14 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   size_t ws = s->algos.fwd_bytes;
   if (s->algos.bwd_data_bytes > ws) ws = s->algos.bwd_data_bytes;
   if (s->algos.bwd_filter_bytes > ws) ws = s->algos.bwd_filter_bytes;
+  const int *top_dims = c->reverse ? g.xdims : g.ydims;
+  s->num = c->num;
+  s->top_spatial = 1;
+  for (int i = 0; i < g.nd; i++) s->top_spatial *= (size_t)top_dims[2 + i];
+  if (c->bias_term) {
+    size_t bias_bytes = ct_bias_grad_scratch(s->num, c->num_output, s->top_spatial) * sizeof(float);
+    if (bias_bytes > ws) ws = bias_bytes;
+  }
   ct_context_workspace(l->ctx, ws);
   return CT_OK;
 }
@@ -250,12 +264,13 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
   const bool wgrad = l->param_propagate_down[0];
   const bool bgrad = c->bias_term && l->param_propagate_down[1];
   const float *w = l->params[0]->data;
-  const cudnnTensorDescriptor_t top_desc = c->reverse ? s->x : s->y;
   for (int i = 0; i < l->nbottom; i++) {
     const float *dtop = top[i]->diff;
+    /* Our own reduction, not cudnnConvolutionBackwardBias, which took a
+     * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
     if (bgrad)
-      CT_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle(l), &k_one, top_desc, dtop, &k_one,
-                                                  s->bias, l->params[1]->diff));
+      ct_bias_grad_gpu(l->ctx, dtop, s->num, c->num_output, s->top_spatial,
+                       (float *)l->ctx->workspace, l->params[1]->diff);
     if (c->reverse) {
       /* top X = conv^T(bottom Y): dW from (X = dtop, dY = bottom), and
        * dbottom = conv(dtop). */

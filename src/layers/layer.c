@@ -149,20 +149,11 @@ static bool stochastic_pooling(const ct_layer *l) {
          l->phase == CT_PHASE_TRAIN;
 }
 
-/* CORTADO_GRAPH_DRAWS=1 captures layers that draw too (to test them). */
-static bool draws_in_graphs(void) {
-  const char *env = getenv("CORTADO_GRAPH_DRAWS");
-  return env && strcmp(env, "1") == 0;
-}
-
 bool ct_layer_capturable(const ct_layer *l) {
   if (l->ops->flags & (CT_LAYER_NO_GRAPH | CT_LAYER_DATA)) return false;
-  /* Layers that draw random numbers run as plain launches for now: graph
-   * replays of a Dropout net were seen to train differently from plain
-   * launches on an H100 (test_graph_vs_plain: parameters 0.33 apart after 30
-   * iterations, against 4e-4 between two plain runs), so the draw counter
-   * is not yet right under capture. */
-  if ((l->ops->flags & CT_LAYER_DRAWS) && l->phase == CT_PHASE_TRAIN && !draws_in_graphs()) return false;
+  /* Layers that draw (Dropout) are captured: each takes its draw from the
+   * device counter inside the graph, so a replay draws afresh (see
+   * test_gpu_runtime_train: replays give plain launches' bits). */
   /* Types whose files predate CT_LAYER_NO_GRAPH; the flag belongs in their
    * ops tables, after which these lines go. */
   const char *t = l->ops->type;

@@ -1,5 +1,7 @@
 /* Pooling on a GPU: one thread per output in forward; backward gathers, one
- * thread per input value, over the windows that contain it (no atomics). */
+ * thread per input value, over the windows that contain it (no atomics).
+ * Index arithmetic is 32-bit when the tensors allow it (64-bit division is
+ * emulated on the GPU and dominated these kernels). */
 #include <float.h>
 
 #include "gpu/gpu.h"
@@ -19,11 +21,17 @@ __device__ static void window(const ct_pool_geom &g, int ph, int pw, int *h0, in
   *w1 = min(we, g.W);
 }
 
-__global__ static void pool_fwd(size_t n, ct_pool_geom g, bool train, const float *x, float *y,
+#define POOL_LOOP(I, i, n) \
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (I)blockDim.x * gridDim.x)
+
+template <typename I>
+__global__ static void pool_fwd(I n, ct_pool_geom g, bool train, const float *x, float *y,
                                 float *idx) {
-  CT_CUDA_KERNEL_LOOP(i, n) {
-    int pw = (int)(i % g.PW), ph = (int)((i / g.PW) % g.PH);
-    size_t nc = i / g.PW / g.PH;
+  const I PW = (I)g.PW, PH = (I)g.PH;
+  POOL_LOOP(I, i, n) {
+    I q = i / PW;
+    int pw = (int)(i - q * PW), ph = (int)(q % PH);
+    size_t nc = (size_t)(q / PH);
     const float *xp = x + nc * g.H * g.W;
     int h0, h1, w0, w1, size;
     window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
@@ -81,11 +89,14 @@ __device__ static void covering(int at, int pad, int k, int s, int nout, int *p0
   *p1 = min(t / s + 1, nout);
 }
 
-__global__ static void pool_bwd(size_t n, ct_pool_geom g, bool train, const float *x,
+template <typename I>
+__global__ static void pool_bwd(I n, ct_pool_geom g, bool train, const float *x,
                                 const float *dy, const float *idx, float *dx) {
-  CT_CUDA_KERNEL_LOOP(i, n) {
-    int w = (int)(i % g.W), h = (int)((i / g.W) % g.H);
-    size_t nc = i / g.W / g.H;
+  const I W = (I)g.W, H = (I)g.H;
+  POOL_LOOP(I, i, n) {
+    I q = i / W;
+    int w = (int)(i - q * W), h = (int)(q % H);
+    size_t nc = (size_t)(q / H);
     const float *dyp = dy + nc * g.PH * g.PW;
     const float *idxp = idx ? idx + nc * g.PH * g.PW : NULL;
     const float *xp = x + nc * g.H * g.W;
@@ -124,8 +135,11 @@ extern "C" void ct_pool_forward_gpu(ct_context *ctx, const ct_pool_geom *g, bool
                                     const float *x, float *y, float *idx) {
   size_t n = (size_t)g->N * g->C * g->PH * g->PW;
   if (!n) return;
-  pool_fwd<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(n, *g, train, x,
-                                                                                y, idx);
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  if (n < 0x7fffffffu)
+    pool_fwd<unsigned><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, train, x, y, idx);
+  else
+    pool_fwd<size_t><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, train, x, y, idx);
   CT_CUDA_LAUNCH_CHECK();
 }
 
@@ -134,7 +148,11 @@ extern "C" void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, boo
                                      float *dx) {
   size_t n = (size_t)g->N * g->C * g->H * g->W;
   if (!n) return;
-  pool_bwd<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(n, *g, train, x,
-                                                                                dy, idx, dx);
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  if (n < 0x7fffffffu)
+    pool_bwd<unsigned><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, train, x, dy,
+                                                                     idx, dx);
+  else
+    pool_bwd<size_t><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, train, x, dy, idx, dx);
   CT_CUDA_LAUNCH_CHECK();
 }
