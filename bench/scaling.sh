@@ -19,6 +19,7 @@
 #             the first of ../shared/fixtures/caffe, ../../shared/fixtures/caffe,
 #             shared/fixtures/caffe, .bench that has them)
 #   GPUS      the GPUs of the multi-GPU runs (default "0,1"; "0,1,2,3" for 4)
+#   SYNTH_NUM records in the synthetic LMDB (default 8000)
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
 # Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
@@ -137,8 +138,8 @@ lmdb=""
 if [[ "$DATA" == lmdb || "$DATA" == both ]]; then
   lmdb="$OUT/synthetic_jpeg_lmdb"
   if [[ ! -d "$lmdb" ]]; then
-    echo "making $lmdb (JPEG 3x256x256, 1000 labels)..."
-    "$bin" make_synthetic_db "$lmdb" --num=20000 --shape=3,256,256 --labels=1000 --encode_type=jpg \
+    echo "making $lmdb (${SYNTH_NUM:-8000} JPEG 3x256x256, 1000 labels)..."
+    "$bin" make_synthetic_db "$lmdb" --num="${SYNTH_NUM:-8000}" --shape=3,256,256 --labels=1000 --encode_type=jpg \
       >"$OUT/make_synthetic_db.log" 2>&1 || { echo "make_synthetic_db failed: see $OUT/make_synthetic_db.log"; lmdb=""; }
   fi
 fi

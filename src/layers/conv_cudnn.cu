@@ -18,10 +18,13 @@ typedef struct conv_cudnn {
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
   ct_cudnn_conv_algos algos;
   bool tf32;
-  /* the bias gradient (ct_bias_grad_gpu, in the context's workspace): the
-   * top as (num, num_output, top_spatial) */
+  /* the bias gradient (ct_bias_grad_gpu): the top as (num, num_output,
+   * top_spatial), and the reduction's scratch (its own, so that the
+   * context's workspace stays cuDNN's alone) */
   int num;
   size_t top_spatial;
+  float *bias_scratch;
+  size_t bias_scratch_count;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -48,6 +51,7 @@ extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
   cudnnDestroyConvolutionDescriptor(s->fwd);
   cudnnDestroyConvolutionDescriptor(s->bwd_data);
   cudnnDestroyConvolutionDescriptor(s->bwd_filter);
+  if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
   free(s);
   l->gpu_priv = NULL;
 }
@@ -174,9 +178,11 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   s->num = c->num;
   s->top_spatial = 1;
   for (int i = 0; i < g.nd; i++) s->top_spatial *= (size_t)top_dims[2 + i];
-  if (c->bias_term) {
-    size_t bias_bytes = ct_bias_grad_scratch(s->num, c->num_output, s->top_spatial) * sizeof(float);
-    if (bias_bytes > ws) ws = bias_bytes;
+  const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(s->num, c->num_output, s->top_spatial) : 0;
+  if (bias_count > s->bias_scratch_count) {
+    if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
+    s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
+    s->bias_scratch_count = bias_count;
   }
   ct_context_workspace(l->ctx, ws);
   return CT_OK;
@@ -270,7 +276,7 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
      * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
     if (bgrad)
       ct_bias_grad_gpu(l->ctx, dtop, s->num, c->num_output, s->top_spatial,
-                       (float *)l->ctx->workspace, l->params[1]->diff);
+                       s->bias_scratch, l->params[1]->diff);
     if (c->reverse) {
       /* top X = conv^T(bottom Y): dW from (X = dtop, dY = bottom), and
        * dbottom = conv(dtop). */

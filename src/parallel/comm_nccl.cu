@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@ typedef struct nccl_comm {
   double *dev_f64;     /* (f64_cap) scratch for host reductions */
   double *pinned_f64;  /* (f64_cap) pinned staging */
   size_t f64_cap;
+  double wait_s[2];    /* how long the last wait took (seconds; 0 before the first): [0] on
+                          the communicator's stream, [1] on a caller's (an iteration) */
 } nccl_comm;
 
 static nccl_comm *priv(const ct_comm *c) { return (nccl_comm *)c->priv; }
@@ -38,6 +41,20 @@ static void backoff(double started) {
   if (now_seconds() - started < 0.002) return;
   struct timespec ts = {0, 50000};
   nanosleep(&ts, NULL);
+}
+
+/* A wait expected to take about `expect` seconds (the previous one's time;
+ * 0 when unknown): sleeps between polls only until 0.5 ms before then, and
+ * spins (yielding) from there to twice the expected time, so that the end
+ * of a long iteration is seen at once, not up to a sleep (50 us plus the
+ * timer's slack) late; beyond that it sleeps again. */
+static void backoff_expecting(double started, double expect) {
+  const double el = now_seconds() - started;
+  if (expect > 0 && el > expect - 0.0005 && el < 2 * expect + 0.002) {
+    sched_yield();
+    return;
+  }
+  backoff(started);
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
@@ -126,10 +143,13 @@ static ct_status nccl_wait(ct_comm *c, void *stream, ct_error *err) {
   const double started = now_seconds(), deadline = started + c->timeout_s;
   for (;;) {
     e = cudaEventQuery(n->done);
-    if (e == cudaSuccess) return CT_OK;
+    if (e == cudaSuccess) {
+      n->wait_s[stream != NULL] = now_seconds() - started;
+      return CT_OK;
+    }
     if (e != cudaErrorNotReady) return cuda_fail(c, "wait", e, err);
     CT_TRY(poll_watchdog(c, "wait", deadline, NULL, err));
-    backoff(started);
+    backoff_expecting(started, n->wait_s[stream != NULL]);
   }
 }
 
