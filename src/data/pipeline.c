@@ -81,6 +81,10 @@ void ct_pipeline_permutation(uint64_t seed, uint64_t epoch, bool shuffle, size_t
   }
 }
 
+static int g_local_workers = 1;
+
+void ct_pipeline_set_local_workers(int n) { g_local_workers = n > 0 ? n : 1; }
+
 int ct_pipeline_default_threads(void) {
   const char *env = getenv("CORTADO_DATA_THREADS");
   if (env) {
@@ -89,7 +93,11 @@ int ct_pipeline_default_threads(void) {
   }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
-  return cores < 4 ? (int)cores : 4;
+  long workers = g_local_workers;
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local && atoi(local) > 0) workers *= atoi(local);
+  long n = cores / workers;
+  return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }
 
 /* The record at stream position g; call with mu held. */

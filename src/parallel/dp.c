@@ -13,6 +13,7 @@
 #include "core/context.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "data/pipeline.h"
 #include "parallel/comm.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/comm_nccl.h"
@@ -380,6 +381,7 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
                              const char *prefix, ct_error *err) {
   dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
   ct_set_abort_hook(threads_abort_hook);
+  ct_pipeline_set_local_workers(n); /* their data pipelines share the cores */
   int started = 0;
   for (; started < n; started++) {
     dp_worker *w = &workers[started];
