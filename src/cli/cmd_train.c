@@ -305,19 +305,6 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   return rc;
 }
 
-static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
-  char *copy = ct_xstrdup(list), *save = NULL;
-  ct_status st = CT_OK;
-  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
-    LOG_INFO("Finetuning from %s", f);
-    st = ct_net_copy_trained_file(s->net, f, err);
-    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
-      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
-  }
-  free(copy);
-  return st;
-}
-
 /* One device (or the CPU) in this process. */
 static int train_single(const ct_cli_args *args, const Caffe__SolverParameter *sp, int device,
                         ct_csv_log *csv) {
@@ -333,7 +320,7 @@ static int train_single(const ct_cli_args *args, const Caffe__SolverParameter *s
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
   }
-  if (ct_cli_is_set(args, "weights") && copy_weights(s, ct_cli_string(args, "weights"), &err) != CT_OK) {
+  if (ct_cli_is_set(args, "weights") && ct_solver_copy_trained_files(s, ct_cli_string(args, "weights"), &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
   }

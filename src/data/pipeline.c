@@ -95,7 +95,8 @@ int ct_pipeline_default_threads(void) {
   if (cores < 1) cores = 1;
   long workers = g_local_workers;
   const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (local && atoi(local) > 0) workers *= atoi(local);
+  const int local_size = local ? atoi(local) : 0;
+  if (local_size > 0) workers *= local_size;
   long n = cores / workers;
   return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }

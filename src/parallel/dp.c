@@ -124,19 +124,6 @@ static ct_status hook_test(void *user, double *values, size_t count, ct_error *e
 
 /* ------------------------------------------------------------------ worker */
 
-static ct_status copy_weights(ct_solver *s, const char *list, ct_error *err) {
-  char *copy = ct_xstrdup(list), *save = NULL;
-  ct_status st = CT_OK;
-  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
-    LOG_INFO("Finetuning from %s", f);
-    st = ct_net_copy_trained_file(s->net, f, err);
-    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
-      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
-  }
-  free(copy);
-  return st;
-}
-
 /* The per-worker batch: the first dimension of the train net's first top. */
 static int worker_batch(const ct_net *net) {
   for (int l = 0; l < net->nlayers; l++)
@@ -189,7 +176,7 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   o.replica = w->rank != 0;
   o.quiet_nets = o.quiet_nets || w->rank != 0;
   CT_TRY(ct_solver_init(&w->solver, sp, &o, &w->ctx, err));
-  if (job->weights) CT_TRY(copy_weights(w->solver, job->weights, err));
+  if (job->weights) CT_TRY(ct_solver_copy_trained_files(w->solver, job->weights, err));
   if (job->resume) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));

@@ -238,6 +238,10 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
  * "s.solverstate: 4 history blobs, but the Adam solver of this net keeps 8
  * (Incorrect length of history blobs.)". */
 ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
+/* Caffe's --weights: copies the layers of each comma-separated .caffemodel
+ * (or HDF5) file in `list`, in order, into the train net and every test net
+ * (ct_net_copy_trained_file), logging "Finetuning from F". */
+ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err);
 
 /* Asks the running loop to stop and/or snapshot (bit flags of
  * ct_solver_action).  Async-signal-safe: it only sets sig_atomic_t flags,

@@ -198,3 +198,16 @@ float ct_solver_blob_loss_weight(const ct_net *net, int b) {
       if (net->top_ids[i][j] == b) w = net->layers[i]->loss_weight[j];
   return w;
 }
+
+ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err) {
+  char *copy = ct_xstrdup(list), *save = NULL;
+  ct_status st = CT_OK;
+  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
+    LOG_INFO("Finetuning from %s", f);
+    st = ct_net_copy_trained_file(s->net, f, err);
+    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
+      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
+  }
+  free(copy);
+  return st;
+}
