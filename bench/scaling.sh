@@ -18,7 +18,9 @@
 #   FIXTURES  folder of the BVLC prototxts (default: CORTADO_FIXTURES, else
 #             the first of ../shared/fixtures/caffe, ../../shared/fixtures/caffe,
 #             shared/fixtures/caffe, .bench that has them)
-#   GPUS      the GPUs of the multi-GPU runs (default "0,1"; "0,1,2,3" for 4)
+#   GPUS      the GPUs of the multi-GPU runs (default "0,1"; "0,1,2,3" for 4);
+#             several sets separated by spaces ("0,1,2,3 0,1,2,3,4,5,6,7") give
+#             a row per set against one 1-GPU run
 #   SYNTH_NUM records in the synthetic LMDB (default 8000)
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
@@ -117,16 +119,17 @@ cortado_run() {
   awk -v i="$ips" -v b="$batch" -v g="$ngpu" 'BEGIN { if (i == "nan") print "fail"; else printf "%.1f", i * b * g }'
 }
 
-# torch_run NET_FILE NPROC BATCH SHAPE: global img/s from the peer's JSON (or "-")
+# torch_run NET_FILE GPU_LIST BATCH SHAPE: global img/s from the peer's JSON (or "-")
 torch_run() {
-  local netf=$1 nproc=$2 batch=$3 shape=$4 log
+  local netf=$1 gpus=$2 batch=$3 shape=$4 log nproc
+  nproc=$(awk -F, '{print NF}' <<<"$gpus")
   log="$OUT/torch_$(basename "$netf" .prototxt)_$nproc.log"
   [[ "$TORCH" == 1 && -f "$TORCH_PY" ]] || { echo "-"; return; }
   if [[ $nproc -gt 1 ]]; then
-    CUDA_VISIBLE_DEVICES=$GPUS python3 -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
+    CUDA_VISIBLE_DEVICES=$gpus python3 -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
       "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" --mode tf32 >"$log" 2>&1
   else
-    CUDA_VISIBLE_DEVICES=${GPUS%%,*} python3 "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" \
+    CUDA_VISIBLE_DEVICES=$gpus python3 "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" \
       --mode tf32 >"$log" 2>&1
   fi
   grep -oE '"img_s": *[0-9.]+' "$log" | tail -n1 | grep -oE '[0-9.]+$' || echo "fail"
@@ -144,8 +147,8 @@ if [[ "$DATA" == lmdb || "$DATA" == both ]]; then
   fi
 fi
 
-first_gpu=${GPUS%%,*}
-ngpus=$(awk -F, '{print NF}' <<<"$GPUS")
+read -r -a gpu_sets <<<"$GPUS"
+first_gpu=${gpu_sets[0]%%,*}
 rows=()
 timing_logs=()
 for name in $NETS; do
@@ -154,7 +157,7 @@ for name in $NETS; do
   netf=$(prepare "$name" "$batch")
   if [[ ! -s "$netf" ]]; then
     echo "== $name: $(net_file "$name") not found (set FIXTURES)"
-    rows+=("$name|-|$batch|missing|missing|-|-|-|-")
+    rows+=("$name|-|$batch|-|missing|missing|-|-|-|-")
     continue
   fi
   variants=()
@@ -170,25 +173,27 @@ for name in $NETS; do
     fi
     echo "== $name ($v data), batch $batch per GPU"
     one=$(cortado_run "${name}_${v}_1gpu" "$f" "$first_gpu" "${flags[@]}")
-    two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$GPUS" --dp_timing=3 "${flags[@]}")
-    timing_logs+=("$name ($v)|$OUT/${name}_${v}_${ngpus}gpu.log")
-    t1="-" t2="-"
-    if [[ $v == dummy ]]; then
-      t1=$(torch_run "$netf" 1 "$batch" "$shape")
-      t2=$(torch_run "$netf" "$ngpus" "$batch" "$shape")
-    fi
-    rows+=("$name|$v|$batch|$one|$two|$(ratio "$one" "$two")|$t1|$t2|$(ratio "$t1" "$t2")")
+    t1="-"
+    [[ $v == dummy ]] && t1=$(torch_run "$netf" "$first_gpu" "$batch" "$shape")
+    for set in "${gpu_sets[@]}"; do
+      ngpus=$(awk -F, '{print NF}' <<<"$set")
+      two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$set" --dp_timing=3 "${flags[@]}")
+      timing_logs+=("$name ($v, $ngpus GPUs)|$OUT/${name}_${v}_${ngpus}gpu.log")
+      t2="-"
+      [[ $v == dummy ]] && t2=$(torch_run "$netf" "$set" "$batch" "$shape")
+      rows+=("$name|$v|$batch|$ngpus|$one|$two|$(ratio "$one" "$two")|$t1|$t2|$(ratio "$t1" "$t2")")
+    done
   done
 done
 
 echo
-echo "Training throughput, TF32, batch per GPU; images/s (scaling = $ngpus GPUs / 1 GPU)"
-printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" net data batch "cortado 1" "cortado $ngpus" scaling \
-  "torch 1" "torch DDP $ngpus" scaling
-printf -- "-%.0s" {1..102}; echo
+echo "Training throughput, TF32, batch per GPU; images/s (scaling = N GPUs / 1 GPU)"
+printf "%-10s %-6s %6s %4s | %12s %12s %8s | %12s %12s %8s\n" net data batch N "cortado 1" "cortado N" scaling \
+  "torch 1" "torch DDP N" scaling
+printf -- "-%.0s" {1..107}; echo
 for r in "${rows[@]}"; do
-  IFS='|' read -r n v b c1 c2 cs t1 t2 ts <<<"$r"
-  printf "%-10s %-6s %6s | %12s %12s %8s | %12s %12s %8s\n" "$n" "$v" "$b" "$c1" "$c2" "$cs" "$t1" "$t2" "$ts"
+  IFS='|' read -r n v b g c1 c2 cs t1 t2 ts <<<"$r"
+  printf "%-10s %-6s %6s %4s | %12s %12s %8s | %12s %12s %8s\n" "$n" "$v" "$b" "$g" "$c1" "$c2" "$cs" "$t1" "$t2" "$ts"
 done
 
 echo

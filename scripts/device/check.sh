@@ -10,8 +10,9 @@
 #                                         compute-sanitizer memcheck on every
 #                                         single-GPU test binary (GPU 0), then
 #                                         racecheck on two
-#   bash scripts/device/check.sh scaling  allreduce_bw and bench/scaling.sh
-#                                         (DATA=dummy|lmdb|both, NETS, GPUS)
+#   bash scripts/device/check.sh scaling  allreduce_bw on each GPU set and
+#                                         bench/scaling.sh (DATA=dummy|lmdb|both,
+#                                         NETS, GPUS="0,1" or "0,1,2,3 0,...,7")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 eval "$(bash scripts/device/setup.sh)"
@@ -67,7 +68,12 @@ tests)
   wait
   ;;
 scaling)
-  timeout 60 bash bench/allreduce_bw.sh $b >"$out/allreduce.log" 2>&1
+  nvidia-smi topo -m >"$out/topo.txt" 2>&1
+  for set in ${GPUS:-0,1}; do
+    n=$(awk -F, '{print NF}' <<<"$set")
+    CUDA_VISIBLE_DEVICES=$set timeout 90 bash bench/allreduce_bw.sh $b --gpus "$n" --mb 256,25 --iters 20 \
+      --warmup 5 >>"$out/allreduce.log" 2>&1
+  done
   NETS=${NETS:-"alexnet googlenet resnet50"} ITERS=${ITERS:-60} FIXTURES=$PWD/.fixtures \
     OUT=/tmp/sc timeout "${SCALING_S:-500}" bash bench/scaling.sh $b >"$out/scaling.log" 2>&1
   ;;
