@@ -22,6 +22,8 @@
 #             several sets separated by spaces ("0,1,2,3 0,1,2,3,4,5,6,7") give
 #             a row per set against one 1-GPU run
 #   SYNTH_NUM records in the synthetic LMDB (default 8000)
+#   CORTADO_FLAGS extra flags of the multi-GPU cortado runs (e.g.
+#             "--dp_workers=threads")
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
 # Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
@@ -177,7 +179,8 @@ for name in $NETS; do
     [[ $v == dummy ]] && t1=$(torch_run "$netf" "$first_gpu" "$batch" "$shape")
     for set in "${gpu_sets[@]}"; do
       ngpus=$(awk -F, '{print NF}' <<<"$set")
-      two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$set" --dp_timing=3 "${flags[@]}")
+      # shellcheck disable=SC2086
+      two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$set" --dp_timing=3 ${CORTADO_FLAGS:-} "${flags[@]}")
       timing_logs+=("$name ($v, $ngpus GPUs)|$OUT/${name}_${v}_${ngpus}gpu.log")
       t2="-"
       [[ $v == dummy ]] && t2=$(torch_run "$netf" "$set" "$batch" "$shape")

@@ -1,9 +1,10 @@
 /* Data parallelism on two GPUs (skipped without two): `cortado train
  * --gpu=0,1` with batch b ends with the parameters of `--gpu=0` with batch
  * 2b (strict FP32, tolerance for the GPUs' summation orders), also with
- * iter_size; the per-bucket timing shows each bucket ready, started and
- * done in order; a worker that fails stops both, naming itself and the
- * cause, within 60 s. */
+ * iter_size, with worker processes (the default) and worker threads; the
+ * per-bucket timing shows each bucket ready, started and done in order; a
+ * worker that fails stops the other, naming itself and the cause, within
+ * 60 s, as a process and as a thread. */
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -27,7 +28,7 @@ static int run_train(const char *solver, const char *flags, char **out) {
   return tu_run(cmd, out);
 }
 
-static void check_equivalence(const char *name, int b, const char *extra) {
+static void check_equivalence(const char *name, int b, const char *extra, bool threads) {
   const char *base = tu_tmpdir(name);
   char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
@@ -44,10 +45,13 @@ static void check_equivalence(const char *name, int b, const char *extra) {
   if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
   free(out);
   snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
-  rc = run_train(solver, "--gpu=0,1 --math=fp32", &out);
+  rc = run_train(solver, threads ? "--gpu=0,1 --math=fp32 --dp_workers=threads" : "--gpu=0,1 --math=fp32",
+                 &out);
   if (rc != 0) fail_msg("--gpu=0,1 failed (%d):\n%s", rc, out);
-  assert_non_null(strstr(out, "Data-parallel training: 1 node, 2 ranks (threads of one process), GPUs 0,1; "
-                              "transport NCCL"));
+  char world[160];
+  snprintf(world, sizeof world, "Data-parallel training: 1 node, 2 ranks (%s), GPUs 0,1; transport NCCL",
+           threads ? "threads of one process" : "processes, one per GPU");
+  if (!strstr(out, world)) fail_msg("no '%s' in:\n%s", world, out);
   char want[128];
   if (extra && strstr(extra, "iter_size: 2"))
     snprintf(want, sizeof want, "effective batch %d = %d x 2 iter_size x 2 GPUs", 4 * b, b);
@@ -64,12 +68,17 @@ static void check_equivalence(const char *name, int b, const char *extra) {
 
 static void test_two_gpus_equal_one_with_double_batch(void **state) {
   require_two_gpus();
-  check_equivalence("gpu_dp_2", 4, NULL);
+  check_equivalence("gpu_dp_2", 4, NULL, false);
+}
+
+static void test_two_gpu_threads_equal_one_with_double_batch(void **state) {
+  require_two_gpus();
+  check_equivalence("gpu_dp_2_threads", 4, NULL, true);
 }
 
 static void test_two_gpus_iter_size(void **state) {
   require_two_gpus();
-  check_equivalence("gpu_dp_iter_size", 3, "iter_size: 2");
+  check_equivalence("gpu_dp_iter_size", 3, "iter_size: 2", false);
 }
 
 /* Small buckets (256 bytes) so that the tiny net has several; every timed
@@ -102,14 +111,26 @@ static void test_bucket_timing_is_logged(void **state) {
     timed++;
   assert_int_equal(timed, 2);
   assert_true(buckets >= 4);
+  int iters = 0;
+  for (const char *p = strstr(out, "dp iteration "); p; p = strstr(p + 1, "dp iteration ")) {
+    double before, backward, after;
+    if (sscanf(p, "dp iteration %*d: %lf ms from the previous iteration's end to backward (forward and the "
+                  "gap), %lf ms backward, %lf ms after it",
+               &before, &backward, &after) != 3)
+      fail_msg("cannot read the iteration line: %.200s", p);
+    assert_true(before > 0 && backward > 0 && after >= 0);
+    iters++;
+  }
+  assert_int_equal(iters, 2);
   assert_non_null(strstr(out, "buckets of up to 0.0 MB"));
   free(out);
 }
 
-/* Worker 1 reads a record with a label out of range at iteration 1. */
-static void test_failing_gpu_worker_stops_both(void **state) {
-  require_two_gpus();
-  const char *base = tu_tmpdir("gpu_dp_fail");
+/* Worker 1 reads a record with a label out of range at iteration 1: the
+ * run ends with status 1 within 60 s, naming the worker and the cause, and
+ * rank 0's snapshot of iteration 1 is intact. */
+static void check_failing_worker(const char *name, bool threads) {
+  const char *base = tu_tmpdir(name);
   char lmdb[4200], dir[4200], solver[4300];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
   dpf_write_lmdb(lmdb, 20, 5);
@@ -120,12 +141,14 @@ static void test_failing_gpu_worker_stops_both(void **state) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   char *out = NULL;
-  int rc = run_train(solver, "--gpu=0,1", &out);
+  int rc = run_train(solver, threads ? "--gpu=0,1 --dp_workers=threads" : "--gpu=0,1", &out);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   assert_int_equal(rc, 1);
-  if (!strstr(out, "worker 1 (GPU 1) failed at iteration 1: layer 'loss' (SoftmaxWithLoss): label 7 at "
-                   "index 0 is out of range [0, 3); the other workers were stopped"))
-    fail_msg("the failure is not named:\n%s", out);
+  const char *cause = "worker 1 (GPU 1) failed at iteration 1: layer 'loss' (SoftmaxWithLoss): label 7 at "
+                      "index 0 is out of range [0, 3)";
+  const char *stopped = threads ? "[0, 3); the other workers were stopped"
+                                : "worker 1 (GPU 1) exited with status 1; the other workers were stopped";
+  if (!strstr(out, cause) || !strstr(out, stopped)) fail_msg("the failure is not named:\n%s", out);
   free(out);
   assert_true((double)(t1.tv_sec - t0.tv_sec) < 60.0);
   char snap[4300];
@@ -135,12 +158,24 @@ static void test_failing_gpu_worker_stops_both(void **state) {
   free(p.v);
 }
 
+static void test_failing_gpu_worker_stops_both(void **state) {
+  require_two_gpus();
+  check_failing_worker("gpu_dp_fail", false);
+}
+
+static void test_failing_gpu_worker_thread_stops_both(void **state) {
+  require_two_gpus();
+  check_failing_worker("gpu_dp_fail_threads", true);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_gpus_equal_one_with_double_batch),
+      cmocka_unit_test(test_two_gpu_threads_equal_one_with_double_batch),
       cmocka_unit_test(test_two_gpus_iter_size),
       cmocka_unit_test(test_bucket_timing_is_logged),
       cmocka_unit_test(test_failing_gpu_worker_stops_both),
+      cmocka_unit_test(test_failing_gpu_worker_thread_stops_both),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,11 @@ static const ct_flag_spec train_flags[] = {
     {"comm_timeout", CT_FLAG_DOUBLE, "0",
      "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
      "CORTADO_COMM_TIMEOUT from the environment, else 300."},
+    {"dp_workers", CT_FLAG_STRING, "processes",
+     "Data parallel on several GPUs of this machine: one process per GPU (the launcher "
+     "starts them and waits), or one thread per GPU in this process. Processes do not share "
+     "the CUDA driver's locks, which makes iterations shorter on 4 and 8 GPUs.",
+     .choices = "processes|threads"},
     {"dp_timing", CT_FLAG_INT, "0",
      "Data parallel on GPUs: log when each gradient bucket was ready, started and finished "
      "(relative to the start of backward) for this many iterations after 5 warm-up ones.",
@@ -265,6 +270,49 @@ static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *
   return rc;
 }
 
+/* One of the worker processes that ct_cli_train_processes started: the
+ * same flags as the launcher, its rank and the NCCL id from the
+ * environment; rank 0 logs and writes the CSV log. */
+static void on_launcher_term(int sig) {
+  (void)sig;
+  ct_dp_cancel();
+}
+
+static int train_worker_process(const ct_cli_args *args, const Caffe__SolverParameter *sp,
+                                const ct_cli_csv_info *csv_info, int rank, int count,
+                                const ct_nccl_id *id) {
+  if (rank != 0) ct_log_set_quiet(true);
+  /* the launcher's SIGTERM (another worker failed): stop at the next wait */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_launcher_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  ct_error err;
+  ct_gpu_list gpus;
+  if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  if (gpus.n != count)
+    return ct_cli_error(CT_EXIT_FAILURE, "worker %d: %d GPUs here but %d workers were started", rank,
+                        gpus.n, count);
+  ct_csv_log *csv = NULL;
+  if (rank == 0 && ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
+  if (csv) LOG_INFO("Writing the CSV training log %s", ct_csv_log_path(csv));
+  ct_dp_job job;
+  fill_job(args, sp, csv, &job);
+  g_data_parallel = 1;
+  install_signals(args);
+  LOG_INFO("Starting Optimization");
+  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
+  int rc = CT_EXIT_OK;
+  if (ct_dp_train_process(&job, gpus.ids, gpus.n, rank, id, &err) != CT_OK)
+    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  else LOG_INFO("Optimization Done.");
+  g_data_parallel = 0;
+  ct_csv_log_close(csv);
+  return rc;
+}
+
 /* One rank of `mpirun -np N cortado train ...`: --gpu (or, with
  * solver_mode: GPU, every visible GPU) lists the GPUs of each node and the
  * rank takes the one of its local rank; without GPUs it trains on the CPU
@@ -357,9 +405,16 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (ct_mpi_launched() && shards_requested(args))
     return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
   if (ct_mpi_launched()) return train_mpi(args, sp, csv_info);
+  int worker_rank = 0, workers = 0;
+  ct_nccl_id worker_id;
+  if (ct_cli_dp_worker(&worker_rank, &workers, &worker_id))
+    return train_worker_process(args, sp, csv_info, worker_rank, workers, &worker_id);
   ct_gpu_list gpus;
   if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   log_gpus(&gpus);
+  const bool processes = !shards_requested(args) && gpus.n > 1 &&
+                         strcmp(ct_cli_string(args, "dp_workers"), "processes") == 0;
+  if (processes) return ct_cli_train_processes(gpus.ids, gpus.n);
   ct_csv_log *csv = NULL;
   /* one CSV log per run: shard 0's */
   if (!(shards_requested(args) && ct_cli_int(args, "shard_id") != 0) &&
@@ -397,7 +452,8 @@ const ct_cli_command ct_cli_cmd_train = {
     .description = "Trains the net that the solver names, logging in Caffe's format. Give "
                    "--weights to start from trained parameters, or --snapshot to continue "
                    "an interrupted run. With several GPUs (--gpu=0,1 or --gpu=all) training "
-                   "is data parallel: one worker per GPU, each reading its own shard, "
+                   "is data parallel: one worker per GPU (a process each, or a thread each "
+                   "with --dp_workers=threads), each reading its own shard, "
                    "gradients averaged by NCCL; batch_size is per GPU unless "
                    "--global_batch. Under `mpirun -np N` each rank is one worker (the GPU "
                    "of its local rank, or the CPU with gradients through MPI). Without MPI, "

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/train.h"
 #include "core/log.h"
 #include "core/strutil.h"
 
@@ -126,6 +127,7 @@ static int run_without_command(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   ct_log_init_from_env();
+  ct_cli_set_argv(argc, argv);
   int words = argc - 1;
   char **word = argv + 1;
   int at = ct_flags_find_command(words, word);

@@ -4,8 +4,11 @@
 #ifndef CT_CLI_TRAIN_H
 #define CT_CLI_TRAIN_H
 
+#include <stdbool.h>
+
 #include "caffe.pb-c.h"
 #include "cli/cli.h"
+#include "parallel/comm_nccl.h"
 #include "solvers/csv_log.h"
 
 /* What a --csv_log file says beyond its rows; NULL fields are worked out
@@ -42,5 +45,21 @@ long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp);
  * ngpus is the device count of this process.  Errors: ct_csv_log_open's. */
 ct_status ct_cli_csv_open(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                           const ct_cli_csv_info *csv, int ngpus, ct_csv_log **out, ct_error *err);
+
+/* Keeps main's argv (borrowed, for the lifetime of the program): the
+ * data-parallel launcher starts the executable again with it. */
+void ct_cli_set_argv(int argc, char **argv);
+
+/* In a worker process that ct_cli_train_processes started: true, with its
+ * rank, the worker count and the NCCL id from the environment (and the
+ * process set to end when the launcher does).  False in any other process. */
+bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id);
+
+/* Trains on gpus[0..n) as n worker processes, one per GPU, each this
+ * executable started again with main's arguments (train_procs.c); waits for
+ * them.  When one fails the others are stopped; the error names the worker
+ * and how it ended (the worker printed its own cause).  Returns a CT_EXIT_*
+ * status. */
+int ct_cli_train_processes(const int *gpus, int n);
 
 #endif

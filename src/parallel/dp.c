@@ -417,6 +417,55 @@ ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_e
   return st;
 }
 
+/* ------------------------------------------------------------------ processes */
+
+/* The cancel flag of this process's worker (ct_dp_train_process), for
+ * ct_dp_cancel from a signal handler. */
+static int *volatile g_process_cancel;
+
+void ct_dp_cancel(void) {
+  int *c = g_process_cancel;
+  if (c) __atomic_store_n(c, 1, __ATOMIC_RELEASE);
+}
+
+ct_status ct_dp_train_process(const ct_dp_job *job, const int *gpus, int n, int rank,
+                              const ct_nccl_id *id, ct_error *err) {
+  CT_ASSERT(n >= 1 && rank >= 0 && rank < n);
+  if (rank != 0) ct_log_set_quiet(true);
+  ct_pipeline_set_local_workers(n); /* the n processes' data pipelines share the cores */
+  dp_shared sh;
+  dp_worker w;
+  memset(&w, 0, sizeof w);
+  w.sh = &sh;
+  w.rank = rank;
+  w.device = gpus[rank];
+  ct_status st = shared_init(&sh, job, n, &w.err);
+  snprintf(sh.kind, sizeof sh.kind, "processes, one per GPU");
+  sh.gpu = true;
+  g_process_cancel = &sh.cancel;
+  sh.nccl_id = *id;
+  snprintf(sh.transport, sizeof sh.transport, "NCCL %s", ct_nccl_version());
+  int len = snprintf(sh.devices, sizeof sh.devices, "GPU%s ", n == 1 ? "" : "s");
+  for (int i = 0; i < n && len < (int)sizeof sh.devices; i++)
+    len += snprintf(sh.devices + len, sizeof sh.devices - (size_t)len, "%s%d", i ? "," : "", gpus[i]);
+  if (st == CT_OK) st = make_thread_comm(&w, &w.err);
+  if (st == CT_OK) st = worker_run(&w, &w.err);
+  if (st != CT_OK && st == CT_ERR_INTERRUPTED && __atomic_load_n(&sh.cancel, __ATOMIC_ACQUIRE)) {
+    char dev[32];
+    ct_error_set(err, CT_ERR_INTERRUPTED, "worker %d (%s) stopped because another worker failed",
+                 w.rank, device_desc(w.device, dev, sizeof dev));
+    if (w.comm) ct_comm_abort(w.comm);
+  } else if (st != CT_OK) {
+    failure_message("worker", w.rank, w.device, w.training ? w.solver->iter : -1, &w.err, "", err);
+    /* the launcher stops the other processes: do not wait for them */
+    if (w.comm) ct_comm_abort(w.comm);
+  }
+  g_process_cancel = NULL;
+  worker_cleanup(&w);
+  shared_free(&sh);
+  return st;
+}
+
 /* ------------------------------------------------------------------ MPI */
 
 static void mpi_abort_hook(const char *msg) { ct_mpi_abort_job(1); }

@@ -49,6 +49,7 @@
 
 #include "caffe.pb-c.h"
 #include "core/status.h"
+#include "parallel/comm_nccl.h"
 #include "parallel/shards.h"
 #include "solvers/solver.h"
 
@@ -86,6 +87,21 @@ typedef struct ct_dp_job {
  * training (a --global_batch that does not divide, no NCCL) name their
  * cause. */
 ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_error *err);
+
+/* Trains as worker `rank` of `n` processes on this host, one per GPU (the
+ * processes that `cortado train --gpu=...` starts; see
+ * src/cli/train_procs.c): this one drives gpus[rank], and all join one NCCL
+ * communicator whose id the launching process made.  Ranks other than 0
+ * silence their INFO lines; the Data layers share the host's cores among
+ * the n processes.  On failure returns the error prefixed "worker R (GPU G)
+ * failed at iteration I: "; the launcher then stops the other processes. */
+ct_status ct_dp_train_process(const ct_dp_job *job, const int *gpus, int n, int rank,
+                              const ct_nccl_id *id, ct_error *err);
+/* Async-signal-safe: makes the running ct_dp_train_process stop at its next
+ * wait for the other workers (CT_ERR_INTERRUPTED), as a worker thread stops
+ * when another fails; what it was doing on the host (a snapshot) finishes
+ * first.  Does nothing outside ct_dp_train_process. */
+void ct_dp_cancel(void);
 
 /* Trains as one rank of an MPI job (started by mpirun; MPI is initialised
  * here).  node_gpus lists the GPUs of each node (n_node_gpus > 0): the rank

@@ -17,6 +17,9 @@ struct ct_dp_gpu {
   bool forked;              /* the capture under way holds a launch not yet joined */
   cudaEvent_t t_begin, t_end;      /* backward start and end (compute stream) */
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
+  cudaEvent_t t_fin[2];     /* iteration ends (compute stream), alternating */
+  int fin_last;             /* t_fin[fin_last] is the last waited end */
+  int fins;                 /* ends recorded so far */
 };
 
 #define DP_CUDA_TRY(g, call)                                                                    \
@@ -45,6 +48,7 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   CT_TRY(create_events(g, &g->done, 1, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, &g->t_begin, 1, cudaEventDefault, err));
   CT_TRY(create_events(g, &g->t_end, 1, cudaEventDefault, err));
+  CT_TRY(create_events(g, g->t_fin, 2, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_ready, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_start, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_done, n, cudaEventDefault, err));
@@ -89,6 +93,7 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   destroy_events(&g->done, 1);
   destroy_events(&g->t_begin, 1);
   destroy_events(&g->t_end, 1);
+  destroy_events(g->t_fin, 2);
   if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
   free(g->ready);
   free(g->t_ready);
@@ -147,6 +152,10 @@ extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
 extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) { return join_comm(g, err); }
 
 extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
+  if (g->timing) {
+    g->fin_last = g->fins++ & 1;
+    DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fin_last], compute_stream(g)));
+  }
   return ct_comm_wait(g->comm, compute_stream(g), err);
 }
 
@@ -168,10 +177,12 @@ static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
   return (double)ms;
 }
 
-extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms) {
-  if (!g->timing) return false;
-  *backward_ms = elapsed_ms(g->t_begin, g->t_end);
-  if (*backward_ms < 0) return false;
+extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, ct_dp_iter_time *it) {
+  if (!g->timing || g->fins == 0) return false;
+  it->backward_ms = elapsed_ms(g->t_begin, g->t_end);
+  it->after_ms = elapsed_ms(g->t_end, g->t_fin[g->fin_last]);
+  it->before_ms = g->fins > 1 ? elapsed_ms(g->t_fin[g->fin_last ^ 1], g->t_begin) : -1.0;
+  if (it->backward_ms < 0 || it->after_ms < 0) return false;
   for (int b = 0; b < nbuckets && b < g->nbuckets; b++) {
     t[b].ready_ms = elapsed_ms(g->t_begin, g->t_ready[b]);
     t[b].start_ms = elapsed_ms(g->t_begin, g->t_start[b]);

@@ -61,10 +61,20 @@ ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err);
  * compute stream's pending work and before its later work; blocks until
  * done.  Not capturable. */
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err);
-/* After ct_dp_gpu_wait of a timed reducer: fills t[0..nbuckets) and
- * *backward_ms (when the compute stream reached the join) for the iteration
- * just waited for.  False without timing or when an event never ran. */
-bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, double *backward_ms);
+/* One timed iteration on the compute stream, in ms: from the previous
+ * waited iteration's end to this backward's start (its forward, and the
+ * gap between the iterations: host work, waits for other ranks), the
+ * backward pass, and from the backward's end to this iteration's end (the
+ * wait for the last buckets, the update, the read back).  before_ms is -1
+ * for the first timed iteration. */
+typedef struct ct_dp_iter_time {
+  double before_ms, backward_ms, after_ms;
+} ct_dp_iter_time;
+
+/* After ct_dp_gpu_wait of a timed reducer: fills t[0..nbuckets) and *it
+ * for the iteration just waited for.  False without timing or when an
+ * event never ran. */
+bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, ct_dp_iter_time *it);
 
 #ifdef __cplusplus
 }

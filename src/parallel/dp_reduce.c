@@ -116,12 +116,16 @@ void ct_dp_reducer_before_backward(ct_dp_reducer *r, int pass, int npasses) {
 }
 
 static void log_times(ct_dp_reducer *r) {
-  double backward_ms = 0;
-  if (!timing_now(r) || !ct_dp_gpu_times(r->g, r->nbuckets, r->times, &backward_ms)) return;
-  double last = r->nbuckets ? r->times[r->nbuckets - 1].done_ms : backward_ms;
+  ct_dp_iter_time it;
+  if (!timing_now(r) || !ct_dp_gpu_times(r->g, r->nbuckets, r->times, &it)) return;
+  double last = r->nbuckets ? r->times[r->nbuckets - 1].done_ms : it.backward_ms;
   LOG_INFO("dp timing, reduction %ld: backward %.3f ms; all-reduce done at +%.3f ms (%.3f ms after "
            "backward)",
-           r->reductions, backward_ms, last, last - backward_ms);
+           r->reductions, it.backward_ms, last, last - it.backward_ms);
+  if (it.before_ms >= 0)
+    LOG_INFO("dp iteration %ld: %.3f ms from the previous iteration's end to backward (forward and "
+             "the gap), %.3f ms backward, %.3f ms after it (last buckets, update)",
+             r->reductions, it.before_ms, it.backward_ms, it.after_ms);
   for (int b = 0; b < r->nbuckets; b++) {
     size_t start = b ? r->end[b - 1] : 0;
     LOG_INFO("dp bucket %d/%d [%zu, %zu) %.2f MB: ready +%.3f ms, start +%.3f ms, done +%.3f ms", b,
