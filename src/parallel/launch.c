@@ -1,0 +1,172 @@
+/* Local worker processes (see launch.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "parallel/launch.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The running launch's workers, for the signal handler. */
+static pid_t *volatile g_pids;
+static volatile int g_n;
+
+static void forward(int sig, siginfo_t *info, void *ctx) {
+  (void)ctx;
+  /* a terminal's SIGINT/SIGHUP (si_code > 0: from the kernel) went to the
+   * whole foreground group, the workers included */
+  if (sig != SIGTERM && info && info->si_code > 0) return;
+  pid_t *pids = g_pids;
+  for (int i = 0; pids && i < g_n; i++)
+    if (pids[i] > 0) kill(pids[i], sig);
+}
+
+static const int k_forwarded[3] = {SIGINT, SIGHUP, SIGTERM};
+
+static void install_forwarding(struct sigaction old[3]) {
+  for (int i = 0; i < 3; i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(k_forwarded[i], &sa, &old[i]);
+  }
+}
+
+static void restore_signals(const struct sigaction old[3]) {
+  for (int i = 0; i < 3; i++) sigaction(k_forwarded[i], &old[i], NULL);
+}
+
+/* "NAME" of "NAME=VALUE" equals the one of `var`. */
+static bool same_name(const char *entry, const char *var) {
+  const char *eq = strchr(var, '=');
+  size_t len = eq ? (size_t)(eq - var) : strlen(var);
+  return strncmp(entry, var, len) == 0 && entry[len] == '=';
+}
+
+/* environ less the variables we set, then ours: extra's, and the worker
+ * variable in *worker_var (caller frees the array only). */
+static char **child_env(const char *const *extra, char *worker_var) {
+  size_t count = 0, nextra = 0;
+  while (environ[count]) count++;
+  while (extra && extra[nextra]) nextra++;
+  char **env = ct_xcalloc(count + nextra + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++) {
+    bool ours = same_name(environ[i], worker_var);
+    for (size_t j = 0; j < nextra && !ours; j++) ours = same_name(environ[i], extra[j]);
+    if (!ours) env[k++] = environ[i];
+  }
+  for (size_t j = 0; j < nextra; j++) env[k++] = (char *)extra[j];
+  env[k++] = worker_var;
+  env[k] = NULL;
+  return env;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void describe_exit(int status, char *buf, size_t size) {
+  if (WIFEXITED(status)) snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    snprintf(buf, size, "was ended by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else snprintf(buf, size, "ended (status 0x%x)", (unsigned)status);
+}
+
+static void signal_all(const pid_t *pids, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (pids[i] > 0) kill(pids[i], sig);
+}
+
+bool ct_launch_workers(const char *path, char *const *argv, int n, const char *const *extra,
+                       double grace_s, ct_launch_failure *failure) {
+  CT_ASSERT(path && argv && argv[0] && n >= 1 && failure);
+  failure->rank = -1;
+  failure->why[0] = '\0';
+  fflush(NULL); /* nothing buffered twice */
+  pid_t *pids = ct_xcalloc((size_t)n, sizeof *pids);
+  g_n = n;
+  g_pids = pids;
+  struct sigaction old[3];
+  install_forwarding(old);
+  int running = 0;
+  double deadline = 0;
+  bool killed = false;
+  for (int r = 0; r < n; r++) {
+    char var[96];
+    snprintf(var, sizeof var, CT_LAUNCH_WORKER_ENV "=%d,%d,%ld", r, n, (long)getpid());
+    char **env = child_env(extra, var);
+    int e = posix_spawn(&pids[r], path, NULL, NULL, argv, env);
+    free(env);
+    if (e != 0) {
+      pids[r] = 0;
+      failure->rank = r;
+      snprintf(failure->why, sizeof failure->why, "could not be started: %s", strerror(e));
+      signal_all(pids, n, SIGTERM);
+      deadline = now_s() + grace_s;
+      break;
+    }
+    running++;
+  }
+  while (running > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, failure->rank >= 0 ? WNOHANG : 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break; /* ECHILD: none left */
+    }
+    if (pid == 0) { /* stopping after a failure: the others have the grace */
+      if (!killed && now_s() > deadline) {
+        signal_all(pids, n, SIGKILL);
+        killed = true;
+      }
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    int r = 0;
+    while (r < n && pids[r] != pid) r++;
+    if (r == n) continue; /* not ours */
+    pids[r] = 0;
+    running--;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failure->rank < 0) {
+      failure->rank = r;
+      describe_exit(status, failure->why, sizeof failure->why);
+      signal_all(pids, n, SIGTERM);
+      deadline = now_s() + grace_s;
+    }
+  }
+  restore_signals(old);
+  g_pids = NULL;
+  g_n = 0;
+  free(pids);
+  return failure->rank < 0;
+}
+
+bool ct_launched_worker(int *rank, int *count) {
+  const char *w = getenv(CT_LAUNCH_WORKER_ENV);
+  if (!w) return false;
+  int r = -1, n = 0;
+  long launcher = 0;
+  if (sscanf(w, "%d,%d,%ld", &r, &n, &launcher) != 3 || n < 1 || r < 0 || r >= n) return false;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if ((long)getppid() != launcher) _exit(1); /* the launcher died before the line above */
+  *rank = r;
+  *count = n;
+  return true;
+}
