@@ -22,6 +22,10 @@
 #             several sets separated by spaces ("0,1,2,3 0,1,2,3,4,5,6,7") give
 #             a row per set against one 1-GPU run
 #   SYNTH_NUM records in the synthetic LMDB (default 8000)
+#   EACH_GPU  1 (default) also trains alone on every GPU of the sets, all at
+#             once, and adds the N-GPU rate over N x the slowest of its GPUs
+#             alone: GPUs of one machine differ by a few percent, and a
+#             data-parallel iteration goes at the slowest one's pace; 0 skips
 #   CORTADO_FLAGS extra flags of the multi-GPU cortado runs (e.g.
 #             "--dp_workers=threads")
 #   OUT       where logs go (default /tmp/cortado_scaling)
@@ -151,15 +155,40 @@ fi
 
 read -r -a gpu_sets <<<"$GPUS"
 first_gpu=${gpu_sets[0]%%,*}
+EACH_GPU=${EACH_GPU:-1}
+all_gpus=$(tr ', ' '\n\n' <<<"$GPUS" | awk 'NF && !seen[$1]++' | tr '\n' ' ')
 rows=()
+alone_rows=()
 timing_logs=()
+
+# alone_runs LABEL NET_FILE FLAGS...: img/s of one training alone on each GPU
+# of all_gpus, all at once, into $OUT/LABEL_alone_g<G>.val
+alone_runs() {
+  local label=$1 netf=$2 g
+  shift 2
+  for g in $all_gpus; do
+    cortado_run "${label}_alone_g$g" "$netf" "$g" "$@" >"$OUT/${label}_alone_g$g.val" &
+  done
+  wait
+}
+
+# slowest_alone LABEL GPU_LIST: the lowest img/s of those GPUs alone (or "-")
+slowest_alone() {
+  local label=$1 g v min=""
+  for g in ${2//,/ }; do
+    v=$(cat "$OUT/${label}_alone_g$g.val" 2>/dev/null)
+    [[ "$v" =~ ^[0-9.]+$ ]] || { echo "-"; return; }
+    if [[ -z "$min" ]] || awk -v a="$v" -v b="$min" 'BEGIN { exit !(a < b) }'; then min=$v; fi
+  done
+  echo "${min:--}"
+}
 for name in $NETS; do
   batch=$(net_batch "$name")
   shape=$(net_shape "$name")
   netf=$(prepare "$name" "$batch")
   if [[ ! -s "$netf" ]]; then
     echo "== $name: $(net_file "$name") not found (set FIXTURES)"
-    rows+=("$name|-|$batch|-|missing|missing|-|-|-|-")
+    rows+=("$name|-|$batch|-|missing|missing|-|-|-|-|-")
     continue
   fi
   variants=()
@@ -175,6 +204,12 @@ for name in $NETS; do
     fi
     echo "== $name ($v data), batch $batch per GPU"
     one=$(cortado_run "${name}_${v}_1gpu" "$f" "$first_gpu" "${flags[@]}")
+    if [[ "$EACH_GPU" == 1 ]]; then
+      alone_runs "${name}_${v}" "$f" "${flags[@]}"
+      line="$name|$v"
+      for g in $all_gpus; do line+="|$g:$(cat "$OUT/${name}_${v}_alone_g$g.val")"; done
+      alone_rows+=("$line")
+    fi
     t1="-"
     [[ $v == dummy ]] && t1=$(torch_run "$netf" "$first_gpu" "$batch" "$shape")
     for set in "${gpu_sets[@]}"; do
@@ -184,21 +219,33 @@ for name in $NETS; do
       timing_logs+=("$name ($v, $ngpus GPUs)|$OUT/${name}_${v}_${ngpus}gpu.log")
       t2="-"
       [[ $v == dummy ]] && t2=$(torch_run "$netf" "$set" "$batch" "$shape")
-      rows+=("$name|$v|$batch|$ngpus|$one|$two|$(ratio "$one" "$two")|$t1|$t2|$(ratio "$t1" "$t2")")
+      slow="-"
+      [[ "$EACH_GPU" == 1 ]] && slow=$(slowest_alone "${name}_${v}" "$set")
+      vs_slow=$(awk -v s="$slow" -v n="$ngpus" -v t="$two" 'BEGIN { if (s + 0 > 0 && t + 0 > 0) printf "%.3fx", t / s; else print "-" }')
+      rows+=("$name|$v|$batch|$ngpus|$one|$two|$(ratio "$one" "$two")|$vs_slow|$t1|$t2|$(ratio "$t1" "$t2")")
     done
   done
 done
 
 echo
-echo "Training throughput, TF32, batch per GPU; images/s (scaling = N GPUs / 1 GPU)"
-printf "%-10s %-6s %6s %4s | %12s %12s %8s | %12s %12s %8s\n" net data batch N "cortado 1" "cortado N" scaling \
-  "torch 1" "torch DDP N" scaling
-printf -- "-%.0s" {1..107}; echo
+echo "Training throughput, TF32, batch per GPU; images/s (scaling = N GPUs / 1 GPU on GPU $first_gpu;"
+echo "vs slowest = N GPUs / (the slowest of those GPUs alone, all trained at once), in units of one GPU)"
+printf "%-10s %-6s %6s %4s | %12s %12s %8s %10s | %12s %12s %8s\n" net data batch N "cortado 1" "cortado N" scaling \
+  "vs slowest" "torch 1" "torch DDP N" scaling
+printf -- "-%.0s" {1..118}; echo
 for r in "${rows[@]}"; do
-  IFS='|' read -r n v b g c1 c2 cs t1 t2 ts <<<"$r"
-  printf "%-10s %-6s %6s %4s | %12s %12s %8s | %12s %12s %8s\n" "$n" "$v" "$b" "$g" "$c1" "$c2" "$cs" "$t1" "$t2" "$ts"
+  IFS='|' read -r n v b g c1 c2 cs vs t1 t2 ts <<<"$r"
+  printf "%-10s %-6s %6s %4s | %12s %12s %8s %10s | %12s %12s %8s\n" "$n" "$v" "$b" "$g" "$c1" "$c2" "$cs" "$vs" \
+    "$t1" "$t2" "$ts"
 done
-
+if (( ${#alone_rows[@]} > 0 )); then
+  echo
+  echo "Each GPU alone, all at once (images/s, GPU:rate)"
+  for r in "${alone_rows[@]}"; do
+    IFS='|' read -r -a f <<<"$r"
+    echo "${f[0]} (${f[1]}): ${f[*]:2}"
+  done
+fi
 echo
 echo "Per-bucket all-reduce timing on rank 0 (ms after backward starts; the last timed iteration)"
 for entry in "${timing_logs[@]}"; do
