@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/train.h"
+#include "parallel/launch.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "models/resnet.h"
@@ -150,7 +151,8 @@ static ct_status make_net(const ct_cli_args *args, const trainer_plan *plan, Caf
                       .backend = strcmp(ct_cli_string(args, "db_type"), "leveldb") == 0 ? "LEVELDB" : "LMDB",
                       .caffe2_input = true,
                       .train_accuracy = true};
-  if (ct_cli_is_set(args, "write_net")) {
+  /* the launcher of worker processes wrote it already */
+  if (ct_cli_is_set(args, "write_net") && !getenv(CT_LAUNCH_WORKER_ENV)) {
     char *text;
     CT_TRY(ct_resnet_prototxt(&o, &text, err));
     const char *path = ct_cli_string(args, "write_net");

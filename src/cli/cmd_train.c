@@ -281,7 +281,7 @@ static void on_launcher_term(int sig) {
 static int train_worker_process(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                                 const ct_cli_csv_info *csv_info, int rank, int count,
                                 const ct_nccl_id *id) {
-  if (rank != 0) ct_log_set_quiet(true);
+  ct_log_set_quiet(rank != 0); /* main() silenced every worker until here */
   /* the launcher's SIGTERM (another worker failed): stop at the next wait */
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/train.h"
+#include "parallel/launch.h"
 #include "core/log.h"
 #include "core/strutil.h"
 
@@ -128,6 +129,9 @@ static int run_without_command(int argc, char **argv) {
 int main(int argc, char **argv) {
   ct_log_init_from_env();
   ct_cli_set_argv(argc, argv);
+  /* a data-parallel worker process: its launcher logged the same start;
+   * rank 0 speaks again once training begins (cmd_train.c) */
+  if (getenv(CT_LAUNCH_WORKER_ENV)) ct_log_set_quiet(true);
   int words = argc - 1;
   char **word = argv + 1;
   int at = ct_flags_find_command(words, word);
