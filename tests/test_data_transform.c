@@ -140,6 +140,44 @@ static void test_transform_against_reference(void **state) {
         }
 }
 
+/* Rows wide enough for the vectorised HWC path's full vectors and
+ * remainders: a 3 x 20 x 37 image, interleaved (fast path) and planar
+ * (generic path), give the same bits for every crop offset and mirror. */
+static void test_transform_hwc_wide_rows(void **state) {
+  enum { WH = 20, WW = 37, CROP = 33 };
+  static uint8_t hwc[3 * WH * WW], chw[3 * WH * WW];
+  for (int c = 0; c < 3; c++)
+    for (int y = 0; y < WH; y++)
+      for (int x = 0; x < WW; x++) {
+        uint8_t v = (uint8_t)((c * 97 + y * 31 + x * 17 + x * y) % 256);
+        hwc[(y * WW + x) * 3 + c] = v;
+        chw[(c * WH + y) * WW + x] = v;
+      }
+  float mv[3] = {104.0f, 117.0f, 123.0f};
+  for (int crop = 0; crop <= CROP; crop += CROP)
+    for (int nmv = 0; nmv <= 3; nmv += 3) {
+      Caffe__TransformationParameter tp = CAFFE__TRANSFORMATION_PARAMETER__INIT;
+      tp.crop_size = (uint32_t)crop;
+      tp.scale = nmv ? 0.017f : 1.0f;
+      tp.n_mean_value = (size_t)nmv;
+      tp.mean_value = mv;
+      ct_transform *t;
+      ct_error err;
+      assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_OK);
+      const int oh = crop ? crop : WH, ow = crop ? crop : WW;
+      ct_pixels fast = ct_pixels_hwc(CT_PIXEL_U8, hwc, 3, WH, WW), slow = ct_pixels_chw(CT_PIXEL_U8, chw, 3, WH, WW);
+      static float a[3 * WH * WW], b[3 * WH * WW];
+      for (int mirror = 0; mirror < 2; mirror++)
+        for (int h_off = 0; h_off <= WH - oh; h_off++)
+          for (int w_off = 0; w_off <= WW - ow; w_off++) {
+            assert_int_equal(ct_transform_apply_at(t, &fast, mirror, h_off, w_off, a, "x", &err), CT_OK);
+            assert_int_equal(ct_transform_apply_at(t, &slow, mirror, h_off, w_off, b, "x", &err), CT_OK);
+            assert_memory_equal(a, b, sizeof(float) * 3 * oh * ow);
+          }
+      ct_transform_free(t);
+    }
+}
+
 static void test_transform_apply_at(void **state) {
   fill_inputs();
   Caffe__TransformationParameter tp = CAFFE__TRANSFORMATION_PARAMETER__INIT;
@@ -230,6 +268,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transform_against_reference),
       cmocka_unit_test(test_transform_apply_at),
+      cmocka_unit_test(test_transform_hwc_wide_rows),
       cmocka_unit_test(test_transform_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

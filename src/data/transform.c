@@ -162,11 +162,59 @@ ct_status ct_transform_apply(const ct_transform *t, const ct_pixels *in, ct_rng 
     }                                                                                 \
   } while (0)
 
+/* One row of 3 interleaved u8 channels into three float rows. */
+static inline void row_hwc3_u8(const uint8_t *restrict s, float *restrict d0, float *restrict d1,
+                               float *restrict d2, int ow, const float m[3], float scale) {
+  for (int x = 0; x < ow; x++) {
+    d0[x] = ((float)s[3 * x] - m[0]) * scale;
+    d1[x] = ((float)s[3 * x + 1] - m[1]) * scale;
+    d2[x] = ((float)s[3 * x + 2] - m[2]) * scale;
+  }
+}
+
+static inline void reverse_into(float *restrict d, const float *restrict s, int n) {
+  for (int x = 0; x < n; x++) d[x] = s[n - 1 - x];
+}
+
+/* The common case of decoded images: 3 interleaved u8 channels (HWC, BGR),
+ * no mean file.  One pass over each input row writes the three output
+ * planes (a mirrored row through a reversed copy), in loops the compiler
+ * vectorises.  The arithmetic is the generic path's, ((float)v - mean) *
+ * scale, so the values are the same bits. */
+#define CT_HWC3_MAX_W 2048
+static void apply_hwc3_u8(const ct_transform *t, const ct_pixels *in, bool mirror, int h_off,
+                          int w_off, int oh, int ow, float *out) {
+  const float scale = t->scale;
+  float m[3] = {0.f, 0.f, 0.f};
+  for (int ci = 0; ci < 3 && t->n_mean_values > 0; ci++)
+    m[ci] = t->mean_values[t->n_mean_values == 1 ? 0 : ci];
+  const size_t plane = (size_t)oh * ow;
+  float tmp[3 * CT_HWC3_MAX_W];
+  CT_ASSERT(!mirror || ow <= CT_HWC3_MAX_W);
+  for (int y = 0; y < oh; y++) {
+    const uint8_t *s = (const uint8_t *)in->data + (ptrdiff_t)(h_off + y) * in->ystride + (ptrdiff_t)w_off * 3;
+    float *d0 = out + (size_t)y * ow, *d1 = d0 + plane, *d2 = d1 + plane;
+    if (!mirror) {
+      row_hwc3_u8(s, d0, d1, d2, ow, m, scale);
+    } else {
+      row_hwc3_u8(s, tmp, tmp + ow, tmp + 2 * ow, ow, m, scale);
+      reverse_into(d0, tmp, ow);
+      reverse_into(d1, tmp + ow, ow);
+      reverse_into(d2, tmp + 2 * ow, ow);
+    }
+  }
+}
+
 ct_status ct_transform_apply_at(const ct_transform *t, const ct_pixels *in, bool mirror, int h_off,
                                 int w_off, float *out, const char *where, ct_error *err) {
   int oc, oh, ow;
   CT_TRY(ct_transform_output_shape(t, in->c, in->h, in->w, &oc, &oh, &ow, where, err));
   CT_ASSERT(h_off >= 0 && w_off >= 0 && h_off + oh <= in->h && w_off + ow <= in->w);
+  if (in->type == CT_PIXEL_U8 && in->c == 3 && oc == 3 && in->cstride == 1 && in->xstride == 3 &&
+      !t->mean && ow <= CT_HWC3_MAX_W) {
+    apply_hwc3_u8(t, in, mirror, h_off, w_off, oh, ow, out);
+    return CT_OK;
+  }
   const float scale = t->scale;
   const size_t esize = in->type == CT_PIXEL_U8 ? 1 : sizeof(float);
   const ptrdiff_t xs = in->xstride;
