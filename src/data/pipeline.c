@@ -38,7 +38,7 @@ struct ct_pipeline {
   slot *slots; /* (nslots) */
   pthread_mutex_t mu;
   pthread_cond_t cv_work;  /* workers: an item may be claimable */
-  pthread_cond_t cv_done;  /* consumer / set_position: a sample finished */
+  pthread_cond_t cv_done;  /* consumer: a batch is complete; set_position: no load in flight */
   uint64_t seed;
   uint64_t base_g;    /* stream position of item 0 */
   uint64_t next_item; /* next item to claim */
@@ -173,8 +173,14 @@ static void *worker_main(void *arg_) {
       s->err.code = st;
     }
     if (i == 0) s->b.epoch = epoch;
-    if (++s->done == B) s->b.seq = seq;
-    pthread_cond_broadcast(&p->cv_done);
+    /* wake the consumer once per batch (not per sample), and
+     * set_position when the last load in flight ends */
+    if (++s->done == B) {
+      s->b.seq = seq;
+      pthread_cond_broadcast(&p->cv_done);
+    } else if (p->paused && p->active == 0) {
+      pthread_cond_broadcast(&p->cv_done);
+    }
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
