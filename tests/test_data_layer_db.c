@@ -247,6 +247,50 @@ static void test_data_layer_encoded_and_position(void **state) {
   run_free(&b);
 }
 
+/* The batch hooks a GPU program feeds through (next_batch / release_batch):
+ * the batches come in the stream's order, the same as forward gives; a
+ * batch out through them (the one staged for the next iteration) is not
+ * counted by the position, so a resumed run reads it first. */
+static void test_data_layer_batch_hooks(void **state) {
+  const char *dir = tu_tmpdir("data_layer_hooks");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/lmdb", dir);
+  make_db(path, CT_DB_LMDB, 10);
+  run r;
+  run_init(&r, path, CT_DB_LMDB, 4, 2);
+  ct_error err;
+  assert_int_equal(run_setup(&r, CT_PHASE_TRAIN, &err), CT_OK);
+  assert_non_null(r.l->ops->next_batch);
+  assert_non_null(r.l->ops->release_batch);
+  const float *host[2] = {NULL, NULL};
+  void *token = NULL;
+  Caffe__CortadoDataPosition pos = CAFFE__CORTADO_DATA_POSITION__INIT;
+  /* batch 0 through forward, batch 1 through the hooks */
+  assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
+  assert_int_equal(r.l->ops->next_batch(r.l, host, &token, &err), CT_OK);
+  assert_non_null(host[0]);
+  assert_non_null(host[1]);
+  for (int i = 0; i < 4; i++) assert_float_equal(host[1][i], (float)(4 + i), 0);
+  float want[C * H * W];
+  expected(&r, CT_PHASE_TRAIN, 0, 5, NULL, want);
+  assert_memory_equal(host[0] + C * H * W, want, sizeof want);
+  /* staged, not consumed: the position stays after batch 0 */
+  assert_int_equal(r.l->ops->get_position(r.l, &pos), CT_OK);
+  assert_int_equal(pos.cursor, 4);
+  free(pos.layer);
+  r.l->ops->release_batch(r.l, token);
+  /* released (consumed): after batch 1 */
+  caffe__cortado_data_position__init(&pos);
+  assert_int_equal(r.l->ops->get_position(r.l, &pos), CT_OK);
+  assert_int_equal(pos.cursor, 8);
+  free(pos.layer);
+  /* the stream goes on with batch 2: records 8, 9, 0, 1 */
+  assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
+  const float labels[4] = {8, 9, 0, 1};
+  assert_memory_equal(r.top[1]->data, labels, sizeof labels);
+  run_free(&r);
+}
+
 /* Sets up a Data layer on path and expects setup to fail with `want`
  * (or, when forward_fails, setup to pass and the first forward to fail). */
 static void expect_error(const char *path, ct_db_backend b, bool forward_fails, ct_status code,
@@ -372,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_data_layer_batches),
       cmocka_unit_test(test_data_layer_shards_by_rank),
       cmocka_unit_test(test_data_layer_encoded_and_position),
+      cmocka_unit_test(test_data_layer_batch_hooks),
       cmocka_unit_test(test_data_layer_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

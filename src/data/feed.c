@@ -51,9 +51,25 @@ ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_err
   return CT_OK;
 }
 
+ct_status ct_feed_next_batch(ct_feed *f, const float **host, void **token, ct_error *err) {
+  ct_batch *b;
+  CT_TRY(ct_pipeline_next(f->pipe, &b, err));
+  host[0] = b->data;
+  if (f->has_label) host[1] = b->label;
+  *token = b;
+  f->staged = true;
+  return CT_OK;
+}
+
+void ct_feed_release_batch(ct_feed *f, void *token) {
+  CT_ASSERT(f->staged);
+  ct_pipeline_release(f->pipe, token);
+  f->staged = false;
+}
+
 ct_status ct_feed_get_position(ct_feed *f, const ct_layer *l, Caffe__CortadoDataPosition *pos) {
   ct_data_position p;
-  ct_pipeline_get_position(f->pipe, &p);
+  ct_pipeline_get_position_behind(f->pipe, f->staged ? 1 : 0, &p);
   ct_data_position_to_proto(&p, l->name, pos);
   return CT_OK;
 }

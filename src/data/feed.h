@@ -21,6 +21,7 @@ typedef struct ct_feed {
   int batch_size;
   bool has_label;            /* the layer has a second top */
   ct_pipeline *pipe;
+  bool staged;               /* a batch is out through ct_feed_next_batch */
 } ct_feed;
 
 /* The pipeline configuration for layer l: threads from the environment
@@ -38,7 +39,16 @@ void ct_feed_shape_tops(const ct_feed *f, ct_tensor *const *top);
 /* Takes the next batch and copies it into the tops on l's device.  Errors:
  * those of ct_pipeline_next (the record that failed). */
 ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_error *err);
-/* Position hooks for ct_layer_ops. */
+/* Batch hooks for ct_layer_ops (next_batch / release_batch): a GPU net run
+ * as a program uploads the batches itself on the copy stream, overlapped
+ * with the previous iteration (src/net/net_feed.c).  host[0] is the data,
+ * host[1] the labels (with has_label); the token is the pipeline's batch.
+ * Errors: those of ct_pipeline_next. */
+ct_status ct_feed_next_batch(ct_feed *f, const float **host, void **token, ct_error *err);
+void ct_feed_release_batch(ct_feed *f, void *token);
+/* Position hooks for ct_layer_ops.  A batch out through ct_feed_next_batch
+ * is the one staged for the next iteration, so the position leaves it
+ * unread: a run resumed from a snapshot reads it first. */
 ct_status ct_feed_get_position(ct_feed *f, const ct_layer *l, Caffe__CortadoDataPosition *pos);
 ct_status ct_feed_set_position(ct_feed *f, const ct_layer *l, const Caffe__CortadoDataPosition *pos,
                                ct_error *err);

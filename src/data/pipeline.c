@@ -324,9 +324,14 @@ void ct_pipeline_release(ct_pipeline *p, ct_batch *batch) {
 }
 
 void ct_pipeline_get_position(const ct_pipeline *p, ct_data_position *pos) {
+  ct_pipeline_get_position_behind(p, 0, pos);
+}
+
+void ct_pipeline_get_position_behind(const ct_pipeline *p, int behind, ct_data_position *pos) {
   ct_pipeline *mp = (ct_pipeline *)p;
   pthread_mutex_lock(&mp->mu);
-  uint64_t g = p->base_g + p->handed * (uint64_t)p->cfg.batch_size * p->world;
+  CT_ASSERT(behind == 0 || (behind == 1 && p->out && p->handed >= 1));
+  uint64_t g = p->base_g + (p->handed - (uint64_t)behind) * (uint64_t)p->cfg.batch_size * p->world;
   pos->epoch = g / p->count;
   pos->cursor = g % p->count;
   pos->seed = p->seed;

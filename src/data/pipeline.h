@@ -117,6 +117,10 @@ void ct_pipeline_release(ct_pipeline *p, ct_batch *batch);
 
 /* The position after the last batch handed out. */
 void ct_pipeline_get_position(const ct_pipeline *p, ct_data_position *pos);
+/* The position after the last batch handed out but `behind` (0 or 1): with
+ * 1, the batch out now counts as not read (a batch staged for an iteration
+ * that has not run yet). */
+void ct_pipeline_get_position_behind(const ct_pipeline *p, int behind, ct_data_position *pos);
 /* Drops what was prefetched and continues from pos (its seed replaces the
  * pipeline's), so that the next batch is the one an uninterrupted run would
  * have given after pos.  No batch may be out.  Errors: CT_ERR_INVALID

@@ -150,6 +150,16 @@ static ct_status data_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
   return ct_feed_forward(&p->feed, l, top, err);
 }
 
+static ct_status data_next_batch(ct_layer *l, const float **host, void **token, ct_error *err) {
+  data_priv *p = l->priv;
+  return ct_feed_next_batch(&p->feed, host, token, err);
+}
+
+static void data_release_batch(ct_layer *l, void *token) {
+  data_priv *p = l->priv;
+  ct_feed_release_batch(&p->feed, token);
+}
+
 static ct_status data_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos) {
   data_priv *p = l->priv;
   return ct_feed_get_position(&p->feed, l, pos);
@@ -172,4 +182,6 @@ const ct_layer_ops ct_data_ops = {
     .destroy = data_destroy,
     .get_position = data_get_position,
     .set_position = data_set_position,
+    .next_batch = data_next_batch,
+    .release_batch = data_release_batch,
 };

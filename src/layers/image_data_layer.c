@@ -188,6 +188,16 @@ static ct_status image_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   return ct_feed_forward(&p->feed, l, top, err);
 }
 
+static ct_status image_next_batch(ct_layer *l, const float **host, void **token, ct_error *err) {
+  image_priv *p = l->priv;
+  return ct_feed_next_batch(&p->feed, host, token, err);
+}
+
+static void image_release_batch(ct_layer *l, void *token) {
+  image_priv *p = l->priv;
+  ct_feed_release_batch(&p->feed, token);
+}
+
 static ct_status image_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos) {
   image_priv *p = l->priv;
   return ct_feed_get_position(&p->feed, l, pos);
@@ -210,4 +220,6 @@ const ct_layer_ops ct_image_data_ops = {
     .destroy = image_destroy,
     .get_position = image_get_position,
     .set_position = image_set_position,
+    .next_batch = image_next_batch,
+    .release_batch = image_release_batch,
 };
