@@ -452,7 +452,8 @@ ct_status ct_dp_train_process(const ct_dp_job *job, const int *gpus, int n, int 
   if (st == CT_OK) st = worker_run(&w, &w.err);
   if (st != CT_OK && st == CT_ERR_INTERRUPTED && __atomic_load_n(&sh.cancel, __ATOMIC_ACQUIRE)) {
     char dev[32];
-    ct_error_set(err, CT_ERR_INTERRUPTED, "worker %d (%s) stopped because another worker failed",
+    ct_error_set(err, CT_ERR_INTERRUPTED,
+                 "worker %d (%s) stopped on SIGTERM (another worker failed, or the run was ended)",
                  w.rank, device_desc(w.device, dev, sizeof dev));
     if (w.comm) ct_comm_abort(w.comm);
   } else if (st != CT_OK) {
