@@ -3,13 +3,15 @@
  * says.  Every worker learns its rank and the count; a worker that fails
  * makes the launcher stop the others (SIGTERM) and name it; a worker that
  * ignores SIGTERM is killed after the grace; SIGHUP sent to the launcher
- * alone reaches every worker; extra variables reach the workers. */
+ * alone reaches every worker; extra variables reach the workers; the
+ * caller's other children are not reaped. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -146,6 +148,22 @@ static void test_every_worker_gets_its_rank(void **state) {
   unsetenv("LAUNCH_TEST_EXTRA");
 }
 
+/* The caller's own child (started before, ending during the launch) is not
+ * reaped by the launcher: its status is still the caller's to collect. */
+static void test_other_children_are_left_alone(void **state) {
+  setup_dir("launch_other_child", "ok");
+  pid_t other = fork();
+  assert_true(other >= 0);
+  if (other == 0) _exit(42);
+  sleep_s(0.1); /* it has ended: a zombie until waited for */
+  ct_launch_failure f;
+  assert_true(launch(2, NULL, 5, &f));
+  int status = 0;
+  assert_int_equal(waitpid(other, &status, 0), other);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 42);
+}
+
 static void test_a_failing_worker_stops_the_others(void **state) {
   const char *dir = setup_dir("launch_fail", "fail");
   ct_launch_failure f;
@@ -229,6 +247,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_worker_gets_its_rank),
+      cmocka_unit_test(test_other_children_are_left_alone),
       cmocka_unit_test(test_a_failing_worker_stops_the_others),
       cmocka_unit_test(test_a_worker_ignoring_sigterm_is_killed_after_the_grace),
       cmocka_unit_test(test_sighup_to_the_launcher_reaches_the_workers),

@@ -122,34 +122,34 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
     }
     running++;
   }
+  /* each worker by its pid (never waitpid(-1): the caller's other
+   * children are not ours to reap), polled every 10 ms */
   while (running > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, failure->rank >= 0 ? WNOHANG : 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break; /* ECHILD: none left */
-    }
-    if (pid == 0) { /* stopping after a failure: the others have the grace */
-      if (!killed && now_s() > deadline) {
-        signal_all(pids, n, SIGKILL);
-        killed = true;
+    bool reaped = false;
+    for (int r = 0; r < n; r++) {
+      if (pids[r] <= 0) continue;
+      int status = 0;
+      pid_t pid = waitpid(pids[r], &status, WNOHANG);
+      if (pid == 0 || (pid < 0 && errno == EINTR)) continue;
+      pids[r] = 0; /* ended (or, pid < 0, not ours any more) */
+      running--;
+      reaped = true;
+      const bool ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failure->rank < 0) {
+        failure->rank = r;
+        if (pid > 0) describe_exit(status, failure->why, sizeof failure->why);
+        else snprintf(failure->why, sizeof failure->why, "could not be waited for: %s", strerror(errno));
+        signal_all(pids, n, SIGTERM);
+        deadline = now_s() + grace_s;
       }
-      struct timespec ts = {0, 10000000};
-      nanosleep(&ts, NULL);
-      continue;
     }
-    int r = 0;
-    while (r < n && pids[r] != pid) r++;
-    if (r == n) continue; /* not ours */
-    pids[r] = 0;
-    running--;
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && failure->rank < 0) {
-      failure->rank = r;
-      describe_exit(status, failure->why, sizeof failure->why);
-      signal_all(pids, n, SIGTERM);
-      deadline = now_s() + grace_s;
+    if (reaped) continue;
+    if (failure->rank >= 0 && !killed && now_s() > deadline) { /* the grace is over */
+      signal_all(pids, n, SIGKILL);
+      killed = true;
     }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
   }
   restore_signals(old);
   g_pids = NULL;

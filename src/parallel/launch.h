@@ -37,7 +37,8 @@ typedef struct ct_launch_failure {
  * whole group already) are passed to every worker.  When a worker exits
  * with a status other than 0, or is ended by a signal, the others get
  * SIGTERM, then SIGKILL after grace_s seconds.  Returns true when every
- * worker exited with 0, else false with *failure set. */
+ * worker exited with 0, else false with *failure set.  Only the workers are
+ * waited for (by pid), never the caller's other children. */
 bool ct_launch_workers(const char *path, char *const *argv, int n, const char *const *extra,
                        double grace_s, ct_launch_failure *failure);
 
