@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "caffe.pb-c.h"
 #include "data/datum.h"
@@ -128,6 +129,49 @@ static inline double dpf_caffemodel_rel_err(const char *a, const char *b) {
   free(pa.v);
   free(pb.v);
   return e;
+}
+
+/* An equivalence check's two runs under tu_tmpdir(name): an LMDB of 45
+ * records at lmdb, and the solvers ref/solver.prototxt (batch ref_batch)
+ * and dp/solver.prototxt (batch b), 6 iterations each, snapshotting at the
+ * end, with `extra` appended to both. */
+typedef struct dpf_equiv {
+  const char *base;
+  char lmdb[4200], ref[4200], dp[4200];
+  char ref_solver[4300], dp_solver[4300];
+} dpf_equiv;
+
+static inline void dpf_equiv_setup(dpf_equiv *e, const char *name, int ref_batch, int b,
+                                   const char *extra) {
+  e->base = tu_tmpdir(name);
+  snprintf(e->lmdb, sizeof e->lmdb, "%s/db", e->base);
+  dpf_write_lmdb(e->lmdb, 45, -1);
+  snprintf(e->ref, sizeof e->ref, "%s/ref", e->base);
+  snprintf(e->dp, sizeof e->dp, "%s/dp", e->base);
+  mkdir(e->ref, 0755);
+  mkdir(e->dp, 0755);
+  dpf_write_solver(e->ref, e->lmdb, ref_batch, 6, 0, extra);
+  dpf_write_solver(e->dp, e->lmdb, b, 6, 0, extra);
+  snprintf(e->ref_solver, sizeof e->ref_solver, "%s/solver.prototxt", e->ref);
+  snprintf(e->dp_solver, sizeof e->dp_solver, "%s/solver.prototxt", e->dp);
+}
+
+/* dpf_caffemodel_rel_err of the two runs' parameters after 6 iterations. */
+static inline double dpf_equiv_err(const dpf_equiv *e) {
+  char a[4300], c[4300];
+  snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", e->dp);
+  snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", e->ref);
+  return dpf_caffemodel_rel_err(a, c);
+}
+
+/* The log's "effective batch" line for n workers of batch b (unit
+ * "workers" or "GPUs"), with iter_size 2 when `extra` sets it. */
+static inline void dpf_effective_batch(char *want, size_t size, int n, int b, const char *unit,
+                                       const char *extra) {
+  if (extra && strstr(extra, "iter_size: 2"))
+    snprintf(want, size, "effective batch %d = %d x 2 iter_size x %d %s", 2 * b * n, b, n, unit);
+  else
+    snprintf(want, size, "effective batch %d = %d x %d %s", b * n, b, n, unit);
 }
 
 #endif

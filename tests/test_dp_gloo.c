@@ -123,29 +123,21 @@ static void dump_logs(const char *logdir, int n) {
  * the order of the sums. */
 static void check_equivalence(const char *name, int n, int b, const char *extra, const char *store_flags,
                               const char *env) {
-  const char *base = tu_tmpdir(name);
-  char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300], flags[9000], ids[64] = "";
-  snprintf(lmdb, sizeof lmdb, "%s/db", base);
-  dpf_write_lmdb(lmdb, 45, -1);
-  snprintf(ref, sizeof ref, "%s/ref", base);
-  snprintf(dp, sizeof dp, "%s/dp", base);
-  mkdir(ref, 0755);
-  mkdir(dp, 0755);
-  dpf_write_solver(ref, lmdb, n * b, 6, 0, extra);
-  dpf_write_solver(dp, lmdb, b, 6, 0, extra);
+  dpf_equiv e;
+  dpf_equiv_setup(&e, name, n * b, b, extra);
+  const char *base = e.base;
+  char flags[9000], ids[64] = "";
   char *out = NULL;
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", ref);
   char cmd[9000];
-  snprintf(cmd, sizeof cmd, "%s train --solver=%s", tu_cortado_bin(), solver);
+  snprintf(cmd, sizeof cmd, "%s train --solver=%s", tu_cortado_bin(), e.ref_solver);
   int rc = tu_run(cmd, &out);
   if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
   free(out);
   for (int k = 0; k < n; k++) snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%d ", k);
   snprintf(flags, sizeof flags, "--num_shards=%d --run_id=%s --gloo_iface=lo --rendezvous_timeout=60 %s", n,
            name, store_flags);
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
   const double t0 = now_seconds();
-  rc = run_shards(ids, solver, flags, env, base);
+  rc = run_shards(ids, e.dp_solver, flags, env, base);
   const double secs = now_seconds() - t0;
   if (rc != 0) {
     dump_logs(base, n);
@@ -156,10 +148,7 @@ static void check_equivalence(const char *name, int n, int b, const char *extra,
   snprintf(want, sizeof want, "Data-parallel training: 1 node, %d ranks (%d shards of run '%s' (", n, n, name);
   if (!strstr(log0, want)) fail_msg("no '%s' in:\n%s", want, log0);
   assert_non_null(strstr(log0, "), CPU; transport Gloo 0.5.0 over TCP, rank 0 at 127.0.0.1 (lo)"));
-  if (extra && strstr(extra, "iter_size: 2"))
-    snprintf(want, sizeof want, "effective batch %d = %d x 2 iter_size x %d workers", 2 * b * n, b, n);
-  else
-    snprintf(want, sizeof want, "effective batch %d = %d x %d workers", b * n, b, n);
+  dpf_effective_batch(want, sizeof want, n, b, "workers", extra);
   if (!strstr(log0, want)) fail_msg("no '%s' in:\n%s", want, log0);
   free(log0);
   /* only shard 0 logs the iterations */
@@ -169,12 +158,10 @@ static void check_equivalence(const char *name, int n, int b, const char *extra,
     assert_non_null(strstr(log, "Optimization Done."));
     free(log);
   }
-  snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", dp);
-  snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", ref);
-  double e = dpf_caffemodel_rel_err(a, c);
+  double err = dpf_equiv_err(&e);
   printf("%s: %d shards x batch %d vs batch %d: max rel err %.3g (shards took %.2f s)\n", name, n, b, n * b,
-         e, secs);
-  assert_true(e < 5e-5);
+         err, secs);
+  assert_true(err < 5e-5);
 }
 
 static void test_file_store_3_shards_equal_triple_batch(void **state) {

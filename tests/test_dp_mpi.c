@@ -36,32 +36,19 @@ static int run_single(const char *solver, char **out) {
 
 static void check_equivalence(const char *name, int ranks, int b, const char *extra,
                               const char *flags) {
-  const char *base = tu_tmpdir(name);
-  char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300];
-  snprintf(lmdb, sizeof lmdb, "%s/db", base);
-  dpf_write_lmdb(lmdb, 45, -1);
-  snprintf(ref, sizeof ref, "%s/ref", base);
-  snprintf(dp, sizeof dp, "%s/dp", base);
-  mkdir(ref, 0755);
-  mkdir(dp, 0755);
-  dpf_write_solver(ref, lmdb, ranks * b, 6, 0, extra);
-  dpf_write_solver(dp, lmdb, b, 6, 0, extra);
+  dpf_equiv e;
+  dpf_equiv_setup(&e, name, ranks * b, b, extra);
   char *out = NULL;
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", ref);
-  int rc = run_single(solver, &out);
+  int rc = run_single(e.ref_solver, &out);
   if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
   free(out);
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
-  rc = run_mpi(ranks, solver, flags, &out);
+  rc = run_mpi(ranks, e.dp_solver, flags, &out);
   if (rc != 0) fail_msg("mpirun failed (%d):\n%s", rc, out);
   char want[256];
   snprintf(want, sizeof want, "Data-parallel training: 1 node, %d ranks (MPI processes), CPU; transport MPI",
            ranks);
   assert_non_null(strstr(out, want));
-  if (extra && strstr(extra, "iter_size: 2"))
-    snprintf(want, sizeof want, "effective batch %d = %d x 2 iter_size x %d workers", 2 * b * ranks, b, ranks);
-  else
-    snprintf(want, sizeof want, "effective batch %d = %d x %d workers", b * ranks, b, ranks);
+  dpf_effective_batch(want, sizeof want, ranks, b, "workers", extra);
   assert_non_null(strstr(out, want));
   /* ranks other than 0 are quiet: one "Starting Optimization" */
   const char *first = strstr(out, "Starting Optimization");
@@ -69,11 +56,9 @@ static void check_equivalence(const char *name, int ranks, int b, const char *ex
   assert_null(strstr(first + 1, "Starting Optimization"));
   if (flags && strstr(flags, "--bucket_mb")) assert_non_null(strstr(out, "gradient averaging: 4 buckets of up to 0.0 MB"));
   free(out);
-  snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", dp);
-  snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", ref);
-  double e = dpf_caffemodel_rel_err(a, c);
-  printf("%s: mpirun -np %d x batch %d vs batch %d: max rel err %.3g\n", name, ranks, b, ranks * b, e);
-  assert_true(e < 5e-5);
+  double err = dpf_equiv_err(&e);
+  printf("%s: mpirun -np %d x batch %d vs batch %d: max rel err %.3g\n", name, ranks, b, ranks * b, err);
+  assert_true(err < 5e-5);
 }
 
 static void test_np2_equals_double_batch(void **state) { check_equivalence("dp_mpi_2", 2, 4, NULL, NULL); }

@@ -69,33 +69,25 @@ static char *path_in(const char *dir, const char *name) {
 
 /* W workers of batch b against one solver of batch W*b. */
 static void check_equivalence(const char *name, int workers, int b, const char *extra) {
-  const char *base = tu_tmpdir(name);
-  char lmdb[4200], ref[4200], dp[4200], small[4200];
-  snprintf(lmdb, sizeof lmdb, "%s/db", base);
-  dpf_write_lmdb(lmdb, 45, -1);
-  snprintf(ref, sizeof ref, "%s/ref", base);
-  snprintf(dp, sizeof dp, "%s/dp", base);
-  snprintf(small, sizeof small, "%s/small", base);
-  mkdir(ref, 0755);
-  mkdir(dp, 0755);
+  dpf_equiv q;
+  dpf_equiv_setup(&q, name, workers * b, b, extra);
+  char small[4200];
+  snprintf(small, sizeof small, "%s/small", q.base);
   mkdir(small, 0755);
-  const int iters = 6;
-  dpf_write_solver(ref, lmdb, workers * b, iters, 0, extra);
-  dpf_write_solver(dp, lmdb, b, iters, 0, extra);
-  dpf_write_solver(small, lmdb, b, iters, 0, extra);
-  train_reference(ref);
+  dpf_write_solver(small, q.lmdb, b, 6, 0, extra);
+  train_reference(q.ref);
   train_reference(small);
   ct_error err;
-  if (train_threads(dp, workers, false, &err) != CT_OK) fail_msg("%s", err.msg);
-  const char *model = "snap_iter_6.caffemodel";
-  double e = dpf_caffemodel_rel_err(path_in(dp, model), path_in(ref, model));
+  if (train_threads(q.dp, workers, false, &err) != CT_OK) fail_msg("%s", err.msg);
+  double e = dpf_equiv_err(&q);
   printf("%s: %d workers x batch %d vs batch %d: max rel err %.3g\n", name, workers, b, workers * b, e);
   assert_true(e < 5e-5);
   /* the comparison can fail: one worker of batch b differs clearly */
-  double e_small = dpf_caffemodel_rel_err(path_in(small, model), path_in(ref, model));
+  const char *model = "snap_iter_6.caffemodel";
+  double e_small = dpf_caffemodel_rel_err(path_in(small, model), path_in(q.ref, model));
   assert_true(e_small > 1e-2);
   /* only the root snapshots */
-  assert_int_equal(access(path_in(dp, "snap_iter_6.solverstate"), F_OK), 0);
+  assert_int_equal(access(path_in(q.dp, "snap_iter_6.solverstate"), F_OK), 0);
 }
 
 static void test_two_workers_equal_one_with_double_batch(void **state) {

@@ -29,23 +29,13 @@ static int run_train(const char *solver, const char *flags, char **out) {
 }
 
 static void check_equivalence(const char *name, int b, const char *extra, bool threads) {
-  const char *base = tu_tmpdir(name);
-  char lmdb[4200], ref[4200], dp[4200], solver[4300], a[4300], c[4300];
-  snprintf(lmdb, sizeof lmdb, "%s/db", base);
-  dpf_write_lmdb(lmdb, 45, -1);
-  snprintf(ref, sizeof ref, "%s/ref", base);
-  snprintf(dp, sizeof dp, "%s/dp", base);
-  mkdir(ref, 0755);
-  mkdir(dp, 0755);
-  dpf_write_solver(ref, lmdb, 2 * b, 6, 0, extra);
-  dpf_write_solver(dp, lmdb, b, 6, 0, extra);
+  dpf_equiv e;
+  dpf_equiv_setup(&e, name, 2 * b, b, extra);
   char *out = NULL;
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", ref);
-  int rc = run_train(solver, "--gpu=0 --math=fp32", &out);
+  int rc = run_train(e.ref_solver, "--gpu=0 --math=fp32", &out);
   if (rc != 0) fail_msg("reference run failed (%d):\n%s", rc, out);
   free(out);
-  snprintf(solver, sizeof solver, "%s/solver.prototxt", dp);
-  rc = run_train(solver, threads ? "--gpu=0,1 --math=fp32 --dp_workers=threads" : "--gpu=0,1 --math=fp32",
+  rc = run_train(e.dp_solver, threads ? "--gpu=0,1 --math=fp32 --dp_workers=threads" : "--gpu=0,1 --math=fp32",
                  &out);
   if (rc != 0) fail_msg("--gpu=0,1 failed (%d):\n%s", rc, out);
   char world[160];
@@ -53,17 +43,12 @@ static void check_equivalence(const char *name, int b, const char *extra, bool t
            threads ? "threads of one process" : "processes, one per GPU");
   if (!strstr(out, world)) fail_msg("no '%s' in:\n%s", world, out);
   char want[128];
-  if (extra && strstr(extra, "iter_size: 2"))
-    snprintf(want, sizeof want, "effective batch %d = %d x 2 iter_size x 2 GPUs", 4 * b, b);
-  else
-    snprintf(want, sizeof want, "effective batch %d = %d x 2 GPUs", 2 * b, b);
+  dpf_effective_batch(want, sizeof want, 2, b, "GPUs", extra);
   if (!strstr(out, want)) fail_msg("no '%s' in:\n%s", want, out);
   free(out);
-  snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", dp);
-  snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", ref);
-  double e = dpf_caffemodel_rel_err(a, c);
-  printf("%s: 2 GPUs x batch %d vs 1 GPU x batch %d: max rel err %.3g\n", name, b, 2 * b, e);
-  assert_true(e < 1e-4);
+  double err = dpf_equiv_err(&e);
+  printf("%s: 2 GPUs x batch %d vs 1 GPU x batch %d: max rel err %.3g\n", name, b, 2 * b, err);
+  assert_true(err < 1e-4);
 }
 
 static void test_two_gpus_equal_one_with_double_batch(void **state) {

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_common.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "gpu/gpu.h"
 #include "net/net_program.h"
@@ -28,11 +29,7 @@ static const ct_flag_spec time_flags[] = {
      "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},
 };
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return 1e3 * ct_monotonic_s(); }
 
 /* A SolverParameter that trains `net` (moved in) with SGD as the PyTorch peer does. */
 static Caffe__SolverParameter *bench_solver(Caffe__NetParameter *net, int iters) {

@@ -218,6 +218,54 @@ static bool shards_requested(const ct_cli_args *args) {
 
 /* One shard of a run that meets through a store: its GPUs as threads, or
  * one CPU worker with gradients through Gloo. */
+/* A data-parallel driver (ct_dp_train_*) bound to its own arguments. */
+typedef ct_status (*dp_driver)(const ct_dp_job *job, const void *arg, ct_error *err);
+
+/* What the launches in this process share around their driver: the job
+ * from the flags, SIGINT/SIGHUP to the job, the log lines around it, and
+ * the driver's error as the command's. */
+static int run_dp(const ct_cli_args *args, const Caffe__SolverParameter *sp, ct_csv_log *csv,
+                  dp_driver drive, const void *arg) {
+  ct_dp_job job;
+  fill_job(args, sp, csv, &job);
+  g_data_parallel = 1;
+  install_signals(args);
+  LOG_INFO("Starting Optimization");
+  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
+  ct_error err;
+  int rc = CT_EXIT_OK;
+  if (drive(&job, arg, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
+  else LOG_INFO("Optimization Done.");
+  g_data_parallel = 0;
+  return rc;
+}
+
+typedef struct shards_arg {
+  const ct_shard_opts *so;
+  const ct_gpu_list *gpus;
+} shards_arg;
+
+static ct_status drive_shards(const ct_dp_job *job, const void *arg, ct_error *err) {
+  const shards_arg *a = arg;
+  return ct_dp_train_shards(job, a->so, a->gpus->ids, a->gpus->n, err);
+}
+
+static ct_status drive_threads(const ct_dp_job *job, const void *arg, ct_error *err) {
+  const ct_gpu_list *gpus = arg;
+  return ct_dp_train_threads(job, gpus->ids, gpus->n, err);
+}
+
+typedef struct process_arg {
+  const ct_gpu_list *gpus;
+  int rank;
+  const ct_nccl_id *id;
+} process_arg;
+
+static ct_status drive_process(const ct_dp_job *job, const void *arg, ct_error *err) {
+  const process_arg *a = arg;
+  return ct_dp_train_process(job, a->gpus->ids, a->gpus->n, a->rank, a->id, err);
+}
+
 static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp, const ct_gpu_list *gpus,
                         ct_csv_log *csv) {
   ct_shard_opts so;
@@ -239,45 +287,24 @@ static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *s
   if ((so.file_store_path != NULL) == (so.redis_host != NULL))
     return ct_cli_error(CT_EXIT_USAGE, "shards need exactly one of --file_store_path=DIR and --redis_host=HOST");
   if (!(so.rendezvous_timeout_s > 0)) return ct_cli_error(CT_EXIT_USAGE, "--rendezvous_timeout must be positive");
-  ct_error err;
-  ct_dp_job job;
-  fill_job(args, sp, csv, &job);
-  g_data_parallel = 1;
-  install_signals(args);
-  LOG_INFO("Starting Optimization");
-  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
-  int rc = CT_EXIT_OK;
-  if (ct_dp_train_shards(&job, &so, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  else LOG_INFO("Optimization Done.");
-  g_data_parallel = 0;
-  return rc;
+  const shards_arg a = {&so, gpus};
+  return run_dp(args, sp, csv, drive_shards, &a);
 }
 
 /* Several GPUs in this process: one worker thread per GPU. */
 static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                          const ct_gpu_list *gpus, ct_csv_log *csv) {
-  ct_dp_job job;
-  fill_job(args, sp, csv, &job);
-  g_data_parallel = 1;
-  install_signals(args);
-  LOG_INFO("Starting Optimization");
-  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
-  ct_error err;
-  int rc = CT_EXIT_OK;
-  if (ct_dp_train_threads(&job, gpus->ids, gpus->n, &err) != CT_OK) rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  else LOG_INFO("Optimization Done.");
-  g_data_parallel = 0;
-  return rc;
+  return run_dp(args, sp, csv, drive_threads, gpus);
 }
 
-/* One of the worker processes that ct_cli_train_processes started: the
- * same flags as the launcher, its rank and the NCCL id from the
- * environment; rank 0 logs and writes the CSV log. */
 static void on_launcher_term(int sig) {
   (void)sig;
   ct_dp_cancel();
 }
 
+/* One of the worker processes that ct_cli_train_processes started: the
+ * same flags as the launcher, its rank and the NCCL id from the
+ * environment; rank 0 logs and writes the CSV log. */
 static int train_worker_process(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                                 const ct_cli_csv_info *csv_info, int rank, int count,
                                 const ct_nccl_id *id) {
@@ -298,17 +325,8 @@ static int train_worker_process(const ct_cli_args *args, const Caffe__SolverPara
   if (rank == 0 && ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
   if (csv) LOG_INFO("Writing the CSV training log %s", ct_csv_log_path(csv));
-  ct_dp_job job;
-  fill_job(args, sp, csv, &job);
-  g_data_parallel = 1;
-  install_signals(args);
-  LOG_INFO("Starting Optimization");
-  if (job.resume) LOG_INFO("Resuming from %s", job.resume);
-  int rc = CT_EXIT_OK;
-  if (ct_dp_train_process(&job, gpus.ids, gpus.n, rank, id, &err) != CT_OK)
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  else LOG_INFO("Optimization Done.");
-  g_data_parallel = 0;
+  const process_arg a = {&gpus, rank, id};
+  const int rc = run_dp(args, sp, csv, drive_process, &a);
   ct_csv_log_close(csv);
   return rc;
 }

@@ -128,7 +128,7 @@ static int run_without_command(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   ct_log_init_from_env();
-  ct_cli_set_argv(argc, argv);
+  ct_cli_set_argv(argv);
   /* a data-parallel worker process: its launcher logged the same start;
    * rank 0 speaks again once training begins (cmd_train.c) */
   if (getenv(CT_LAUNCH_WORKER_ENV)) ct_log_set_quiet(true);

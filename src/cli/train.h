@@ -48,7 +48,7 @@ ct_status ct_cli_csv_open(const ct_cli_args *args, const Caffe__SolverParameter 
 
 /* Keeps main's argv (borrowed, for the lifetime of the program): the
  * data-parallel launcher starts the executable again with it. */
-void ct_cli_set_argv(int argc, char **argv);
+void ct_cli_set_argv(char **argv);
 
 /* In a worker process that ct_cli_train_processes started: true, with its
  * rank, the worker count and the NCCL id from the environment (and the

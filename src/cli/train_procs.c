@@ -11,16 +11,14 @@
 #include "cli/train.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "parallel/dp.h"
 #include "parallel/launch.h"
 
 #define ID_ENV "CORTADO_DP_NCCL_ID"
 
 static char **g_argv;
 
-void ct_cli_set_argv(int argc, char **argv) {
-  (void)argc;
-  g_argv = argv;
-}
+void ct_cli_set_argv(char **argv) { g_argv = argv; }
 
 bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id) {
   const char *hex = getenv(ID_ENV);
@@ -33,14 +31,6 @@ bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id) {
   return ct_launched_worker(rank, count);
 }
 
-/* Seconds the other workers get to stop after a failure:
- * CORTADO_STOP_GRACE (> 0), else 20 (as for worker threads). */
-static double stop_grace_s(void) {
-  const char *env = getenv("CORTADO_STOP_GRACE");
-  double v = env ? atof(env) : 0.0;
-  return v > 0 ? v : 20.0;
-}
-
 int ct_cli_train_processes(const int *gpus, int n) {
   CT_ASSERT(g_argv != NULL && n >= 1);
   ct_error err;
@@ -51,7 +41,7 @@ int ct_cli_train_processes(const int *gpus, int n) {
   for (size_t i = 0; i < sizeof id.bytes; i++) len += snprintf(var + len, sizeof var - (size_t)len, "%02x", id.bytes[i]);
   const char *extra[2] = {var, NULL};
   ct_launch_failure f;
-  if (ct_launch_workers("/proc/self/exe", g_argv, n, extra, stop_grace_s(), &f)) return CT_EXIT_OK;
+  if (ct_launch_workers("/proc/self/exe", g_argv, n, extra, ct_dp_stop_grace_s(), &f)) return CT_EXIT_OK;
   return ct_cli_error(CT_EXIT_FAILURE, "worker %d (GPU %d) %s%s", f.rank, gpus[f.rank], f.why,
                       n > 1 ? "; the other workers were stopped" : "");
 }

@@ -38,7 +38,16 @@ ct_status ct_feed_start(ct_feed *f, const ct_pipeline_config *cfg, ct_tensor *co
   return CT_OK;
 }
 
-ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_error *err) {
+/* The layer's feed: the first member of its priv. */
+static ct_feed *feed_of(const ct_layer *l) { return (ct_feed *)l->priv; }
+
+ct_status ct_feed_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, ct_error *err) {
+  ct_feed_shape_tops(feed_of(l), top);
+  return CT_OK;
+}
+
+ct_status ct_feed_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, ct_error *err) {
+  ct_feed *f = feed_of(l);
   ct_batch *b;
   CT_TRY(ct_pipeline_next(f->pipe, &b, err));
   size_t n = (size_t)f->batch_size * f->c * f->h * f->w;
@@ -51,7 +60,8 @@ ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_err
   return CT_OK;
 }
 
-ct_status ct_feed_next_batch(ct_feed *f, const float **host, void **token, ct_error *err) {
+ct_status ct_feed_next_batch(ct_layer *l, const float **host, void **token, ct_error *err) {
+  ct_feed *f = feed_of(l);
   ct_batch *b;
   CT_TRY(ct_pipeline_next(f->pipe, &b, err));
   host[0] = b->data;
@@ -61,24 +71,25 @@ ct_status ct_feed_next_batch(ct_feed *f, const float **host, void **token, ct_er
   return CT_OK;
 }
 
-void ct_feed_release_batch(ct_feed *f, void *token) {
+void ct_feed_release_batch(ct_layer *l, void *token) {
+  ct_feed *f = feed_of(l);
   CT_ASSERT(f->staged);
   ct_pipeline_release(f->pipe, token);
   f->staged = false;
 }
 
-ct_status ct_feed_get_position(ct_feed *f, const ct_layer *l, Caffe__CortadoDataPosition *pos) {
+ct_status ct_feed_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos) {
+  ct_feed *f = feed_of(l);
   ct_data_position p;
   ct_pipeline_get_position_behind(f->pipe, f->staged ? 1 : 0, &p);
   ct_data_position_to_proto(&p, l->name, pos);
   return CT_OK;
 }
 
-ct_status ct_feed_set_position(ct_feed *f, const ct_layer *l, const Caffe__CortadoDataPosition *pos,
-                               ct_error *err) {
+ct_status ct_feed_set_position(ct_layer *l, const Caffe__CortadoDataPosition *pos, ct_error *err) {
   ct_data_position p;
   ct_data_position_from_proto(pos, &p);
-  return ct_pipeline_set_position(f->pipe, &p, err);
+  return ct_pipeline_set_position(feed_of(l)->pipe, &p, err);
 }
 
 void ct_feed_stop(ct_feed *f) {

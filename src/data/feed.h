@@ -34,24 +34,31 @@ ct_pipeline_config ct_feed_config(const ct_layer *l, int batch_size, int prefetc
  * has_label, label (batch).  Errors: those of ct_pipeline_create. */
 ct_status ct_feed_start(ct_feed *f, const ct_pipeline_config *cfg, ct_tensor *const *top,
                         ct_error *err);
-/* Shapes the tops again (for reshape). */
+/* Shapes the tops again. */
 void ct_feed_shape_tops(const ct_feed *f, ct_tensor *const *top);
-/* Takes the next batch and copies it into the tops on l's device.  Errors:
- * those of ct_pipeline_next (the record that failed). */
-ct_status ct_feed_forward(ct_feed *f, ct_layer *l, ct_tensor *const *top, ct_error *err);
-/* Batch hooks for ct_layer_ops (next_batch / release_batch): a GPU net run
- * as a program uploads the batches itself on the copy stream, overlapped
- * with the previous iteration (src/net/net_feed.c).  host[0] is the data,
- * host[1] the labels (with has_label); the token is the pipeline's batch.
- * Errors: those of ct_pipeline_next. */
-ct_status ct_feed_next_batch(ct_feed *f, const float **host, void **token, ct_error *err);
-void ct_feed_release_batch(ct_feed *f, void *token);
-/* Position hooks for ct_layer_ops.  A batch out through ct_feed_next_batch
- * is the one staged for the next iteration, so the position leaves it
- * unread: a run resumed from a snapshot reads it first. */
-ct_status ct_feed_get_position(ct_feed *f, const ct_layer *l, Caffe__CortadoDataPosition *pos);
-ct_status ct_feed_set_position(ct_feed *f, const ct_layer *l, const Caffe__CortadoDataPosition *pos,
-                               ct_error *err);
+
+/* The ct_layer_ops entries every prefetching data layer shares: they find
+ * the feed at l->priv, whose first member it must be.
+ *   reshape        shapes the tops again;
+ *   forward        takes the next batch and copies it into the tops on l's
+ *                  device (both devices);
+ *   next_batch /   the batch hooks: a GPU net run as a program uploads the
+ *   release_batch  batches itself on the copy stream, overlapped with the
+ *                  previous iteration (src/net/net_feed.c); host[0] is the
+ *                  data, host[1] the labels (with has_label), the token the
+ *                  pipeline's batch;
+ *   get_position / the data position.  A batch out through next_batch is
+ *   set_position   the one staged for the next iteration, so the position
+ *                  leaves it unread: a run resumed from a snapshot reads it
+ *                  first.
+ * Errors: those of ct_pipeline_next (the record that failed) and
+ * ct_pipeline_set_position. */
+ct_status ct_feed_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, ct_error *err);
+ct_status ct_feed_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top, ct_error *err);
+ct_status ct_feed_next_batch(ct_layer *l, const float **host, void **token, ct_error *err);
+void ct_feed_release_batch(ct_layer *l, void *token);
+ct_status ct_feed_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos);
+ct_status ct_feed_set_position(ct_layer *l, const Caffe__CortadoDataPosition *pos, ct_error *err);
 /* Stops the pipeline (the source's own state is the layer's to free). */
 void ct_feed_stop(ct_feed *f);
 

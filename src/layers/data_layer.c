@@ -1,6 +1,7 @@
 /* Data: batches of Datum records from an LMDB or LevelDB, transformed by
  * transform_param and prefetched by a pool of threads (src/data/pipeline.h).
  * Tops: data (batch_size, C, H, W) and optionally label (batch_size). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,11 +13,12 @@
 #include "layers/layer.h"
 
 typedef struct data_priv {
+  ct_feed feed; /* first: the shared ops in data/feed.h find it at l->priv */
   ct_db *db;
   ct_transform *tf;
   ct_color_mode color;
-  ct_feed feed;
 } data_priv;
+_Static_assert(offsetof(data_priv, feed) == 0, "ct_feed_* ops read the feed at l->priv");
 
 typedef struct data_thread {
   ct_db_reader *reader;
@@ -137,51 +139,17 @@ static ct_status data_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
   return CT_OK;
 }
 
-static ct_status data_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
-                              ct_error *err) {
-  data_priv *p = l->priv;
-  ct_feed_shape_tops(&p->feed, top);
-  return CT_OK;
-}
-
-static ct_status data_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
-                              ct_error *err) {
-  data_priv *p = l->priv;
-  return ct_feed_forward(&p->feed, l, top, err);
-}
-
-static ct_status data_next_batch(ct_layer *l, const float **host, void **token, ct_error *err) {
-  data_priv *p = l->priv;
-  return ct_feed_next_batch(&p->feed, host, token, err);
-}
-
-static void data_release_batch(ct_layer *l, void *token) {
-  data_priv *p = l->priv;
-  ct_feed_release_batch(&p->feed, token);
-}
-
-static ct_status data_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos) {
-  data_priv *p = l->priv;
-  return ct_feed_get_position(&p->feed, l, pos);
-}
-
-static ct_status data_set_position(ct_layer *l, const Caffe__CortadoDataPosition *pos,
-                                   ct_error *err) {
-  data_priv *p = l->priv;
-  return ct_feed_set_position(&p->feed, l, pos, err);
-}
-
 const ct_layer_ops ct_data_ops = {
     .type = "Data",
     .min_bottoms = 0, .max_bottoms = 0, .min_tops = 1, .max_tops = 2,
     .flags = CT_LAYER_DATA | CT_LAYER_NO_BACKWARD,
     .setup = data_setup,
-    .reshape = data_reshape,
-    .forward_cpu = data_forward,
-    .forward_gpu = data_forward,
+    .reshape = ct_feed_reshape,
+    .forward_cpu = ct_feed_forward,
+    .forward_gpu = ct_feed_forward,
     .destroy = data_destroy,
-    .get_position = data_get_position,
-    .set_position = data_set_position,
-    .next_batch = data_next_batch,
-    .release_batch = data_release_batch,
+    .get_position = ct_feed_get_position,
+    .set_position = ct_feed_set_position,
+    .next_batch = ct_feed_next_batch,
+    .release_batch = ct_feed_release_batch,
 };

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,14 +25,15 @@ typedef struct image_item {
 } image_item;
 
 typedef struct image_priv {
+  ct_feed feed; /* first: the shared ops in data/feed.h find it at l->priv */
   char *list_path;
   image_item *items; /* (nitems) */
   size_t nitems;
   int new_h, new_w;
   ct_color_mode color;
   ct_transform *tf;
-  ct_feed feed;
 } image_priv;
+_Static_assert(offsetof(image_priv, feed) == 0, "ct_feed_* ops read the feed at l->priv");
 
 static void image_destroy(ct_layer *l) {
   image_priv *p = l->priv;
@@ -175,51 +177,17 @@ static ct_status image_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
   return CT_OK;
 }
 
-static ct_status image_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
-                               ct_error *err) {
-  image_priv *p = l->priv;
-  ct_feed_shape_tops(&p->feed, top);
-  return CT_OK;
-}
-
-static ct_status image_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
-                               ct_error *err) {
-  image_priv *p = l->priv;
-  return ct_feed_forward(&p->feed, l, top, err);
-}
-
-static ct_status image_next_batch(ct_layer *l, const float **host, void **token, ct_error *err) {
-  image_priv *p = l->priv;
-  return ct_feed_next_batch(&p->feed, host, token, err);
-}
-
-static void image_release_batch(ct_layer *l, void *token) {
-  image_priv *p = l->priv;
-  ct_feed_release_batch(&p->feed, token);
-}
-
-static ct_status image_get_position(ct_layer *l, Caffe__CortadoDataPosition *pos) {
-  image_priv *p = l->priv;
-  return ct_feed_get_position(&p->feed, l, pos);
-}
-
-static ct_status image_set_position(ct_layer *l, const Caffe__CortadoDataPosition *pos,
-                                    ct_error *err) {
-  image_priv *p = l->priv;
-  return ct_feed_set_position(&p->feed, l, pos, err);
-}
-
 const ct_layer_ops ct_image_data_ops = {
     .type = "ImageData",
     .min_bottoms = 0, .max_bottoms = 0, .min_tops = 1, .max_tops = 2,
     .flags = CT_LAYER_DATA | CT_LAYER_NO_BACKWARD,
     .setup = image_setup,
-    .reshape = image_reshape,
-    .forward_cpu = image_forward,
-    .forward_gpu = image_forward,
+    .reshape = ct_feed_reshape,
+    .forward_cpu = ct_feed_forward,
+    .forward_gpu = ct_feed_forward,
     .destroy = image_destroy,
-    .get_position = image_get_position,
-    .set_position = image_set_position,
-    .next_batch = image_next_batch,
-    .release_batch = image_release_batch,
+    .get_position = ct_feed_get_position,
+    .set_position = ct_feed_set_position,
+    .next_batch = ct_feed_next_batch,
+    .release_batch = ct_feed_release_batch,
 };

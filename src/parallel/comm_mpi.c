@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+
 static bool g_we_initialised;
 
 static int env_int(const char *name) {
@@ -53,18 +55,12 @@ static ct_status mpi_fail(int rc, const char *op, ct_error *err) {
   return ct_error_set(err, CT_ERR_COMM, "MPI %s failed on rank %d: %.*s", op, rank, len, msg);
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Polls a non-blocking operation to completion under the watchdog.  Polls
  * sleep after the first few so that a waiting rank leaves the cores to the
  * ranks still computing (CPU workers are often oversubscribed). */
 static ct_status wait_request(MPI_Request *req, double timeout_s, const int *cancel, const char *op,
                               ct_error *err) {
-  const double deadline = now_seconds() + timeout_s;
+  const double deadline = ct_monotonic_s() + timeout_s;
   for (int polls = 0;; polls++) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -75,7 +71,7 @@ static ct_status wait_request(MPI_Request *req, double timeout_s, const int *can
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       return ct_error_set(err, CT_ERR_INTERRUPTED, "MPI %s on rank %d: cancelled", op, rank);
     }
-    if (now_seconds() >= deadline) {
+    if (ct_monotonic_s() >= deadline) {
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       return ct_error_set(err, CT_ERR_COMM,
                           "MPI %s on rank %d: not finished after %g s (another rank died, hangs "

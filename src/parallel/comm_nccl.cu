@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "gpu/gpu.h"
 #include "parallel/comm_nccl.h"
 
@@ -29,16 +30,10 @@ typedef struct nccl_comm {
 
 static nccl_comm *priv(const ct_comm *c) { return (nccl_comm *)c->priv; }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Spins for the first 2 ms of a wait (a bucket usually finishes within
  * that), then sleeps 50 us between polls. */
 static void backoff(double started) {
-  if (now_seconds() - started < 0.002) return;
+  if (ct_monotonic_s() - started < 0.002) return;
   struct timespec ts = {0, 50000};
   nanosleep(&ts, NULL);
 }
@@ -49,7 +44,7 @@ static void backoff(double started) {
  * of a long iteration is seen at once, not up to a sleep (50 us plus the
  * timer's slack) late; beyond that it sleeps again. */
 static void backoff_expecting(double started, double expect) {
-  const double el = now_seconds() - started;
+  const double el = ct_monotonic_s() - started;
   if (expect > 0 && el > expect - 0.0005 && el < 2 * expect + 0.002) {
     sched_yield();
     return;
@@ -100,7 +95,7 @@ static ct_status poll_watchdog(ct_comm *c, const char *what, double deadline, bo
     return ct_error_set(err, CT_ERR_INTERRUPTED, "NCCL %s on rank %d (GPU %d): cancelled", what,
                         c->rank, n->device);
   }
-  if (now_seconds() >= deadline) {
+  if (ct_monotonic_s() >= deadline) {
     abort_comm(c, "by the watchdog");
     return ct_error_set(err, CT_ERR_COMM,
                         "NCCL %s on rank %d (GPU %d): not finished after %g s (another rank died, "
@@ -114,7 +109,7 @@ static ct_status poll_watchdog(ct_comm *c, const char *what, double deadline, bo
 /* Waits until the communicator leaves ncclInProgress (after an init, an
  * enqueue that reported it, or a finalize). */
 static ct_status wait_state(ct_comm *c, const char *what, ct_error *err) {
-  const double started = now_seconds(), deadline = started + c->timeout_s;
+  const double started = ct_monotonic_s(), deadline = started + c->timeout_s;
   for (;;) {
     bool in_progress = false;
     CT_TRY(poll_watchdog(c, what, deadline, &in_progress, err));
@@ -140,11 +135,11 @@ static ct_status nccl_wait(ct_comm *c, void *stream, ct_error *err) {
   cudaStream_t s = stream ? (cudaStream_t)stream : n->stream;
   cudaError_t e = cudaEventRecord(n->done, s);
   if (e != cudaSuccess) return cuda_fail(c, "wait", e, err);
-  const double started = now_seconds(), deadline = started + c->timeout_s;
+  const double started = ct_monotonic_s(), deadline = started + c->timeout_s;
   for (;;) {
     e = cudaEventQuery(n->done);
     if (e == cudaSuccess) {
-      n->wait_s[stream != NULL] = now_seconds() - started;
+      n->wait_s[stream != NULL] = ct_monotonic_s() - started;
       return CT_OK;
     }
     if (e != cudaErrorNotReady) return cuda_fail(c, "wait", e, err);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "parallel/comm.h"
 
 struct ct_comm_threads_group {
@@ -30,12 +31,6 @@ struct ct_comm_threads_group {
 typedef struct threads_comm {
   ct_comm_threads_group *g;
 } threads_comm;
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 ct_comm_threads_group *ct_comm_threads_group_create(int size) {
   CT_ASSERT(size >= 1);
@@ -91,7 +86,7 @@ static ct_status barrier(ct_comm *c, const char *what, ct_error *err) {
     pthread_mutex_unlock(&g->mu);
     return CT_OK;
   }
-  const double deadline = now_seconds() + c->timeout_s;
+  const double deadline = ct_monotonic_s() + c->timeout_s;
   ct_status st = CT_OK;
   while (g->generation == gen) {
     if (g->broken) {
@@ -104,7 +99,7 @@ static ct_status barrier(ct_comm *c, const char *what, ct_error *err) {
       st = ct_error_set(err, CT_ERR_INTERRUPTED, "threads %s on rank %d: cancelled", what, c->rank);
       break;
     }
-    double now = now_seconds();
+    double now = ct_monotonic_s();
     if (now >= deadline) {
       g->broken = 1;
       pthread_cond_broadcast(&g->cv);

@@ -302,21 +302,14 @@ static void threads_abort_hook(const char *msg) {
             device_desc(w->device, dev, sizeof dev), w->sh->world);
 }
 
-/* Runs n worker threads with ranks rank0 .. rank0 + n - 1 of sh->world:
- * worker i on GPU gpus[i] or, when gpus is NULL, on the CPU with the
- * communicator `cpu_comm` (borrowed) or, when that is NULL, the "threads"
- * communicator of sh->tg.  Waits for all; returns the first failure
- * ("<prefix>worker R (GPU G) failed: ..."). */
-/* Seconds the other workers get to stop after a failure:
- * CORTADO_STOP_GRACE (> 0) from the environment, else 20. */
-static double stop_grace_s(void) {
+double ct_dp_stop_grace_s(void) {
   const char *env = getenv("CORTADO_STOP_GRACE");
   double v = env ? atof(env) : 0.0;
   return v > 0 ? v : 20.0;
 }
 
 /* Waits until all `started` workers have ended.  Once one has failed, the
- * others get stop_grace_s() to notice and stop; a worker still running
+ * others get ct_dp_stop_grace_s() to notice and stop; a worker still running
  * then is stuck where no watchdog reaches (a GPU that never finishes work
  * that waits for a dead peer, inside a CUDA graph, is freed only with its
  * process), so the failure is logged and the process ends with status 1:
@@ -333,7 +326,7 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
     }
     if (!have_deadline) {
       clock_gettime(CLOCK_REALTIME, &deadline);
-      double g = stop_grace_s();
+      double g = ct_dp_stop_grace_s();
       deadline.tv_sec += (time_t)g;
       deadline.tv_nsec += (long)((g - (double)(time_t)g) * 1e9);
       if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
@@ -355,7 +348,8 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
         char dev[32];
         LOG_ERROR("worker %d (%s) did not stop within %g s of the failure; ending the process, "
                   "which frees its GPU work",
-                  workers[i].rank, device_desc(workers[i].device, dev, sizeof dev), stop_grace_s());
+                  workers[i].rank, device_desc(workers[i].device, dev, sizeof dev),
+                  ct_dp_stop_grace_s());
       }
     fprintf(stderr, "cortado: error: %s; the other workers were stopped by ending the process\n", e.msg);
     fflush(NULL);
@@ -364,6 +358,11 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
   pthread_mutex_unlock(&sh->mu);
 }
 
+/* Runs n worker threads with ranks rank0 .. rank0 + n - 1 of sh->world:
+ * worker i on GPU gpus[i] or, when gpus is NULL, on the CPU with the
+ * communicator `cpu_comm` (borrowed) or, when that is NULL, the "threads"
+ * communicator of sh->tg.  Waits for all; returns the first failure
+ * ("<prefix>worker R (GPU G) failed: ..."). */
 static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
                              const char *prefix, ct_error *err) {
   dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
@@ -395,6 +394,13 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
   return st;
 }
 
+/* sh->devices for the log: "GPUs 0,1,2" ("GPU 3" for one). */
+static void describe_gpus(dp_shared *sh, const int *gpus, int n) {
+  int len = snprintf(sh->devices, sizeof sh->devices, "GPU%s ", n == 1 ? "" : "s");
+  for (int i = 0; i < n && len < (int)sizeof sh->devices; i++)
+    len += snprintf(sh->devices + len, sizeof sh->devices - (size_t)len, "%s%d", i ? "," : "", gpus[i]);
+}
+
 ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_error *err) {
   CT_ASSERT(n >= 1);
   dp_shared sh;
@@ -404,9 +410,7 @@ ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_e
   if (st == CT_OK && sh.gpu) {
     st = ct_nccl_unique_id(&sh.nccl_id, err);
     snprintf(sh.transport, sizeof sh.transport, "NCCL %s", ct_nccl_version());
-    int len = snprintf(sh.devices, sizeof sh.devices, "GPU%s ", n == 1 ? "" : "s");
-    for (int i = 0; i < n && len < (int)sizeof sh.devices; i++)
-      len += snprintf(sh.devices + len, sizeof sh.devices - (size_t)len, "%s%d", i ? "," : "", gpus[i]);
+    describe_gpus(&sh, gpus, n);
   } else if (st == CT_OK) {
     sh.tg = ct_comm_threads_group_create(n);
     snprintf(sh.transport, sizeof sh.transport, "shared memory");
@@ -445,22 +449,19 @@ ct_status ct_dp_train_process(const ct_dp_job *job, const int *gpus, int n, int 
   g_process_cancel = &sh.cancel;
   sh.nccl_id = *id;
   snprintf(sh.transport, sizeof sh.transport, "NCCL %s", ct_nccl_version());
-  int len = snprintf(sh.devices, sizeof sh.devices, "GPU%s ", n == 1 ? "" : "s");
-  for (int i = 0; i < n && len < (int)sizeof sh.devices; i++)
-    len += snprintf(sh.devices + len, sizeof sh.devices - (size_t)len, "%s%d", i ? "," : "", gpus[i]);
+  describe_gpus(&sh, gpus, n);
   if (st == CT_OK) st = make_thread_comm(&w, &w.err);
   if (st == CT_OK) st = worker_run(&w, &w.err);
-  if (st != CT_OK && st == CT_ERR_INTERRUPTED && __atomic_load_n(&sh.cancel, __ATOMIC_ACQUIRE)) {
+  if (st == CT_ERR_INTERRUPTED && __atomic_load_n(&sh.cancel, __ATOMIC_ACQUIRE)) {
     char dev[32];
     ct_error_set(err, CT_ERR_INTERRUPTED,
                  "worker %d (%s) stopped on SIGTERM (another worker failed, or the run was ended)",
                  w.rank, device_desc(w.device, dev, sizeof dev));
-    if (w.comm) ct_comm_abort(w.comm);
   } else if (st != CT_OK) {
     failure_message("worker", w.rank, w.device, w.training ? w.solver->iter : -1, &w.err, "", err);
-    /* the launcher stops the other processes: do not wait for them */
-    if (w.comm) ct_comm_abort(w.comm);
   }
+  /* the launcher stops the other processes: do not wait for them */
+  if (st != CT_OK && w.comm) ct_comm_abort(w.comm);
   g_process_cancel = NULL;
   worker_cleanup(&w);
   shared_free(&sh);

@@ -97,6 +97,9 @@ ct_status ct_dp_train_threads(const ct_dp_job *job, const int *gpus, int n, ct_e
  * failed at iteration I: "; the launcher then stops the other processes. */
 ct_status ct_dp_train_process(const ct_dp_job *job, const int *gpus, int n, int rank,
                               const ct_nccl_id *id, ct_error *err);
+/* Seconds the other workers (threads or processes) get to stop after one
+ * failed: CORTADO_STOP_GRACE (> 0) from the environment, else 20. */
+double ct_dp_stop_grace_s(void);
 /* Async-signal-safe: makes the running ct_dp_train_process stop at its next
  * wait for the other workers (CT_ERR_INTERRUPTED), as a worker thread stops
  * when another fails; what it was doing on the host (a snapshot) finishes

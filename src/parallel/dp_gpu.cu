@@ -17,8 +17,7 @@ struct ct_dp_gpu {
   bool forked;              /* the capture under way holds a launch not yet joined */
   cudaEvent_t t_begin, t_end;      /* backward start and end (compute stream) */
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
-  cudaEvent_t t_fin[2];     /* iteration ends (compute stream), alternating */
-  int fin_last;             /* t_fin[fin_last] is the last waited end */
+  cudaEvent_t t_fin[2];     /* iteration ends (compute stream): end k in t_fin[k & 1] */
   int fins;                 /* ends recorded so far */
 };
 
@@ -152,10 +151,7 @@ extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
 extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) { return join_comm(g, err); }
 
 extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
-  if (g->timing) {
-    g->fin_last = g->fins++ & 1;
-    DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fin_last], compute_stream(g)));
-  }
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fins++ & 1], compute_stream(g)));
   return ct_comm_wait(g->comm, compute_stream(g), err);
 }
 
@@ -179,9 +175,10 @@ static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
 
 extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, ct_dp_iter_time *it) {
   if (!g->timing || g->fins == 0) return false;
+  const int last = (g->fins - 1) & 1; /* t_fin[last ^ 1]: the end before */
   it->backward_ms = elapsed_ms(g->t_begin, g->t_end);
-  it->after_ms = elapsed_ms(g->t_end, g->t_fin[g->fin_last]);
-  it->before_ms = g->fins > 1 ? elapsed_ms(g->t_fin[g->fin_last ^ 1], g->t_begin) : -1.0;
+  it->after_ms = elapsed_ms(g->t_end, g->t_fin[last]);
+  it->before_ms = g->fins > 1 ? elapsed_ms(g->t_fin[last ^ 1], g->t_begin) : -1.0;
   if (it->backward_ms < 0 || it->after_ms < 0) return false;
   for (int b = 0; b < nbuckets && b < g->nbuckets; b++) {
     t[b].ready_ms = elapsed_ms(g->t_begin, g->t_ready[b]);

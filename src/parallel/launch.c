@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 extern char **environ;
 
 /* The running launch's workers, for the signal handler. */
@@ -74,12 +76,6 @@ static char **child_env(const char *const *extra, char *worker_var) {
   return env;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void describe_exit(int status, char *buf, size_t size) {
   if (WIFEXITED(status)) snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status))
@@ -117,7 +113,7 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
       failure->rank = r;
       snprintf(failure->why, sizeof failure->why, "could not be started: %s", strerror(e));
       signal_all(pids, n, SIGTERM);
-      deadline = now_s() + grace_s;
+      deadline = ct_monotonic_s() + grace_s;
       break;
     }
     running++;
@@ -140,11 +136,11 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
         if (pid > 0) describe_exit(status, failure->why, sizeof failure->why);
         else snprintf(failure->why, sizeof failure->why, "could not be waited for: %s", strerror(errno));
         signal_all(pids, n, SIGTERM);
-        deadline = now_s() + grace_s;
+        deadline = ct_monotonic_s() + grace_s;
       }
     }
     if (reaped) continue;
-    if (failure->rank >= 0 && !killed && now_s() > deadline) { /* the grace is over */
+    if (failure->rank >= 0 && !killed && ct_monotonic_s() > deadline) { /* the grace is over */
       signal_all(pids, n, SIGKILL);
       killed = true;
     }

@@ -7,13 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -64,7 +59,7 @@ static void list_missing(const bool *missing, int n, char *buf, size_t size) {
 static ct_status wait_for_shards(ct_shard_session *s, ct_error *err) {
   const int n = s->num_shards;
   bool *missing = ct_xcalloc((size_t)n, sizeof *missing);
-  const double deadline = now_seconds() + s->timeout_s;
+  const double deadline = ct_monotonic_s() + s->timeout_s;
   ct_status st = CT_OK;
   for (;;) {
     int left = 0;
@@ -77,7 +72,7 @@ static ct_status wait_for_shards(ct_shard_session *s, ct_error *err) {
       left += !present;
     }
     if (st != CT_OK || left == 0) break;
-    if (now_seconds() >= deadline) {
+    if (ct_monotonic_s() >= deadline) {
       char who[256];
       list_missing(missing, n, who, sizeof who);
       st = ct_error_set(err, CT_ERR_COMM,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 
@@ -20,12 +21,6 @@ struct ct_csv_log {
   long long last_batches;   /* cumulative_batch_count of the last row, -1 before any */
   bool started;             /* the observer has seen its first display */
 };
-
-static double monotonic_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void ct_csv_log_name(const char *expname, time_t t, char *buf, size_t len) {
   struct tm tm;
@@ -84,7 +79,7 @@ ct_status ct_csv_log_open(ct_csv_log **out, const ct_csv_log_opts *o, ct_error *
   log->f = f;
   log->path = path;
   log->epoch_size = o->epoch_size;
-  log->clock = o->clock ? o->clock : monotonic_seconds;
+  log->clock = o->clock ? o->clock : ct_monotonic_s;
   log->last_batches = -1;
   int printed = fprintf(f, "# %s\n%s\n", o->params ? o->params : "", CT_CSV_LOG_HEADER);
   ct_status st = flush_line(log, printed, err);

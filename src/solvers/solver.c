@@ -9,18 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "math/math.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
 #include "solvers/solver_internal.h"
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static Caffe__SolverParameter *clone_param(const Caffe__SolverParameter *p) {
   size_t n = caffe__solver_parameter__get_packed_size(p);
@@ -276,12 +271,12 @@ static void update_smoothed_loss(ct_solver *s, float loss, int start_iter) {
 }
 
 static void display_outputs(ct_solver *s) {
-  double lapse_d = now_seconds() - s->timer_start;
+  double lapse_d = ct_monotonic_s() - s->timer_start;
   float lapse = (float)lapse_d;
   float per_s = (float)(s->iter - s->iterations_last) / (lapse != 0.0f ? lapse : 1.0f);
   LOG_INFO("Iteration %d (%g iter/s, %gs/%d iters), loss = %g", s->iter, (double)per_s,
            (double)lapse, s->param->display, (double)s->smoothed_loss);
-  s->timer_start = now_seconds();
+  s->timer_start = ct_monotonic_s();
   s->iterations_last = s->iter;
   const ct_net *net = s->net;
   int score = 0;
@@ -358,7 +353,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   s->requested_early_exit = false;
   s->nlosses = 0;
   s->smoothed_loss = 0.0f;
-  s->timer_start = now_seconds();
+  s->timer_start = ct_monotonic_s();
   s->iterations_last = s->iter;
   const bool gpu = s->ctx->device != CT_DEVICE_CPU;
   while (s->iter < stop_iter) {
