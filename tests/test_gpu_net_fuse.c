@@ -1,4 +1,6 @@
-/* BatchNorm + Scale fusion (net_fuse.c) and shared Split tops on GPU 0:
+/* Convolution + ReLU and BatchNorm + Scale fusion (net_fuse.c) and shared
+ * Split tops on GPU 0: Convolution + ReLU fused against unfused on the GPU
+ * and the CPU;
  * fused against unfused on cuDNN's batch normalisation and on the plain
  * kernels (cuDNN off), fused on the GPU against unfused on the CPU, a frozen
  * trunk (gamma and beta gradients only), and a small ResNet trained fused
@@ -45,6 +47,47 @@ static void test_gpu_fuse_plain_kernels(void **state) {
   ct_cudnn_set_enabled(false);
   compare_all(0);
   ct_cudnn_set_enabled(true);
+}
+
+/* Two cuDNN convolutions with biases, each followed by a ReLU in place,
+ * then an InnerProduct: fused (ReLU forwards absorbed) against unfused on
+ * the GPU and on the CPU, the top, the input gradient and every parameter
+ * gradient over two accumulated passes. */
+static void test_gpu_fuse_conv_relu(void **state) {
+  static const char text[] =
+      "name: 'cr' force_backward: true\n"
+      "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
+      "  input_param { shape { dim: 6 dim: 3 dim: 7 dim: 6 } shape { dim: 6 } } }\n"
+      "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1'\n"
+      "  convolution_param { num_output: 5 kernel_size: 3 pad: 1\n"
+      "    weight_filler { type: 'gaussian' std: 0.3 }\n"
+      "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
+      "layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }\n"
+      "layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2'\n"
+      "  convolution_param { num_output: 4 kernel_size: 3 stride: 2\n"
+      "    weight_filler { type: 'gaussian' std: 0.3 }\n"
+      "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
+      "layer { name: 'relu2' type: 'ReLU' bottom: 'c2' top: 'c2' }\n"
+      "layer { name: 'ip' type: 'InnerProduct' bottom: 'c2' top: 'ip'\n"
+      "  inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }\n";
+  for (int k = 0; k < 2; k++) {
+    ct_context ca, cb;
+    gpu_context(&ca, 13);
+    if (k == 1) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 13, NULL), CT_OK);
+    else gpu_context(&cb, 13);
+    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+    int fused = 0, unfused = 0;
+    for (int i = 0; i < a->nlayers; i++) fused += a->layers[i]->forward_absorbed;
+    for (int i = 0; i < b->nlayers; i++) unfused += b->layers[i]->forward_absorbed;
+    assert_int_equal(fused, 2);
+    assert_int_equal(unfused, 0);
+    fz_compare_passes(a, b, "c2", 2, true, k == 1 ? 1e-3 : k_tol);
+    ct_net_free(a);
+    ct_net_free(b);
+    ct_context_free(&ca);
+    ct_context_free(&cb);
+  }
 }
 
 /* Split tops view their bottom's data on the device too. */
@@ -108,6 +151,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_fuse_vs_cpu),
       cmocka_unit_test(test_gpu_fuse_plain_kernels),
       cmocka_unit_test(test_gpu_fuse_trains_same),
+      cmocka_unit_test(test_gpu_fuse_conv_relu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

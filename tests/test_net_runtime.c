@@ -70,9 +70,8 @@ static void test_plan_groups(void **state) {
   ct_context_free(&ctx);
 }
 
-/* Pooled groups whose intervals meet never share memory; the pool is
- * smaller than one diff per blob. */
-static void check_no_overlap(const ct_net *net) {
+/* Pooled groups whose intervals meet never share memory. */
+static void check_apart(const ct_net *net) {
   const ct_diff_plan *p = net->diff_plan;
   for (int a = 0; a < p->ngroups; a++)
     for (int b = a + 1; b < p->ngroups; b++) {
@@ -82,7 +81,12 @@ static void check_no_overlap(const ct_net *net) {
       bool apart = x->offset + x->count <= y->offset || y->offset + y->count <= x->offset;
       if (!apart) fail_msg("groups %d and %d are live together and overlap in the pool", a, b);
     }
-  assert_true(p->pool_count < p->unplanned_count);
+}
+
+/* ... and the pool is smaller than one diff per blob. */
+static void check_no_overlap(const ct_net *net) {
+  check_apart(net);
+  assert_true(net->diff_plan->pool_count < net->diff_plan->unplanned_count);
 }
 
 /* The most the pooled groups hold at one backward step (aligned as the
@@ -116,6 +120,31 @@ static void test_plan_no_overlap(void **state) {
   free(lenet);
   ct_net_free(a);
   ct_net_free(b);
+  ct_context_free(&ctx);
+}
+
+/* Layers that compute their parameter gradients on the gradient stream
+ * (set by hand here: the CPU has no stream): ip1 (step 3) reads its top
+ * diff there until the compute stream waits for it at the end of the next
+ * such layer's step, conv1's (7), so the ip1 group lives to step 7 and
+ * moves off conv1's memory; conv1, the last, is joined at its own step. */
+static void test_plan_grad_side(void **state) {
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
+  ct_net *net = rn_net(rn_plan_net, &ctx, false);
+  assert_int_equal(net->grad_side_last, -1);
+  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 3);
+  assert_int_equal(group_of(net, "ip1")->offset, 64);
+  net->layers[2]->grad_side = net->layers[6]->grad_side = true;
+  net->grad_side_last = 2;
+  ct_error err;
+  assert_int_equal(ct_net_plan_diffs(net, &err), CT_OK);
+  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 7);
+  expect_group(net, "conv1", CT_DIFF_POOLED, 5, 7);
+  expect_group(net, "pool1", CT_DIFF_POOLED, 3, 5);
+  check_apart(net);
+  assert_true(group_of(net, "ip1")->offset >= group_of(net, "conv1")->count);
+  ct_net_free(net);
   ct_context_free(&ctx);
 }
 
@@ -389,7 +418,7 @@ int main(void) {
       cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
       cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
       cmocka_unit_test(test_shared_test_net),     cmocka_unit_test(test_split_shares_data),
-      cmocka_unit_test(test_split_gradient),
+      cmocka_unit_test(test_split_gradient),      cmocka_unit_test(test_plan_grad_side),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

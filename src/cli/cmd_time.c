@@ -187,6 +187,7 @@ static int time_run(const ct_cli_args *args) {
       double t0 = now_ms();
       if (net->layer_need_backward[i])
         ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+      ct_context_grad_join(&ctx); /* the layer's time includes its gradient-stream work */
       ct_context_sync(&ctx);
       bwd[i] += now_ms() - t0;
     }

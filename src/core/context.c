@@ -61,6 +61,26 @@ void ct_context_sync(ct_context *ctx) {
   if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_sync(ctx);
 }
 
+ct_context *ct_context_grad_begin(ct_context *ctx) {
+  return ctx->grads ? ct_gpu_grad_begin(ctx) : ctx;
+}
+
+void ct_context_grad_step(ct_context *ctx) {
+  if (ctx->grads) ct_gpu_grad_step(ctx);
+}
+
+void ct_context_grad_join(ct_context *ctx) {
+  if (ctx->grads) ct_gpu_grad_join(ctx);
+}
+
+void ct_context_grad_workspace(ct_context *ctx, size_t bytes) {
+  if (ctx->grads) ct_gpu_grad_workspace(ctx, bytes);
+}
+
+void *ct_context_grad_pending_stream(ct_context *ctx) {
+  return ctx->grads ? ct_gpu_grad_pending_stream(ctx) : NULL;
+}
+
 bool ct_context_capturing(const ct_context *ctx) {
   return ctx->device != CT_DEVICE_CPU && ct_gpu_context_capturing(ctx);
 }

@@ -56,6 +56,7 @@ typedef struct ct_context {
   unsigned *check_word;  /* (1) device: id of the first failed deferred check, 0 when none */
   unsigned *check_host;  /* (1) pinned host copy of check_word */
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
+  void *grads;           /* the parameter-gradient stream's state (below), NULL when off */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
   bool deterministic;    /* only algorithms that give the same bits on every run (cuDNN's
                             deterministic convolutions); CORTADO_DETERMINISTIC=1 sets it */
@@ -94,6 +95,41 @@ void ct_context_sync(ct_context *ctx);
 /* True while ctx's stream is being captured into a CUDA graph (never on the
  * CPU): code that must run on the host every time may not run then. */
 bool ct_context_capturing(const ct_context *ctx);
+
+/* ---------------------------------------------------------------- gradient stream
+ * On a GPU, layers may compute their parameter gradients on a second stream
+ * beside the chain of bottom gradients, which is the critical path of
+ * backward: the weight gradient of a convolution depends on nothing the next
+ * layer down needs.  The net decides which layers do (l->grad_side: their
+ * parameters are not shared, so the stream's writes to them never meet
+ * another layer's) and keeps what the stream reads alive long enough
+ * (net_memory.c); CORTADO_GRAD_STREAM=0 turns the stream off.  On the CPU
+ * and with the stream off these calls do nothing and ct_context_grad_begin
+ * returns ctx itself. */
+
+/* Makes the gradient stream wait for the work enqueued so far on ctx's
+ * stream and returns a context to enqueue parameter-gradient work with: its
+ * stream, cuBLAS and cuDNN handles and workspace are the gradient stream's
+ * (valid until the next call; the rest is ctx's). */
+ct_context *ct_context_grad_begin(ct_context *ctx);
+/* Ends a layer's gradient work: ctx's stream waits for the gradient work of
+ * the layer that ended before it (not this one's), so that one layer's
+ * weight gradient runs beside the next layer's bottom gradient. */
+void ct_context_grad_step(ct_context *ctx);
+/* ctx's stream waits for all gradient work enqueued so far. */
+void ct_context_grad_join(ct_context *ctx);
+/* The most cuDNN workspace a layer may ask of the gradient stream: a weight
+ * gradient whose algorithm wants more stays on the compute stream, in its
+ * workspace, so that the stream adds at most this much (plus cuBLAS's 4 MiB)
+ * to a net's memory. */
+#define CT_GRAD_WORKSPACE_MAX_BYTES ((size_t)16 << 20)
+/* The gradient stream's cuDNN workspace is at least bytes (grown in setup or
+ * reshape only, like ct_context_workspace). */
+void ct_context_grad_workspace(ct_context *ctx, size_t bytes);
+/* The gradient stream (cudaStream_t) when work was enqueued on it since the
+ * last join, else NULL: what a consumer of parameter gradients other than
+ * ctx's stream (a data-parallel all-reduce) must also wait for. */
+void *ct_context_grad_pending_stream(ct_context *ctx);
 
 /* ---------------------------------------------------------------- checks */
 /* Registers a deferred check; returns its id (>= 1), which GPU kernels write

@@ -64,11 +64,12 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   ctx->draws_dev = (uint64_t *)&w->draws;
   ctx->check_word = &w->check;
   ctx->check_host = (unsigned *)ct_gpu_host_alloc(sizeof(unsigned));
-  return CT_OK;
+  return ct_gpu_grad_create(ctx, err);
 }
 
 extern "C" void ct_gpu_context_free(ct_context *ctx) {
   if (ctx->stream) cudaStreamSynchronize((cudaStream_t)ctx->stream);
+  ct_gpu_grad_free(ctx);
   if (ctx->workspace) ct_gpu_free(ctx->device, ctx->workspace);
   if (ctx->blas_workspace) ct_gpu_free(ctx->device, ctx->blas_workspace);
   if (ctx->draws_dev) ct_gpu_free(ctx->device, ctx->draws_dev); /* the words' allocation */
@@ -93,6 +94,7 @@ extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
                                        ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (s != CUBLAS_STATUS_SUCCESS)
     ct_abort(__FILE__, __LINE__, "cublasSetMathMode failed (status %d)", (int)s);
+  ct_gpu_grad_set_math(ctx);
 }
 
 extern "C" bool ct_gpu_context_capturing(const ct_context *ctx) {

@@ -35,6 +35,17 @@ void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy);
 void ct_gpu_event_sync(void *event);
 /* Copies bytes (pinned host to device) on ctx's copy stream, without waiting. */
 void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_t bytes);
+/* The gradient stream (core/context.h; src/gpu/grad_stream.cu): made by
+ * ct_gpu_context_init unless CORTADO_GRAD_STREAM=0, freed with the context;
+ * set_math applies ctx->tf32 to its cuBLAS handle.  The rest need ctx->grads. */
+ct_status ct_gpu_grad_create(ct_context *ctx, ct_error *err);
+void ct_gpu_grad_free(ct_context *ctx);
+void ct_gpu_grad_set_math(ct_context *ctx);
+ct_context *ct_gpu_grad_begin(ct_context *ctx);
+void ct_gpu_grad_step(ct_context *ctx);
+void ct_gpu_grad_join(ct_context *ctx);
+void ct_gpu_grad_workspace(ct_context *ctx, size_t bytes);
+void *ct_gpu_grad_pending_stream(ct_context *ctx);
 /* See ct_context_next_draw_gpu. */
 void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev);
 uint64_t ct_gpu_context_get_draws(ct_context *ctx);

@@ -62,6 +62,12 @@ void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev) {
   ct_abort(__FILE__, __LINE__, "GPU draw in a CPU-only build");
 }
 uint64_t ct_gpu_context_get_draws(ct_context *ctx) { return 0; }
+/* ctx->grads is never set without CUDA */
+ct_context *ct_gpu_grad_begin(ct_context *ctx) { return ctx; }
+void ct_gpu_grad_step(ct_context *ctx) {}
+void ct_gpu_grad_join(ct_context *ctx) {}
+void ct_gpu_grad_workspace(ct_context *ctx, size_t bytes) {}
+void *ct_gpu_grad_pending_stream(ct_context *ctx) { return NULL; }
 void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
   ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
 }

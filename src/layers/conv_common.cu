@@ -29,6 +29,23 @@ __global__ static void add_bias_kernel(size_t n, int C, size_t S, const float *b
   CT_CUDA_KERNEL_LOOP(i, n) x[i] += bias[(i / S) % C];
 }
 
+/* y = max(y + bias[c], 0) over a (B, C, S) array of n < 2^32 values. */
+__global__ static void bias_relu_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
+                                        float *y) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = fmaxf(y[i] + bias[(i / S) % C], 0.0f);
+}
+
+extern "C" void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S,
+                                 float *y) {
+  const size_t n = (size_t)B * C * S;
+  if (!n) return;
+  CT_ASSERTF(n <= 0xffffffffu, "bias + ReLU over %zu values", n);
+  bias_relu_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
+      (unsigned)n, (unsigned)C, (unsigned)S, bias, y);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
 /* One block per channel: dbias[c] += sum over b, s of dx[b, c, s]. */
 __global__ static void bias_grad_kernel(int B, int C, size_t S, const float *dx, float *dbias) {
   __shared__ float part[CT_CUDA_THREADS];

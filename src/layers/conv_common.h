@@ -67,6 +67,9 @@ size_t ct_bias_grad_scratch(int B, int C, size_t S);
  * on every run: partial sums over slices of each channel's B*S values into
  * scratch (ct_bias_grad_scratch floats), then their sum in a fixed order.
  * B*S must be below 2^32. */
+/* y = max(y + bias[c], 0) over a (B, C, S) array (fewer than 2^32 values),
+ * in one pass: a convolution's bias and the ReLU fused after it. */
+void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S, float *y);
 void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
                       float *dbias);
 #endif
@@ -81,6 +84,8 @@ typedef struct ct_conv {
   int num_output;
   int group;
   bool bias_term;
+  bool relu_fused;    /* set by the net (ct_conv_cudnn_absorb_relu): the cuDNN forward also
+                         applies the ReLU in place on the top that follows */
   bool is_1x1;        /* 1x1 kernel, stride 1, pad 0: no im2col */
   bool force_nd;
   int kernel[CT_IM2COL_MAX_AXES], stride[CT_IM2COL_MAX_AXES];
@@ -103,6 +108,11 @@ typedef struct ct_conv {
   int plan_num;       /* spatial shape plan_in (so a reshape to the same shape */
   int plan_in[CT_IM2COL_MAX_AXES]; /* keeps the choice) */
 } ct_conv;
+
+/* Net fusion: Convolution conv (set up) applies the in-place ReLU after it
+ * in its forward; false, changing nothing, where it cannot (not on a GPU, or
+ * see ct_conv_cudnn_absorb_relu). */
+bool ct_conv_absorb_relu(ct_layer *conv);
 
 /* Parses convolution_param (Caffe's rules and defaults), declares and fills
  * the weight and bias blobs, and stores a ct_conv in l->priv.  Errors

@@ -18,6 +18,7 @@ typedef struct conv_cudnn {
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
   ct_cudnn_conv_algos algos;
   bool tf32;
+  bool wgrad_side;                /* the weight gradient runs on the gradient stream */
   /* the bias gradient (ct_bias_grad_gpu): the top as (num, num_output,
    * top_spatial), and the reduction's scratch (its own, so that the
    * context's workspace stays cuDNN's alone) */
@@ -171,9 +172,13 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->fwd, s->algos.fwd_math));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_data, s->algos.bwd_data_math));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_filter, s->algos.bwd_filter_math));
+  /* With a gradient stream the weight gradient runs there (see the
+   * backward) unless its workspace is too large for it: then the compute
+   * stream's workspace holds it too. */
+  s->wgrad_side = l->ctx->grads && s->algos.bwd_filter_bytes <= CT_GRAD_WORKSPACE_MAX_BYTES;
   size_t ws = s->algos.fwd_bytes;
   if (s->algos.bwd_data_bytes > ws) ws = s->algos.bwd_data_bytes;
-  if (s->algos.bwd_filter_bytes > ws) ws = s->algos.bwd_filter_bytes;
+  if (!s->wgrad_side && s->algos.bwd_filter_bytes > ws) ws = s->algos.bwd_filter_bytes;
   const int *top_dims = c->reverse ? g.xdims : g.ydims;
   s->num = c->num;
   s->top_spatial = 1;
@@ -185,6 +190,7 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
     s->bias_scratch_count = bias_count;
   }
   ct_context_workspace(l->ctx, ws);
+  if (s->wgrad_side) ct_context_grad_workspace(l->ctx, s->algos.bwd_filter_bytes);
   return CT_OK;
 }
 
@@ -193,14 +199,19 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
   ct_conv *c = (ct_conv *)l->priv;
   const Caffe__ConvolutionParameter *p = l->param->convolution_param;
   const int engine = p ? (int)p->engine : CT_ENGINE_DEFAULT;
-  if (!ct_cudnn_wanted(l->name, engine, unsupported(c, bottom[0]))) {
+  const char *why = unsupported(c, bottom[0]);
+  if (c->relu_fused && why)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "fused with the ReLU after it, but cuDNN cannot run the new shape (%s); "
+                        "build the net without fusion", why);
+  if (!ct_cudnn_wanted(l->name, engine, why)) {
     ct_conv_cudnn_destroy(l);
     return CT_OK;
   }
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   if (!s) s = state_new();
   ct_status st = plan(l, s, c, err);
-  if (st == CT_ERR_UNSUPPORTED) {
+  if (st == CT_ERR_UNSUPPORTED && !c->relu_fused) {
     /* Expected for configurations cuDNN lacks: the CAFFE engine runs them. */
     if (engine == CT_ENGINE_CUDNN)
       LOG_WARNING("layer '%s': %s; using the CAFFE engine", l->name, err->msg);
@@ -220,6 +231,7 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
 /* ---------------------------------------------------------------- forward / backward */
 
 static cudnnHandle_t handle(const ct_layer *l) { return (cudnnHandle_t)l->ctx->cudnn; }
+static cudnnHandle_t handle_of(const ct_context *ctx) { return (cudnnHandle_t)ctx->cudnn; }
 
 /* Y = conv(X, W), overwriting Y. */
 static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const float *x,
@@ -237,13 +249,22 @@ static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const
                                               l->ctx->workspace_bytes, &k_zero, s->x, x));
 }
 
-/* dw += the weight gradient of Y = conv(X, W) for dy. */
-static void weight_grad(const ct_layer *l, const conv_cudnn *s, const float *x, const float *dy,
+/* dw += the weight gradient of Y = conv(X, W) for dy, enqueued with ctx
+ * (the layer's, or the gradient stream's). */
+static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, const float *dy,
                         float *dw) {
-  CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle(l), &k_one, s->x, x, s->y, dy,
+  CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_of(ctx), &k_one, s->x, x, s->y, dy,
                                                 s->bwd_filter, s->algos.bwd_filter,
-                                                l->ctx->workspace, l->ctx->workspace_bytes,
-                                                &k_one, s->w, dw));
+                                                ctx->workspace, ctx->workspace_bytes, &k_one,
+                                                s->w, dw));
+}
+
+extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
+  ct_conv *c = (ct_conv *)l->priv;
+  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
+  if ((size_t)c->num * c->y_channels * c->y_spatial > 0xffffffffu) return false;
+  c->relu_fused = true;
+  return true;
 }
 
 extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom,
@@ -251,6 +272,12 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
   const ct_conv *c = (const ct_conv *)l->priv;
   const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
   const float *w = l->params[0]->data;
+  if (c->relu_fused) {
+    CT_ASSERT(l->nbottom == 1 && c->bias_term);
+    x_to_y(l, s, w, bottom[0]->data, top[0]->data);
+    ct_bias_relu_gpu(l->ctx, l->params[1]->data, c->num, c->y_channels, c->y_spatial, top[0]->data);
+    return CT_OK;
+  }
   /* The top is Y for Convolution and X for Deconvolution. */
   const cudnnTensorDescriptor_t top_desc = c->reverse ? s->x : s->y;
   for (int i = 0; i < l->nbottom; i++) {
@@ -270,23 +297,29 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
   const bool wgrad = l->param_propagate_down[0];
   const bool bgrad = c->bias_term && l->param_propagate_down[1];
   const float *w = l->params[0]->data;
+  /* The parameter gradients go on the gradient stream (forked here, where
+   * the top diffs are final), beside the bottom gradients, which stay on the
+   * compute stream: they are the critical path.  Without the net's grad_side
+   * (shared weights, or a layer run alone) the compute stream waits for them
+   * at once: the stream is still where the weight gradient's workspace is. */
+  ct_context *pctx = (wgrad || bgrad) && s->wgrad_side ? ct_context_grad_begin(l->ctx) : l->ctx;
+  for (int i = 0; i < l->nbottom; i++) {
+    if (!propagate_down[i]) continue;
+    if (c->reverse) x_to_y(l, s, w, top[i]->diff, bottom[i]->diff); /* dbottom = conv(dtop) */
+    else y_to_x(l, s, w, top[i]->diff, bottom[i]->diff);
+  }
   for (int i = 0; i < l->nbottom; i++) {
     const float *dtop = top[i]->diff;
     /* Our own reduction, not cudnnConvolutionBackwardBias, which took a
      * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
     if (bgrad)
-      ct_bias_grad_gpu(l->ctx, dtop, s->num, c->num_output, s->top_spatial,
-                       s->bias_scratch, l->params[1]->diff);
-    if (c->reverse) {
-      /* top X = conv^T(bottom Y): dW from (X = dtop, dY = bottom), and
-       * dbottom = conv(dtop). */
-      if (wgrad) weight_grad(l, s, dtop, bottom[i]->data, l->params[0]->diff);
-      if (propagate_down[i]) x_to_y(l, s, w, dtop, bottom[i]->diff);
-    } else {
-      if (wgrad) weight_grad(l, s, bottom[i]->data, dtop, l->params[0]->diff);
-      if (propagate_down[i]) y_to_x(l, s, w, dtop, bottom[i]->diff);
-    }
+      ct_bias_grad_gpu(pctx, dtop, s->num, c->num_output, s->top_spatial, s->bias_scratch,
+                       l->params[1]->diff);
+    /* Deconvolution: top X = conv^T(bottom Y), so dW from (X = dtop, dY = bottom). */
+    if (wgrad && c->reverse) weight_grad(pctx, s, dtop, bottom[i]->data, l->params[0]->diff);
+    else if (wgrad) weight_grad(pctx, s, bottom[i]->data, dtop, l->params[0]->diff);
   }
+  if (pctx != l->ctx && !l->grad_side) ct_context_grad_join(l->ctx);
 }
 
 extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len) {

@@ -37,6 +37,13 @@ ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
 void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                             ct_tensor *const *bottom);
 void ct_conv_cudnn_destroy(ct_layer *l);
+/* Net fusion (net_fuse.c): makes the forward of Convolution l compute
+ * y = max(conv(x) + bias, 0), the ReLU (negative_slope 0) that follows it in
+ * place, adding the bias and clamping in one pass (ct_bias_relu_gpu) instead
+ * of two; the ReLU layer's forward then does nothing and its backward stays
+ * as it is.  Returns false, changing nothing, unless cuDNN runs l and l is a
+ * Convolution with a bias and one bottom. */
+bool ct_conv_cudnn_absorb_relu(ct_layer *l);
 /* The chosen algorithms as text, e.g. "fwd IMPLICIT_PRECOMP_GEMM* 1.2M |
  * bwd-data ALGO_1* 0.0M | bwd-filter ALGO_1 4.0M" (a star: TF32 allowed; the
  * workspace in MiB; " (heuristics)" when not benchmarked), or "CAFFE engine"

@@ -11,6 +11,17 @@
 
 #include "layers/conv_dnnl.h"
 
+extern const ct_layer_ops ct_convolution_ops;
+
+bool ct_conv_absorb_relu(ct_layer *conv) {
+  if (conv->ops != &ct_convolution_ops || conv->ctx->device == CT_DEVICE_CPU) return false;
+#ifdef CORTADO_HAVE_CUDA
+  return ct_conv_cudnn_absorb_relu(conv);
+#else
+  return false;
+#endif
+}
+
 static ct_status conv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   return ct_conv_setup(l, bottom, false, err);
@@ -118,7 +129,7 @@ static void conv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 const ct_layer_ops ct_convolution_ops = {
     .type = "Convolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
-    .flags = CT_LAYER_EQUAL_BOTTOM_TOP,
+    .flags = CT_LAYER_EQUAL_BOTTOM_TOP | CT_LAYER_GRAD_SIDE,
     .setup = conv_setup,
     .reshape = ct_conv_reshape,
     .forward_cpu = conv_forward_cpu,

@@ -123,7 +123,7 @@ static void deconv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *
 const ct_layer_ops ct_deconvolution_ops = {
     .type = "Deconvolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
-    .flags = CT_LAYER_EQUAL_BOTTOM_TOP,
+    .flags = CT_LAYER_EQUAL_BOTTOM_TOP | CT_LAYER_GRAD_SIDE,
     .setup = deconv_setup,
     .reshape = ct_conv_reshape,
     .forward_cpu = deconv_forward_cpu,

@@ -85,14 +85,16 @@ static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagat
   ip_state *s = l->priv;
   const ct_conv_backend *be = ct_conv_backend_of(l->ctx);
   const float *dy = top[0]->diff, *x = bottom[0]->data;
-  if (l->param_propagate_down[0]) {
+  const bool wgrad = l->param_propagate_down[0], bgrad = s->bias_term && l->param_propagate_down[1];
+  /* the parameter gradients on the gradient stream when the net says so */
+  ct_context *pctx = l->grad_side && (wgrad || bgrad) ? ct_context_grad_begin(l->ctx) : l->ctx;
+  if (wgrad) {
     if (s->transpose)  /* dW (K, N) += X^T dY */
-      be->gemm(l->ctx, true, false, s->K, s->N, s->M, 1.0f, x, dy, 1.0f, l->params[0]->diff);
+      be->gemm(pctx, true, false, s->K, s->N, s->M, 1.0f, x, dy, 1.0f, l->params[0]->diff);
     else  /* dW (N, K) += dY^T X */
-      be->gemm(l->ctx, true, false, s->N, s->K, s->M, 1.0f, dy, x, 1.0f, l->params[0]->diff);
+      be->gemm(pctx, true, false, s->N, s->K, s->M, 1.0f, dy, x, 1.0f, l->params[0]->diff);
   }
-  if (s->bias_term && l->param_propagate_down[1])
-    be->bias_grad(l->ctx, dy, s->M, s->N, 1, l->params[1]->diff);
+  if (bgrad) be->bias_grad(pctx, dy, s->M, s->N, 1, l->params[1]->diff);
   if (propagate_down[0])  /* dX (M, K) = dY W (or dY W^T when transposed) */
     be->gemm(l->ctx, false, s->transpose, s->M, s->K, s->N, 1.0f, dy, l->params[0]->data, 0.0f,
              bottom[0]->diff);
@@ -100,6 +102,7 @@ static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagat
 
 const ct_layer_ops ct_inner_product_ops = {
     .type = "InnerProduct",
+    .flags = CT_LAYER_GRAD_SIDE,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = ip_setup,
     .reshape = ip_reshape,

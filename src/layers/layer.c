@@ -101,7 +101,7 @@ ct_status ct_layer_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *con
 ct_status ct_layer_forward_async(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                  ct_error *err) {
   ct_status s;
-  if (l->absorbed) return CT_OK;
+  if (l->absorbed || l->forward_absorbed) return CT_OK;
   if (l->ctx->device == CT_DEVICE_CPU) s = l->ops->forward_cpu(l, bottom, top, err);
   else s = l->ops->forward_gpu(l, bottom, top, err);
   if (s != CT_OK) return ct_error_prefix(err, "layer '%s' (%s)", l->name, l->ops->type);

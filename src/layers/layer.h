@@ -70,6 +70,10 @@ enum {
                                          captured into a CUDA graph */
   CT_LAYER_DRAWS = 1u << 6,           /* each TRAIN forward takes one counter-based draw of the
                                          context (ct_context_next_draw) */
+  CT_LAYER_GRAD_SIDE = 1u << 7,       /* GPU backward may compute the parameter gradients on the
+                                         gradient stream (core/context.h) when the net sets
+                                         grad_side: from the top diffs and bottom data only,
+                                         through ct_context_grad_begin's context */
 };
 
 typedef struct ct_layer_ops {
@@ -132,6 +136,14 @@ struct ct_layer {
    * this layer's forward and backward too (BatchNorm + Scale): forward and
    * backward of this layer then do nothing; its parameters stay its own. */
   bool absorbed;
+  /* Set by the net (net_fuse.c) when the layer before this one computes
+   * this layer's forward (a ReLU after a cuDNN convolution): forward does
+   * nothing, backward runs as usual. */
+  bool forward_absorbed;
+  /* Set by the net for a CT_LAYER_GRAD_SIDE layer whose parameters no other
+   * layer shares, on a context with a gradient stream: its GPU backward puts
+   * the parameter gradients there (the net orders the rest). */
+  bool grad_side;
 };
 
 /* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type

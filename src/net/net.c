@@ -201,6 +201,7 @@ void ct_net_analyze_backward(ct_net *net, bool quiet);                  /* net_p
  * their absorbers. */
 ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err);
 ct_status ct_net_fuse_finish(ct_net *net, ct_error *err);
+void ct_net_mark_grad_side(ct_net *net);                                   /* net_params.c */
 
 static bool fusion_wanted(const ct_net_opts *o) {
   if (o->no_fusion) return false;
@@ -301,6 +302,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   }
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
   if (st == CT_OK) st = ct_net_fuse_finish(net, err);
+  if (st == CT_OK) ct_net_mark_grad_side(net);
   if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */
@@ -416,8 +418,15 @@ ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
 
 void ct_net_backward_layer(ct_net *net, int i) {
   if (i == net->nlayers - 1) net->grad_reported = 0;
-  if (net->layer_need_backward[i])
-    ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+  ct_layer *l = net->layers[i];
+  if (net->layer_need_backward[i]) {
+    ct_layer_backward(l, net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
+    /* The gradient stream: the compute stream waits for the layer before
+     * this one (whose top diffs net_memory.c kept alive until here), or for
+     * all of it after the last such layer. */
+    if (l->grad_side && i == net->grad_side_last) ct_context_grad_join(net->ctx);
+    else if (l->grad_side) ct_context_grad_step(net->ctx);
+  }
   if (!net->grad_hook) return;
   if (net->layer_ready_count[i] > net->grad_reported) {
     net->grad_reported = net->layer_ready_count[i];
@@ -431,6 +440,7 @@ void ct_net_backward_layer(ct_net *net, int i) {
 
 void ct_net_backward(ct_net *net) {
   for (int i = net->nlayers - 1; i >= 0; i--) ct_net_backward_layer(net, i);
+  ct_context_grad_join(net->ctx);
 }
 
 void ct_net_clear_param_diffs(ct_net *net) {

@@ -116,6 +116,7 @@ typedef struct ct_net {
   size_t *layer_ready_count;   /* (nlayers) final-gradient prefix after layer i's backward */
 
   bool quiet_build;           /* built with opts.quiet */
+  int grad_side_last;          /* the lowest layer with grad_side (layers/layer.h), -1 when none */
   ct_grad_hook grad_hook;
   void *grad_hook_user;
 

@@ -127,6 +127,8 @@ static ct_status capture_segment(ct_exec *ex, segment *s, bool *refused, ct_erro
   }
   st = run_plain(ex, s->begin, s->end, false, err);
   if (st == CT_OK && ex->capture_end) st = ex->capture_end(ex->capture_end_user, 0, err);
+  /* a capture must end with every stream it forked to joined */
+  ct_context_grad_join(ex->ctx);
   if (st != CT_OK) {
     ct_gpu_capture_abandon(ex->ctx);
     return st;

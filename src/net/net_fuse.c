@@ -2,7 +2,12 @@
  * the pair takes one pass over the activations in forward and one in
  * backward (and no scratch copies in between).
  *
- * One pattern for now, Caffe's BatchNorm + Scale: a training BatchNorm
+ * Two patterns.  On a GPU, a Convolution followed by a ReLU (slope 0) in
+ * place on its top: the convolution adds its bias and clamps in one pass
+ * (layers/conv_cudnn.h), the ReLU is marked forward_absorbed and keeps its
+ * backward, which reads the same top either way.
+ *
+ * And Caffe's BatchNorm + Scale: a training BatchNorm
  * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
  * and a bias, in place on the BatchNorm's top (the form of Caffe's ResNets,
  * usually all in place on the convolution's top).  The BatchNorm then
@@ -17,6 +22,7 @@
 
 #include "core/log.h"
 #include "layers/batch_norm.h"
+#include "layers/conv_common.h"
 #include "net/net.h"
 
 void ct_net_params_ready_counts(ct_net *net); /* net_params.c */
@@ -41,9 +47,28 @@ static bool scale_fusable(const ct_net *net, int bi, int si) {
          beta->shape[0] == x->shape[1];
 }
 
+/* Layer ri is a ReLU with slope 0 in place on the only top of layer ci,
+ * neither with a loss weight. */
+static bool relu_in_place_after(const ct_net *net, int ci, int ri) {
+  const ct_layer *c = net->layers[ci], *r = net->layers[ri];
+  if (strcmp(r->ops->type, "ReLU") != 0 || c->ntop != 1 || r->nbottom != 1) return false;
+  if (r->param->relu_param && r->param->relu_param->negative_slope != 0.0f) return false;
+  if (c->loss_weight[0] != 0.0f || r->loss_weight[0] != 0.0f) return false;
+  int blob = net->top_ids[ci][0];
+  return net->bottom_ids[ri][0] == blob && net->top_ids[ri][0] == blob;
+}
+
 ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
   if (si < 1) return CT_OK;
   int bi = si - 1;
+  if (relu_in_place_after(net, bi, si) &&
+      ct_conv_absorb_relu(net->layers[bi])) {
+    net->layers[si]->forward_absorbed = true;
+    if (!quiet)
+      LOG_INFO("%s computes %s's forward too (Convolution + ReLU fused)", net->layers[bi]->name,
+               net->layers[si]->name);
+    return CT_OK;
+  }
   ct_layer *bn = net->layers[bi], *sc = net->layers[si];
   if (strcmp(bn->ops->type, "BatchNorm") != 0 || bn->absorbed || !scale_fusable(net, bi, si) ||
       !ct_batch_norm_absorb_scale(bn, sc))

@@ -21,7 +21,9 @@
  *  - none: touched by no backward: no diff at all.
  * Groups holding a net input or the top of a layer without bottoms (data)
  * stay live to the end of backward, so that a caller can read the input
- * gradient (force_backward) afterwards. */
+ * gradient (force_backward) afterwards; the top diffs of a layer that
+ * computes its parameter gradients on the gradient stream stay live until
+ * the compute stream has waited for that work. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +118,11 @@ static void touch(ct_diff_group *g, int step, bool write) {
   else g->read = true;
 }
 
+static ct_diff_group *group_of(ct_diff_plan *plan, int blob) {
+  int g = plan->blob_group[blob];
+  return g < 0 ? NULL : &plan->groups[g];
+}
+
 /* Lifetimes over the backward steps and each group's kind. */
 static void find_lifetimes(const ct_net *net, ct_diff_plan *plan) {
   int n = net->nlayers;
@@ -139,6 +146,19 @@ static void find_lifetimes(const ct_net *net, ct_diff_plan *plan) {
   for (int i = 0; i < net->ninputs; i++) {
     int g = plan->blob_group[net->input_ids[i]];
     if (g >= 0) plan->groups[g].keep_to_end = true;
+  }
+  /* A layer with grad_side reads its top diffs on the gradient stream until
+   * the compute stream waits for it: at the end of the next such layer's
+   * backward step (net.c), where the diffs must still be there. */
+  int below = -1; /* the nearest grad_side layer below li */
+  for (int li = 0; li < n; li++) {
+    const ct_layer *l = net->layers[li];
+    if (!l->grad_side || !net->layer_need_backward[li]) continue;
+    for (int j = 0; below >= 0 && j < l->ntop; j++) {
+      ct_diff_group *g = group_of(plan, net->top_ids[li][j]);
+      if (g && g->first >= 0 && g->last < n - 1 - below) g->last = n - 1 - below;
+    }
+    below = li;
   }
   for (int g = 0; g < plan->ngroups; g++) {
     ct_diff_group *d = &plan->groups[g];

@@ -255,3 +255,36 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
     }
   }
 }
+
+/* How many layer parameter tensors view the storage starting at data. */
+static int users_of(const ct_net *net, const float *data) {
+  int n = 0;
+  for (int li = 0; li < net->nlayers; li++)
+    for (int j = 0; j < net->layers[li]->nparams; j++) n += net->layers[li]->params[j]->data == data;
+  return n;
+}
+
+/* Which layers put their parameter gradients on the gradient stream
+ * (core/context.h): those whose type can, that need backward and compute a
+ * parameter gradient, and whose parameters no other layer shares (shared
+ * gradients accumulate from several layers, which must stay in one
+ * stream's order).  Sets l->grad_side and net->grad_side_last, the lowest
+ * such layer, after whose backward the net joins the stream. */
+void ct_net_mark_grad_side(ct_net *net) {
+  net->grad_side_last = -1;
+  for (int li = net->nlayers - 1; li >= 0; li--) {
+    ct_layer *l = net->layers[li];
+    l->grad_side = false;
+    if (!net->ctx->grads || !(l->ops->flags & CT_LAYER_GRAD_SIDE) || l->absorbed ||
+        !net->layer_need_backward[li])
+      continue;
+    bool any = false, shared = false;
+    for (int j = 0; j < l->nparams; j++) {
+      any |= l->param_propagate_down[j];
+      shared |= users_of(net, l->params[j]->data) != 1;
+    }
+    if (!any || shared) continue;
+    l->grad_side = true;
+    net->grad_side_last = li;
+  }
+}

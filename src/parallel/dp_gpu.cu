@@ -11,6 +11,7 @@ struct ct_dp_gpu {
   cudaStream_t comm_stream; /* high priority, non-blocking */
   int nbuckets;
   cudaEvent_t *ready;       /* (nbuckets) compute-stream points the buckets wait for */
+  cudaEvent_t *ready_grads; /* (nbuckets) the same on the context's gradient stream */
   cudaEvent_t sync;         /* compute -> communication ordering outside buckets */
   cudaEvent_t done;         /* communication -> compute ordering */
   bool timing;              /* timing events are recorded every iteration */
@@ -43,6 +44,7 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
   const int n = g->nbuckets;
   CT_TRY(create_events(g, g->ready, n, cudaEventDisableTiming, err));
+  CT_TRY(create_events(g, g->ready_grads, n, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, &g->sync, 1, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, &g->done, 1, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, &g->t_begin, 1, cudaEventDefault, err));
@@ -64,6 +66,7 @@ extern "C" ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm 
   g->timing = timing;
   const size_t n = (size_t)nbuckets + 1;
   g->ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
+  g->ready_grads = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->t_ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->t_start = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->t_done = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
@@ -85,6 +88,7 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   if (!g) return;
   if (g->comm_stream) cudaStreamSynchronize(g->comm_stream);
   destroy_events(g->ready, g->nbuckets);
+  destroy_events(g->ready_grads, g->nbuckets);
   destroy_events(g->t_ready, g->nbuckets);
   destroy_events(g->t_start, g->nbuckets);
   destroy_events(g->t_done, g->nbuckets);
@@ -95,6 +99,7 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   destroy_events(g->t_fin, 2);
   if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
   free(g->ready);
+  free(g->ready_grads);
   free(g->t_ready);
   free(g->t_start);
   free(g->t_done);
@@ -125,6 +130,12 @@ extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t co
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_ready[b], compute_stream(g)));
   DP_CUDA_TRY(g, cudaEventRecord(g->ready[b], compute_stream(g)));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready[b], 0));
+  /* parameter gradients still being computed on the gradient stream */
+  cudaStream_t grads = (cudaStream_t)ct_context_grad_pending_stream(g->ctx);
+  if (grads) {
+    DP_CUDA_TRY(g, cudaEventRecord(g->ready_grads[b], grads));
+    DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready_grads[b], 0));
+  }
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
   CT_TRY(ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err));
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_done[b], g->comm_stream));
