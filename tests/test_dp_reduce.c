@@ -78,11 +78,11 @@ typedef struct fixture {
   ct_dp_reducer *r;
 } fixture;
 
-static void setup(fixture *f, size_t bucket_bytes) {
+static void setup_net(fixture *f, const char *text, size_t bucket_bytes) {
   ct_error err;
   assert_int_equal(ct_context_init(&f->ctx, CT_DEVICE_CPU, 5, &err), CT_OK);
   Caffe__NetParameter *np = NULL;
-  assert_int_equal(ct_text_parse(&caffe__net_parameter__descriptor, k_net, strlen(k_net), "net",
+  assert_int_equal(ct_text_parse(&caffe__net_parameter__descriptor, text, strlen(text), "net",
                                  (ProtobufCMessage **)&np, &err),
                    CT_OK);
   ct_net_opts o = {.phase = CT_PHASE_TRAIN, .quiet = true};
@@ -97,6 +97,8 @@ static void setup(fixture *f, size_t bucket_bytes) {
   ct_dp_options dp = {.bucket_bytes = bucket_bytes};
   assert_int_equal(ct_dp_reducer_create(&f->r, f->net, &f->ctx, &f->comm, &dp, false, &err), CT_OK);
 }
+
+static void setup(fixture *f, size_t bucket_bytes) { setup_net(f, k_net, bucket_bytes); }
 
 static void teardown(fixture *f) {
   ct_dp_reducer_free(f->r);
@@ -166,6 +168,47 @@ static void test_default_bucket_is_one_call(void **state) {
   teardown(&f);
 }
 
+/* Three 512x512 InnerProducts (just over 1 MiB of gradient each) and a
+ * small one on top: with the default 25 MB buckets the whole gradient is
+ * the last bucket, which is cut where ip3's and ip2's gradients become
+ * final (ip4's, too small for a piece, goes with ip3's), so that ip1's, the
+ * last of backward, leaves alone. */
+static void test_last_bucket_cut_at_layers(void **state) {
+  static const char wide[] =
+      "layer { name: 'data' type: 'DummyData' top: 'x' top: 'label'\n"
+      "  dummy_data_param { shape { dim: 4 dim: 512 } shape { dim: 4 }\n"
+      "    data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }\n"
+      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'h1'\n"
+      "  inner_product_param { num_output: 512 weight_filler { type: 'gaussian' std: 0.05 } } }\n"
+      "layer { name: 'ip2' type: 'InnerProduct' bottom: 'h1' top: 'h2'\n"
+      "  inner_product_param { num_output: 512 weight_filler { type: 'gaussian' std: 0.05 } } }\n"
+      "layer { name: 'ip3' type: 'InnerProduct' bottom: 'h2' top: 'h3'\n"
+      "  inner_product_param { num_output: 512 weight_filler { type: 'gaussian' std: 0.05 } } }\n"
+      "layer { name: 'ip4' type: 'InnerProduct' bottom: 'h3' top: 'y'\n"
+      "  inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.05 } } }\n"
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
+  fixture f;
+  setup_net(&f, wide, 0);
+  ct_error err;
+  assert_int_equal(iteration(&f, 1, &err), CT_OK);
+  /* where ip3's and ip2's gradients are final (the flat layout pads each
+   * parameter a little) */
+  const size_t e3 = f.net->layer_ready_count[ct_net_layer_index(f.net, "ip3")];
+  const size_t e2 = f.net->layer_ready_count[ct_net_layer_index(f.net, "ip2")];
+  const size_t n = f.net->flat_count;
+  assert_true(e3 >= 512 * 512 && e2 - e3 >= 512 * 512 && n - e2 >= 512 * 512);
+  assert_int_equal(g_log.ncalls, 3);
+  const size_t want_offset[3] = {0, e3, e2}, want_count[3] = {e3, e2 - e3, n - e2};
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(g_log.offset[k], want_offset[k]);
+    assert_int_equal(g_log.count[k], want_count[k]);
+  }
+  /* the first two left before ip1's backward */
+  assert_true(g_log.tail_zero[0] && g_log.tail_zero[1]);
+  assert_false(g_log.tail_zero[2]);
+  teardown(&f);
+}
+
 /* A failed launch inside the hook stops later launches and is finish's
  * error; the next iteration starts afresh. */
 static void test_launch_failure_reported_by_finish(void **state) {
@@ -186,6 +229,7 @@ int main(void) {
       cmocka_unit_test(test_buckets_cover_the_gradient_in_order_during_backward),
       cmocka_unit_test(test_iter_size_reduces_once),
       cmocka_unit_test(test_default_bucket_is_one_call),
+      cmocka_unit_test(test_last_bucket_cut_at_layers),
       cmocka_unit_test(test_launch_failure_reported_by_finish),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

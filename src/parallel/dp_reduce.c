@@ -1,7 +1,12 @@
 /* The gradient reducer of one data-parallel worker (see dp_reduce.h).
  *
  * Buckets are fixed ranges of the flat gradient: [0, B), [B, 2B), ... with
- * B = bucket_bytes / 4 floats.  The net reports during backward the prefix
+ * B = bucket_bytes / 4 floats, except the last one, which is cut where
+ * layers' gradients become final (pieces of at least 1 MiB) when B is large:
+ * its gradients are the last of backward, and what is still to be reduced
+ * when backward ends waits with every worker (AlexNet's five convolutions,
+ * 7.6 MB, took 0.4 ms after backward in one piece).  The net reports during
+ * backward the prefix
  * of the flat gradient that is final; every bucket that lies inside it is
  * launched at once, so a bucket leaves as soon as its last gradient is
  * written, whatever parameters it spans.  On a GPU a launch only enqueues
@@ -36,6 +41,34 @@ struct ct_dp_reducer {
   ct_dp_bucket_time *times; /* (nbuckets) */
 };
 
+/* The last bucket's pieces end where a layer's gradients become final, at
+ * least this many floats apart (1 MiB), when buckets hold 4 times that. */
+#define TAIL_PIECE_FLOATS ((size_t)1 << 18)
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Fills r->end and r->nbuckets (see the top of the file). */
+static void plan_buckets(ct_dp_reducer *r, const ct_net *net) {
+  const size_t n = net->flat_count, B = r->bucket_floats;
+  const int fixed = (int)((n + B - 1) / B);
+  r->end = ct_xcalloc((size_t)fixed + (size_t)net->nlayers + 1, sizeof(size_t));
+  r->nbuckets = 0;
+  for (int b = 0; b + 1 < fixed; b++) r->end[r->nbuckets++] = (size_t)(b + 1) * B;
+  size_t last = r->nbuckets ? r->end[r->nbuckets - 1] : 0;
+  if (B >= 4 * TAIL_PIECE_FLOATS && net->layer_ready_count) {
+    size_t *ready = ct_xcalloc((size_t)net->nlayers + 1, sizeof(size_t));
+    for (int i = 0; i < net->nlayers; i++) ready[i] = net->layer_ready_count[i];
+    qsort(ready, (size_t)net->nlayers, sizeof *ready, cmp_size);
+    for (int i = 0; i < net->nlayers; i++)
+      if (ready[i] < n && ready[i] >= last + TAIL_PIECE_FLOATS) r->end[r->nbuckets++] = last = ready[i];
+    free(ready);
+  }
+  if (n > 0) r->end[r->nbuckets++] = n;
+}
+
 ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx, ct_comm *comm,
                                const ct_dp_options *opts, bool log_timing, ct_error *err) {
   *out = NULL;
@@ -47,12 +80,7 @@ ct_status ct_dp_reducer_create(ct_dp_reducer **out, ct_net *net, ct_context *ctx
   size_t bytes = opts && opts->bucket_bytes ? opts->bucket_bytes : CT_DP_DEFAULT_BUCKET_BYTES;
   r->bucket_floats = bytes / sizeof(float) / 64 * 64;
   if (r->bucket_floats == 0) r->bucket_floats = 64;
-  r->nbuckets = (int)((net->flat_count + r->bucket_floats - 1) / r->bucket_floats);
-  r->end = ct_xcalloc((size_t)r->nbuckets + 1, sizeof(size_t));
-  for (int b = 0; b < r->nbuckets; b++) {
-    size_t e = (size_t)(b + 1) * r->bucket_floats;
-    r->end[b] = e < net->flat_count ? e : net->flat_count;
-  }
+  plan_buckets(r, net);
   r->times = ct_xcalloc((size_t)r->nbuckets + 1, sizeof *r->times);
   r->log_timing = log_timing && opts && opts->timing_iters > 0;
   r->timing_iters = opts ? opts->timing_iters : 0;
