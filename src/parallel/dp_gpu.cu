@@ -1,7 +1,6 @@
 /* The CUDA side of the data-parallel reducer (see dp_gpu.h). */
 #include <cuda_runtime.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpu/gpu.h"
 #include "parallel/dp_gpu.h"
@@ -42,11 +41,7 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   DP_CUDA_TRY(g, cudaSetDevice(g->ctx->device));
   int least = 0, greatest = 0;
   DP_CUDA_TRY(g, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  /* CORTADO_DP_COMM_PRIORITY=low gives the all-reduces the compute streams'
-   * priority instead of the greatest (an experiment knob). */
-  const char *prio = getenv("CORTADO_DP_COMM_PRIORITY");
-  const int priority = prio && strcmp(prio, "low") == 0 ? least : greatest;
-  DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, priority));
+  DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
   const int n = g->nbuckets;
   CT_TRY(create_events(g, g->ready, n, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, g->ready_grads, n, cudaEventDisableTiming, err));
