@@ -41,7 +41,8 @@ static const ct_flag_spec train_flags[] = {
      "Data parallel: read the net's batch_size as the global batch and divide it among the "
      "GPUs (an error when it does not divide). Without it batch_size is per GPU, as in Caffe."},
     {"bucket_mb", CT_FLAG_DOUBLE, "25",
-     "Data parallel: size in MB of the gradient buckets averaged while backward runs."},
+     "Data parallel: size in MB of the gradient buckets averaged while backward runs (the "
+     "last one, reduced last, is cut where layers' gradients become final)."},
     {"comm_timeout", CT_FLAG_DOUBLE, "0",
      "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
      "CORTADO_COMM_TIMEOUT from the environment, else 300."},
