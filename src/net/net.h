@@ -19,7 +19,16 @@
  *
  * Fusion: a training BatchNorm followed by a Scale in place on its top
  * computes both (net_fuse.c); the Scale stays in the net with its
- * parameters, marked absorbed (layers/layer.h).  opts.no_fusion turns it off.
+ * parameters, marked absorbed (layers/layer.h).  On a GPU a cuDNN
+ * Convolution also applies an in-place ReLU after it (the ReLU is marked
+ * forward_absorbed).  opts.no_fusion turns both off.
+ *
+ * Gradient stream (GPU, core/context.h): layers with grad_side (set at
+ * build, ct_net_mark_grad_side) compute their parameter gradients on a
+ * second stream.  After each such layer's backward the compute stream waits
+ * for the previous such layer's gradient work, and after the lowest one
+ * for all of it, so backward ends with the streams joined; the diff
+ * planner keeps those layers' top diffs alive until the wait.
  *
  * Blob gradients: unless opts.keep_blob_diffs, blob diffs are not one array
  * per blob but views into a pool shared by lifetime (net_memory.c): a blob's
