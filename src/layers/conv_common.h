@@ -67,11 +67,11 @@ size_t ct_bias_grad_scratch(int B, int C, size_t S);
  * on every run: partial sums over slices of each channel's B*S values into
  * scratch (ct_bias_grad_scratch floats), then their sum in a fixed order.
  * B*S must be below 2^32. */
+void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
+                      float *dbias);
 /* y = max(y + bias[c], 0) over a (B, C, S) array (fewer than 2^32 values),
  * in one pass: a convolution's bias and the ReLU fused after it. */
 void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S, float *y);
-void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
-                      float *dbias);
 #endif
 
 typedef struct ct_conv_dnnl ct_conv_dnnl;

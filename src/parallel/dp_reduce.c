@@ -45,12 +45,8 @@ struct ct_dp_reducer {
  * least this many floats apart (1 MiB), when buckets hold 4 times that. */
 #define TAIL_PIECE_FLOATS ((size_t)1 << 18)
 
-static int cmp_size(const void *a, const void *b) {
-  size_t x = *(const size_t *)a, y = *(const size_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Fills r->end and r->nbuckets (see the top of the file). */
+/* Fills r->end and r->nbuckets (see the top of the file).  The net's ready
+ * counts grow as backward goes from the last layer to the first. */
 static void plan_buckets(ct_dp_reducer *r, const ct_net *net) {
   const size_t n = net->flat_count, B = r->bucket_floats;
   const int fixed = (int)((n + B - 1) / B);
@@ -58,13 +54,10 @@ static void plan_buckets(ct_dp_reducer *r, const ct_net *net) {
   r->nbuckets = 0;
   for (int b = 0; b + 1 < fixed; b++) r->end[r->nbuckets++] = (size_t)(b + 1) * B;
   size_t last = r->nbuckets ? r->end[r->nbuckets - 1] : 0;
-  if (B >= 4 * TAIL_PIECE_FLOATS && net->layer_ready_count) {
-    size_t *ready = ct_xcalloc((size_t)net->nlayers + 1, sizeof(size_t));
-    for (int i = 0; i < net->nlayers; i++) ready[i] = net->layer_ready_count[i];
-    qsort(ready, (size_t)net->nlayers, sizeof *ready, cmp_size);
-    for (int i = 0; i < net->nlayers; i++)
-      if (ready[i] < n && ready[i] >= last + TAIL_PIECE_FLOATS) r->end[r->nbuckets++] = last = ready[i];
-    free(ready);
+  const bool cut_tail = B >= 4 * TAIL_PIECE_FLOATS && net->layer_ready_count;
+  for (int i = net->nlayers - 1; cut_tail && i >= 0; i--) {
+    const size_t ready = net->layer_ready_count[i];
+    if (ready < n && ready >= last + TAIL_PIECE_FLOATS) r->end[r->nbuckets++] = last = ready;
   }
   if (n > 0) r->end[r->nbuckets++] = n;
 }

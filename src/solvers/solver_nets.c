@@ -166,22 +166,27 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
   return CT_OK;
 }
 
+/* Copies every file of the comma-separated list into the train net and
+ * every test net, logging "<verb> <file>" for each. */
+static ct_status copy_trained_list(ct_solver *s, const char *list, const char *verb,
+                                   ct_error *err) {
+  char *copy = ct_xstrdup(list), *save = NULL;
+  ct_status st = CT_OK;
+  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
+    LOG_INFO("%s %s", verb, f);
+    st = ct_net_copy_trained_file(s->net, f, err);
+    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
+      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
+  }
+  free(copy);
+  return st;
+}
+
 /* Caffe's LoadNetWeights for every `weights` entry: each is a
  * comma-separated list of .caffemodel files, copied into every net. */
 static ct_status load_weights(ct_solver *s, ct_error *err) {
-  for (size_t w = 0; w < s->param->n_weights; w++) {
-    char *list = ct_xstrdup(s->param->weights[w]);
-    ct_status st = CT_OK;
-    char *save = NULL;
-    for (char *f = strtok_r(list, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
-      LOG_INFO("Loading weights from %s", f);
-      st = ct_net_copy_trained_file(s->net, f, err);
-      for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
-        st = ct_net_copy_trained_file(s->test_nets[i], f, err);
-    }
-    free(list);
-    CT_TRY(st);
-  }
+  for (size_t w = 0; w < s->param->n_weights; w++)
+    CT_TRY(copy_trained_list(s, s->param->weights[w], "Loading weights from", err));
   return CT_OK;
 }
 
@@ -200,14 +205,5 @@ float ct_solver_blob_loss_weight(const ct_net *net, int b) {
 }
 
 ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err) {
-  char *copy = ct_xstrdup(list), *save = NULL;
-  ct_status st = CT_OK;
-  for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
-    LOG_INFO("Finetuning from %s", f);
-    st = ct_net_copy_trained_file(s->net, f, err);
-    for (int i = 0; i < s->ntest_nets && st == CT_OK; i++)
-      st = ct_net_copy_trained_file(s->test_nets[i], f, err);
-  }
-  free(copy);
-  return st;
+  return copy_trained_list(s, list, "Finetuning from", err);
 }
