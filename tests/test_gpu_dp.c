@@ -4,10 +4,16 @@
  * iter_size, with worker processes (the default) and worker threads; the
  * per-bucket timing shows each bucket ready, started and done in order; a
  * worker that fails stops the other, naming itself and the cause, within
- * 60 s, as a process and as a thread. */
+ * 60 s, as a process and as a thread; Ctrl-C stops both workers after the
+ * same iteration. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -153,6 +159,75 @@ static void test_failing_gpu_worker_thread_stops_both(void **state) {
   check_failing_worker("gpu_dp_fail_threads", true);
 }
 
+/* Ctrl-C (SIGINT to the launcher, forwarded to the worker processes) in
+ * the middle of a long run: rank 0's stop travels in the next iteration's
+ * all-reduces, both workers stop after the same iteration, and the run ends
+ * cleanly (status 0; a worker left waiting for the other would end it
+ * through the watchdog with status 1) with one snapshot, rank 0's. */
+static void test_sigint_stops_both_workers_together(void **state) {
+  require_two_gpus();
+  const char *base = tu_tmpdir("gpu_dp_sigint");
+  char lmdb[4200], dir[4200], solver[4300], log[4300], arg[4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 40, -1);
+  snprintf(dir, sizeof dir, "%s/run", base);
+  mkdir(dir, 0755);
+  dpf_write_solver(dir, lmdb, 2, 100000000, 0, "snapshot_after_train: true");
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
+  snprintf(log, sizeof log, "%s/train.log", dir);
+  snprintf(arg, sizeof arg, "--solver=%s", solver);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(tu_cortado_bin(), "cortado", "train", arg, "--gpu=0,1", "--comm_timeout=30", (char *)NULL);
+    _exit(127);
+  }
+  bool running = false;
+  for (int i = 0; i < 600 && !running; i++) { /* up to 60 s for 200 iterations */
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    char *text = tu_read_file(log, NULL);
+    running = text && strstr(text, "] Iteration 200 ");
+    free(text);
+  }
+  kill(pid, SIGINT);
+  int status = -1;
+  for (int i = 0; i < 600; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    status = -1;
+  }
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("the run did not end within 60 s of SIGINT");
+  }
+  char *text = tu_read_file(log, NULL);
+  if (!running) fail_msg("training did not reach iteration 200:\n%s", text ? text : "");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("status %d after SIGINT:\n%s", status, text ? text : "");
+  const char *stopped = strstr(text, "Snapshotting to binary proto file ");
+  if (!stopped || !strstr(text, "Optimization stopped early."))
+    fail_msg("no snapshot or early stop in:\n%s", text);
+  int iter = -1;
+  const char *name = strstr(stopped, "snap_iter_");
+  assert_non_null(name);
+  assert_int_equal(sscanf(name, "snap_iter_%d.caffemodel", &iter), 1);
+  printf("SIGINT: both workers stopped after iteration %d\n", iter);
+  assert_true(iter >= 200 && iter < 100000000);
+  free(text);
+  int snapshots = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, ".caffemodel")) snapshots++;
+  closedir(d);
+  assert_int_equal(snapshots, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_gpus_equal_one_with_double_batch),
@@ -161,6 +236,7 @@ int main(void) {
       cmocka_unit_test(test_bucket_timing_is_logged),
       cmocka_unit_test(test_failing_gpu_worker_stops_both),
       cmocka_unit_test(test_failing_gpu_worker_thread_stops_both),
+      cmocka_unit_test(test_sigint_stops_both_workers_together),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,18 +94,14 @@ static ct_status hook_gradients(void *user, ct_error *err) {
 
 /* Waits for the iteration (GPU: under the watchdog), then agrees on rank
  * 0's pending requests so that every worker stops or snapshots after the
- * same iteration. */
+ * same iteration (on GPUs the one after the request was taken: the wish
+ * travels inside that iteration's all-reduces, see ct_dp_reducer_agree). */
 static ct_status hook_iteration_end(void *user, ct_error *err) {
   dp_worker *w = user;
   CT_TRY(ct_dp_reducer_wait(w->red, err));
-  double req[2] = {0.0, 0.0};
-  if (w->rank == 0) {
-    int a = __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST);
-    req[0] = (a & CT_SOLVER_ACTION_STOP) ? 1.0 : 0.0;
-    req[1] = (a & CT_SOLVER_ACTION_SNAPSHOT) ? 1.0 : 0.0;
-  }
-  CT_TRY(ct_comm_allreduce_host_f64(w->comm, req, 2, err));
-  int actions = (req[0] > 0 ? CT_SOLVER_ACTION_STOP : 0) | (req[1] > 0 ? CT_SOLVER_ACTION_SNAPSHOT : 0);
+  const int wish = w->rank == 0 ? __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST) : 0;
+  int actions = 0;
+  CT_TRY(ct_dp_reducer_agree(w->red, wish, &actions, err));
   if (actions) ct_solver_request(w->solver, actions);
   return CT_OK;
 }

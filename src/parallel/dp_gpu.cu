@@ -1,6 +1,7 @@
 /* The CUDA side of the data-parallel reducer (see dp_gpu.h). */
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 #include "parallel/dp_gpu.h"
@@ -20,6 +21,9 @@ struct ct_dp_gpu {
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
   cudaEvent_t t_fin[2];     /* iteration ends (compute stream): end k in t_fin[k & 1] */
   int fins;                 /* ends recorded so far */
+  float *ctl_send;          /* (CT_DP_GPU_CTL) pinned: the requests the next iteration carries */
+  float *ctl_recv;          /* (CT_DP_GPU_CTL) pinned: their sum over ranks, written by the GPU */
+  float *ctl_dev;           /* (CT_DP_GPU_CTL) device */
 };
 
 #define DP_CUDA_TRY(g, call)                                                                    \
@@ -53,6 +57,12 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   CT_TRY(create_events(g, g->t_ready, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_start, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_done, n, cudaEventDefault, err));
+  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
+  DP_CUDA_TRY(g, cudaMallocHost((void **)&g->ctl_send, ctl));
+  DP_CUDA_TRY(g, cudaMallocHost((void **)&g->ctl_recv, ctl));
+  DP_CUDA_TRY(g, cudaMalloc((void **)&g->ctl_dev, ctl));
+  memset(g->ctl_send, 0, ctl);
+  memset(g->ctl_recv, 0, ctl);
   return CT_OK;
 }
 
@@ -98,6 +108,9 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   destroy_events(&g->t_end, 1);
   destroy_events(g->t_fin, 2);
   if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
+  if (g->ctl_send) cudaFreeHost(g->ctl_send);
+  if (g->ctl_recv) cudaFreeHost(g->ctl_recv);
+  if (g->ctl_dev) cudaFree(g->ctl_dev);
   free(g->ready);
   free(g->ready_grads);
   free(g->t_ready);
@@ -122,6 +135,23 @@ static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
   return cudaEventRecord(ev, s);
 }
 
+/* The requests' round (see dp_gpu.h), enqueued on the communication stream. */
+static ct_status launch_requests(ct_dp_gpu *g, ct_error *err) {
+  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
+  DP_CUDA_TRY(g, cudaMemcpyAsync(g->ctl_dev, g->ctl_send, ctl, cudaMemcpyHostToDevice, g->comm_stream));
+  CT_TRY(ct_comm_allreduce(g->comm, g->ctl_dev, CT_DP_GPU_CTL, CT_COMM_SUM, g->comm_stream, err));
+  DP_CUDA_TRY(g, cudaMemcpyAsync(g->ctl_recv, g->ctl_dev, ctl, cudaMemcpyDeviceToHost, g->comm_stream));
+  return CT_OK;
+}
+
+extern "C" void ct_dp_gpu_set_requests(ct_dp_gpu *g, const float req[CT_DP_GPU_CTL]) {
+  memcpy(g->ctl_send, req, CT_DP_GPU_CTL * sizeof(float));
+}
+
+extern "C" void ct_dp_gpu_agreed(const ct_dp_gpu *g, float sum[CT_DP_GPU_CTL]) {
+  memcpy(sum, g->ctl_recv, CT_DP_GPU_CTL * sizeof(float));
+}
+
 extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   CT_ASSERT(b >= 0 && b < g->nbuckets);
   if (capturing(compute_stream(g))) g->forked = true;
@@ -137,6 +167,7 @@ extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t co
     DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready_grads[b], 0));
   }
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
+  if (b == 0) CT_TRY(launch_requests(g, err));
   CT_TRY(ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err));
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_done[b], g->comm_stream));
   return CT_OK;

@@ -43,6 +43,17 @@ void ct_dp_gpu_begin(ct_dp_gpu *g);
  * all-reduce becomes a node of the graph, ordered after the layers before
  * it).  Errors: the communicator's. */
 ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err);
+/* The requests carried by the iteration's first bucket launch (a stop or
+ * snapshot wish from rank 0's signals): before each bucket 0 all-reduce,
+ * the communication stream copies CT_DP_GPU_CTL floats from pinned memory
+ * the host wrote, sums them over the ranks and copies the sum back to
+ * pinned memory, all as nodes of the iteration's graph: no host round trip
+ * between the workers.  set_requests writes what the next iteration carries
+ * (only while none is in flight: after ct_dp_gpu_wait); agreed reads the
+ * sum the last waited iteration carried. */
+#define CT_DP_GPU_CTL 2
+void ct_dp_gpu_set_requests(ct_dp_gpu *g, const float req[CT_DP_GPU_CTL]);
+void ct_dp_gpu_agreed(const ct_dp_gpu *g, float sum[CT_DP_GPU_CTL]);
 /* Makes the compute stream's later work wait for every launched bucket
  * (capturable: the fork to the communication stream is joined).  Errors:
  * CT_ERR_DEVICE. */

@@ -185,6 +185,25 @@ ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err) {
   return CT_OK;
 }
 
+static int actions_of(double stop, double snapshot) {
+  return (stop > 0 ? CT_SOLVER_ACTION_STOP : 0) | (snapshot > 0 ? CT_SOLVER_ACTION_SNAPSHOT : 0);
+}
+
+ct_status ct_dp_reducer_agree(ct_dp_reducer *r, int requests, int *agreed, ct_error *err) {
+  const bool stop = requests & CT_SOLVER_ACTION_STOP, snap = requests & CT_SOLVER_ACTION_SNAPSHOT;
+  if (r->gpu && r->nbuckets > 0) {
+    float sum[CT_DP_GPU_CTL], next[CT_DP_GPU_CTL] = {stop ? 1.0f : 0.0f, snap ? 1.0f : 0.0f};
+    ct_dp_gpu_agreed(r->g, sum);
+    ct_dp_gpu_set_requests(r->g, next);
+    *agreed = actions_of(sum[0], sum[1]);
+    return CT_OK;
+  }
+  double req[2] = {stop ? 1.0 : 0.0, snap ? 1.0 : 0.0};
+  CT_TRY(ct_comm_allreduce_host_f64(r->comm, req, 2, err));
+  *agreed = actions_of(req[0], req[1]);
+  return CT_OK;
+}
+
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
   CT_TRY(ct_dp_reducer_launch_rest(r, err));
   return ct_dp_reducer_wait(r, err);

@@ -46,6 +46,16 @@ ct_status ct_dp_reducer_capture_end(ct_dp_reducer *r, ct_error *err);
  * iterations asked for; a no-op wait on the CPU.  Errors: the
  * communicator's (CT_ERR_COMM / CT_ERR_INTERRUPTED). */
 ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err);
+/* After ct_dp_reducer_wait: agrees with the other workers on the solver
+ * actions (CT_SOLVER_ACTION_* bits) that rank 0 was asked for, so that all
+ * act after the same iteration.  `requests` is this worker's wish (rank 0:
+ * its pending signals; the others: 0); *agreed is the union over workers.
+ * On a GPU the wishes travel inside the next iteration (its first bucket's
+ * launch carries them, see ct_dp_gpu_set_requests), so *agreed holds those
+ * given one call earlier and no host round trip is made; on the CPU, or
+ * when the net has no gradient to launch, it is a host all-reduce now.
+ * Errors: the communicator's. */
+ct_status ct_dp_reducer_agree(ct_dp_reducer *r, int requests, int *agreed, ct_error *err);
 /* launch_rest then wait: the flat gradient is the mean over workers on
  * return. */
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err);
