@@ -3,6 +3,8 @@
  * --gpu=0,1`.
  *
  *   allreduce_bw [--gpus N] [--mb 256[,25,...]] [--iters 20] [--warmup 5] [--op avg|sum]
+ *                [--max_ctas N]   (NCCL's thread blocks per kernel; 0: NCCL's choice, as
+ *                                  here by default; training caps it, --nccl_max_ctas)
  *
  * For each size: `warmup` untimed all-reduces, then `iters` back to back on
  * the communicator's stream, timed on the host from the first enqueue to the
@@ -25,6 +27,7 @@
 
 typedef struct bench_cfg {
   int ngpus, iters, warmup, nsizes;
+  int max_ctas; /* NCCL thread blocks per kernel; 0: NCCL's choice */
   double mb[MAX_SIZES];
   ct_comm_op op;
   ct_nccl_id id;
@@ -90,7 +93,8 @@ static void *rank_main(void *arg) {
   rank_state *st = arg;
   ct_error err;
   ct_comm *comm = NULL;
-  if (ct_comm_nccl_create(&comm, &st->cfg->id, st->rank, st->cfg->ngpus, st->rank, NULL, &err) != CT_OK) {
+  ct_comm_nccl_opts o = {.max_ctas = st->cfg->max_ctas};
+  if (ct_comm_nccl_create(&comm, &st->cfg->id, st->rank, st->cfg->ngpus, st->rank, &o, &err) != CT_OK) {
     snprintf(st->msg, sizeof st->msg, "%s", err.msg);
     return NULL;
   }
@@ -106,7 +110,7 @@ static void *rank_main(void *arg) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: allreduce_bw [--gpus N] [--mb 256[,25,...]] [--iters 20] [--warmup 5] [--op avg|sum]\n");
+  fprintf(stderr, "usage: allreduce_bw [--gpus N] [--mb 256[,25,...]] [--iters 20] [--warmup 5] [--op avg|sum] [--max_ctas N]\n");
   return 2;
 }
 
@@ -118,6 +122,7 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--gpus") == 0) cfg.ngpus = atoi(v);
     else if (strcmp(a, "--iters") == 0) cfg.iters = atoi(v);
     else if (strcmp(a, "--warmup") == 0) cfg.warmup = atoi(v);
+    else if (strcmp(a, "--max_ctas") == 0) cfg.max_ctas = atoi(v);
     else if (strcmp(a, "--op") == 0 && (strcmp(v, "avg") == 0 || strcmp(v, "sum") == 0))
       cfg.op = strcmp(v, "avg") == 0 ? CT_COMM_AVG : CT_COMM_SUM;
     else if (strcmp(a, "--mb") == 0) {

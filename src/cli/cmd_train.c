@@ -43,6 +43,11 @@ static const ct_flag_spec train_flags[] = {
     {"bucket_mb", CT_FLAG_DOUBLE, "25",
      "Data parallel: size in MB of the gradient buckets averaged while backward runs (the "
      "last one, reduced last, is cut where layers' gradients become final)."},
+    {"nccl_max_ctas", CT_FLAG_INT, "8",
+     "Data parallel on GPUs: thread blocks (SMs) each NCCL all-reduce may hold. The buckets "
+     "run beside backward, and every SM they hold is one backward lacks; 0 lets NCCL take "
+     "what it wants (faster alone, slower beside backward).",
+     .min = 0, .max = 64},
     {"comm_timeout", CT_FLAG_DOUBLE, "0",
      "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
      "CORTADO_COMM_TIMEOUT from the environment, else 300."},
@@ -209,6 +214,7 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->dp.bucket_bytes = (size_t)(ct_cli_double(args, "bucket_mb") * 1048576.0);
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
+  job->dp.nccl_max_ctas = ct_cli_int(args, "nccl_max_ctas");
 }
 
 /* Shards were asked for: several, or a rendezvous store named. */

@@ -52,20 +52,6 @@ static void backoff_expecting(double started, double expect) {
   backoff(started);
 }
 
-/* CORTADO_NCCL_CTA_POLICY (default | efficiency | zero) and
- * CORTADO_NCCL_MAX_CTAS: how many SMs NCCL's kernels may hold while they
- * run beside backward (unset: NCCL's own choice). */
-static void apply_env_config(ncclConfig_t *cfg) {
-  const char *p = getenv("CORTADO_NCCL_CTA_POLICY");
-  if (p && *p) {
-    if (strcmp(p, "efficiency") == 0 || strcmp(p, "1") == 0) cfg->CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
-    else if (strcmp(p, "zero") == 0 || strcmp(p, "2") == 0) cfg->CTAPolicy = NCCL_CTA_POLICY_ZERO;
-    else cfg->CTAPolicy = NCCL_CTA_POLICY_DEFAULT;
-  }
-  const char *m = getenv("CORTADO_NCCL_MAX_CTAS");
-  if (m && atoi(m) > 0) cfg->maxCTAs = atoi(m);
-}
-
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static void set_nccl_env(void) { setenv("NCCL_NVLS_ENABLE", "0", 0); }
 
@@ -273,7 +259,7 @@ extern "C" ct_status ct_comm_nccl_create(ct_comm **out, const ct_nccl_id *id, in
   if (st == CT_OK) {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    apply_env_config(&cfg);
+    if (opts && opts->max_ctas > 0) cfg.maxCTAs = opts->max_ctas;
     ncclUniqueId uid;
     memcpy(&uid, id->bytes, sizeof uid);
     ncclResult_t r = ncclCommInitRankConfig(&n->comm, size, uid, rank, &cfg);

@@ -35,6 +35,8 @@ ct_status ct_nccl_unique_id(ct_nccl_id *id, ct_error *err);
 typedef struct ct_comm_nccl_opts {
   double timeout_s;  /* watchdog; <= 0: ct_comm_default_timeout() */
   const int *cancel; /* optional cancel flag (see comm.h) */
+  int max_ctas;      /* at most this many thread blocks per NCCL kernel (ncclConfig_t's maxCTAs);
+                        <= 0: NCCL's own choice */
 } ct_comm_nccl_opts;
 
 /* Joins the communicator `id` as `rank` of `size` on GPU `device` (made the

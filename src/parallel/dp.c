@@ -149,7 +149,8 @@ static ct_status make_thread_comm(dp_worker *w, ct_error *err) {
   dp_shared *sh = w->sh;
   w->own_comm = true;
   if (sh->gpu) {
-    ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = &sh->cancel};
+    ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = &sh->cancel,
+                           .max_ctas = sh->job->dp.nccl_max_ctas};
     return ct_comm_nccl_create(&w->comm, &sh->nccl_id, w->rank, sh->world, w->device, &o, err);
   }
   w->comm = ct_comm_threads_create(sh->tg, w->rank);
@@ -510,7 +511,8 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
                         w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
   w->device = node_gpus[local];
   CT_TRY(share_nccl_id(w->rank, &sh->nccl_id, err));
-  ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = NULL};
+  ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = NULL,
+                         .max_ctas = sh->job->dp.nccl_max_ctas};
   CT_TRY(ct_comm_nccl_create(&w->comm, &sh->nccl_id, w->rank, sh->world, w->device, &o, err));
   w->own_comm = true;
   snprintf(sh->transport, sizeof sh->transport, "NCCL %s (id shared over MPI)", ct_nccl_version());

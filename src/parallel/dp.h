@@ -63,6 +63,7 @@ typedef struct ct_dp_options {
   double timeout_s;     /* communicator watchdog; <= 0: ct_comm_default_timeout() */
   int timing_iters;     /* GPU: rank 0 logs per-bucket timing of this many iterations */
   int timing_skip;      /* ... after this many warm-up iterations (0: 5) */
+  int nccl_max_ctas;    /* GPU: thread blocks per NCCL kernel (<= 0: NCCL's choice, see cmd_train) */
 } ct_dp_options;
 
 /* What to train: the same for every worker. */
