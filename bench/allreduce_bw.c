@@ -3,8 +3,8 @@
  * --gpu=0,1`.
  *
  *   allreduce_bw [--gpus N] [--mb 256[,25,...]] [--iters 20] [--warmup 5] [--op avg|sum]
- *                [--max_ctas N]   (NCCL's thread blocks per kernel; 0: NCCL's choice, as
- *                                  here by default; training caps it, --nccl_max_ctas)
+ *                [--max_ctas N]   (NCCL's thread blocks per kernel, as `cortado train
+ *                                  --nccl_max_ctas`; 0, the default: NCCL's choice)
  *
  * For each size: `warmup` untimed all-reduces, then `iters` back to back on
  * the communicator's stream, timed on the host from the first enqueue to the

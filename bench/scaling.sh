@@ -28,6 +28,11 @@
 #             data-parallel iteration goes at the slowest one's pace; 0 skips
 #   CORTADO_FLAGS extra flags of the multi-GPU cortado runs (e.g.
 #             "--dp_workers=threads")
+#   ROUNDS    how many times (default 1) each pair of runs (1 GPU, then N) is
+#             repeated, one pair after the other; the table then holds the
+#             medians (images/s, and the scaling of each pair) and every round
+#             is listed below it: one 100-iteration run moves by a few percent
+#             from one start to the next, on one GPU too
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
 # Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
@@ -44,6 +49,7 @@ DATA=${DATA:-dummy}
 TORCH=${TORCH:-1}
 TORCH_PY=${TORCH_PY:-"$repo/.bench/torch_from_prototxt.py"}
 GPUS=${GPUS:-0,1}
+ROUNDS=${ROUNDS:-1}
 OUT=${OUT:-/tmp/cortado_scaling}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 mkdir -p "$OUT"
@@ -141,6 +147,15 @@ torch_run() {
   grep -oE '"img_s": *[0-9.]+' "$log" | tail -n1 | grep -oE '[0-9.]+$' || echo "fail"
 }
 
+# median FORMAT NUMBERS...: printf FORMAT of the median (words that are not
+# numbers, e.g. "fail", count as missing; "-" when none is left)
+median() {
+  local fmt=$1
+  shift
+  printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk -v f="$fmt" '{ v[NR] = $1 }
+    END { if (!NR) print "-"; else printf f, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3fx", b / a; else print "-" }'; }
 
 lmdb=""
@@ -158,6 +173,7 @@ first_gpu=${gpu_sets[0]%%,*}
 EACH_GPU=${EACH_GPU:-1}
 all_gpus=$(tr ', ' '\n\n' <<<"$GPUS" | awk 'NF && !seen[$1]++' | tr '\n' ' ')
 rows=()
+round_rows=()
 alone_rows=()
 timing_logs=()
 
@@ -203,7 +219,23 @@ for name in $NETS; do
       flags=()
     fi
     echo "== $name ($v data), batch $batch per GPU"
-    one=$(cortado_run "${name}_${v}_1gpu" "$f" "$first_gpu" "${flags[@]}")
+    # ROUNDS rounds of (1 GPU, then each set): a pair's runs are minutes apart at most
+    declare -A runs=()
+    ones=""
+    for ((k = 1; k <= ROUNDS; k++)); do
+      sfx=""
+      (( ROUNDS > 1 )) && sfx="_r$k"
+      o=$(cortado_run "${name}_${v}_1gpu$sfx" "$f" "$first_gpu" "${flags[@]}")
+      ones+=" $o"
+      for set in "${gpu_sets[@]}"; do
+        ngpus=$(awk -F, '{print NF}' <<<"$set")
+        # shellcheck disable=SC2086
+        t=$(cortado_run "${name}_${v}_${ngpus}gpu$sfx" "$f" "$set" --dp_timing=3 ${CORTADO_FLAGS:-} "${flags[@]}")
+        runs[$set]+=" $t"
+        runs[$set:scaling]+=" $(ratio "$o" "$t")"
+      done
+    done
+    one=$(median %.1f $ones)
     if [[ "$EACH_GPU" == 1 ]]; then
       alone_runs "${name}_${v}" "$f" "${flags[@]}"
       line="$name|$v"
@@ -214,16 +246,19 @@ for name in $NETS; do
     [[ $v == dummy ]] && t1=$(torch_run "$netf" "$first_gpu" "$batch" "$shape")
     for set in "${gpu_sets[@]}"; do
       ngpus=$(awk -F, '{print NF}' <<<"$set")
-      # shellcheck disable=SC2086
-      two=$(cortado_run "${name}_${v}_${ngpus}gpu" "$f" "$set" --dp_timing=3 ${CORTADO_FLAGS:-} "${flags[@]}")
-      timing_logs+=("$name ($v, $ngpus GPUs)|$OUT/${name}_${v}_${ngpus}gpu.log")
+      two=$(median %.1f ${runs[$set]})
+      timing_logs+=("$name ($v, $ngpus GPUs)|$OUT/${name}_${v}_${ngpus}gpu$sfx.log")
+      (( ROUNDS > 1 )) && round_rows+=("$name ($v, $ngpus GPUs): 1 GPU${ones}; $ngpus GPUs${runs[$set]}; scaling${runs[$set:scaling]}")
       t2="-"
       [[ $v == dummy ]] && t2=$(torch_run "$netf" "$set" "$batch" "$shape")
       slow="-"
       [[ "$EACH_GPU" == 1 ]] && slow=$(slowest_alone "${name}_${v}" "$set")
       vs_slow=$(awk -v s="$slow" -v n="$ngpus" -v t="$two" 'BEGIN { if (s + 0 > 0 && t + 0 > 0) printf "%.3fx", t / s; else print "-" }')
-      rows+=("$name|$v|$batch|$ngpus|$one|$two|$(ratio "$one" "$two")|$vs_slow|$t1|$t2|$(ratio "$t1" "$t2")")
+      sc=$(ratio "$one" "$two")
+      (( ROUNDS > 1 )) && sc="$(median %.3f ${runs[$set:scaling]//x/})x"
+      rows+=("$name|$v|$batch|$ngpus|$one|$two|$sc|$vs_slow|$t1|$t2|$(ratio "$t1" "$t2")")
     done
+    unset runs
   done
 done
 
@@ -238,6 +273,11 @@ for r in "${rows[@]}"; do
   printf "%-10s %-6s %6s %4s | %12s %12s %8s %10s | %12s %12s %8s\n" "$n" "$v" "$b" "$g" "$c1" "$c2" "$cs" "$vs" \
     "$t1" "$t2" "$ts"
 done
+if (( ${#round_rows[@]} > 0 )); then
+  echo
+  echo "Every round (images/s; scaling of each round's pair; the table holds the medians)"
+  for r in "${round_rows[@]}"; do echo "$r"; done
+fi
 if (( ${#alone_rows[@]} > 0 )); then
   echo
   echo "Each GPU alone, all at once (images/s, GPU:rate)"

@@ -43,10 +43,10 @@ static const ct_flag_spec train_flags[] = {
     {"bucket_mb", CT_FLAG_DOUBLE, "25",
      "Data parallel: size in MB of the gradient buckets averaged while backward runs (the "
      "last one, reduced last, is cut where layers' gradients become final)."},
-    {"nccl_max_ctas", CT_FLAG_INT, "8",
-     "Data parallel on GPUs: thread blocks (SMs) each NCCL all-reduce may hold. The buckets "
-     "run beside backward, and every SM they hold is one backward lacks; 0 lets NCCL take "
-     "what it wants (faster alone, slower beside backward).",
+    {"nccl_max_ctas", CT_FLAG_INT, "0",
+     "Data parallel on GPUs: at most this many thread blocks (SMs) for each NCCL all-reduce, "
+     "which runs beside backward and takes its SMs from it; 0: NCCL's own choice (more "
+     "blocks, faster alone).",
      .min = 0, .max = 64},
     {"comm_timeout", CT_FLAG_DOUBLE, "0",
      "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
