@@ -11,6 +11,7 @@
 #ifndef CT_TESTS_DP_FIXTURE_H
 #define CT_TESTS_DP_FIXTURE_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,16 @@ static inline double dpf_caffemodel_rel_err(const char *a, const char *b) {
   free(pa.v);
   free(pb.v);
   return e;
+}
+
+/* How many files in dir have `part` in their names (e.g. ".caffemodel"). */
+static inline int dpf_count_files(const char *dir, const char *part) {
+  int n = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strstr(e->d_name, part)) n++;
+  if (d) closedir(d);
+  return n;
 }
 
 /* An equivalence check's two runs under tu_tmpdir(name): an LMDB of 45

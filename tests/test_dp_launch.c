@@ -16,15 +16,11 @@
 
 #include "testutil.h"
 
+#include "core/clock.h"
 #include "parallel/launch.h"
 
 static char *g_self;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ the workers */
 
@@ -47,8 +43,8 @@ static void on_term(int sig) {
 }
 
 static void sleep_s(double s) {
-  const double end = now_s() + s;
-  while (now_s() < end) {
+  const double end = ct_monotonic_s() + s;
+  while (ct_monotonic_s() < end) {
     struct timespec ts = {0, 10000000};
     nanosleep(&ts, NULL);
   }
@@ -73,11 +69,11 @@ static int worker_main(int rank, int count) {
   sigemptyset(&sa.sa_mask);
   if (strcmp(mode, "fail") == 0) {
     if (rank == 1) { /* once the others can take SIGTERM */
-      const double end = now_s() + 10;
-      for (int r = 0; r < count && now_s() < end; r++) {
+      const double end = ct_monotonic_s() + 10;
+      for (int r = 0; r < count && ct_monotonic_s() < end; r++) {
         char path[4300];
         snprintf(path, sizeof path, "%s/ready_%d", g_dir, r);
-        while (r != 1 && access(path, F_OK) != 0 && now_s() < end) sleep_s(0.01);
+        while (r != 1 && access(path, F_OK) != 0 && ct_monotonic_s() < end) sleep_s(0.01);
       }
       return 3;
     }
@@ -167,9 +163,9 @@ static void test_other_children_are_left_alone(void **state) {
 static void test_a_failing_worker_stops_the_others(void **state) {
   const char *dir = setup_dir("launch_fail", "fail");
   ct_launch_failure f;
-  const double t0 = now_s();
+  const double t0 = ct_monotonic_s();
   assert_false(launch(3, NULL, 20, &f));
-  const double took = now_s() - t0;
+  const double took = ct_monotonic_s() - t0;
   assert_int_equal(f.rank, 1);
   assert_string_equal(f.why, "exited with status 3");
   assert_true(took < 10.0); /* not the workers' 30 s */
@@ -183,9 +179,9 @@ static void test_a_failing_worker_stops_the_others(void **state) {
 static void test_a_worker_ignoring_sigterm_is_killed_after_the_grace(void **state) {
   setup_dir("launch_stubborn", "stubborn");
   ct_launch_failure f;
-  const double t0 = now_s();
+  const double t0 = ct_monotonic_s();
   assert_false(launch(2, NULL, 1.0, &f));
-  const double took = now_s() - t0;
+  const double took = ct_monotonic_s() - t0;
   assert_int_equal(f.rank, 1);
   assert_string_equal(f.why, "exited with status 2");
   printf("stopped after %.2f s (grace 1 s)\n", took);
@@ -194,13 +190,13 @@ static void test_a_worker_ignoring_sigterm_is_killed_after_the_grace(void **stat
 
 static void *send_hup_when_ready(void *arg) {
   const char *dir = arg;
-  const double end = now_s() + 20;
+  const double end = ct_monotonic_s() + 20;
   for (;;) {
     char *a = read_mark(dir, "ready", 0), *b = read_mark(dir, "ready", 1);
     bool both = a && b;
     free(a);
     free(b);
-    if (both || now_s() > end) break;
+    if (both || ct_monotonic_s() > end) break;
     sleep_s(0.02);
   }
   kill(getpid(), SIGHUP);

@@ -40,7 +40,6 @@ static bool wanted(void) {
 #define GRAD_BLAS_WORKSPACE_BYTES (4u << 20)
 
 extern "C" ct_status ct_gpu_grad_create(ct_context *ctx, ct_error *err) {
-  const size_t blas_workspace_bytes = GRAD_BLAS_WORKSPACE_BYTES;
   if (!wanted()) return CT_OK;
   grad_stream *g = (grad_stream *)ct_xcalloc(1, sizeof *g);
   ctx->grads = g;
@@ -58,8 +57,8 @@ extern "C" ct_status ct_gpu_grad_create(ct_context *ctx, ct_error *err) {
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cublasCreate failed (gradient stream)",
                         ctx->device);
   cublasSetStream(g->blas, g->stream);
-  g->blas_workspace = ct_gpu_malloc(ctx->device, blas_workspace_bytes);
-  if (cublasSetWorkspace(g->blas, g->blas_workspace, blas_workspace_bytes) != CUBLAS_STATUS_SUCCESS)
+  g->blas_workspace = ct_gpu_malloc(ctx->device, GRAD_BLAS_WORKSPACE_BYTES);
+  if (cublasSetWorkspace(g->blas, g->blas_workspace, GRAD_BLAS_WORKSPACE_BYTES) != CUBLAS_STATUS_SUCCESS)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cublasSetWorkspace failed (gradient stream)",
                         ctx->device);
   ct_gpu_grad_set_math(ctx);

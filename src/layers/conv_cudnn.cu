@@ -19,10 +19,9 @@ typedef struct conv_cudnn {
   ct_cudnn_conv_algos algos;
   bool tf32;
   bool wgrad_side;                /* the weight gradient runs on the gradient stream */
-  /* the bias gradient (ct_bias_grad_gpu): the top as (num, num_output,
+  /* the bias gradient (ct_bias_grad_gpu): the top as (c->num, num_output,
    * top_spatial), and the reduction's scratch (its own, so that the
    * context's workspace stays cuDNN's alone) */
-  int num;
   size_t top_spatial;
   float *bias_scratch;
   size_t bias_scratch_count;
@@ -180,10 +179,9 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   if (s->algos.bwd_data_bytes > ws) ws = s->algos.bwd_data_bytes;
   if (!s->wgrad_side && s->algos.bwd_filter_bytes > ws) ws = s->algos.bwd_filter_bytes;
   const int *top_dims = c->reverse ? g.xdims : g.ydims;
-  s->num = c->num;
   s->top_spatial = 1;
   for (int i = 0; i < g.nd; i++) s->top_spatial *= (size_t)top_dims[2 + i];
-  const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(s->num, c->num_output, s->top_spatial) : 0;
+  const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial) : 0;
   if (bias_count > s->bias_scratch_count) {
     if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
@@ -230,13 +228,12 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
 
 /* ---------------------------------------------------------------- forward / backward */
 
-static cudnnHandle_t handle(const ct_layer *l) { return (cudnnHandle_t)l->ctx->cudnn; }
-static cudnnHandle_t handle_of(const ct_context *ctx) { return (cudnnHandle_t)ctx->cudnn; }
+static cudnnHandle_t handle(const ct_context *ctx) { return (cudnnHandle_t)ctx->cudnn; }
 
 /* Y = conv(X, W), overwriting Y. */
 static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const float *x,
                    float *y) {
-  CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l), &k_one, s->x, x, s->w, w, s->fwd,
+  CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l->ctx), &k_one, s->x, x, s->w, w, s->fwd,
                                          s->algos.fwd, l->ctx->workspace,
                                          l->ctx->workspace_bytes, &k_zero, s->y, y));
 }
@@ -244,7 +241,7 @@ static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const
 /* X = conv^T(Y, W), overwriting X. */
 static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
                    float *x) {
-  CT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(l), &k_one, s->w, w, s->y, y, s->bwd_data,
+  CT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(l->ctx), &k_one, s->w, w, s->y, y, s->bwd_data,
                                               s->algos.bwd_data, l->ctx->workspace,
                                               l->ctx->workspace_bytes, &k_zero, s->x, x));
 }
@@ -253,7 +250,7 @@ static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const
  * (the layer's, or the gradient stream's). */
 static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, const float *dy,
                         float *dw) {
-  CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_of(ctx), &k_one, s->x, x, s->y, dy,
+  CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle(ctx), &k_one, s->x, x, s->y, dy,
                                                 s->bwd_filter, s->algos.bwd_filter,
                                                 ctx->workspace, ctx->workspace_bytes, &k_one,
                                                 s->w, dw));
@@ -284,7 +281,7 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
     if (c->reverse) y_to_x(l, s, w, bottom[i]->data, top[i]->data);
     else x_to_y(l, s, w, bottom[i]->data, top[i]->data);
     if (c->bias_term)
-      CT_CUDNN_CHECK(cudnnAddTensor(handle(l), &k_one, s->bias, l->params[1]->data, &k_one,
+      CT_CUDNN_CHECK(cudnnAddTensor(handle(l->ctx), &k_one, s->bias, l->params[1]->data, &k_one,
                                     top_desc, top[i]->data));
   }
   return CT_OK;
@@ -313,7 +310,7 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
     /* Our own reduction, not cudnnConvolutionBackwardBias, which took a
      * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
     if (bgrad)
-      ct_bias_grad_gpu(pctx, dtop, s->num, c->num_output, s->top_spatial, s->bias_scratch,
+      ct_bias_grad_gpu(pctx, dtop, c->num, c->num_output, s->top_spatial, s->bias_scratch,
                        l->params[1]->diff);
     /* Deconvolution: top X = conv^T(bottom Y), so dW from (X = dtop, dY = bottom). */
     if (wgrad && c->reverse) weight_grad(pctx, s, dtop, bottom[i]->data, l->params[0]->diff);

@@ -23,14 +23,17 @@ extern char **environ;
 static pid_t *volatile g_pids;
 static volatile int g_n;
 
+static void signal_all(const pid_t *pids, int n, int sig) {
+  for (int i = 0; pids && i < n; i++)
+    if (pids[i] > 0) kill(pids[i], sig);
+}
+
 static void forward(int sig, siginfo_t *info, void *ctx) {
   (void)ctx;
   /* a terminal's SIGINT/SIGHUP (si_code > 0: from the kernel) went to the
    * whole foreground group, the workers included */
   if (sig != SIGTERM && info && info->si_code > 0) return;
-  pid_t *pids = g_pids;
-  for (int i = 0; pids && i < g_n; i++)
-    if (pids[i] > 0) kill(pids[i], sig);
+  signal_all(g_pids, g_n, sig);
 }
 
 static const int k_forwarded[3] = {SIGINT, SIGHUP, SIGTERM};
@@ -81,11 +84,6 @@ static void describe_exit(int status, char *buf, size_t size) {
   else if (WIFSIGNALED(status))
     snprintf(buf, size, "was ended by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   else snprintf(buf, size, "ended (status 0x%x)", (unsigned)status);
-}
-
-static void signal_all(const pid_t *pids, int n, int sig) {
-  for (int i = 0; i < n; i++)
-    if (pids[i] > 0) kill(pids[i], sig);
 }
 
 bool ct_launch_workers(const char *path, char *const *argv, int n, const char *const *extra,
