@@ -5,7 +5,8 @@
  * per-bucket timing shows each bucket ready, started and done in order; a
  * worker that fails stops the other, naming itself and the cause, within
  * 60 s, as a process and as a thread; Ctrl-C stops both workers after the
- * same iteration. */
+ * same iteration; every worker process runs rank 0's convolution
+ * algorithms. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -222,6 +223,80 @@ static void test_sigint_stops_both_workers_together(void **state) {
   assert_int_equal(dpf_count_files(dir, ".caffemodel"), 1);
 }
 
+/* The cuDNN lines ("layer 'c1': cuDNN fwd ...") of the glog thread id tid
+ * in out, joined. */
+static void conv_lines_of(const char *out, const char *tid, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    char head[16], day[32], id[32];
+    if (sscanf(p, "%15s %31s %31s", head, day, id) != 3 || strcmp(id, tid) != 0) continue;
+    const char *end = strchr(p, '\n');
+    const char *c = strstr(p, "': cuDNN ");
+    if (!c || (end && c > end)) continue;
+    const size_t n = end ? (size_t)(end - p) : strlen(p), used = strlen(buf);
+    const char *msg = strchr(p, ']');
+    assert_true(msg && used + n + 2 < len);
+    strncat(buf, msg, (size_t)(p + n - msg));
+    strcat(buf, "\n");
+  }
+}
+
+/* Worker processes run the convolution algorithms rank 0 chose: rank 1
+ * takes rank 0's table instead of benchmarking (it says how many entries),
+ * and both ranks log the same algorithms for every convolution. */
+static void test_ranks_run_rank0s_conv_algorithms(void **state) {
+  require_two_gpus();
+  const char *dir = tu_tmpdir("gpu_dp_algos");
+  char net[4200], solver[4200];
+  snprintf(net, sizeof net, "%s/net.prototxt", dir);
+  const char *text =
+      "name: 'convs'\n"
+      "layer { name: 'data' type: 'DummyData' top: 'x' top: 'label' dummy_data_param {\n"
+      "  shape { dim: 8 dim: 3 dim: 20 dim: 20 } shape { dim: 8 }\n"
+      "  data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }\n"
+      "layer { name: 'c1' type: 'Convolution' bottom: 'x' top: 'c1' convolution_param {\n"
+      "  num_output: 16 kernel_size: 5 weight_filler { type: 'xavier' } } }\n"
+      "layer { name: 'r1' type: 'ReLU' bottom: 'c1' top: 'c1' }\n"
+      "layer { name: 'c2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param {\n"
+      "  num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }\n"
+      "layer { name: 'ip' type: 'InnerProduct' bottom: 'c2' top: 'y' inner_product_param {\n"
+      "  num_output: 4 weight_filler { type: 'xavier' } } }\n"
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
+  tu_write_file(net, text, strlen(text));
+  snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
+  char stext[4600];
+  snprintf(stext, sizeof stext,
+           "net: '%s'\nbase_lr: 0.01 lr_policy: 'fixed' max_iter: 4 display: 1\n"
+           "snapshot_after_train: false solver_mode: GPU random_seed: 3\n",
+           net);
+  tu_write_file(solver, stext, strlen(stext));
+  setenv("CORTADO_LOG_ALL_RANKS", "1", 1);
+  char *out = NULL;
+  int rc = run_train(solver, "--gpu=0,1", &out);
+  unsetenv("CORTADO_LOG_ALL_RANKS");
+  if (rc != 0) fail_msg("--gpu=0,1 failed (%d):\n%s", rc, out);
+  const char *took = strstr(out, "took 2 cuDNN convolution algorithm choices from rank 0");
+  if (!took) fail_msg("rank 1 did not take rank 0's 2 algorithm choices:\n%s", out);
+  /* the two thread ids of lines naming c1's algorithms */
+  char tids[2][32] = {"", ""};
+  int ntids = 0;
+  for (const char *p = strstr(out, "layer 'c1': cuDNN "); p && ntids < 2; p = strstr(p + 1, "layer 'c1': cuDNN ")) {
+    const char *line = p;
+    while (line > out && line[-1] != '\n') line--;
+    char head[16], day[32], id[32];
+    assert_int_equal(sscanf(line, "%15s %31s %31s", head, day, id), 3);
+    if (ntids == 0 || strcmp(id, tids[0]) != 0) strcpy(tids[ntids++], id);
+  }
+  if (ntids != 2) fail_msg("not two ranks' algorithm lines:\n%s", out);
+  static char a[8192], b[8192];
+  conv_lines_of(out, tids[0], a, sizeof a);
+  conv_lines_of(out, tids[1], b, sizeof b);
+  if (strcmp(a, b) != 0 || !strstr(a, "'c2': cuDNN fwd"))
+    fail_msg("the ranks run different algorithms:\n%s---\n%s", a, b);
+  printf("both ranks: %s", a);
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_gpus_equal_one_with_double_batch),
@@ -231,6 +306,7 @@ int main(void) {
       cmocka_unit_test(test_failing_gpu_worker_stops_both),
       cmocka_unit_test(test_failing_gpu_worker_thread_stops_both),
       cmocka_unit_test(test_sigint_stops_both_workers_together),
+      cmocka_unit_test(test_ranks_run_rank0s_conv_algorithms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 
 static ct_log_level g_min_level = CT_LOG_INFO;
 static bool g_quiet_info;
+static bool g_all_ranks; /* CORTADO_LOG_ALL_RANKS=1: quiet settings are ignored */
 static _Thread_local bool t_quiet_info;
 static FILE *g_log_file;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -24,6 +25,8 @@ void ct_log_init_from_env(void) {
     if (lvl > CT_LOG_FATAL) lvl = CT_LOG_FATAL;
     g_min_level = (ct_log_level)lvl;
   }
+  const char *all = getenv("CORTADO_LOG_ALL_RANKS");
+  g_all_ranks = all && *all && strcmp(all, "0") != 0;
 }
 
 void ct_log_set_level(ct_log_level min_level) { g_min_level = min_level; }
@@ -48,7 +51,7 @@ ct_status ct_log_set_file(const char *path, ct_error *err) {
 
 void ct_log_writev(ct_log_level level, const char *file, int line, const char *fmt, va_list ap) {
   if (level < g_min_level && level != CT_LOG_FATAL) return;
-  if (level == CT_LOG_INFO && (g_quiet_info || t_quiet_info)) return;
+  if (level == CT_LOG_INFO && !g_all_ranks && (g_quiet_info || t_quiet_info)) return;
   static const char letters[] = "IWEF";
   struct timeval tv;
   gettimeofday(&tv, NULL);

@@ -29,7 +29,9 @@ ct_log_level ct_log_get_level(void);
 /* Also write every line to path (appending).  Returns CT_ERR_IO with a message
  * when the file cannot be opened.  NULL closes the current log file. */
 ct_status ct_log_set_file(const char *path, ct_error *err);
-/* Distributed runs silence INFO lines on ranks other than 0. */
+/* Distributed runs silence INFO lines on ranks other than 0, unless
+ * CORTADO_LOG_ALL_RANKS=1 was in the environment at ct_log_init_from_env
+ * (every rank's lines then go out, each with its own thread id). */
 void ct_log_set_quiet(bool quiet_info);
 /* The same for the calling thread only (data-parallel worker threads other
  * than rank 0's). */

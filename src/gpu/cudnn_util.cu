@@ -159,6 +159,84 @@ extern "C" size_t ct_cudnn_conv_table_size(void) {
   return n;
 }
 
+/* An entry as doubles (exact: every field is an int or a size under 2^53):
+ * the key's ints, cc, sms, the three algorithms, their math types, their
+ * workspace bytes, benchmarked. */
+enum { KEY_INTS = sizeof(ct_cudnn_conv_key) / sizeof(int), ENTRY_VALUES = KEY_INTS + 12 };
+static_assert(sizeof(ct_cudnn_conv_key) % sizeof(int) == 0, "the key is ints only");
+
+static void entry_to_values(const algo_entry *e, double *v) {
+  int key[KEY_INTS];
+  memcpy(key, &e->key, sizeof key);
+  for (int i = 0; i < KEY_INTS; i++) *v++ = key[i];
+  const ct_cudnn_conv_algos *a = &e->algos;
+  const double rest[12] = {(double)e->cc,          (double)e->sms,         (double)a->fwd,
+                           (double)a->bwd_data,    (double)a->bwd_filter,  (double)a->fwd_math,
+                           (double)a->bwd_data_math, (double)a->bwd_filter_math,
+                           (double)a->fwd_bytes,   (double)a->bwd_data_bytes,
+                           (double)a->bwd_filter_bytes, a->benchmarked ? 1.0 : 0.0};
+  memcpy(v, rest, sizeof rest);
+}
+
+static bool is_count(double x, double max) { return x >= 0 && x <= max && x == (double)(long long)x; }
+
+static bool values_to_entry(const double *v, algo_entry *e) {
+  memset(e, 0, sizeof *e);
+  int key[KEY_INTS];
+  for (int i = 0; i < KEY_INTS; i++) {
+    if (!is_count(v[i], 2147483647.0)) return false;
+    key[i] = (int)v[i];
+  }
+  memcpy(&e->key, key, sizeof key);
+  const double *r = v + KEY_INTS;
+  for (int i = 0; i < 12; i++)
+    if (!is_count(r[i], 9007199254740992.0)) return false;
+  e->cc = (int)r[0];
+  e->sms = (int)r[1];
+  ct_cudnn_conv_algos *a = &e->algos;
+  a->fwd = (cudnnConvolutionFwdAlgo_t)(int)r[2];
+  a->bwd_data = (cudnnConvolutionBwdDataAlgo_t)(int)r[3];
+  a->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)(int)r[4];
+  a->fwd_math = (cudnnMathType_t)(int)r[5];
+  a->bwd_data_math = (cudnnMathType_t)(int)r[6];
+  a->bwd_filter_math = (cudnnMathType_t)(int)r[7];
+  a->fwd_bytes = (size_t)r[8];
+  a->bwd_data_bytes = (size_t)r[9];
+  a->bwd_filter_bytes = (size_t)r[10];
+  a->benchmarked = r[11] != 0;
+  return a->fwd < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
+         a->bwd_data < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
+         a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+}
+
+extern "C" size_t ct_cudnn_conv_table_export(double *out, size_t cap) {
+  pthread_mutex_lock(&g_table_lock);
+  const size_t need = g_table_len * ENTRY_VALUES;
+  for (size_t i = 0; out && (i + 1) * ENTRY_VALUES <= cap && i < g_table_len; i++)
+    entry_to_values(&g_table[i], out + i * ENTRY_VALUES);
+  pthread_mutex_unlock(&g_table_lock);
+  return need;
+}
+
+extern "C" long ct_cudnn_conv_table_import(const double *in, size_t n) {
+  if (n % ENTRY_VALUES) return -1;
+  long added = 0;
+  pthread_mutex_lock(&g_table_lock);
+  for (size_t i = 0; i < n / ENTRY_VALUES; i++) {
+    algo_entry e;
+    if (!values_to_entry(in + i * ENTRY_VALUES, &e)) {
+      added = -1;
+      break;
+    }
+    if (!table_find(&e.key, e.cc, e.sms)) {
+      table_add(&e.key, e.cc, e.sms, &e.algos);
+      added++;
+    }
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  return added;
+}
+
 /* Device memory for a benchmark; NULL (and the CUDA error cleared) when the
  * device is out of memory. */
 static void *try_alloc(size_t bytes) {
@@ -247,9 +325,16 @@ static cudnnStatus_t bwd_filter_bytes(const find_args &a, cudnnConvolutionBwdFil
   return cudnnGetConvolutionBackwardFilterWorkspaceSize(a.h, a.x, a.y, a.conv, a.w, algo, b);
 }
 
-/* One direction: query (benchmark or heuristics), then the first usable
- * result (fastest first) whose workspace, asked again under the math type
- * it will run with, fits the limit. */
+/* Benchmarked times this close to the fastest (a fraction of it) count as a
+ * tie.  cuDNN's own timings of near-equal algorithms swap order from one run
+ * to the next, and so did whole-net speeds by up to 4% (AlexNet, H200): a
+ * tie goes to the least workspace, which is the same choice every time. */
+#define TIE_FRACTION 0.05f
+
+/* One direction: query (benchmark or heuristics), then the usable result
+ * whose workspace, asked again under the math type it will run with, fits
+ * the limit: the fastest, or among the benchmarked ones within TIE_FRACTION
+ * of the fastest, the one with the least workspace. */
 template <typename Perf, typename Algo, int Count>
 static ct_status choose(const find_args &a, const char *what,
                         cudnnStatus_t (*query)(const find_args &, int *, Perf *),
@@ -261,19 +346,26 @@ static ct_status choose(const find_args &a, const char *what,
   if (s != CUDNN_STATUS_SUCCESS)
     return ct_error_set(err, CT_ERR_DEVICE, "cuDNN %s algorithm search failed: %s", what,
                         cudnnGetErrorString(s));
+  bool found = false;
+  float fastest = 0.0f;
   for (int i = 0; i < n; i++) {
     if (!usable(perf[i], a)) continue;
+    if (found && perf[i].time > fastest * (1.0f + TIE_FRACTION)) break; /* sorted by time */
     cudnnMathType_t m = math_of(perf[i], a);
     size_t b = 0;
     if (cudnnSetConvolutionMathType(a.conv, m) != CUDNN_STATUS_SUCCESS) continue;
     s = bytes(a, perf[i].algo, &b);
     cudnnSetConvolutionMathType(a.conv, a.base_math);
     if (s != CUDNN_STATUS_SUCCESS || b > a.limit) continue;
+    if (found && b >= *ws) continue;
+    if (!found) fastest = perf[i].time;
+    found = true;
     *algo = perf[i].algo;
     *math = m;
     *ws = b;
-    return CT_OK;
+    if (!a.xbuf) break; /* heuristics: their order, no times */
   }
+  if (found) return CT_OK;
   return ct_error_set(err, CT_ERR_UNSUPPORTED,
                       "no cuDNN %s algorithm runs this convolution within the %zu MiB workspace "
                       "limit (CORTADO_CUDNN_WORKSPACE_MB)",

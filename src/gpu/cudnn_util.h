@@ -57,6 +57,16 @@ size_t ct_cudnn_workspace_limit(int device);
 /* Entries in the process-wide table of convolution algorithms (for tests).
  * GPU builds only. */
 size_t ct_cudnn_conv_table_size(void);
+/* The table as doubles, for processes that should run the algorithms this
+ * one chose (data-parallel workers): writes the entries that fit in cap
+ * values to out (out may be NULL) and returns how many values the whole
+ * table takes.  GPU builds only. */
+size_t ct_cudnn_conv_table_export(double *out, size_t cap);
+/* Adds the entries of an exported table of n values that this table lacks
+ * (entries already here stay) and returns how many it added; -1, with the
+ * entries before the first bad one added, when in is not an export.  GPU
+ * builds only. */
+long ct_cudnn_conv_table_import(const double *in, size_t n);
 
 #ifdef __cplusplus
 }
@@ -122,7 +132,10 @@ typedef struct ct_cudnn_conv_algos {
  * benchmarked now with cudnnFind*AlgorithmEx on scratch buffers of the
  * descriptors' sizes (which this allocates and frees, so it synchronises)
  * within ct_cudnn_workspace_limit and stored.  When the scratch cannot be
- * allocated the heuristics (cudnnGet*Algorithm_v7) choose instead.  conv_desc
+ * allocated the heuristics (cudnnGet*Algorithm_v7) choose instead.  Of the
+ * benchmarked results, those within 5% of the fastest count as a tie, which
+ * goes to the least workspace: near-equal algorithms otherwise swap places
+ * from run to run.  conv_desc
  * must carry key->tf32's math type (CUDNN_FMA_MATH when strict).  Thread-safe:
  * workers on several GPUs share the table (keyed by compute capability as
  * well).  Fails with CT_ERR_UNSUPPORTED when no algorithm runs the

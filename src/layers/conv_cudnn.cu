@@ -223,6 +223,8 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
     return st;
   }
   drop_caffe_scratch(l, c);
+  char algos[256];
+  LOG_INFO("layer '%s': cuDNN %s", l->name, ct_conv_cudnn_describe(l, algos, sizeof algos));
   return CT_OK;
 }
 

@@ -18,6 +18,7 @@
 #include "parallel/comm_mpi.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_gloo.h"
+#include "parallel/dp_gpu.h"
 #include "parallel/dp_reduce.h"
 #include "parallel/shards.h"
 
@@ -172,7 +173,12 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   ct_solver_opts o = job->solver_opts;
   o.replica = w->rank != 0;
   o.quiet_nets = o.quiet_nets || w->rank != 0;
+  /* One process per GPU: every rank takes rank 0's convolution algorithms
+   * (threads share their process's table already). */
+  const bool share_algos = sh->gpu && !sh->threads && sh->world > 1;
+  if (share_algos && w->rank != 0) CT_TRY(ct_dp_gpu_share_conv_algos(w->comm, false, err));
   CT_TRY(ct_solver_init(&w->solver, sp, &o, &w->ctx, err));
+  if (share_algos && w->rank == 0) CT_TRY(ct_dp_gpu_share_conv_algos(w->comm, true, err));
   if (job->weights) CT_TRY(ct_solver_copy_trained_files(w->solver, job->weights, err));
   if (job->resume) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);

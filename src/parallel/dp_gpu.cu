@@ -3,8 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/cudnn_util.h"
 #include "gpu/gpu.h"
 #include "parallel/dp_gpu.h"
+extern "C" {
+#include "core/log.h"
+}
 
 struct ct_dp_gpu {
   ct_context *ctx;
@@ -204,6 +208,26 @@ extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count,
   CT_TRY(ct_comm_broadcast(g->comm, buf, count, root, g->comm_stream, err));
   CT_TRY(ct_dp_gpu_join(g, err));
   return ct_dp_gpu_wait(g, err);
+}
+
+extern "C" ct_status ct_dp_gpu_share_conv_algos(ct_comm *comm, bool send, ct_error *err) {
+  double n = send ? (double)ct_cudnn_conv_table_export(NULL, 0) : 0.0;
+  CT_TRY(ct_comm_allreduce_host_f64(comm, &n, 1, err)); /* only root's count is not 0 */
+  const size_t count = (size_t)n;
+  if (count == 0) return CT_OK;
+  double *v = (double *)calloc(count, sizeof *v);
+  CT_ASSERT(v != NULL);
+  if (send) ct_cudnn_conv_table_export(v, count);
+  ct_status st = ct_comm_allreduce_host_f64(comm, v, count, err);
+  if (st == CT_OK && !send) {
+    const long added = ct_cudnn_conv_table_import(v, count);
+    if (added < 0)
+      st = ct_error_set(err, CT_ERR_COMM, "rank 0's table of cuDNN algorithms arrived damaged");
+    else
+      LOG_INFO("took %ld cuDNN convolution algorithm choice%s from rank 0", added, added == 1 ? "" : "s");
+  }
+  free(v);
+  return st;
 }
 
 static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {

@@ -72,6 +72,16 @@ ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err);
  * compute stream's pending work and before its later work; blocks until
  * done.  Not capturable. */
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err);
+/* Every rank runs the cuDNN convolution algorithms that rank root's process
+ * chose.  Root calls this with send=true after building its nets; every
+ * other rank with send=false before building its own: it blocks until root's
+ * table arrives and adds it to this process's table, so its nets find their
+ * shapes there instead of benchmarking.  Replicas then run the same kernels
+ * at the same pace (an iteration goes at the slowest one's), and a run's
+ * choices no longer differ by rank.  Host all-reduces over comm, under its
+ * watchdog.  Shapes root never benchmarked, or GPUs of another kind, are
+ * still benchmarked locally. */
+ct_status ct_dp_gpu_share_conv_algos(ct_comm *comm, bool send, ct_error *err);
 /* One timed iteration on the compute stream, in ms: from the previous
  * waited iteration's end to this backward's start (its forward, and the
  * gap between the iterations: host work, waits for other ranks), the

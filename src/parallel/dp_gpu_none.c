@@ -26,6 +26,7 @@ ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
+ct_status ct_dp_gpu_share_conv_algos(ct_comm *comm, bool send, ct_error *err) { return CT_OK; }
 bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, ct_dp_iter_time *it) {
   return false;
 }
