@@ -209,6 +209,8 @@ static bool values_to_entry(const double *v, algo_entry *e) {
          a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
 }
 
+extern "C" size_t ct_cudnn_conv_table_entry_values(void) { return ENTRY_VALUES; }
+
 extern "C" size_t ct_cudnn_conv_table_export(double *out, size_t cap) {
   pthread_mutex_lock(&g_table_lock);
   const size_t need = g_table_len * ENTRY_VALUES;

@@ -67,6 +67,11 @@ size_t ct_cudnn_conv_table_export(double *out, size_t cap);
  * entries before the first bad one added, when in is not an export.  GPU
  * builds only. */
 long ct_cudnn_conv_table_import(const double *in, size_t n);
+/* Values per entry of an export: the key's ints, then compute capability
+ * (major * 10 + minor), SM count, the forward, backward-data and
+ * backward-filter algorithms, their three math types, their three workspace
+ * sizes in bytes, and 1 when benchmarked (0: heuristics).  GPU builds only. */
+size_t ct_cudnn_conv_table_entry_values(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,81 @@
+/* The table of cuDNN convolution algorithms as data-parallel worker
+ * processes share it (rank 0 exports, the others import): entries survive
+ * the round trip value for value, an import adds only the entries the
+ * table lacks, and values that are not an export are refused.  Needs a
+ * CUDA build, not a GPU: the table is host memory (skipped, 77, in CPU-only
+ * builds). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "gpu/cudnn_util.h"
+
+/* Entry i of a made-up export: key ints from 1 up (distinct per i), then
+ * cc 90, 132 SMs, algorithms 1 / 0 / 3, math types 0 / 1 / 2, workspaces
+ * 4096 / 0 / 2^40, benchmarked. */
+static void make_entry(double *v, size_t per, int i) {
+  const size_t key = per - 12;
+  for (size_t k = 0; k < key; k++) v[k] = (double)(1000 * i + (int)k + 1);
+  const double rest[12] = {90, 132, 1, 0, 3, 0, 1, 2, 4096, 0, 1099511627776.0, 1};
+  for (int k = 0; k < 12; k++) v[key + k] = rest[k];
+}
+
+static void test_round_trip_and_missing_only(void **state) {
+  const size_t per = ct_cudnn_conv_table_entry_values();
+  assert_true(per > 12);
+  const size_t n0 = ct_cudnn_conv_table_size();
+  assert_int_equal(n0, 0); /* a fresh process benchmarked nothing */
+  double *in = calloc(2 * per, sizeof *in);
+  make_entry(in, per, 1);
+  make_entry(in + per, per, 2);
+  assert_int_equal(ct_cudnn_conv_table_import(in, 2 * per), 2);
+  assert_int_equal(ct_cudnn_conv_table_size(), n0 + 2);
+  /* again: nothing is missing */
+  assert_int_equal(ct_cudnn_conv_table_import(in, 2 * per), 0);
+  assert_int_equal(ct_cudnn_conv_table_size(), n0 + 2);
+  const size_t need = ct_cudnn_conv_table_export(NULL, 0);
+  assert_int_equal(need, (n0 + 2) * per);
+  double *out = calloc(need, sizeof *out);
+  assert_int_equal(ct_cudnn_conv_table_export(out, need), need);
+  for (size_t k = 0; k < 2 * per; k++) assert_true(out[n0 * per + k] == in[k]);
+  /* one value short: only the first entry fits, whole */
+  memset(out, 0, need * sizeof *out);
+  assert_int_equal(ct_cudnn_conv_table_export(out, need - 1), need);
+  for (size_t k = 0; k < per; k++) assert_true(out[k] == in[k]);
+  for (size_t k = per; k < need; k++) assert_true(out[k] == 0.0);
+  free(out);
+  free(in);
+}
+
+static void test_not_an_export_is_refused(void **state) {
+  const size_t per = ct_cudnn_conv_table_entry_values();
+  const size_t n0 = ct_cudnn_conv_table_size();
+  double *v = calloc(per, sizeof *v);
+  make_entry(v, per, 7);
+  assert_int_equal(ct_cudnn_conv_table_import(v, per - 1), -1); /* not whole entries */
+  v[0] = 1.5;                                                    /* not an int */
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+  make_entry(v, per, 7);
+  v[0] = -3; /* negative */
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+  make_entry(v, per, 7);
+  v[per - 12 + 2] = 999; /* no such forward algorithm */
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+  assert_int_equal(ct_cudnn_conv_table_size(), n0);
+  free(v);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip_and_missing_only),
+      cmocka_unit_test(test_not_an_export_is_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#else
+int main(void) {
+  printf("a CPU-only build has no cuDNN table: skipped\n");
+  return 77;
+}
+#endif
