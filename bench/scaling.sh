@@ -253,7 +253,7 @@ for name in $NETS; do
       [[ $v == dummy ]] && t2=$(torch_run "$netf" "$set" "$batch" "$shape")
       slow="-"
       [[ "$EACH_GPU" == 1 ]] && slow=$(slowest_alone "${name}_${v}" "$set")
-      vs_slow=$(awk -v s="$slow" -v n="$ngpus" -v t="$two" 'BEGIN { if (s + 0 > 0 && t + 0 > 0) printf "%.3fx", t / s; else print "-" }')
+      vs_slow=$(ratio "$slow" "$two")
       sc=$(ratio "$one" "$two")
       (( ROUNDS > 1 )) && sc="$(median %.3f ${runs[$set:scaling]//x/})x"
       rows+=("$name|$v|$batch|$ngpus|$one|$two|$sc|$vs_slow|$t1|$t2|$(ratio "$t1" "$t2")")

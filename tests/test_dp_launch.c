@@ -160,12 +160,17 @@ static void test_other_children_are_left_alone(void **state) {
   assert_int_equal(WEXITSTATUS(status), 42);
 }
 
+/* A launch of n workers, grace_s, that must fail: the seconds it took. */
+static double failed_launch(int n, double grace_s, ct_launch_failure *f) {
+  const double t0 = ct_monotonic_s();
+  assert_false(launch(n, NULL, grace_s, f));
+  return ct_monotonic_s() - t0;
+}
+
 static void test_a_failing_worker_stops_the_others(void **state) {
   const char *dir = setup_dir("launch_fail", "fail");
   ct_launch_failure f;
-  const double t0 = ct_monotonic_s();
-  assert_false(launch(3, NULL, 20, &f));
-  const double took = ct_monotonic_s() - t0;
+  const double took = failed_launch(3, 20, &f);
   assert_int_equal(f.rank, 1);
   assert_string_equal(f.why, "exited with status 3");
   assert_true(took < 10.0); /* not the workers' 30 s */
@@ -179,9 +184,7 @@ static void test_a_failing_worker_stops_the_others(void **state) {
 static void test_a_worker_ignoring_sigterm_is_killed_after_the_grace(void **state) {
   setup_dir("launch_stubborn", "stubborn");
   ct_launch_failure f;
-  const double t0 = ct_monotonic_s();
-  assert_false(launch(2, NULL, 1.0, &f));
-  const double took = ct_monotonic_s() - t0;
+  const double took = failed_launch(2, 1.0, &f);
   assert_int_equal(f.rank, 1);
   assert_string_equal(f.why, "exited with status 2");
   printf("stopped after %.2f s (grace 1 s)\n", took);

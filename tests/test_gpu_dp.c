@@ -223,21 +223,28 @@ static void test_sigint_stops_both_workers_together(void **state) {
   assert_int_equal(dpf_count_files(dir, ".caffemodel"), 1);
 }
 
+/* The thread id of the glog line at `line` ("I1122 10:15:01.123456 12345
+ * file.c:10] ..."); false when it is not one. */
+static bool glog_tid(const char *line, char id[32]) {
+  char head[16], time[32];
+  return sscanf(line, "%15s %31s %31s", head, time, id) == 3;
+}
+
 /* The cuDNN lines ("layer 'c1': cuDNN fwd ...") of the glog thread id tid
- * in out, joined. */
+ * in out, from their "]" on, joined. */
 static void conv_lines_of(const char *out, const char *tid, char *buf, size_t len) {
   buf[0] = '\0';
-  for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-    char head[16], day[32], id[32];
-    if (sscanf(p, "%15s %31s %31s", head, day, id) != 3 || strcmp(id, tid) != 0) continue;
+  for (const char *p = out; *p;) {
     const char *end = strchr(p, '\n');
-    const char *c = strstr(p, "': cuDNN ");
-    if (!c || (end && c > end)) continue;
-    const size_t n = end ? (size_t)(end - p) : strlen(p), used = strlen(buf);
-    const char *msg = strchr(p, ']');
-    assert_true(msg && used + n + 2 < len);
-    strncat(buf, msg, (size_t)(p + n - msg));
-    strcat(buf, "\n");
+    const size_t n = end ? (size_t)(end - p) : strlen(p);
+    const char *msg = memchr(p, ']', n), *c = strstr(p, "': cuDNN ");
+    char id[32];
+    if (msg && c && c < p + n && glog_tid(p, id) && strcmp(id, tid) == 0) {
+      assert_true(strlen(buf) + n + 2 < len);
+      strncat(buf, msg, (size_t)(p + n - msg));
+      strcat(buf, "\n");
+    }
+    p += n + (end != NULL);
   }
 }
 
@@ -283,8 +290,8 @@ static void test_ranks_run_rank0s_conv_algorithms(void **state) {
   for (const char *p = strstr(out, "layer 'c1': cuDNN "); p && ntids < 2; p = strstr(p + 1, "layer 'c1': cuDNN ")) {
     const char *line = p;
     while (line > out && line[-1] != '\n') line--;
-    char head[16], day[32], id[32];
-    assert_int_equal(sscanf(line, "%15s %31s %31s", head, day, id), 3);
+    char id[32];
+    assert_true(glog_tid(line, id));
     if (ntids == 0 || strcmp(id, tids[0]) != 0) strcpy(tids[ntids++], id);
   }
   if (ntids != 2) fail_msg("not two ranks' algorithm lines:\n%s", out);

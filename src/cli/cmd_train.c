@@ -223,8 +223,6 @@ static bool shards_requested(const ct_cli_args *args) {
          ct_cli_is_set(args, "redis_host");
 }
 
-/* One shard of a run that meets through a store: its GPUs as threads, or
- * one CPU worker with gradients through Gloo. */
 /* A data-parallel driver (ct_dp_train_*) bound to its own arguments. */
 typedef ct_status (*dp_driver)(const ct_dp_job *job, const void *arg, ct_error *err);
 
@@ -273,6 +271,8 @@ static ct_status drive_process(const ct_dp_job *job, const void *arg, ct_error *
   return ct_dp_train_process(job, a->gpus->ids, a->gpus->n, a->rank, a->id, err);
 }
 
+/* One shard of a run that meets through a store: its GPUs as threads, or
+ * one CPU worker with gradients through Gloo. */
 static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp, const ct_gpu_list *gpus,
                         ct_csv_log *csv) {
   ct_shard_opts so;

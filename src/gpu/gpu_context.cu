@@ -89,11 +89,15 @@ extern "C" void ct_gpu_context_sync(ct_context *ctx) {
   CT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)ctx->stream));
 }
 
-extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
-  cublasStatus_t s = cublasSetMathMode((cublasHandle_t)ctx->cublas,
-                                       ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+extern "C" void ct_gpu_blas_set_math(void *cublas, bool tf32) {
+  cublasStatus_t s = cublasSetMathMode((cublasHandle_t)cublas,
+                                       tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (s != CUBLAS_STATUS_SUCCESS)
     ct_abort(__FILE__, __LINE__, "cublasSetMathMode failed (status %d)", (int)s);
+}
+
+extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
+  ct_gpu_blas_set_math(ctx->cublas, ctx->tf32);
   ct_gpu_grad_set_math(ctx);
 }
 

@@ -14,8 +14,12 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err);
 void ct_gpu_context_free(ct_context *ctx);
 void ct_gpu_context_sync(ct_context *ctx);
 bool ct_gpu_context_capturing(const ct_context *ctx);
-/* Applies ctx->tf32 to the cuBLAS handle. */
+/* Applies ctx->tf32 to the cuBLAS handles (the context's and its gradient
+ * stream's). */
 void ct_gpu_context_set_math(ct_context *ctx);
+/* TF32 tensor-op math or the default on one cuBLAS handle; aborts when
+ * cuBLAS refuses.  GPU builds only. */
+void ct_gpu_blas_set_math(void *cublas, bool tf32);
 /* Reads ctx->check_word (waits for the stream). */
 unsigned ct_gpu_context_read_check(ct_context *ctx);
 /* Zeroes ctx->check_word on the stream. */

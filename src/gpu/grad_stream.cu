@@ -87,11 +87,7 @@ extern "C" void ct_gpu_grad_free(ct_context *ctx) {
 
 extern "C" void ct_gpu_grad_set_math(ct_context *ctx) {
   grad_stream *g = state(ctx);
-  if (!g || !g->blas) return;
-  cublasStatus_t s =
-      cublasSetMathMode(g->blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-  if (s != CUBLAS_STATUS_SUCCESS)
-    ct_abort(__FILE__, __LINE__, "cublasSetMathMode failed (status %d)", (int)s);
+  if (g && g->blas) ct_gpu_blas_set_math(g->blas, ctx->tf32);
 }
 
 extern "C" ct_context *ct_gpu_grad_begin(ct_context *ctx) {

@@ -215,8 +215,7 @@ extern "C" ct_status ct_dp_gpu_share_conv_algos(ct_comm *comm, bool send, ct_err
   CT_TRY(ct_comm_allreduce_host_f64(comm, &n, 1, err)); /* only root's count is not 0 */
   const size_t count = (size_t)n;
   if (count == 0) return CT_OK;
-  double *v = (double *)calloc(count, sizeof *v);
-  CT_ASSERT(v != NULL);
+  double *v = (double *)ct_xcalloc(count, sizeof *v);
   if (send) ct_cudnn_conv_table_export(v, count);
   ct_status st = ct_comm_allreduce_host_f64(comm, v, count, err);
   if (st == CT_OK && !send) {
