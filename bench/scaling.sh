@@ -33,6 +33,12 @@
 #             medians (images/s, and the scaling of each pair) and every round
 #             is listed below it: one 100-iteration run moves by a few percent
 #             from one start to the next, on one GPU too
+#   SAME_ALGOS 1 (default): every cortado run of one net and data mode runs
+#             the cuDNN convolution algorithms the first one benchmarked
+#             (CORTADO_CUDNN_ALGOS=$OUT/<net>_<data>.algos), so that a 1-GPU
+#             run and the N-GPU run it is compared with run the same kernels:
+#             near-tied algorithms otherwise swap between runs and move one
+#             run's rate by a few percent; 0 lets every run benchmark its own
 #   OUT       where logs go (default /tmp/cortado_scaling)
 #
 # Images/s of cortado come from its "Iteration N (X iter/s, ...)" lines:
@@ -219,6 +225,10 @@ for name in $NETS; do
       flags=()
     fi
     echo "== $name ($v data), batch $batch per GPU"
+    if [[ "${SAME_ALGOS:-1}" == 1 ]]; then
+      export CORTADO_CUDNN_ALGOS="$OUT/${name}_${v}.algos"
+      rm -f "$CORTADO_CUDNN_ALGOS"
+    fi
     # ROUNDS rounds of (1 GPU, then each set): a pair's runs are minutes apart at most
     declare -A runs=()
     ones=""
@@ -259,6 +269,7 @@ for name in $NETS; do
       rows+=("$name|$v|$batch|$ngpus|$one|$two|$sc|$vs_slow|$t1|$t2|$(ratio "$t1" "$t2")")
     done
     unset runs
+    unset CORTADO_CUDNN_ALGOS
   done
 done
 

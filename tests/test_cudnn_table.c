@@ -1,7 +1,8 @@
 /* The table of cuDNN convolution algorithms as data-parallel worker
  * processes share it (rank 0 exports, the others import): entries survive
  * the round trip value for value, an import adds only the entries the
- * table lacks, and values that are not an export are refused.  Needs a
+ * table lacks, and values that are not an export are refused; the same
+ * through a file (CORTADO_CUDNN_ALGOS).  Needs a
  * CUDA build, not a GPU: the table is host memory (skipped, 77, in CPU-only
  * builds). */
 #include <stdio.h>
@@ -48,6 +49,47 @@ static void test_round_trip_and_missing_only(void **state) {
   free(in);
 }
 
+/* CORTADO_CUDNN_ALGOS's file: written whole, read back adding only what is
+ * missing; a damaged or truncated file adds nothing; a missing one is -2. */
+static void test_file(void **state) {
+  const size_t per = ct_cudnn_conv_table_entry_values();
+  double *v = calloc(per, sizeof *v);
+  make_entry(v, per, 11);
+  assert_true(ct_cudnn_conv_table_import(v, per) >= 0);
+  const char *dir = tu_tmpdir("cudnn_table");
+  char path[4200], bad[4200];
+  snprintf(path, sizeof path, "%s/algos", dir);
+  snprintf(bad, sizeof bad, "%s/bad", dir);
+  assert_true(ct_cudnn_conv_table_write(path));
+  const size_t n = ct_cudnn_conv_table_size();
+  assert_int_equal(ct_cudnn_conv_table_read(path), 0); /* every entry is here already */
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  const long size = ftell(f);
+  fclose(f);
+  assert_int_equal(size, (long)(16 + n * per * sizeof(double)));
+  /* the file with one value cut off, and with a wrong header */
+  char *bytes = malloc((size_t)size);
+  f = fopen(path, "rb");
+  assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  f = fopen(bad, "wb");
+  fwrite(bytes, 1, (size_t)size - 8, f);
+  fclose(f);
+  assert_int_equal(ct_cudnn_conv_table_read(bad), -1);
+  bytes[0] = 'X';
+  f = fopen(bad, "wb");
+  fwrite(bytes, 1, (size_t)size, f);
+  fclose(f);
+  assert_int_equal(ct_cudnn_conv_table_read(bad), -1);
+  snprintf(bad, sizeof bad, "%s/none", dir);
+  assert_int_equal(ct_cudnn_conv_table_read(bad), -2);
+  assert_int_equal(ct_cudnn_conv_table_size(), n);
+  free(bytes);
+  free(v);
+}
+
 static void test_not_an_export_is_refused(void **state) {
   const size_t per = ct_cudnn_conv_table_entry_values();
   const size_t n0 = ct_cudnn_conv_table_size();
@@ -70,6 +112,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_and_missing_only),
       cmocka_unit_test(test_not_an_export_is_refused),
+      cmocka_unit_test(test_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,6 +56,8 @@ typedef struct ct_context {
   unsigned *check_word;  /* (1) device: id of the first failed deferred check, 0 when none */
   unsigned *check_host;  /* (1) pinned host copy of check_word */
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
+  unsigned *seq_dev;     /* (1) device: the solver iteration on the stream (gpu/iter_slots.h) */
+  void *seq_end[2];      /* cudaEvent_t: the end of the last iteration with (seq & 1) == 0, 1 */
   void *grads;           /* the parameter-gradient stream's state (below), NULL when off */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
   bool deterministic;    /* only algorithms that give the same bits on every run (cuDNN's
@@ -65,6 +67,7 @@ typedef struct ct_context {
   ct_check_entry *checks; /* (ncheck_slots) registered deferred checks */
   int ncheck_slots;
   unsigned next_check_id;
+  unsigned seq;          /* GPU: the solver iterations launched so far (gpu/iter_slots.h) */
   /* data parallelism: this worker's rank among `world` workers */
   int rank;
   int world;

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +241,72 @@ extern "C" long ct_cudnn_conv_table_import(const double *in, size_t n) {
   return added;
 }
 
+/* ---------------------------------------------------------------- the file */
+
+/* CORTADO_CUDNN_ALGOS=FILE (see cudnn_util.h): a header, the value count,
+ * then the export's doubles, in this machine's byte order. */
+static const char k_cache_magic[8] = {'C', 'T', 'C', 'O', 'N', 'V', '1', '\n'};
+
+extern "C" long ct_cudnn_conv_table_read(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -2;
+  char magic[8];
+  uint64_t n = 0;
+  double *v = NULL;
+  bool ok = fread(magic, 1, sizeof magic, f) == sizeof magic &&
+            memcmp(magic, k_cache_magic, sizeof magic) == 0 && fread(&n, sizeof n, 1, f) == 1 &&
+            n <= ((uint64_t)1 << 24);
+  if (ok) {
+    v = (double *)ct_xcalloc((size_t)n + 1, sizeof *v);
+    ok = fread(v, sizeof *v, (size_t)n, f) == (size_t)n && fgetc(f) == EOF;
+  }
+  fclose(f);
+  const long added = ok ? ct_cudnn_conv_table_import(v, (size_t)n) : -1;
+  free(v);
+  return added;
+}
+
+extern "C" bool ct_cudnn_conv_table_write(const char *path) {
+  const uint64_t n = ct_cudnn_conv_table_export(NULL, 0);
+  double *v = (double *)ct_xcalloc((size_t)n + 1, sizeof *v);
+  ct_cudnn_conv_table_export(v, (size_t)n);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f && fwrite(k_cache_magic, 1, sizeof k_cache_magic, f) == sizeof k_cache_magic &&
+            fwrite(&n, sizeof n, 1, f) == 1 && fwrite(v, sizeof *v, (size_t)n, f) == (size_t)n;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok && rename(tmp, path) != 0) ok = false;
+  if (!ok) remove(tmp);
+  free(v);
+  return ok;
+}
+
+static const char *cache_path(void) {
+  const char *p = getenv("CORTADO_CUDNN_ALGOS");
+  return p && *p ? p : NULL;
+}
+
+static void cache_load(void) {
+  const char *path = cache_path();
+  if (!path) return;
+  const long added = ct_cudnn_conv_table_read(path);
+  if (added == -1)
+    LOG_WARNING("CORTADO_CUDNN_ALGOS: %s is not a table of cuDNN algorithms; benchmarking instead",
+                path);
+  else if (added >= 0)
+    LOG_INFO("took %ld cuDNN convolution algorithm choice%s from %s", added, added == 1 ? "" : "s",
+             path);
+}
+
+static void cache_save(void) {
+  const char *path = cache_path();
+  if (path && !ct_cudnn_conv_table_write(path))
+    LOG_WARNING("CORTADO_CUDNN_ALGOS: cannot write %s: %s", path, strerror(errno));
+}
+
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
 /* Device memory for a benchmark; NULL (and the CUDA error cleared) when the
  * device is out of memory. */
 static void *try_alloc(size_t bytes) {
@@ -460,15 +528,19 @@ ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
   CT_CUDNN_TRY(err, cudnnGetConvolutionMathType(conv_desc, &a.base_math));
   /* The lock is held through a benchmark: workers on other GPUs asking for
    * the same shapes wait for it and then share its result. */
+  pthread_once(&g_cache_once, cache_load);
   pthread_mutex_lock(&g_table_lock);
   const algo_entry *e = table_find(key, cc, sms);
   ct_status s = CT_OK;
+  bool added = false;
   if (e) {
     *out = e->algos;
   } else {
     s = find_now(ctx, key, &a, out, err);
     if (s == CT_OK) table_add(key, cc, sms, out);
+    added = s == CT_OK;
   }
   pthread_mutex_unlock(&g_table_lock);
+  if (added) cache_save();
   return s;
 }

@@ -67,6 +67,13 @@ size_t ct_cudnn_conv_table_export(double *out, size_t cap);
  * entries before the first bad one added, when in is not an export.  GPU
  * builds only. */
 long ct_cudnn_conv_table_import(const double *in, size_t n);
+/* The table in a file (CORTADO_CUDNN_ALGOS, see ct_cudnn_conv_find): read
+ * adds the file's entries that the table lacks and returns how many, -1
+ * when the file is not such a table (nothing added), -2 when it cannot be
+ * opened; write replaces path atomically with the whole table (false, errno
+ * set, when it cannot).  GPU builds only. */
+long ct_cudnn_conv_table_read(const char *path);
+bool ct_cudnn_conv_table_write(const char *path);
 /* Values per entry of an export: the key's ints, then compute capability
  * (major * 10 + minor), SM count, the forward, backward-data and
  * backward-filter algorithms, their three math types, their three workspace
@@ -143,7 +150,11 @@ typedef struct ct_cudnn_conv_algos {
  * from run to run.  conv_desc
  * must carry key->tf32's math type (CUDNN_FMA_MATH when strict).  Thread-safe:
  * workers on several GPUs share the table (keyed by compute capability as
- * well).  Fails with CT_ERR_UNSUPPORTED when no algorithm runs the
+ * well).  With CORTADO_CUDNN_ALGOS=FILE in the environment the table
+ * starts from FILE (when it exists and holds one; else a warning) and every
+ * new choice rewrites FILE, so that separate runs on the same GPU model
+ * (a 1-GPU run and the N-GPU run it is compared with) run the same
+ * algorithms.  Fails with CT_ERR_UNSUPPORTED when no algorithm runs the
  * convolution, or CT_ERR_DEVICE when cuDNN fails. */
 ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
                              cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,

@@ -22,6 +22,7 @@ static size_t blas_workspace_bytes(int device) {
 typedef struct {
   unsigned long long draws;
   unsigned check;
+  unsigned seq;
 } ctx_words;
 
 extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
@@ -63,7 +64,13 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   ctx_words *w = (ctx_words *)ct_gpu_malloc(ctx->device, sizeof(ctx_words));
   ctx->draws_dev = (uint64_t *)&w->draws;
   ctx->check_word = &w->check;
+  ctx->seq_dev = &w->seq;
   ctx->check_host = (unsigned *)ct_gpu_host_alloc(sizeof(unsigned));
+  for (int i = 0; i < 2; i++) {
+    cudaEvent_t e;
+    CT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ctx->seq_end[i] = e;
+  }
   return ct_gpu_grad_create(ctx, err);
 }
 
@@ -74,6 +81,10 @@ extern "C" void ct_gpu_context_free(ct_context *ctx) {
   if (ctx->blas_workspace) ct_gpu_free(ctx->device, ctx->blas_workspace);
   if (ctx->draws_dev) ct_gpu_free(ctx->device, ctx->draws_dev); /* the words' allocation */
   if (ctx->check_host) ct_gpu_host_free(ctx->check_host);
+  for (int i = 0; i < 2; i++)
+    if (ctx->seq_end[i]) cudaEventDestroy((cudaEvent_t)ctx->seq_end[i]);
+  ctx->seq_end[0] = ctx->seq_end[1] = NULL;
+  ctx->seq_dev = NULL;
   if (ctx->cudnn) cudnnDestroy((cudnnHandle_t)ctx->cudnn);
   if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
   if (ctx->copy_stream) cudaStreamDestroy((cudaStream_t)ctx->copy_stream);

@@ -89,6 +89,31 @@ void ct_gpu_context_set_draws(ct_context *ctx, uint64_t n) {}
 #endif
 
 #ifndef CORTADO_HAVE_CUDA
+#include "gpu/iter_slots.h"
+
+void ct_gpu_seq_advance_async(ct_context *ctx) {
+  ct_abort(__FILE__, __LINE__, "GPU iteration in a CPU-only build");
+}
+void ct_gpu_seq_record_end(ct_context *ctx) {
+  ct_abort(__FILE__, __LINE__, "GPU iteration in a CPU-only build");
+}
+void *ct_gpu_seq_end_event(const ct_context *ctx, unsigned seq) { return NULL; }
+void ct_gpu_seq_wait(const ct_context *ctx, unsigned seq) {}
+void *ct_gpu_slots_new(size_t slot_bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
+}
+void ct_gpu_slots_free(void *slots) {}
+void ct_gpu_slots_load_async(ct_context *ctx, void *stream, void *dst_dev, const void *slots,
+                             size_t slot_bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
+}
+void ct_gpu_slots_store_async(ct_context *ctx, void *stream, void *slots, const void *src_dev,
+                              size_t slot_bytes) {
+  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
+}
+#endif
+
+#ifndef CORTADO_HAVE_CUDA
 #include "gpu/graph.h"
 
 ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {

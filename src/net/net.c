@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "gpu/iter_slots.h"
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
@@ -219,7 +220,7 @@ static bool planning_wanted(const ct_net_opts *o) {
 static void alloc_loss(ct_net *net) {
   if (net->ctx->device == CT_DEVICE_CPU) return;
   net->loss_dev = ct_mem_alloc(net->ctx->device, sizeof(double));
-  net->loss_pinned = ct_mem_alloc_pinned(sizeof(double));
+  net->readback_slots = ct_gpu_slots_new(sizeof(ct_net_readback_slot));
 }
 
 ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
@@ -347,7 +348,7 @@ void ct_net_free(ct_net *net) {
   if (net->diff_zero) ct_mem_free(net->ctx->device, net->diff_zero);
   ct_net_diff_plan_free(net->diff_plan);
   if (net->loss_dev) ct_mem_free(net->ctx->device, net->loss_dev);
-  ct_mem_free_pinned(net->loss_pinned);
+  if (net->readback_slots) ct_gpu_slots_free(net->readback_slots);
   free(net->layer_ready_count);
   free(net->layers);
   free(net->bottom_ids);
@@ -388,17 +389,23 @@ ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
 }
 
 void ct_net_readback_async(ct_net *net) {
-  if (net->loss_dev) ct_net_readback_gpu(net->ctx, net->loss_dev, net->loss_pinned);
+  if (net->loss_dev) ct_net_readback_gpu(net->ctx, net->loss_dev, net->readback_slots);
 }
 
 ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err) {
+  if (net->loss_dev) ct_context_sync(net->ctx);
+  return ct_net_readback_take(net, net->ctx->seq, loss, err);
+}
+
+ct_status ct_net_readback_take(ct_net *net, unsigned seq, double *loss, ct_error *err) {
   if (!net->loss_dev) {
     if (loss) *loss = net->loss_host;
     return CT_OK;
   }
-  ct_context_sync(net->ctx);
-  unsigned word = *net->ctx->check_host;
-  if (loss) *loss = *net->loss_pinned;
+  const ct_net_readback_slot *slot =
+      ct_gpu_slot(net->readback_slots, sizeof(ct_net_readback_slot), seq);
+  const unsigned word = slot->check;
+  if (loss) *loss = slot->loss;
   if (word == 0) return CT_OK;
   ct_context_clear_checks_async(net->ctx);
   return ct_context_report_check(net->ctx, word, err);

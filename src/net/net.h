@@ -137,7 +137,7 @@ typedef struct ct_net {
   /* The weighted loss sum of the forwards since ct_net_zero_loss. */
   double loss_host;            /* CPU */
   double *loss_dev;            /* (1) GPU: device memory */
-  double *loss_pinned;         /* (1) GPU: pinned host copy, filled by the readback */
+  void *readback_slots;        /* GPU: two ct_net_readback_slot (gpu/iter_slots.h) */
   size_t grad_reported;        /* the grad hook's last count in this backward */
   struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
   unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
@@ -191,13 +191,19 @@ void ct_net_backward(ct_net *net);
  *                               context's check word) to pinned memory;
  *   ct_net_readback_finish      waits for that copy, reports a failed
  *                               deferred check with its layer's message
- *                               (and clears it), and gives the loss sum.
+ *                               (and clears it), and gives the loss sum;
+ *   ct_net_readback_take        the same for solver iteration `seq`
+ *                               (ctx->seq numbering) once the caller has
+ *                               waited for its end: the copy went to that
+ *                               iteration's slot, and the next iteration
+ *                               may be running.
  * On the CPU the same calls run synchronously. */
 void ct_net_zero_loss(ct_net *net);
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err);
 void ct_net_backward_layer(ct_net *net, int i);
 void ct_net_readback_async(ct_net *net);
 ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err);
+ct_status ct_net_readback_take(ct_net *net, unsigned seq, double *loss, ct_error *err);
 
 /* Plans the blob diffs anew (after shapes changed).  Called by ct_net_init
  * and ct_net_reshape unless the net keeps every blob diff. */

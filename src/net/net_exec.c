@@ -203,6 +203,8 @@ ct_status ct_exec_run(ct_exec *ex, uint64_t signature, ct_error *err) {
   return CT_OK;
 }
 
+bool ct_exec_steady(const ct_exec *ex) { return !ex->graphs || ex->state == EXEC_REPLAY; }
+
 void ct_exec_get_stats(const ct_exec *ex, ct_exec_stats *st) {
   memset(st, 0, sizeof *st);
   st->steps = ex->nsteps;

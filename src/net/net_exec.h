@@ -78,6 +78,10 @@ ct_status ct_exec_run(ct_exec *ex, uint64_t signature, ct_error *err);
 /* Drops the graphs; the next run watches the steps again. */
 void ct_exec_invalidate(ct_exec *ex);
 void ct_exec_get_stats(const ct_exec *ex, ct_exec_stats *st);
+/* Whether the next run runs as every later one will (its graphs replayed,
+ * or plain launches without graphs): it neither watches nor captures, so
+ * it may be launched while an earlier run is still on the device. */
+bool ct_exec_steady(const ct_exec *ex);
 /* True unless CORTADO_CUDA_GRAPHS=0 is in the environment. */
 bool ct_exec_graphs_allowed(void);
 

@@ -30,8 +30,15 @@ extern "C" void ct_net_loss_add_gpu(ct_context *ctx, size_t n, const float *data
   CT_CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void ct_net_readback_gpu(ct_context *ctx, const double *sum, double *pinned) {
-  CT_CUDA_CHECK(cudaMemcpyAsync(pinned, sum, sizeof(double), cudaMemcpyDeviceToHost, STREAM(ctx)));
-  CT_CUDA_CHECK(cudaMemcpyAsync(ctx->check_host, ctx->check_word, sizeof(unsigned),
-                                cudaMemcpyDeviceToHost, STREAM(ctx)));
+__global__ static void readback(const unsigned *seq, const double *sum, const unsigned *check,
+                                ct_net_readback_slot *slots) {
+  ct_net_readback_slot *slot = slots + (*seq & 1u);
+  slot->loss = *sum;
+  slot->check = *check;
+}
+
+extern "C" void ct_net_readback_gpu(ct_context *ctx, const double *sum, void *slots) {
+  readback<<<1, 1, 0, STREAM(ctx)>>>(ctx->seq_dev, sum, ctx->check_word,
+                                     (ct_net_readback_slot *)slots);
+  CT_CUDA_LAUNCH_CHECK();
 }

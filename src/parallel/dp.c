@@ -93,18 +93,34 @@ static ct_status hook_gradients(void *user, ct_error *err) {
   return ct_dp_reducer_launch_rest(w->red, err);
 }
 
-/* Waits for the iteration (GPU: under the watchdog), then agrees on rank
- * 0's pending requests so that every worker stops or snapshots after the
- * same iteration (on GPUs the one after the request was taken: the wish
- * travels inside that iteration's all-reduces, see ct_dp_reducer_agree). */
-static ct_status hook_iteration_end(void *user, ct_error *err) {
+/* Rank 0's pending signal requests, taken (the others: none). */
+static int take_wish(const dp_worker *w) {
+  return w->rank == 0 ? __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST) : 0;
+}
+
+/* GPU: the wish iteration seq carries inside its all-reduces. */
+static void hook_launch(void *user, unsigned seq) {
   dp_worker *w = user;
-  CT_TRY(ct_dp_reducer_wait(w->red, err));
-  const int wish = w->rank == 0 ? __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST) : 0;
+  if (ct_dp_reducer_carries_requests(w->red)) ct_dp_reducer_carry(w->red, seq, take_wish(w));
+}
+
+/* Waits for iteration seq (GPU: under the watchdog), then agrees on rank
+ * 0's requests so that every worker stops or snapshots after the same
+ * iteration (on GPUs the wish travels inside an iteration's all-reduces,
+ * taken when it was launched; see ct_dp_reducer_agree). */
+static ct_status hook_iteration_end(void *user, unsigned seq, ct_error *err) {
+  dp_worker *w = user;
+  CT_TRY(ct_dp_reducer_wait(w->red, seq, err));
+  const int wish = ct_dp_reducer_carries_requests(w->red) ? 0 : take_wish(w);
   int actions = 0;
-  CT_TRY(ct_dp_reducer_agree(w->red, wish, &actions, err));
+  CT_TRY(ct_dp_reducer_agree(w->red, seq, wish, &actions, err));
   if (actions) ct_solver_request(w->solver, actions);
   return CT_OK;
+}
+
+static bool hook_may_launch_ahead(void *user) {
+  const dp_worker *w = user;
+  return ct_dp_reducer_may_launch_ahead(w->red);
 }
 
 static ct_status hook_capture_end(void *user, ct_error *err) {
@@ -192,6 +208,8 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   hooks.on_gradients = hook_gradients;
   hooks.reduce_test = hook_test;
   hooks.on_iteration_end = hook_iteration_end;
+  hooks.on_launch = hook_launch;
+  hooks.may_launch_ahead = hook_may_launch_ahead;
   hooks.gradients_capturable = true;
   hooks.on_capture_end = hook_capture_end;
   hooks.user = w;

@@ -5,6 +5,7 @@
 
 #include "gpu/cudnn_util.h"
 #include "gpu/gpu.h"
+#include "gpu/iter_slots.h"
 #include "parallel/dp_gpu.h"
 extern "C" {
 #include "core/log.h"
@@ -14,6 +15,7 @@ struct ct_dp_gpu {
   ct_context *ctx;
   ct_comm *comm;
   cudaStream_t comm_stream; /* high priority, non-blocking */
+  cudaStream_t wait_stream; /* non-blocking: follows an iteration's end for the watchdog's wait */
   int nbuckets;
   cudaEvent_t *ready;       /* (nbuckets) compute-stream points the buckets wait for */
   cudaEvent_t *ready_grads; /* (nbuckets) the same on the context's gradient stream */
@@ -25,8 +27,8 @@ struct ct_dp_gpu {
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
   cudaEvent_t t_fin[2];     /* iteration ends (compute stream): end k in t_fin[k & 1] */
   int fins;                 /* ends recorded so far */
-  float *ctl_send;          /* (CT_DP_GPU_CTL) pinned: the requests the next iteration carries */
-  float *ctl_recv;          /* (CT_DP_GPU_CTL) pinned: their sum over ranks, written by the GPU */
+  void *ctl_send;           /* iteration slots of CT_DP_GPU_CTL floats: the requests each carries */
+  void *ctl_recv;           /* the same: their sums over ranks, written by the GPU */
   float *ctl_dev;           /* (CT_DP_GPU_CTL) device */
 };
 
@@ -50,6 +52,7 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   int least = 0, greatest = 0;
   DP_CUDA_TRY(g, cudaDeviceGetStreamPriorityRange(&least, &greatest));
   DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
+  DP_CUDA_TRY(g, cudaStreamCreateWithFlags(&g->wait_stream, cudaStreamNonBlocking));
   const int n = g->nbuckets;
   CT_TRY(create_events(g, g->ready, n, cudaEventDisableTiming, err));
   CT_TRY(create_events(g, g->ready_grads, n, cudaEventDisableTiming, err));
@@ -62,11 +65,9 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   CT_TRY(create_events(g, g->t_start, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_done, n, cudaEventDefault, err));
   const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  DP_CUDA_TRY(g, cudaMallocHost((void **)&g->ctl_send, ctl));
-  DP_CUDA_TRY(g, cudaMallocHost((void **)&g->ctl_recv, ctl));
+  g->ctl_send = ct_gpu_slots_new(ctl);
+  g->ctl_recv = ct_gpu_slots_new(ctl);
   DP_CUDA_TRY(g, cudaMalloc((void **)&g->ctl_dev, ctl));
-  memset(g->ctl_send, 0, ctl);
-  memset(g->ctl_recv, 0, ctl);
   return CT_OK;
 }
 
@@ -112,8 +113,9 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   destroy_events(&g->t_end, 1);
   destroy_events(g->t_fin, 2);
   if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
-  if (g->ctl_send) cudaFreeHost(g->ctl_send);
-  if (g->ctl_recv) cudaFreeHost(g->ctl_recv);
+  if (g->wait_stream) cudaStreamDestroy(g->wait_stream);
+  ct_gpu_slots_free(g->ctl_send);
+  ct_gpu_slots_free(g->ctl_recv);
   if (g->ctl_dev) cudaFree(g->ctl_dev);
   free(g->ready);
   free(g->ready_grads);
@@ -139,21 +141,24 @@ static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
   return cudaEventRecord(ev, s);
 }
 
-/* The requests' round (see dp_gpu.h), enqueued on the communication stream. */
+/* The requests' round (see dp_gpu.h), enqueued on the communication stream:
+ * in and out of the slots of the device's iteration. */
 static ct_status launch_requests(ct_dp_gpu *g, ct_error *err) {
   const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  DP_CUDA_TRY(g, cudaMemcpyAsync(g->ctl_dev, g->ctl_send, ctl, cudaMemcpyHostToDevice, g->comm_stream));
+  ct_gpu_slots_load_async(g->ctx, g->comm_stream, g->ctl_dev, g->ctl_send, ctl);
   CT_TRY(ct_comm_allreduce(g->comm, g->ctl_dev, CT_DP_GPU_CTL, CT_COMM_SUM, g->comm_stream, err));
-  DP_CUDA_TRY(g, cudaMemcpyAsync(g->ctl_recv, g->ctl_dev, ctl, cudaMemcpyDeviceToHost, g->comm_stream));
+  ct_gpu_slots_store_async(g->ctx, g->comm_stream, g->ctl_recv, g->ctl_dev, ctl);
   return CT_OK;
 }
 
-extern "C" void ct_dp_gpu_set_requests(ct_dp_gpu *g, const float req[CT_DP_GPU_CTL]) {
-  memcpy(g->ctl_send, req, CT_DP_GPU_CTL * sizeof(float));
+extern "C" void ct_dp_gpu_set_requests(ct_dp_gpu *g, unsigned seq, const float req[CT_DP_GPU_CTL]) {
+  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
+  memcpy(ct_gpu_slot(g->ctl_send, ctl, seq), req, ctl);
 }
 
-extern "C" void ct_dp_gpu_agreed(const ct_dp_gpu *g, float sum[CT_DP_GPU_CTL]) {
-  memcpy(sum, g->ctl_recv, CT_DP_GPU_CTL * sizeof(float));
+extern "C" void ct_dp_gpu_agreed(const ct_dp_gpu *g, unsigned seq, float sum[CT_DP_GPU_CTL]) {
+  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
+  memcpy(sum, ct_gpu_slot(g->ctl_recv, ctl, seq), ctl);
 }
 
 extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
@@ -199,6 +204,12 @@ extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) { return
 extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
   if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fins++ & 1], compute_stream(g)));
   return ct_comm_wait(g->comm, compute_stream(g), err);
+}
+
+extern "C" ct_status ct_dp_gpu_wait_iteration(ct_dp_gpu *g, unsigned seq, ct_error *err) {
+  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->wait_stream, (cudaEvent_t)ct_gpu_seq_end_event(g->ctx, seq), 0));
+  if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fins++ & 1], g->wait_stream));
+  return ct_comm_wait(g->comm, g->wait_stream, err);
 }
 
 extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root,

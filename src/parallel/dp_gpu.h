@@ -45,15 +45,16 @@ void ct_dp_gpu_begin(ct_dp_gpu *g);
 ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err);
 /* The requests carried by the iteration's first bucket launch (a stop or
  * snapshot wish from rank 0's signals): before each bucket 0 all-reduce,
- * the communication stream copies CT_DP_GPU_CTL floats from pinned memory
- * the host wrote, sums them over the ranks and copies the sum back to
- * pinned memory, all as nodes of the iteration's graph: no host round trip
- * between the workers.  set_requests writes what the next iteration carries
- * (only while none is in flight: after ct_dp_gpu_wait); agreed reads the
- * sum the last waited iteration carried. */
+ * the communication stream copies CT_DP_GPU_CTL floats from the
+ * iteration's slot (gpu/iter_slots.h) that the host wrote, sums them over
+ * the ranks and copies the sum into another slot of the iteration, all as
+ * nodes of the iteration's graph: no host round trip between the workers.
+ * set_requests writes what iteration seq carries (before it is launched);
+ * agreed reads the sum iteration seq carried (after
+ * ct_dp_gpu_wait_iteration(seq)). */
 #define CT_DP_GPU_CTL 2
-void ct_dp_gpu_set_requests(ct_dp_gpu *g, const float req[CT_DP_GPU_CTL]);
-void ct_dp_gpu_agreed(const ct_dp_gpu *g, float sum[CT_DP_GPU_CTL]);
+void ct_dp_gpu_set_requests(ct_dp_gpu *g, unsigned seq, const float req[CT_DP_GPU_CTL]);
+void ct_dp_gpu_agreed(const ct_dp_gpu *g, unsigned seq, float sum[CT_DP_GPU_CTL]);
 /* Makes the compute stream's later work wait for every launched bucket
  * (capturable: the fork to the communication stream is joined).  Errors:
  * CT_ERR_DEVICE. */
@@ -68,6 +69,10 @@ ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err);
  * aborts the communicator, which frees the GPU work stuck in it.  Errors:
  * CT_ERR_COMM / CT_ERR_INTERRUPTED / CT_ERR_DEVICE. */
 ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err);
+/* The same for the end of solver iteration seq (ct_gpu_seq_end_event); the
+ * iteration after it may be running.  With timing, its end is the
+ * iteration end ct_dp_gpu_times reports. */
+ct_status ct_dp_gpu_wait_iteration(ct_dp_gpu *g, unsigned seq, ct_error *err);
 /* Replaces buf (count floats on the GPU) by rank root's values, after the
  * compute stream's pending work and before its later work; blocks until
  * done.  Not capturable. */

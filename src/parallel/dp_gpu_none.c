@@ -12,8 +12,8 @@ void ct_dp_gpu_begin(ct_dp_gpu *g) {}
 ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
-void ct_dp_gpu_set_requests(ct_dp_gpu *g, const float req[CT_DP_GPU_CTL]) {}
-void ct_dp_gpu_agreed(const ct_dp_gpu *g, float sum[CT_DP_GPU_CTL]) {}
+void ct_dp_gpu_set_requests(ct_dp_gpu *g, unsigned seq, const float req[CT_DP_GPU_CTL]) {}
+void ct_dp_gpu_agreed(const ct_dp_gpu *g, unsigned seq, float sum[CT_DP_GPU_CTL]) {}
 ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
@@ -21,6 +21,9 @@ ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
 ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
+}
+ct_status ct_dp_gpu_wait_iteration(ct_dp_gpu *g, unsigned seq, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA");
 }
 ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root, ct_error *err) {

@@ -176,9 +176,9 @@ ct_status ct_dp_reducer_capture_end(ct_dp_reducer *r, ct_error *err) {
   return r->gpu ? ct_dp_gpu_capture_end(r->g, err) : CT_OK;
 }
 
-ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err) {
+ct_status ct_dp_reducer_wait(ct_dp_reducer *r, unsigned seq, ct_error *err) {
   if (r->gpu) {
-    CT_TRY(ct_dp_gpu_wait(r->g, err));
+    CT_TRY(seq ? ct_dp_gpu_wait_iteration(r->g, seq, err) : ct_dp_gpu_wait(r->g, err));
     log_times(r);
   }
   r->reductions++;
@@ -189,24 +189,38 @@ static int actions_of(double stop, double snapshot) {
   return (stop > 0 ? CT_SOLVER_ACTION_STOP : 0) | (snapshot > 0 ? CT_SOLVER_ACTION_SNAPSHOT : 0);
 }
 
-ct_status ct_dp_reducer_agree(ct_dp_reducer *r, int requests, int *agreed, ct_error *err) {
-  const bool stop = requests & CT_SOLVER_ACTION_STOP, snap = requests & CT_SOLVER_ACTION_SNAPSHOT;
-  if (r->gpu && r->nbuckets > 0) {
-    float sum[CT_DP_GPU_CTL], next[CT_DP_GPU_CTL] = {stop ? 1.0f : 0.0f, snap ? 1.0f : 0.0f};
-    ct_dp_gpu_agreed(r->g, sum);
-    ct_dp_gpu_set_requests(r->g, next);
+bool ct_dp_reducer_carries_requests(const ct_dp_reducer *r) { return r->gpu && r->nbuckets > 0; }
+
+void ct_dp_reducer_carry(ct_dp_reducer *r, unsigned seq, int requests) {
+  CT_ASSERT(ct_dp_reducer_carries_requests(r));
+  const float wish[CT_DP_GPU_CTL] = {(requests & CT_SOLVER_ACTION_STOP) ? 1.0f : 0.0f,
+                                     (requests & CT_SOLVER_ACTION_SNAPSHOT) ? 1.0f : 0.0f};
+  ct_dp_gpu_set_requests(r->g, seq, wish);
+}
+
+ct_status ct_dp_reducer_agree(ct_dp_reducer *r, unsigned seq, int requests, int *agreed,
+                              ct_error *err) {
+  if (ct_dp_reducer_carries_requests(r)) {
+    float sum[CT_DP_GPU_CTL];
+    ct_dp_gpu_agreed(r->g, seq, sum);
     *agreed = actions_of(sum[0], sum[1]);
     return CT_OK;
   }
+  const bool stop = requests & CT_SOLVER_ACTION_STOP, snap = requests & CT_SOLVER_ACTION_SNAPSHOT;
   double req[2] = {stop ? 1.0 : 0.0, snap ? 1.0 : 0.0};
   CT_TRY(ct_comm_allreduce_host_f64(r->comm, req, 2, err));
   *agreed = actions_of(req[0], req[1]);
   return CT_OK;
 }
 
+bool ct_dp_reducer_may_launch_ahead(const ct_dp_reducer *r) {
+  /* timing_iters is the same on every worker (only rank 0 logs) */
+  return r->timing_iters <= 0 || r->reductions > (long)r->timing_skip + r->timing_iters;
+}
+
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err) {
   CT_TRY(ct_dp_reducer_launch_rest(r, err));
-  return ct_dp_reducer_wait(r, err);
+  return ct_dp_reducer_wait(r, 0, err);
 }
 
 void ct_dp_reducer_describe(const ct_dp_reducer *r, char *buf, size_t size) {

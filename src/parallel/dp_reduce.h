@@ -41,21 +41,34 @@ ct_status ct_dp_reducer_launch_rest(ct_dp_reducer *r, ct_error *err);
  * launched before a step that cannot be captured is thus waited for there.
  * Errors: CT_ERR_DEVICE. */
 ct_status ct_dp_reducer_capture_end(ct_dp_reducer *r, ct_error *err);
-/* After the iteration's work was enqueued: blocks until it is done (GPU,
- * under the communicator's watchdog) and logs the bucket timing of the
+/* Blocks until solver iteration seq (ctx->seq numbering; 0: all the work
+ * enqueued so far) is done (GPU, under the communicator's watchdog; the
+ * iteration after it may be running) and logs the bucket timing of the
  * iterations asked for; a no-op wait on the CPU.  Errors: the
  * communicator's (CT_ERR_COMM / CT_ERR_INTERRUPTED). */
-ct_status ct_dp_reducer_wait(ct_dp_reducer *r, ct_error *err);
-/* After ct_dp_reducer_wait: agrees with the other workers on the solver
- * actions (CT_SOLVER_ACTION_* bits) that rank 0 was asked for, so that all
- * act after the same iteration.  `requests` is this worker's wish (rank 0:
- * its pending signals; the others: 0); *agreed is the union over workers.
- * On a GPU the wishes travel inside the next iteration (its first bucket's
- * launch carries them, see ct_dp_gpu_set_requests), so *agreed holds those
- * given one call earlier and no host round trip is made; on the CPU, or
- * when the net has no gradient to launch, it is a host all-reduce now.
- * Errors: the communicator's. */
-ct_status ct_dp_reducer_agree(ct_dp_reducer *r, int requests, int *agreed, ct_error *err);
+ct_status ct_dp_reducer_wait(ct_dp_reducer *r, unsigned seq, ct_error *err);
+/* Whether the requests travel inside the iterations (a GPU reducer with
+ * buckets): then ct_dp_reducer_carry gives each iteration its wish before
+ * it is launched, and ct_dp_reducer_agree reads what it carried. */
+bool ct_dp_reducer_carries_requests(const ct_dp_reducer *r);
+/* Before iteration seq is launched: the wish it carries (rank 0: its
+ * pending signals as CT_SOLVER_ACTION_* bits; the others: 0). */
+void ct_dp_reducer_carry(ct_dp_reducer *r, unsigned seq, int requests);
+/* After ct_dp_reducer_wait(seq): agrees with the other workers on the solver
+ * actions that rank 0 was asked for, so that all act after the same
+ * iteration; *agreed is the union of the wishes over workers.  When the
+ * requests travel inside the iterations, *agreed is what iteration seq
+ * carried and `requests` is not used (no host round trip); otherwise (the
+ * CPU, or a net without a gradient to launch) `requests` is this worker's
+ * wish and the union is a host all-reduce now.  Errors: the
+ * communicator's. */
+ct_status ct_dp_reducer_agree(ct_dp_reducer *r, unsigned seq, int requests, int *agreed,
+                              ct_error *err);
+/* Whether the solver may launch an iteration before it finished the one
+ * before (ct_solver_hooks.may_launch_ahead): not while the bucket timing is
+ * being sampled, whose events one iteration at a time are read.  The same
+ * answer on every worker. */
+bool ct_dp_reducer_may_launch_ahead(const ct_dp_reducer *r);
 /* launch_rest then wait: the flat gradient is the mean over workers on
  * return. */
 ct_status ct_dp_reducer_finish(ct_dp_reducer *r, ct_error *err);

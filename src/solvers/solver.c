@@ -346,6 +346,44 @@ static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
   return CT_OK;
 }
 
+static bool launch_ahead_allowed(const ct_solver *s) {
+  if (s->opts.no_launch_ahead) return false;
+  const char *env = getenv("CORTADO_LAUNCH_AHEAD");
+  return !(env && strcmp(env, "0") == 0);
+}
+
+/* GPU: whether iteration s->iter + 1 may be launched before s->iter is
+ * finished.  Not when the host needs the net between them: s->iter
+ * displays (it reads the outputs), s->iter + 1 tests first, a snapshot
+ * follows s->iter, a request is pending, or s->iter is the last; nor while
+ * the program still watches or captures.  Every data-parallel worker
+ * decides alike: the inputs are the shared schedule, agreed requests and
+ * the hooks' answer. */
+static bool may_launch_ahead(const ct_solver *s, int stop_iter) {
+  const Caffe__SolverParameter *p = s->param;
+  const int next = s->iter + 1;
+  if (next >= stop_iter || !launch_ahead_allowed(s)) return false;
+  if (p->display && s->iter % p->display == 0) return false;
+  if (p->test_interval && next % p->test_interval == 0) return false;
+  if (p->snapshot && next % p->snapshot == 0) return false;
+  if (s->stop_requested || s->snapshot_requested) return false;
+  if (s->hooks.may_launch_ahead && !s->hooks.may_launch_ahead(s->hooks.user)) return false;
+  return ct_solver_gpu_steady(s);
+}
+
+/* A GPU iteration that was launched: its sequence number and the rate of
+ * the update before it (what a display reports). */
+typedef struct {
+  unsigned seq;
+  float rate_before;
+} launched;
+
+static ct_status launch_gpu(ct_solver *s, int iter, launched *it, ct_error *err) {
+  if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
+  it->rate_before = s->rate;
+  return ct_solver_gpu_launch(s, iter, &it->seq, err);
+}
+
 ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   const Caffe__SolverParameter *p = s->param;
   const int start_iter = s->iter, stop_iter = s->iter + iters;
@@ -356,23 +394,46 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   s->timer_start = ct_monotonic_s();
   s->iterations_last = s->iter;
   const bool gpu = s->ctx->device != CT_DEVICE_CPU;
+  if (gpu && iters > 0) ct_solver_gpu_reset_halt(s);
+  launched cur = {0}, next = {0};
+  bool ahead = false; /* GPU: iteration s->iter was launched while the one before it ran */
   while (s->iter < stop_iter) {
-    if (!gpu) ct_net_clear_param_diffs(s->net);
-    if (p->test_interval && s->iter % p->test_interval == 0 &&
-        (s->iter > 0 || p->test_initialization)) {
-      if (ct_solver_runs_tests(s)) CT_TRY(ct_solver_test_all(s, err));
-      if (s->requested_early_exit) break;
+    if (!ahead) {
+      if (!gpu) ct_net_clear_param_diffs(s->net);
+      if (p->test_interval && s->iter % p->test_interval == 0 &&
+          (s->iter > 0 || p->test_initialization)) {
+        if (ct_solver_runs_tests(s)) CT_TRY(ct_solver_test_all(s, err));
+        if (s->requested_early_exit) break;
+      }
+      if (gpu) {
+        CT_TRY(launch_gpu(s, s->iter, &cur, err));
+      } else {
+        if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
+        cur.rate_before = s->rate;
+      }
+    } else {
+      cur = next;
+      ahead = false;
     }
-    if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
     const bool display = p->display && s->iter % p->display == 0;
-    const float last_rate = s->rate;
     float loss;
     /* On a GPU the hook and the update are part of the iteration, which
      * skips the update itself on a non-finite loss (see solver_gpu.c). */
-    if (gpu) CT_TRY(ct_solver_gpu_iteration(s, &loss, err));
-    else CT_TRY(forward_backward(s, &loss, err));
+    if (gpu) {
+      if (may_launch_ahead(s, stop_iter)) {
+        CT_TRY(launch_gpu(s, s->iter + 1, &next, err)); /* on failure nothing is in flight */
+        ahead = true;
+        s->launched_ahead++;
+      }
+      CT_TRY(ct_solver_gpu_finish(s, cur.seq, &loss, err)); /* likewise */
+    } else {
+      CT_TRY(forward_backward(s, &loss, err));
+    }
     if (!isfinite(loss)) {
-      if (!s->opts.continue_on_nonfinite) return nonfinite_loss(s, loss, err);
+      if (!s->opts.continue_on_nonfinite) {
+        if (ahead) ct_context_sync(s->ctx); /* its update was skipped too (the halt word) */
+        return nonfinite_loss(s, loss, err);
+      }
       LOG_WARNING("Iteration %d: the loss is not finite (%g); continuing as asked", s->iter,
                   (double)loss);
     }
@@ -381,13 +442,16 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     if (!gpu) {
       if (s->hooks.on_gradients) CT_TRY(s->hooks.on_gradients(s->hooks.user, err));
       ct_solver_apply_update(s);
-      if (s->hooks.on_iteration_end) CT_TRY(s->hooks.on_iteration_end(s->hooks.user, err));
+      if (s->hooks.on_iteration_end) CT_TRY(s->hooks.on_iteration_end(s->hooks.user, 0, err));
     } else if (display && root) {
       LOG_INFO("Iteration %d, lr = %g", s->iter, (double)s->rate);
     }
-    if (display) CT_TRY(notify_display(s, start_iter, last_rate, err));
+    if (display) CT_TRY(notify_display(s, start_iter, cur.rate_before, err));
     ++s->iter;
 
+    /* A request that arrives while the next iteration is in flight acts
+     * after it (the next round launches nothing ahead while one waits). */
+    if (ahead) continue;
     int request = take_requests(s);
     if (root && ((p->snapshot && s->iter % p->snapshot == 0) ||
                  (request & CT_SOLVER_ACTION_SNAPSHOT)))

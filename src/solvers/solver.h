@@ -19,7 +19,10 @@
  * On a GPU an iteration is one program of device work with a single host
  * wait at its end (solver_gpu.c): the fused update kernel, the loss summed
  * on the device, and after two plain iterations the whole iteration
- * replayed as CUDA graphs.
+ * replayed as CUDA graphs.  The next iteration is launched before that wait
+ * unless the host needs the net in between, so the device runs iterations
+ * back to back; a stop or snapshot request then acts after the iteration
+ * already launched.
  *
  * Log lines are Caffe's, so Caffe's log parsers and plots keep working:
  *   Iteration 100 (12.3 iter/s, 8.1s/100 iters), loss = 0.3
@@ -88,16 +91,26 @@ typedef struct ct_solver_hooks {
    * it; it is then called while the graph is captured, not on replays.
    * Host work and waits belong in on_iteration_end. */
   bool gradients_capturable;
-  /* After the iteration's update was enqueued (GPU) or applied (CPU), before
-   * the loss is read back: a data-parallel worker waits here for its
-   * all-reduces under its watchdog and agrees with the others on stop and
-   * snapshot requests.  A failure ends ct_solver_step with that status. */
-  ct_status (*on_iteration_end)(void *user, ct_error *err);
+  /* CPU: after the iteration's update was applied (seq is 0).  GPU: to
+   * finish iteration seq (ctx->seq numbering, gpu/iter_slots.h), which
+   * was launched; the next one may have been launched behind it.  The hook
+   * must wait for iteration seq's end (ct_gpu_seq_end_event) before it
+   * returns CT_OK: a data-parallel worker waits here under its watchdog and
+   * agrees with the others on stop and snapshot requests.  A failure ends
+   * ct_solver_step with that status. */
+  ct_status (*on_iteration_end)(void *user, unsigned seq, ct_error *err);
   /* GPU: at the end of each CUDA graph segment of the iteration while it is
    * captured (steps that cannot be captured, e.g. a data layer, cut the
    * iteration into several graphs): joins the streams that captured hooks
    * forked in it, enqueueing capturable work only. */
   ct_status (*on_capture_end)(void *user, ct_error *err);
+  /* GPU: just before iteration seq is launched; what it carries to the
+   * device goes into the slot of seq (gpu/iter_slots.h). */
+  void (*on_launch)(void *user, unsigned seq);
+  /* GPU: whether the solver may launch the next iteration before it
+   * finishes the current one (NULL: yes).  Data-parallel workers must all
+   * answer alike, since an agreed stop acts after the iteration in flight. */
+  bool (*may_launch_ahead)(void *user);
 } ct_solver_hooks;
 
 /* What the root reports at each display iteration (see ct_solver_opts
@@ -128,6 +141,12 @@ typedef struct ct_solver_opts {
   /* GPU: run every iteration with plain launches, never as CUDA graphs
    * (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
   bool no_cuda_graphs;
+  /* GPU: finish each iteration before launching the next
+   * (CORTADO_LAUNCH_AHEAD=0 in the environment does the same).  By default
+   * iteration n + 1 is launched before the host waits for n, except where
+   * the host needs the net between them (a display, a test, a snapshot, a
+   * pending request, the last iteration of a step). */
+  bool no_launch_ahead;
   /* Called by the root only (never by a replica), on the CPU and GPU paths
    * alike: in ct_solver_step at each display iteration after its update
    * (and after the test of that iteration, when one ran), and by
@@ -173,6 +192,8 @@ typedef struct ct_solver {
   double timer_start;            /* display timing (monotonic seconds) */
   int iterations_last;
   ct_solver_gpu *gpu;            /* GPU: the fused update and the iteration program */
+  long launched_ahead;           /* GPU: iterations launched before the one before them was
+                                    finished (see ct_solver_opts.no_launch_ahead) */
 } ct_solver;
 
 /* Builds a solver from param (copied; not kept) on ctx (borrowed, must

@@ -1,24 +1,35 @@
 /* The solver's GPU iteration: one program (net_exec.h) of
  *
+ *   advance the device's iteration count (gpu/iter_slots.h),
  *   clear the flat gradient and the loss sum,
  *   iter_size x (forward, backward),
  *   the on_gradients hook (plain host code, or captured when the hooks say
  *   it only enqueues capturable work: a data-parallel all-reduce),
- *   copy this step's rate to the device, clip reduction, fused update,
- *   read the loss sum (and the deferred-check word, the clip norm) back,
+ *   load this step's rate from its slot, clip reduction, fused update,
+ *   store the loss sum (and the deferred-check word, the clip norm) in the
+ *   iteration's slots,
  *
- * replayed as CUDA graphs after two plain runs, so that an iteration costs
- * one host wait: the read back at its end (after the on_iteration_end hook,
- * where a data-parallel worker waits under its watchdog).  The update kernel guards itself:
- * when a deferred check failed or (unless continue_on_nonfinite) the loss is
- * not finite it changes nothing, as the CPU solver returns before updating. */
+ * replayed as CUDA graphs after two plain runs.  The host launches an
+ * iteration (ct_solver_gpu_launch) and later finishes it
+ * (ct_solver_gpu_finish: the on_iteration_end hook, where a data-parallel
+ * worker waits under its watchdog, or a wait for the iteration's end event;
+ * then the slots are read).  Because every value the host exchanges with an
+ * iteration sits in that iteration's slot, the solver may launch iteration
+ * n + 1 before it finishes n (solver.c decides when), and the device never
+ * waits for the host between them.  The update kernel guards itself: when a
+ * deferred check failed or (unless continue_on_nonfinite) the loss is not
+ * finite it changes nothing, as the CPU solver returns before updating, and
+ * it leaves a halt word that keeps every later update (an iteration launched
+ * ahead) from changing anything either, until the next ct_solver_step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
+#include "gpu/iter_slots.h"
 #include "net/net_program.h"
 #include "solvers/solver_internal.h"
 
@@ -28,10 +39,11 @@ struct ct_solver_gpu {
   size_t *seg_start;           /* (nparams + 1) device */
   float *seg_lr;               /* (nparams) device */
   float *seg_decay;            /* (nparams) device */
-  ct_update_step *step_pinned; /* this step's rate, written by the host */
+  void *step_slots;            /* two ct_update_step: each iteration's rate, written by the host */
   ct_update_step *step_dev;
   ct_update_clip *clip_dev;
-  ct_update_clip *clip_pinned;
+  void *clip_slots;            /* two ct_update_clip: each iteration's clip norm */
+  unsigned *halt_dev;          /* (1) device: an update was skipped for a non-finite loss */
   double *partials;            /* (CT_UPDATE_CLIP_BLOCKS) device */
   unsigned *counter;           /* (1) device */
   ct_exec *exec;               /* the iteration program, built at first use */
@@ -66,8 +78,9 @@ ct_status ct_solver_gpu_init(ct_solver *s, ct_error *err) {
   free(start);
   free(lr);
   free(decay);
-  g->step_pinned = ct_mem_alloc_pinned(sizeof *g->step_pinned);
-  g->clip_pinned = ct_mem_alloc_pinned(sizeof *g->clip_pinned);
+  g->step_slots = ct_gpu_slots_new(sizeof(ct_update_step));
+  g->clip_slots = ct_gpu_slots_new(sizeof(ct_update_clip));
+  g->halt_dev = ct_mem_alloc(ctx->device, sizeof(unsigned));
   g->step_dev = ct_mem_alloc(ctx->device, sizeof *g->step_dev);
   g->clip_dev = ct_mem_alloc(ctx->device, sizeof *g->clip_dev);
   g->partials = ct_mem_alloc(ctx->device, CT_UPDATE_CLIP_BLOCKS * sizeof(double));
@@ -90,6 +103,7 @@ ct_status ct_solver_gpu_init(ct_solver *s, ct_error *err) {
   g->fused = g->fused_plain;
   g->fused.check_word = ctx->check_word;
   g->fused.loss = s->opts.continue_on_nonfinite ? NULL : net->loss_dev;
+  g->fused.halt = s->opts.continue_on_nonfinite ? NULL : g->halt_dev;
   (void)err;
   return CT_OK;
 }
@@ -106,25 +120,29 @@ void ct_solver_gpu_free(ct_solver *s) {
   ct_mem_free(dev, g->clip_dev);
   ct_mem_free(dev, g->partials);
   ct_mem_free(dev, g->counter);
-  ct_mem_free_pinned(g->step_pinned);
-  ct_mem_free_pinned(g->clip_pinned);
+  ct_mem_free(dev, g->halt_dev);
+  ct_gpu_slots_free(g->step_slots);
+  ct_gpu_slots_free(g->clip_slots);
   free(g);
   s->gpu = NULL;
 }
 
-/* Host part of an update: the rate (advancing a step schedule), its log
- * line when log (the iteration logs it after the loss lines, where the CPU
- * solver does), and the pinned values the device copy reads. */
-static void prepare_step(ct_solver *s, bool log) {
+/* Host part of the update of iteration iter: the rate (advancing a step
+ * schedule), its log line when log (the iteration logs it after the loss
+ * lines, where the CPU solver does), and the values the device loads, in
+ * the slot of seq.  iter is s->iter, or s->iter + 1 for an iteration
+ * launched ahead. */
+static void prepare_step(ct_solver *s, bool log, int iter, unsigned seq) {
   const Caffe__SolverParameter *p = s->param;
-  float rate = ct_solver_learning_rate(s);
+  float rate = ct_lr_rate(&s->lr, iter, &s->current_step);
   s->rate = rate;
-  if (log && p->display && s->iter % p->display == 0 && ct_solver_is_root(s))
-    LOG_INFO("Iteration %d, lr = %g", s->iter, (double)rate);
-  s->gpu->step_pinned->rate = rate;
-  s->gpu->step_pinned->correction =
-      s->rule->kind == CT_UPDATE_ADAM ? ct_update_adam_correction(p->momentum, p->momentum2, s->iter)
-                                      : 1.0f;
+  if (log && p->display && iter % p->display == 0 && ct_solver_is_root(s))
+    LOG_INFO("Iteration %d, lr = %g", iter, (double)rate);
+  ct_update_step *step = ct_gpu_slot(s->gpu->step_slots, sizeof *step, seq);
+  step->rate = rate;
+  step->correction = s->rule->kind == CT_UPDATE_ADAM
+                         ? ct_update_adam_correction(p->momentum, p->momentum2, iter)
+                         : 1.0f;
 }
 
 /* Device part: the step values, then the fused kernel (and the clip norm
@@ -132,30 +150,38 @@ static void prepare_step(ct_solver *s, bool log) {
 static void enqueue_update(ct_solver *s, const ct_update_fused *u) {
   ct_solver_gpu *g = s->gpu;
   ct_net *net = s->net;
-  ct_gpu_copy_async(s->ctx, g->step_dev, g->step_pinned, sizeof *g->step_dev);
+  ct_gpu_slots_load_async(s->ctx, NULL, g->step_dev, g->step_slots, sizeof *g->step_dev);
   float *h0 = s->history, *h1 = s->rule->nslots > 1 ? s->history + net->flat_count : NULL;
   ct_update_fused_gpu(s->ctx, u, net->flat_data, net->flat_diff, h0, h1, g->step_dev, g->clip_dev,
                       g->partials, g->counter);
-  if (u->clip >= 0) ct_gpu_copy_async(s->ctx, g->clip_pinned, g->clip_dev, sizeof *g->clip_dev);
+  if (u->clip >= 0)
+    ct_gpu_slots_store_async(s->ctx, NULL, g->clip_slots, g->clip_dev, sizeof *g->clip_dev);
 }
 
-static void log_clip(const ct_solver *s) {
+static void log_clip(const ct_solver *s, unsigned seq) {
   const float clip = s->param->clip_gradients;
-  const ct_update_clip *c = s->gpu->clip_pinned;
+  const ct_update_clip *c = ct_gpu_slot(s->gpu->clip_slots, sizeof *c, seq);
   if (clip >= 0 && c->l2 > clip)
     LOG_INFO("Gradient clipping: scaling down gradients (L2 norm %g > %g) by scale factor %g",
              (double)c->l2, (double)clip, (double)c->scale);
 }
 
 void ct_solver_gpu_apply_update(ct_solver *s) {
-  prepare_step(s, true);
-  enqueue_update(s, &s->gpu->fused_plain);
-  /* The pinned step values are read by the copy: wait before they change. */
+  /* Outside the iterations: the slots of the last one, which is finished. */
   ct_context_sync(s->ctx);
-  log_clip(s);
+  prepare_step(s, true, s->iter, s->ctx->seq);
+  enqueue_update(s, &s->gpu->fused_plain);
+  ct_context_sync(s->ctx);
+  log_clip(s, s->ctx->seq);
 }
 
 /* ------------------------------------------------------------------ program */
+
+static ct_status step_seq(void *user, int arg, ct_error *err) {
+  ct_solver *s = user;
+  ct_gpu_seq_advance_async(s->ctx);
+  return CT_OK;
+}
 
 static ct_status step_on_gradients(void *user, int arg, ct_error *err) {
   ct_solver *s = user;
@@ -193,6 +219,7 @@ static void build_program(ct_solver *s) {
   g->exec_iter_size = s->param->iter_size;
   g->exec_hooks = hooks_of(s);
   if (s->hooks.on_capture_end) ct_exec_set_capture_end(g->exec, step_capture_end, s);
+  ct_exec_add(g->exec, (ct_exec_step){step_seq, s, 0, true, "iteration count"});
   ct_net_program_begin(s->net, g->exec, true);
   for (int i = 0; i < s->param->iter_size; i++) {
     ct_net_program_forward(s->net, g->exec);
@@ -207,22 +234,47 @@ static void build_program(ct_solver *s) {
   ct_net_program_end(s->net, g->exec);
 }
 
-ct_status ct_solver_gpu_iteration(ct_solver *s, float *loss, ct_error *err) {
+void ct_solver_gpu_reset_halt(ct_solver *s) {
+  ct_gpu_memset(s->ctx->device, s->gpu->halt_dev, 0, sizeof(unsigned));
+}
+
+ct_status ct_solver_gpu_launch(ct_solver *s, int iter, unsigned *seq, ct_error *err) {
   ct_solver_gpu *g = s->gpu;
   if (!g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
     build_program(s);
-  prepare_step(s, false);
+  const unsigned n = ++s->ctx->seq;
+  prepare_step(s, false, iter, n);
+  if (s->hooks.on_launch) s->hooks.on_launch(s->hooks.user, n);
   ct_status st = ct_exec_run(g->exec, ct_net_signature(s->net), err);
-  if (st == CT_OK && s->hooks.on_iteration_end) st = s->hooks.on_iteration_end(s->hooks.user, err);
   if (st != CT_OK) {
-    ct_context_sync(s->ctx); /* leave nothing in flight that reads the pinned step */
+    ct_context_sync(s->ctx); /* leave nothing in flight that reads the slots */
     return st;
   }
-  double sum = 0;
-  CT_TRY(ct_net_readback_finish(s->net, &sum, err));
-  *loss = (float)sum / (float)s->param->iter_size;
-  log_clip(s);
+  ct_gpu_seq_record_end(s->ctx);
+  *seq = n;
   return CT_OK;
+}
+
+ct_status ct_solver_gpu_finish(ct_solver *s, unsigned seq, float *loss, ct_error *err) {
+  ct_status st = CT_OK;
+  if (s->hooks.on_iteration_end) st = s->hooks.on_iteration_end(s->hooks.user, seq, err);
+  else ct_gpu_seq_wait(s->ctx, seq);
+  double sum = 0;
+  if (st == CT_OK) st = ct_net_readback_take(s->net, seq, &sum, err);
+  if (st != CT_OK) {
+    ct_context_sync(s->ctx); /* an iteration launched ahead: leave nothing in flight */
+    return st;
+  }
+  *loss = (float)sum / (float)s->param->iter_size;
+  log_clip(s, seq);
+  return CT_OK;
+}
+
+bool ct_solver_gpu_steady(const ct_solver *s) {
+  const ct_solver_gpu *g = s->gpu;
+  if (!g || !g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
+    return false;
+  return ct_exec_steady(g->exec);
 }
 
 void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st) {

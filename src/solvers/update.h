@@ -142,9 +142,13 @@ typedef struct ct_update_fused {
   float clip;                /* clip_gradients; < 0: no clipping */
   float momentum, momentum2, rms_decay, delta;
   /* Guard: when not NULL, the kernel changes nothing if *check_word != 0
-   * (a deferred check failed) or, when loss is not NULL, *loss is not finite. */
+   * (a deferred check failed) or, when loss is not NULL, *loss is not finite.
+   * halt (device, may be NULL): set to 1 when the loss was not finite, and
+   * while it is not 0 the kernel changes nothing either, so that an
+   * iteration launched behind a failed one leaves the weights alone too. */
   const unsigned *check_word;
   const double *loss;
+  unsigned *halt;
 } ct_update_fused;
 
 /* Enqueues one step on ctx's stream, for every segment s and element i of

@@ -65,7 +65,11 @@ template <int KIND>
 __global__ static void fused_update(ct_update_fused u, float *w, float *g, float *h0, float *h1,
                                     const ct_update_step *step, const ct_update_clip *clip) {
   if (u.check_word && *u.check_word != 0) return;
-  if (u.loss && !isfinite(*u.loss)) return;
+  if (u.halt && *(volatile unsigned *)u.halt != 0) return;
+  if (u.loss && !isfinite(*u.loss)) {
+    if (u.halt && blockIdx.x == 0 && threadIdx.x == 0) *u.halt = 1;
+    return;
+  }
   const float rate = step->rate, correction = step->correction;
   ct_update_hparams hp;
   hp.grad_scale = clip ? clip->scale : 1.0f;
