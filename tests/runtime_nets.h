@@ -26,6 +26,22 @@ static inline void rn_require_layers(void) {
     }
 }
 
+/* cmocka group setup of the runtime tests: the layers they need, and only
+ * warnings in the log. */
+static inline int rn_setup(void **state) {
+  (void)state;
+  rn_require_layers();
+  ct_log_set_level(CT_LOG_WARNING);
+  return 0;
+}
+
+/* A context on GPU 0 with strict FP32 math (TF32 off), seeded. */
+static inline void rn_gpu_context(ct_context *ctx, uint64_t seed) {
+  ct_error err;
+  if (ct_context_init(ctx, 0, seed, &err) != CT_OK) fail_msg("GPU context: %s", err.msg);
+  ct_context_set_tf32(ctx, false);
+}
+
 /* A small net with an in-place ReLU, a Flatten view, two Split layers (the
  * label and ip1 both feed the loss and the accuracy) and an accuracy in
  * TRAIN, so that every kind of diff group occurs.  Batch 4 of 1x8x8. */

@@ -63,25 +63,15 @@ static void test_file(void **state) {
   assert_true(ct_cudnn_conv_table_write(path));
   const size_t n = ct_cudnn_conv_table_size();
   assert_int_equal(ct_cudnn_conv_table_read(path), 0); /* every entry is here already */
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  const long size = ftell(f);
-  fclose(f);
-  assert_int_equal(size, (long)(16 + n * per * sizeof(double)));
+  size_t size = 0;
+  char *bytes = tu_read_file(path, &size);
+  assert_non_null(bytes);
+  assert_int_equal(size, 16 + n * per * sizeof(double));
   /* the file with one value cut off, and with a wrong header */
-  char *bytes = malloc((size_t)size);
-  f = fopen(path, "rb");
-  assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
-  fclose(f);
-  f = fopen(bad, "wb");
-  fwrite(bytes, 1, (size_t)size - 8, f);
-  fclose(f);
+  tu_write_file(bad, bytes, size - 8);
   assert_int_equal(ct_cudnn_conv_table_read(bad), -1);
   bytes[0] = 'X';
-  f = fopen(bad, "wb");
-  fwrite(bytes, 1, (size_t)size, f);
-  fclose(f);
+  tu_write_file(bad, bytes, size);
   assert_int_equal(ct_cudnn_conv_table_read(bad), -1);
   snprintf(bad, sizeof bad, "%s/none", dir);
   assert_int_equal(ct_cudnn_conv_table_read(bad), -2);

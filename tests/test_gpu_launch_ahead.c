@@ -16,16 +16,10 @@
 
 #include "runtime_nets.h"
 
-static int setup(void **state) {
-  rn_require_layers();
-  ct_log_set_level(CT_LOG_WARNING);
-  return 0;
-}
-
+/* FP32 and deterministic algorithms: two runs of the same work give the
+ * same bits. */
 static void gpu_context(ct_context *ctx, uint64_t seed) {
-  ct_error err;
-  if (ct_context_init(ctx, 0, seed, &err) != CT_OK) fail_msg("GPU context: %s", err.msg);
-  ct_context_set_tf32(ctx, false);
+  rn_gpu_context(ctx, seed);
   ct_context_set_deterministic(ctx, true);
 }
 
@@ -120,19 +114,6 @@ static void stop_on_launch(void *user) {
   if (t->launches++ == t->stop_at) ct_solver_request(t->s, CT_SOLVER_ACTION_STOP);
 }
 
-static char *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *size = (size_t)n;
-  return b;
-}
-
 static void test_display_snapshot_stop(void **state) {
   const char *dir = tu_tmpdir("launch_ahead");
   char dirs[2][4200], solver[2][4400];
@@ -185,7 +166,8 @@ static void test_display_snapshot_stop(void **state) {
     snprintf(pa, sizeof pa, "%s/%s", dirs[0], files[f]);
     snprintf(pb, sizeof pb, "%s/%s", dirs[1], files[f]);
     size_t na, nb;
-    char *a = read_file(pa, &na), *b = read_file(pb, &nb);
+    char *a = tu_read_file(pa, &na), *b = tu_read_file(pb, &nb);
+    if (!a || !b) fail_msg("cannot read %s or %s", pa, pb);
     assert_int_equal(na, nb);
     size_t same = 0;
     for (size_t i = 0; i < na; i++) same += a[i] == b[i];
@@ -255,5 +237,5 @@ int main(void) {
       cmocka_unit_test(test_display_snapshot_stop),
       cmocka_unit_test(test_nan_in_flight),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, rn_setup, NULL);
 }

@@ -9,12 +9,6 @@
 #include "fuse_nets.h"
 #include "gpu/cudnn_util.h"
 
-static void gpu_context(ct_context *ctx, uint64_t seed) {
-  ct_error err;
-  if (ct_context_init(ctx, 0, seed, &err) != CT_OK) fail_msg("GPU context: %s", err.msg);
-  ct_context_set_tf32(ctx, false);
-}
-
 static const double k_tol = 1e-4;
 
 /* The four shapes of the pair (BatchNorm in place or not, ReLU or not) and
@@ -23,9 +17,9 @@ static void compare_all(int device_b) {
   for (int k = 0; k < 5; k++) {
     bool in_place = k & 1, relu = k & 2, frozen = k == 4;
     ct_context ca, cb;
-    gpu_context(&ca, 11);
+    rn_gpu_context(&ca, 11);
     if (device_b == CT_DEVICE_CPU) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 11, NULL), CT_OK);
-    else gpu_context(&cb, 11);
+    else rn_gpu_context(&cb, 11);
     char *text = frozen ? fz_bn_net_frozen(6) : fz_bn_net(6, in_place, relu);
     ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
     assert_int_equal(fz_absorbed_count(a), 1);
@@ -73,9 +67,9 @@ static void test_gpu_fuse_conv_relu(void **state) {
       "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }\n";
   for (int k = 0; k < 2; k++) {
     ct_context ca, cb;
-    gpu_context(&ca, 13);
+    rn_gpu_context(&ca, 13);
     if (k == 1) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 13, NULL), CT_OK);
-    else gpu_context(&cb, 13);
+    else rn_gpu_context(&cb, 13);
     ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
     int fused = 0, unfused = 0;
     for (int i = 0; i < a->nlayers; i++) fused += a->layers[i]->forward_absorbed;
@@ -112,8 +106,8 @@ static void test_gpu_fuse_trains_same(void **state) {
       "random_seed: 7 display: 0 average_loss: 1";
   char *text = fz_res_net(8);
   ct_context ca, cb, cc;
-  gpu_context(&ca, 7);
-  gpu_context(&cb, 7);
+  rn_gpu_context(&ca, 7);
+  rn_gpu_context(&cb, 7);
   assert_int_equal(ct_context_init(&cc, CT_DEVICE_CPU, 7, NULL), CT_OK);
   ct_solver *a = rn_solver(text, rest, &ca, NULL);
   setenv("CORTADO_FUSE", "0", 1);

@@ -14,18 +14,6 @@
 #include "net/net_program.h"
 #include "runtime_nets.h"
 
-static int setup(void **state) {
-  rn_require_layers();
-  ct_log_set_level(CT_LOG_WARNING);
-  return 0;
-}
-
-static void gpu_context(ct_context *ctx, uint64_t seed) {
-  ct_error err;
-  if (ct_context_init(ctx, 0, seed, &err) != CT_OK) fail_msg("GPU context: %s", err.msg);
-  ct_context_set_tf32(ctx, false);
-}
-
 /* A batch LeNet can learn: noise plus a bright band of rows that depends on
  * the class. */
 static void fill_learnable(ct_net *net) {
@@ -56,7 +44,7 @@ static const char *k_lenet_solver =
 static void test_lenet_cpu_vs_gpu(void **state) {
   ct_context cctx, gctx;
   assert_int_equal(ct_context_init(&cctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
-  gpu_context(&gctx, 1);
+  rn_gpu_context(&gctx, 1);
   char *net = rn_lenet_text(64, false);
   ct_solver *cs = rn_solver(net, k_lenet_solver, &cctx, NULL);
   ct_solver *gs = rn_solver(net, k_lenet_solver, &gctx, NULL);
@@ -103,8 +91,8 @@ static void test_lenet_cpu_vs_gpu(void **state) {
  * which two plain runs amplify to 1e-4 within a few iterations. */
 static void test_graph_vs_plain(void **state) {
   ct_context ca, cb;
-  gpu_context(&ca, 4);
-  gpu_context(&cb, 4);
+  rn_gpu_context(&ca, 4);
+  rn_gpu_context(&cb, 4);
   ct_context_set_deterministic(&ca, true);
   ct_context_set_deterministic(&cb, true);
   char *net = rn_lenet_text(16, true);
@@ -168,9 +156,9 @@ static void test_grad_stream(void **state) {
   const char *env = getenv("CORTADO_GRAD_STREAM");
   if (env && strcmp(env, "0") == 0) skip();
   ct_context ca, cb;
-  gpu_context(&ca, 6);
+  rn_gpu_context(&ca, 6);
   setenv("CORTADO_GRAD_STREAM", "0", 1);
-  gpu_context(&cb, 6);
+  rn_gpu_context(&cb, 6);
   unsetenv("CORTADO_GRAD_STREAM");
   assert_non_null(ca.grads);
   assert_null(cb.grads);
@@ -217,8 +205,8 @@ static void test_planned_gradients(void **state) {
   texts[1] = lenet;
   for (int k = 0; k < 2; k++) {
     ct_context ca, cb;
-    gpu_context(&ca, 9);
-    gpu_context(&cb, 9);
+    rn_gpu_context(&ca, 9);
+    rn_gpu_context(&cb, 9);
     ct_net *planned = rn_net(texts[k], &ca, false), *plain = rn_net(texts[k], &cb, true);
     rn_fill_inputs(planned, 5, 31);
     rn_fill_inputs(plain, 5, 31);
@@ -269,7 +257,7 @@ static void test_dropout_replays(void **state) {
   if (!ct_layer_find("EuclideanLoss")) skip();
   ct_context cctx, gctx;
   assert_int_equal(ct_context_init(&cctx, CT_DEVICE_CPU, 77, NULL), CT_OK);
-  gpu_context(&gctx, 77);
+  rn_gpu_context(&gctx, 77);
   ct_net *cpu = rn_net(k_dropout_net, &cctx, false), *gpu = rn_net(k_dropout_net, &gctx, false);
   set_ones(cpu);
   set_ones(gpu);
@@ -315,7 +303,7 @@ static void test_dropout_replays(void **state) {
  * CPU gives, and the parameters of the 4th iteration. */
 static void test_bad_label_after_replay(void **state) {
   ct_context gctx, cctx;
-  gpu_context(&gctx, 2);
+  rn_gpu_context(&gctx, 2);
   assert_int_equal(ct_context_init(&cctx, CT_DEVICE_CPU, 2, NULL), CT_OK);
   char *net = rn_lenet_text(8, false);
   ct_solver *s = rn_solver(net, k_lenet_solver, &gctx, NULL);
@@ -359,7 +347,7 @@ static void test_bad_label_after_replay(void **state) {
 static void test_nan_loss_skips_update(void **state) {
   if (!ct_layer_find("EuclideanLoss")) skip();
   ct_context gctx;
-  gpu_context(&gctx, 2);
+  rn_gpu_context(&gctx, 2);
   ct_solver *s = rn_solver(k_dropout_net, "type: 'SGD' base_lr: 0.01 lr_policy: 'fixed' display: 0",
                            &gctx, NULL);
   set_ones(s->net);
@@ -388,5 +376,5 @@ int main(void) {
       cmocka_unit_test(test_bad_label_after_replay), cmocka_unit_test(test_nan_loss_skips_update),
       cmocka_unit_test(test_grad_stream),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, rn_setup, NULL);
 }

@@ -5,12 +5,6 @@
  * unfused. */
 #include "fuse_nets.h"
 
-static int setup(void **state) {
-  rn_require_layers();
-  ct_log_set_level(CT_LOG_WARNING);
-  return 0;
-}
-
 static void replace(char *s, const char *from, const char *to) {
   char *p = strstr(s, from);
   assert_non_null(p);
@@ -229,5 +223,5 @@ int main(void) {
       cmocka_unit_test(test_fuse_same_results), cmocka_unit_test(test_fuse_gradient),
       cmocka_unit_test(test_fuse_trains_same),  cmocka_unit_test(test_fuse_params_only),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, rn_setup, NULL);
 }

@@ -4,12 +4,6 @@
 #include "net/net_program.h"
 #include "runtime_nets.h"
 
-static int setup(void **state) {
-  rn_require_layers();
-  ct_log_set_level(CT_LOG_WARNING);
-  return 0;
-}
-
 static const ct_diff_group *group_of(const ct_net *net, const char *blob) {
   const ct_diff_plan *plan = net->diff_plan;
   assert_non_null(plan);
@@ -420,5 +414,5 @@ int main(void) {
       cmocka_unit_test(test_shared_test_net),     cmocka_unit_test(test_split_shares_data),
       cmocka_unit_test(test_split_gradient),      cmocka_unit_test(test_plan_grad_side),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, rn_setup, NULL);
 }

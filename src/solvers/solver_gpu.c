@@ -234,14 +234,19 @@ static void build_program(ct_solver *s) {
   ct_net_program_end(s->net, g->exec);
 }
 
+/* The program exists and was built for the current hooks and iter_size. */
+static bool program_current(const ct_solver *s) {
+  const ct_solver_gpu *g = s->gpu;
+  return g && g->exec && g->exec_iter_size == s->param->iter_size && g->exec_hooks == hooks_of(s);
+}
+
 void ct_solver_gpu_reset_halt(ct_solver *s) {
   ct_gpu_memset(s->ctx->device, s->gpu->halt_dev, 0, sizeof(unsigned));
 }
 
 ct_status ct_solver_gpu_launch(ct_solver *s, int iter, unsigned *seq, ct_error *err) {
   ct_solver_gpu *g = s->gpu;
-  if (!g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
-    build_program(s);
+  if (!program_current(s)) build_program(s);
   const unsigned n = ++s->ctx->seq;
   prepare_step(s, false, iter, n);
   if (s->hooks.on_launch) s->hooks.on_launch(s->hooks.user, n);
@@ -271,10 +276,7 @@ ct_status ct_solver_gpu_finish(ct_solver *s, unsigned seq, float *loss, ct_error
 }
 
 bool ct_solver_gpu_steady(const ct_solver *s) {
-  const ct_solver_gpu *g = s->gpu;
-  if (!g || !g->exec || g->exec_iter_size != s->param->iter_size || g->exec_hooks != hooks_of(s))
-    return false;
-  return ct_exec_steady(g->exec);
+  return program_current(s) && ct_exec_steady(s->gpu->exec);
 }
 
 void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st) {
