@@ -14,17 +14,18 @@
 
 /* Entry i of a made-up export: key ints from 1 up (distinct per i), then
  * cc 90, 132 SMs, algorithms 1 / 0 / 3, math types 0 / 1 / 2, workspaces
- * 4096 / 0 / 2^40, benchmarked. */
+ * 4096 / 0 / 2^40, benchmarked, rival choices 2 / 0 / 3. */
+enum { REST = 15 };
 static void make_entry(double *v, size_t per, int i) {
-  const size_t key = per - 12;
+  const size_t key = per - REST;
   for (size_t k = 0; k < key; k++) v[k] = (double)(1000 * i + (int)k + 1);
-  const double rest[12] = {90, 132, 1, 0, 3, 0, 1, 2, 4096, 0, 1099511627776.0, 1};
-  for (int k = 0; k < 12; k++) v[key + k] = rest[k];
+  const double rest[REST] = {90, 132, 1, 0, 3, 0, 1, 2, 4096, 0, 1099511627776.0, 1, 2, 0, 3};
+  for (int k = 0; k < REST; k++) v[key + k] = rest[k];
 }
 
 static void test_round_trip_and_missing_only(void **state) {
   const size_t per = ct_cudnn_conv_table_entry_values();
-  assert_true(per > 12);
+  assert_true(per > REST);
   const size_t n0 = ct_cudnn_conv_table_size();
   assert_int_equal(n0, 0); /* a fresh process benchmarked nothing */
   double *in = calloc(2 * per, sizeof *in);
@@ -92,7 +93,10 @@ static void test_not_an_export_is_refused(void **state) {
   v[0] = -3; /* negative */
   assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
   make_entry(v, per, 7);
-  v[per - 12 + 2] = 999; /* no such forward algorithm */
+  v[per - REST + 2] = 999; /* no such forward algorithm */
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+  make_entry(v, per, 7);
+  v[per - 1] = 5000; /* a rival choice out of range */
   assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
   assert_int_equal(ct_cudnn_conv_table_size(), n0);
   free(v);

@@ -164,7 +164,7 @@ extern "C" size_t ct_cudnn_conv_table_size(void) {
 /* An entry as doubles (exact: every field is an int or a size under 2^53):
  * the key's ints, cc, sms, the three algorithms, their math types, their
  * workspace bytes, benchmarked. */
-enum { KEY_INTS = sizeof(ct_cudnn_conv_key) / sizeof(int), ENTRY_VALUES = KEY_INTS + 12 };
+enum { KEY_INTS = sizeof(ct_cudnn_conv_key) / sizeof(int), ENTRY_VALUES = KEY_INTS + 15 };
 static_assert(sizeof(ct_cudnn_conv_key) % sizeof(int) == 0, "the key is ints only");
 
 static void entry_to_values(const algo_entry *e, double *v) {
@@ -172,11 +172,13 @@ static void entry_to_values(const algo_entry *e, double *v) {
   memcpy(key, &e->key, sizeof key);
   for (int i = 0; i < KEY_INTS; i++) *v++ = key[i];
   const ct_cudnn_conv_algos *a = &e->algos;
-  const double rest[12] = {(double)e->cc,          (double)e->sms,         (double)a->fwd,
+  const double rest[15] = {(double)e->cc,          (double)e->sms,         (double)a->fwd,
                            (double)a->bwd_data,    (double)a->bwd_filter,  (double)a->fwd_math,
                            (double)a->bwd_data_math, (double)a->bwd_filter_math,
                            (double)a->fwd_bytes,   (double)a->bwd_data_bytes,
-                           (double)a->bwd_filter_bytes, a->benchmarked ? 1.0 : 0.0};
+                           (double)a->bwd_filter_bytes, a->benchmarked ? 1.0 : 0.0,
+                           (double)a->fwd_rival,   (double)a->bwd_data_rival,
+                           (double)a->bwd_filter_rival};
   memcpy(v, rest, sizeof rest);
 }
 
@@ -191,8 +193,8 @@ static bool values_to_entry(const double *v, algo_entry *e) {
   }
   memcpy(&e->key, key, sizeof key);
   const double *r = v + KEY_INTS;
-  for (int i = 0; i < 12; i++)
-    if (!is_count(r[i], 9007199254740992.0)) return false;
+  for (int i = 0; i < 15; i++)
+    if (!is_count(r[i], i < 12 ? 9007199254740992.0 : 1024.0)) return false;
   e->cc = (int)r[0];
   e->sms = (int)r[1];
   ct_cudnn_conv_algos *a = &e->algos;
@@ -206,6 +208,9 @@ static bool values_to_entry(const double *v, algo_entry *e) {
   a->bwd_data_bytes = (size_t)r[9];
   a->bwd_filter_bytes = (size_t)r[10];
   a->benchmarked = r[11] != 0;
+  a->fwd_rival = (int)r[12];
+  a->bwd_data_rival = (int)r[13];
+  a->bwd_filter_rival = (int)r[14];
   return a->fwd < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
          a->bwd_data < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
          a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
@@ -245,7 +250,7 @@ extern "C" long ct_cudnn_conv_table_import(const double *in, size_t n) {
 
 /* CORTADO_CUDNN_ALGOS=FILE (see cudnn_util.h): a header, the value count,
  * then the export's doubles, in this machine's byte order. */
-static const char k_cache_magic[8] = {'C', 'T', 'C', 'O', 'N', 'V', '1', '\n'};
+static const char k_cache_magic[8] = {'C', 'T', 'C', 'O', 'N', 'V', '2', '\n'};
 
 extern "C" long ct_cudnn_conv_table_read(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -442,20 +447,97 @@ static ct_status choose(const find_args &a, const char *what,
                       what, a.limit >> 20);
 }
 
-static ct_status choose_all(const find_args &a, ct_cudnn_conv_algos *out, ct_error *err) {
+/* Whether the rival's time and workspace beat cuDNN's chosen algorithm's,
+ * under the rule of choose: faster by more than TIE_FRACTION, or within
+ * it with less workspace (at equal workspace, faster). */
+static bool rival_wins(float rival_ms, size_t rival_bytes, float cudnn_ms, size_t cudnn_bytes) {
+  if (rival_ms > cudnn_ms * (1.0f + TIE_FRACTION)) return false;
+  if (rival_ms * (1.0f + TIE_FRACTION) < cudnn_ms) return true;
+  if (rival_bytes != cudnn_bytes) return rival_bytes < cudnn_bytes;
+  return rival_ms < cudnn_ms;
+}
+
+/* Milliseconds per call of cuDNN's algorithm algo (math type math) for
+ * direction dir on the benchmark's buffers: the mean of REPEAT calls after
+ * one warm-up, timed with events on the handle's stream, as the rival
+ * times itself (cuDNN's Find reports a single call, with its overhead). */
+static float time_cudnn(const find_args &a, int dir, int algo, cudnnMathType_t math) {
+  enum { REPEAT = 5 };
+  static const float one = 1.0f, zero = 0.0f;
+  cudaStream_t st = NULL;
+  CT_CUDNN_CHECK(cudnnGetStream(a.h, &st));
+  CT_CUDNN_CHECK(cudnnSetConvolutionMathType(a.conv, math));
+  cudaEvent_t e0, e1;
+  CT_CUDA_CHECK(cudaEventCreate(&e0));
+  CT_CUDA_CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i <= REPEAT; i++) {
+    if (i == 1) CT_CUDA_CHECK(cudaEventRecord(e0, st));
+    if (dir == 0)
+      CT_CUDNN_CHECK(cudnnConvolutionForward(a.h, &one, a.x, a.xbuf, a.w, a.wbuf, a.conv,
+                                             (cudnnConvolutionFwdAlgo_t)algo, a.ws, a.ws_bytes,
+                                             &zero, a.y, a.ybuf));
+    else if (dir == 1)
+      CT_CUDNN_CHECK(cudnnConvolutionBackwardData(a.h, &one, a.w, a.wbuf, a.y, a.ybuf, a.conv,
+                                                  (cudnnConvolutionBwdDataAlgo_t)algo, a.ws,
+                                                  a.ws_bytes, &zero, a.x, a.xbuf));
+    else
+      CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(a.h, &one, a.x, a.xbuf, a.y, a.ybuf, a.conv,
+                                                    (cudnnConvolutionBwdFilterAlgo_t)algo, a.ws,
+                                                    a.ws_bytes, &one, a.w, a.wbuf));
+  }
+  CT_CUDA_CHECK(cudaEventRecord(e1, st));
+  CT_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0.0f;
+  CT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  CT_CUDNN_CHECK(cudnnSetConvolutionMathType(a.conv, a.base_math));
+  return ms / REPEAT;
+}
+
+/* Races the rival on direction dir against cuDNN's choice (algo with math
+ * type math, *bytes of workspace), both timed the same way; on a win sets
+ * *choice and *bytes to the rival's. */
+static void race(const find_args &a, const ct_cudnn_conv_rival *rival, int dir, bool benchmarked,
+                 int algo, cudnnMathType_t math, size_t *bytes, int *choice) {
+  *choice = 0;
+  if (!rival || !benchmarked) return;
+  const float ms = time_cudnn(a, dir, algo, math);
+  int c = 0;
+  float t = 0.0f;
+  size_t b = 0;
+  if (!rival->time(rival->user, dir, a.xbuf, a.wbuf, a.ybuf, a.ws, a.ws_bytes, &c, &t, &b)) return;
+  if (b > a.limit || c < 1) return;
+  const bool wins = rival->force || rival_wins(t, b, ms, *bytes);
+  static const char *const names[3] = {"forward", "backward data", "backward filter"};
+  LOG_INFO("convolution %s: cuDNN %.4f ms (%.1fM), Cortado's choice %d %.4f ms (%.1fM): %s",
+           names[dir], ms, *bytes / 1048576.0, c, t, b / 1048576.0, wins ? "Cortado" : "cuDNN");
+  if (wins) {
+    *choice = c;
+    *bytes = b;
+  }
+}
+
+static ct_status choose_all(const find_args &a, const ct_cudnn_conv_rival *rival, bool benchmarked,
+                            ct_cudnn_conv_algos *out, ct_error *err) {
   CT_TRY((choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t,
                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(a, "forward", fwd_query, fwd_bytes, &out->fwd,
                                                    &out->fwd_math, &out->fwd_bytes, err)));
+  race(a, rival, 0, benchmarked, out->fwd, out->fwd_math, &out->fwd_bytes, &out->fwd_rival);
   CT_TRY((choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t,
                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(a, "backward-data", bwd_data_query,
                                                         bwd_data_bytes, &out->bwd_data,
                                                         &out->bwd_data_math,
                                                         &out->bwd_data_bytes, err)));
+  race(a, rival, 1, benchmarked, out->bwd_data, out->bwd_data_math, &out->bwd_data_bytes,
+       &out->bwd_data_rival);
   CT_TRY((choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t,
                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(a, "backward-filter", bwd_filter_query,
                                                           bwd_filter_bytes, &out->bwd_filter,
                                                           &out->bwd_filter_math,
                                                           &out->bwd_filter_bytes, err)));
+  race(a, rival, 2, benchmarked, out->bwd_filter, out->bwd_filter_math, &out->bwd_filter_bytes,
+       &out->bwd_filter_rival);
   return CT_OK;
 }
 
@@ -468,7 +550,8 @@ static size_t prod(const int *v, int n) {
 /* Benchmarks on scratch buffers (contents zero; Find overwrites the
  * outputs), or falls back to the heuristics when they do not fit. */
 static ct_status find_now(ct_context *ctx, const ct_cudnn_conv_key *k, find_args *a,
-                          ct_cudnn_conv_algos *out, ct_error *err) {
+                          const ct_cudnn_conv_rival *rival, ct_cudnn_conv_algos *out,
+                          ct_error *err) {
   const size_t xbytes = (size_t)k->n * k->x_channels * prod(k->x_dims, k->nspatial) * sizeof(float);
   const size_t ybytes = (size_t)k->n * k->y_channels * prod(k->y_dims, k->nspatial) * sizeof(float);
   const size_t wbytes = (size_t)k->y_channels * (k->x_channels / k->group) *
@@ -493,7 +576,7 @@ static ct_status find_now(ct_context *ctx, const ct_cudnn_conv_key *k, find_args
     cudaFree(a->ybuf);
     a->xbuf = a->ybuf = NULL;
   }
-  ct_status s = choose_all(*a, out, err);
+  ct_status s = choose_all(*a, rival, bench, out, err);
   out->benchmarked = bench;
   if (bench) {
     CT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -508,8 +591,9 @@ static ct_status find_now(ct_context *ctx, const ct_cudnn_conv_key *k, find_args
 ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
                              cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,
                              cudnnConvolutionDescriptor_t conv_desc,
-                             cudnnTensorDescriptor_t y_desc, ct_cudnn_conv_algos *out,
-                             ct_error *err) {
+                             cudnnTensorDescriptor_t y_desc, const ct_cudnn_conv_rival *rival,
+                             ct_cudnn_conv_algos *out, ct_error *err) {
+  CT_ASSERT((rival != NULL) == (key->rival != 0));
   int major = 0, minor = 0, sms = 0;
   CT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
   CT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx->device));
@@ -536,7 +620,8 @@ ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
   if (e) {
     *out = e->algos;
   } else {
-    s = find_now(ctx, key, &a, out, err);
+    memset(out, 0, sizeof *out);
+    s = find_now(ctx, key, &a, rival, out, err);
     if (s == CT_OK) table_add(key, cc, sms, out);
     added = s == CT_OK;
   }

@@ -77,7 +77,8 @@ bool ct_cudnn_conv_table_write(const char *path);
 /* Values per entry of an export: the key's ints, then compute capability
  * (major * 10 + minor), SM count, the forward, backward-data and
  * backward-filter algorithms, their three math types, their three workspace
- * sizes in bytes, and 1 when benchmarked (0: heuristics).  GPU builds only. */
+ * sizes in bytes, 1 when benchmarked (0: heuristics), and the three rival
+ * choices (0: cuDNN's algorithm runs the direction).  GPU builds only. */
 size_t ct_cudnn_conv_table_entry_values(void);
 
 #ifdef __cplusplus
@@ -128,6 +129,7 @@ typedef struct ct_cudnn_conv_key {
   int kernel[3], pad[3], stride[3], dilation[3];
   int tf32;
   int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
+  int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
 } ct_cudnn_conv_key;
 
 /* The chosen algorithms, their math types and workspace sizes. */
@@ -138,7 +140,23 @@ typedef struct ct_cudnn_conv_algos {
   cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
   size_t fwd_bytes, bwd_data_bytes, bwd_filter_bytes;
   bool benchmarked;       /* by the Find*Ex functions (false: heuristics) */
+  /* Per direction, 0 when cuDNN's algorithm above runs it, else the rival
+   * kernels' choice (>= 1) that beat it; the bytes are then the rival's. */
+  int fwd_rival, bwd_data_rival, bwd_filter_rival;
 } ct_cudnn_conv_algos;
+/* Kernels outside cuDNN raced against its algorithms per direction (the
+ * layers' own implicit GEMM, conv_igemm.h).  time() runs direction dir
+ * (0 forward, 1 backward data, 2 backward filter) on the benchmark's
+ * buffers and workspace, and returns true with its best choice (>= 1), its
+ * milliseconds per call and the workspace bytes that choice needs, or false
+ * when it cannot run dir.  With force the rival takes every direction it
+ * can run, whatever the times (tests). */
+typedef struct ct_cudnn_conv_rival {
+  bool (*time)(void *user, int dir, void *x, void *w, void *y, void *ws, size_t ws_bytes,
+               int *choice, float *ms, size_t *bytes);
+  void *user;
+  bool force;
+} ct_cudnn_conv_rival;
 
 /* The algorithms for key on ctx's device: from the process-wide table, or
  * benchmarked now with cudnnFind*AlgorithmEx on scratch buffers of the
@@ -154,13 +172,17 @@ typedef struct ct_cudnn_conv_algos {
  * starts from FILE (when it exists and holds one; else a warning) and every
  * new choice rewrites FILE, so that separate runs on the same GPU model
  * (a 1-GPU run and the N-GPU run it is compared with) run the same
- * algorithms.  Fails with CT_ERR_UNSUPPORTED when no algorithm runs the
+ * algorithms.  With a rival (not NULL; key->rival must then be non-zero)
+ * each benchmarked direction also times the rival on the same buffers; it
+ * runs that direction when it is faster by more than the tie fraction, or
+ * ties with less workspace (or force is set).
+ * Fails with CT_ERR_UNSUPPORTED when no algorithm runs the
  * convolution, or CT_ERR_DEVICE when cuDNN fails. */
 ct_status ct_cudnn_conv_find(ct_context *ctx, const ct_cudnn_conv_key *key,
                              cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,
                              cudnnConvolutionDescriptor_t conv_desc,
-                             cudnnTensorDescriptor_t y_desc, ct_cudnn_conv_algos *out,
-                             ct_error *err);
+                             cudnnTensorDescriptor_t y_desc, const ct_cudnn_conv_rival *rival,
+                             ct_cudnn_conv_algos *out, ct_error *err);
 
 /* Short names for tables and logs ("IMPLICIT_PRECOMP_GEMM", ...). */
 const char *ct_cudnn_fwd_algo_name(cudnnConvolutionFwdAlgo_t a);

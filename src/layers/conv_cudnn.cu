@@ -6,6 +6,7 @@
 #include "gpu/cudnn_util.h"
 #include "layers/conv_common.h"
 #include "layers/conv_cudnn.h"
+#include "layers/conv_igemm.h"
 extern "C" {
 #include "core/log.h"
 }
@@ -17,6 +18,7 @@ typedef struct conv_cudnn {
   /* One descriptor per direction, each with its algorithm's math type. */
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
   ct_cudnn_conv_algos algos;
+  ct_igemm *ig;                   /* Cortado's kernels, where they beat cuDNN (algos.*_rival) */
   bool tf32;
   bool wgrad_side;                /* the weight gradient runs on the gradient stream */
   /* the bias gradient (ct_bias_grad_gpu): the top as (c->num, num_output,
@@ -52,6 +54,7 @@ extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
   cudnnDestroyConvolutionDescriptor(s->bwd_data);
   cudnnDestroyConvolutionDescriptor(s->bwd_filter);
   if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
+  ct_igemm_free(s->ig);
   free(s);
   l->gpu_priv = NULL;
 }
@@ -126,7 +129,7 @@ static ct_status set_descriptors(conv_cudnn *s, const ct_conv *c, const cudnn_ge
 }
 
 static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, bool deterministic,
-                   ct_cudnn_conv_key *k) {
+                   int rival, ct_cudnn_conv_key *k) {
   memset(k, 0, sizeof *k);
   k->nspatial = g->nd;
   k->n = c->num;
@@ -143,6 +146,7 @@ static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, bool determ
   }
   k->tf32 = tf32;
   k->deterministic = deterministic;
+  k->rival = rival;
 }
 
 /* The CAFFE engine's im2col scratch is not needed while cuDNN runs the layer
@@ -159,15 +163,65 @@ static void drop_caffe_scratch(ct_layer *l, ct_conv *c) {
   c->col_x = NULL;
 }
 
+/* The most multiply-adds of a forward pass for which Cortado's kernels race
+ * cuDNN: small convolutions (cifar10_quick's and LeNet's are 0.02-0.66
+ * G), where cuDNN's kernels run at 5-20 TFLOP/s and FP32 FMA kernels can
+ * compete; on large ones cuDNN's tuned kernels win and the race would only
+ * lengthen the setup. */
+#define IGEMM_MAX_MACS ((double)(1u << 31))
+
+/* The implicit-GEMM geometry of a small 2-D Convolution with group 1 (false
+ * for anything else, and for geometries the kernels cannot run). */
+static bool igemm_geom_of(const ct_conv *c, const cudnn_geom *g, ct_igemm_geom *ig) {
+  if (c->reverse || c->group != 1 || g->nd != 2) return false;
+  *ig = (ct_igemm_geom){g->xdims[0], g->xdims[1], g->xdims[2], g->xdims[3],
+                        g->ydims[1], g->ydims[2], g->ydims[3],
+                        g->wdims[2], g->wdims[3], g->stride[0], g->stride[1],
+                        g->pad[0], g->pad[1], g->dilation[0], g->dilation[1]};
+  const double macs = (double)ig->n * ig->m * ig->oh * ig->ow * ig->c * ig->kh * ig->kw;
+  return macs <= IGEMM_MAX_MACS && !ct_igemm_unsupported(ig, CT_IGEMM_FWD);
+}
+
+typedef struct rival_user {
+  ct_context *ctx;
+  ct_igemm *ig;
+} rival_user;
+
+/* ct_cudnn_conv_rival's time for the implicit-GEMM kernels. */
+static bool rival_time(void *user, int dir, void *x, void *w, void *y, void *ws, size_t ws_bytes,
+                       int *choice, float *ms, size_t *bytes) {
+  const rival_user *u = (const rival_user *)user;
+  if (!ct_igemm_time(u->ctx, u->ig, (ct_igemm_dir)dir, (float *)x, (float *)w, (float *)y,
+                     (float *)ws, ws_bytes, choice, ms))
+    return false;
+  int sms = 0;
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, u->ctx->device));
+  *bytes = ct_igemm_workspace(u->ig, (ct_igemm_dir)dir, *choice, sms);
+  return true;
+}
+
 static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *err) {
   cudnn_geom g;
   geom_of(c, &g);
   s->tf32 = l->ctx->tf32;
   const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   CT_TRY(set_descriptors(s, c, &g, base, err));
+  /* Cortado's implicit-GEMM kernels race cuDNN where they can run. */
+  ct_igemm_free(s->ig);
+  s->ig = NULL;
+  ct_igemm_geom ig;
+  const ct_igemm_mode_t mode = ct_igemm_mode();
+  if (mode != CT_IGEMM_OFF && igemm_geom_of(c, &g, &ig)) s->ig = ct_igemm_new(l->ctx, &ig);
+  rival_user user = {l->ctx, s->ig};
+  const ct_cudnn_conv_rival rival = {rival_time, &user, mode == CT_IGEMM_FORCE};
   ct_cudnn_conv_key key;
-  key_of(c, &g, s->tf32, l->ctx->deterministic, &key);
-  CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, &s->algos, err));
+  key_of(c, &g, s->tf32, l->ctx->deterministic, s->ig ? (int)mode : 0, &key);
+  CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, s->ig ? &rival : NULL,
+                            &s->algos, err));
+  if (!s->algos.fwd_rival && !s->algos.bwd_data_rival && !s->algos.bwd_filter_rival) {
+    ct_igemm_free(s->ig);
+    s->ig = NULL;
+  }
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->fwd, s->algos.fwd_math));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_data, s->algos.bwd_data_math));
   CT_CUDNN_TRY(err, cudnnSetConvolutionMathType(s->bwd_filter, s->algos.bwd_filter_math));
@@ -243,6 +297,10 @@ static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const
 /* X = conv^T(Y, W), overwriting X. */
 static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
                    float *x) {
+  if (s->algos.bwd_data_rival) {
+    ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w, x);
+    return;
+  }
   CT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(l->ctx), &k_one, s->w, w, s->y, y, s->bwd_data,
                                               s->algos.bwd_data, l->ctx->workspace,
                                               l->ctx->workspace_bytes, &k_zero, s->x, x));
@@ -252,6 +310,11 @@ static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const
  * (the layer's, or the gradient stream's). */
 static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, const float *dy,
                         float *dw) {
+  if (s->algos.bwd_filter_rival) {
+    ct_igemm_backward_filter(ctx, s->ig, s->algos.bwd_filter_rival, x, dy, (float *)ctx->workspace,
+                             ctx->workspace_bytes, dw);
+    return;
+  }
   CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle(ctx), &k_one, s->x, x, s->y, dy,
                                                 s->bwd_filter, s->algos.bwd_filter,
                                                 ctx->workspace, ctx->workspace_bytes, &k_one,
@@ -271,6 +334,14 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
   const ct_conv *c = (const ct_conv *)l->priv;
   const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
   const float *w = l->params[0]->data;
+  if (s->algos.fwd_rival) {
+    /* bias, and the fused ReLU, in the kernel's epilogue */
+    CT_ASSERT(!c->relu_fused || (l->nbottom == 1 && c->bias_term));
+    for (int i = 0; i < l->nbottom; i++)
+      ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w,
+                       c->bias_term ? l->params[1]->data : NULL, c->relu_fused, top[i]->data);
+    return CT_OK;
+  }
   if (c->relu_fused) {
     CT_ASSERT(l->nbottom == 1 && c->bias_term);
     x_to_y(l, s, w, bottom[0]->data, top[0]->data);
@@ -328,12 +399,23 @@ extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len
     return buf;
   }
   const ct_cudnn_conv_algos *a = &s->algos;
-  snprintf(buf, len, "fwd %s%s %.1fM | bwd-data %s%s %.1fM | bwd-filter %s%s %.1fM%s",
-           ct_cudnn_fwd_algo_name(a->fwd), a->fwd_math == CUDNN_FMA_MATH ? "" : "*",
-           a->fwd_bytes / 1048576.0, ct_cudnn_bwd_data_algo_name(a->bwd_data),
-           a->bwd_data_math == CUDNN_FMA_MATH ? "" : "*", a->bwd_data_bytes / 1048576.0,
-           ct_cudnn_bwd_filter_algo_name(a->bwd_filter),
-           a->bwd_filter_math == CUDNN_FMA_MATH ? "" : "*", a->bwd_filter_bytes / 1048576.0,
-           a->benchmarked ? "" : " (heuristics)");
+  char names[3][32];
+  const char *fwd = a->fwd_rival ? ct_igemm_choice_name(CT_IGEMM_FWD, a->fwd_rival, names[0], 32)
+                                 : ct_cudnn_fwd_algo_name(a->fwd);
+  const char *bwd_data = a->bwd_data_rival ? ct_igemm_choice_name(CT_IGEMM_BWD_DATA,
+                                                                  a->bwd_data_rival, names[1], 32)
+                                           : ct_cudnn_bwd_data_algo_name(a->bwd_data);
+  const char *bwd_filter = a->bwd_filter_rival
+                               ? ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, a->bwd_filter_rival,
+                                                      names[2], 32)
+                               : ct_cudnn_bwd_filter_algo_name(a->bwd_filter);
+  /* a star: TF32 allowed (never for Cortado's kernels, which are strict FP32) */
+  const bool fwd_star = !a->fwd_rival && a->fwd_math != CUDNN_FMA_MATH;
+  const bool data_star = !a->bwd_data_rival && a->bwd_data_math != CUDNN_FMA_MATH;
+  const bool filter_star = !a->bwd_filter_rival && a->bwd_filter_math != CUDNN_FMA_MATH;
+  snprintf(buf, len, "fwd %s%s %.1fM | bwd-data %s%s %.1fM | bwd-filter %s%s %.1fM%s", fwd,
+           fwd_star ? "*" : "", a->fwd_bytes / 1048576.0, bwd_data, data_star ? "*" : "",
+           a->bwd_data_bytes / 1048576.0, bwd_filter, filter_star ? "*" : "",
+           a->bwd_filter_bytes / 1048576.0, a->benchmarked ? "" : " (heuristics)");
   return buf;
 }

@@ -1,0 +1,577 @@
+/* Implicit-GEMM convolution kernels in strict FP32: see conv_igemm.h. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "layers/conv_igemm.h"
+extern "C" {
+#include "core/log.h"
+#include "core/mem.h"
+}
+
+/* ---------------------------------------------------------------- the gather */
+
+/* The implicit im2col view of a batch of source images (X forward, dY for
+ * backward data): column n = (image, oy, ox) of the GEMM reads, for table
+ * entry k = {a_off, src_off, dy, dx}, src[pos(n) + src_off] where
+ * pos(n) = image * img_stride + y0 * SW + x0, y0 = oy * sy + y_off and
+ * x0 = ox * sx + x_off, or 0 unless 0 <= y0 + dy < SH and 0 <= x0 + dx < SW. */
+typedef struct ig_gather {
+  const float *src;
+  int img_stride, SH, SW;
+  int P, OW, OH;  /* positions per image, their row width and rows (n's decomposition) */
+  int sy, sx, y_off, x_off;
+} ig_gather;
+
+/* pos, y0 and x0 of column n (which must be in range). */
+__device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, int *y0, int *x0) {
+  const int img = n / g.P, pix = n - img * g.P;
+  const int oy = pix / g.OW, ox = pix - oy * g.OW;
+  *y0 = oy * g.sy + g.y_off;
+  *x0 = ox * g.sx + g.x_off;
+  *pos = img * g.img_stride + *y0 * g.SW + *x0;
+}
+
+__device__ __forceinline__ float ig_read(const ig_gather &g, int pos, int y0, int x0, int4 e) {
+  const int yy = y0 + e.z, xx = x0 + e.w;
+  return (unsigned)yy < (unsigned)g.SH && (unsigned)xx < (unsigned)g.SW ? __ldg(g.src + pos + e.y)
+                                                                       : 0.0f;
+}
+
+/* The 4 x 8 product of one reduction step: acc[i][j] += a[i] * b[j]. */
+__device__ __forceinline__ void ig_fma(float acc[4][8], float4 a, float4 b0, float4 b1) {
+  const float av[4] = {a.x, a.y, a.z, a.w};
+  const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+}
+
+/* Column j (0..7) of thread column group tn in a tile BN wide: two runs of
+ * four, so that a warp reads shared memory without bank conflicts. */
+template <int BN>
+__device__ __forceinline__ int ig_col(int tn, int j) {
+  return j < 4 ? tn * 4 + j : BN / 2 + tn * 4 + (j - 4);
+}
+
+/* ---------------------------------------------------------------- forward and backward data */
+
+#define IG_BK 16
+
+/* out[image, m, pix] = sum_k A[m * a_stride + table[k].x] * gather(k, n)
+ * (+ bias[m], then ReLU), n = (image, pix) < N, m < M.  A block computes a
+ * BM x BN tile with S groups of T = BM * BN / 32 threads, each thread a
+ * 4 x 8 block of it.  Group g takes the reduction steps g, g + S, ... (more
+ * warps for the small grids of small convolutions) and the groups' sums
+ * add up in group order at the end.  The next step's values are read into
+ * registers while this step's are multiplied from shared memory. */
+template <int BM, int BN, int S>
+__global__ void __launch_bounds__(BM * BN / 32 * S)
+    ig_gemm_kernel(const float *__restrict__ A, int a_stride, const int4 *__restrict__ table,
+                   int K, ig_gather g, int N, int M, float *__restrict__ out,
+                   const float *__restrict__ bias, int relu) {
+  constexpr int T = BM * BN / 32;
+  constexpr int B_STEP = T / BN;             /* rows of the B tile loaded together */
+  constexpr int B_PER = IG_BK / B_STEP;      /* B values per thread and step */
+  constexpr int A_PER = BM * IG_BK / T;      /* A values per thread and step */
+  constexpr int TILES = S * IG_BK * (BM + BN);
+  constexpr int SMEM = S > 1 && BM * BN > TILES ? BM * BN : TILES;
+  __shared__ __align__(16) float smem[SMEM];
+  const int grp = threadIdx.x / T, tid = threadIdx.x % T;
+  float(*As)[BM] = (float(*)[BM])(smem + grp * IG_BK * (BM + BN));
+  float(*Bs)[BN] = (float(*)[BN])(smem + grp * IG_BK * (BM + BN) + IG_BK * BM);
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  /* this thread's column of the B tile, fixed over the reduction */
+  const int bcol = tid % BN, brow = tid / BN;
+  const int nb = n0 + bcol;
+  const bool nvalid = nb < N;
+  int pos = 0, y0 = 0, x0 = 0;
+  if (nvalid) ig_column(g, nb, &pos, &y0, &x0);
+  const int tn = tid % (BN / 8), tm = tid / (BN / 8);
+  float a_next[A_PER], b_next[B_PER];
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int q = 0; q < A_PER; q++) {
+      const int e = tid + q * T, ml = e % BM, kl = e / BM, m = m0 + ml, k = k0 + kl;
+      a_next[q] =
+          m < M && k < K ? __ldg(A + (size_t)m * a_stride + __ldg(&table[k].x)) : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < B_PER; q++) {
+      const int k = k0 + brow + q * B_STEP;
+      b_next[q] = nvalid && k < K ? ig_read(g, pos, y0, x0, __ldg(&table[k])) : 0.0f;
+    }
+  };
+  float acc[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+  load(grp * IG_BK);
+  for (int kb = 0; kb < K; kb += S * IG_BK) {
+#pragma unroll
+    for (int q = 0; q < A_PER; q++) {
+      const int e = tid + q * T;
+      As[e / BM][e % BM] = a_next[q];
+    }
+#pragma unroll
+    for (int q = 0; q < B_PER; q++) Bs[brow + q * B_STEP][bcol] = b_next[q];
+    __syncthreads();
+    if (kb + S * IG_BK < K) load(kb + (S + grp) * IG_BK);
+#pragma unroll
+    for (int kk = 0; kk < IG_BK; kk++)
+      ig_fma(acc, *(const float4 *)&As[kk][tm * 4], *(const float4 *)&Bs[kk][tn * 4],
+             *(const float4 *)&Bs[kk][BN / 2 + tn * 4]);
+    __syncthreads();
+  }
+  /* the groups' sums, in group order, into group 0 */
+#pragma unroll
+  for (int s = 1; s < S; s++) {
+    if (grp == s)
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) smem[(i * 8 + j) * T + tid] = acc[i][j];
+    __syncthreads();
+    if (grp == 0)
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] += smem[(i * 8 + j) * T + tid];
+    __syncthreads();
+  }
+  if (grp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int m = m0 + tm * 4 + i;
+    if (m >= M) continue;
+    const float b = bias ? __ldg(bias + m) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const int n = n0 + ig_col<BN>(tn, j);
+      if (n >= N) continue;
+      const int img = n / g.P, pix = n - img * g.P;
+      float v = acc[i][j] + b;
+      if (relu) v = fmaxf(v, 0.0f);
+      out[((size_t)img * M + m) * g.P + pix] = v;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- backward filter */
+
+#define IG_BR 16
+
+/* A column n = (image, oy, ox) that walks forward without divisions. */
+typedef struct ig_walker {
+  int img, oy, ox;
+} ig_walker;
+
+__device__ __forceinline__ ig_walker ig_walk_start(const ig_gather &g, int n) {
+  ig_walker w;
+  w.img = n / g.P;
+  const int pix = n - w.img * g.P;
+  w.oy = pix / g.OW;
+  w.ox = pix - w.oy * g.OW;
+  return w;
+}
+
+/* Moves w forward by step columns (rows of OW columns, images of P). */
+__device__ __forceinline__ void ig_walk(const ig_gather &g, ig_walker &w, int step) {
+  w.ox += step;
+  while (w.ox >= g.OW) {
+    w.ox -= g.OW;
+    if (++w.oy == g.OH) {
+      w.oy = 0;
+      w.img++;
+    }
+  }
+}
+
+/* out[m, k] (+)= sum over n in this block's slice of dY[image, m, pix] *
+ * gather(k, n): blockIdx.z is the slice [z * chunk, (z + 1) * chunk) of the
+ * N columns; its BM x BN tile goes to out + z * M * K (accumulate 0) or is
+ * added to out (accumulate 1, one slice only).  As in ig_gemm_kernel, the
+ * next step's values are read while this step's are multiplied. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(BM * BN / 32)
+    ig_wgrad_kernel(const float *__restrict__ dy, int M, const int4 *__restrict__ table, int K,
+                    ig_gather g, int N, int chunk, float *__restrict__ out, int accumulate) {
+  constexpr int T = BM * BN / 32;
+  constexpr int B_STEP = T / BN;
+  constexpr int B_PER = IG_BR / B_STEP;
+  constexpr int A_PER = BM * IG_BR / T;
+  constexpr int A_MSTEP = T / IG_BR;  /* channels apart of one thread's A values */
+  __shared__ __align__(16) float As[IG_BR][BM + 4];  /* + 4: fewer bank conflicts on stores */
+  __shared__ __align__(16) float Bs[IG_BR][BN];
+  const int tid = threadIdx.x;
+  const int k0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const int n_begin = blockIdx.z * chunk, n_end = min(N, n_begin + chunk);
+  /* B: this thread's column k and rows brow, brow + B_STEP, ... of each step */
+  const int bcol = tid % BN, brow = tid / BN;
+  const int kb = k0 + bcol;
+  const bool kvalid = kb < K;
+  const int4 e = kvalid ? __ldg(&table[kb]) : make_int4(0, 0, 0, 0);
+  /* A: this thread's row r of each step and channels ma, ma + A_MSTEP, ... */
+  const int ar = tid % IG_BR, ma = tid / IG_BR;
+  ig_walker bw = ig_walk_start(g, min(n_begin + brow, N - 1));
+  ig_walker aw = ig_walk_start(g, min(n_begin + ar, N - 1));
+  const int tn = tid % (BN / 8), tm = tid / (BN / 8);
+  float a_next[A_PER], b_next[B_PER];
+  auto load = [&](int nc) {
+    {
+      const int n = nc + ar;
+      const int base = aw.img * M * g.P + aw.oy * g.OW + aw.ox;
+#pragma unroll
+      for (int q = 0; q < A_PER; q++) {
+        const int m = m0 + ma + q * A_MSTEP;
+        a_next[q] = n < n_end && m < M ? __ldg(dy + base + (size_t)m * g.P) : 0.0f;
+      }
+      ig_walk(g, aw, IG_BR);
+    }
+#pragma unroll
+    for (int q = 0; q < B_PER; q++) {
+      const int n = nc + brow + q * B_STEP;
+      float v = 0.0f;
+      if (kvalid && n < n_end) {
+        const int y0 = bw.oy * g.sy + g.y_off, x0 = bw.ox * g.sx + g.x_off;
+        v = ig_read(g, bw.img * g.img_stride + y0 * g.SW + x0, y0, x0, e);
+      }
+      b_next[q] = v;
+      ig_walk(g, bw, B_STEP);
+    }
+  };
+  float acc[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+  if (n_begin < n_end) load(n_begin);
+  for (int nc = n_begin; nc < n_end; nc += IG_BR) {
+#pragma unroll
+    for (int q = 0; q < A_PER; q++) As[ar][ma + q * A_MSTEP] = a_next[q];
+#pragma unroll
+    for (int q = 0; q < B_PER; q++) Bs[brow + q * B_STEP][bcol] = b_next[q];
+    __syncthreads();
+    if (nc + IG_BR < n_end) load(nc + IG_BR);
+#pragma unroll
+    for (int rr = 0; rr < IG_BR; rr++)
+      ig_fma(acc, *(const float4 *)&As[rr][tm * 4], *(const float4 *)&Bs[rr][tn * 4],
+             *(const float4 *)&Bs[rr][BN / 2 + tn * 4]);
+    __syncthreads();
+  }
+  float *dst = accumulate ? out : out + (size_t)blockIdx.z * M * K;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int m = m0 + tm * 4 + i;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const int k = k0 + ig_col<BN>(tn, j);
+      if (k >= K) continue;
+      float *p = dst + (size_t)m * K + k;
+      *p = accumulate ? *p + acc[i][j] : acc[i][j];
+    }
+  }
+}
+
+/* dw[i] += partial[0][i] + partial[1][i] + ... in that order. */
+__global__ static void ig_wgrad_sum_kernel(int MK, int splits, const float *__restrict__ partial,
+                                           float *__restrict__ dw) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < MK; i += gridDim.x * blockDim.x) {
+    float s = dw[i];
+    for (int z = 0; z < splits; z++) s += partial[(size_t)z * MK + i];
+    dw[i] = s;
+  }
+}
+
+/* ---------------------------------------------------------------- mode */
+
+static int g_mode = -1; /* -1: not read from the environment yet */
+
+extern "C" ct_igemm_mode_t ct_igemm_mode(void) {
+  if (g_mode < 0) {
+    const char *v = getenv("CORTADO_OWN_CONV");
+    g_mode = !v || !*v || !strcmp(v, "1") ? CT_IGEMM_RACE
+             : !strcmp(v, "0")            ? CT_IGEMM_OFF
+             : !strcmp(v, "force")        ? CT_IGEMM_FORCE
+                                          : -2;
+    if (g_mode == -2) {
+      LOG_WARNING("CORTADO_OWN_CONV=%s: expected 0, 1 or force; racing the kernels (1)", v);
+      g_mode = CT_IGEMM_RACE;
+    }
+  }
+  return (ct_igemm_mode_t)g_mode;
+}
+
+extern "C" void ct_igemm_set_mode(ct_igemm_mode_t mode) { g_mode = (int)mode; }
+
+/* ---------------------------------------------------------------- plans */
+
+struct ct_igemm {
+  int device;
+  ct_igemm_geom g;
+  int4 *fwd_table;  /* c * kh * kw entries */
+  int4 *bwd_table;  /* m * kh * kw entries; NULL unless stride 1 */
+};
+
+/* The tile configurations of each direction: BM x BN and S groups for
+ * forward and backward data; BM x BN for backward filter, which splits its
+ * sums among blocks instead. */
+static const int k_gemm_configs[CT_IGEMM_GEMM_CONFIGS][3] = {
+    {32, 64, 1}, {32, 128, 1}, {64, 64, 1}, {64, 128, 1},
+    {32, 64, 4}, {32, 128, 2}, {64, 64, 2}, {64, 128, 2}};
+static const int k_wgrad_configs[CT_IGEMM_WGRAD_CONFIGS][2] = {{32, 64}, {32, 128}, {64, 64},
+                                                               {64, 128}};
+
+static int configs_of(ct_igemm_dir dir) {
+  return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+}
+
+extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len) {
+  if (choice < 1 || choice > configs_of(dir))
+    snprintf(buf, len, "?");
+  else if (dir == CT_IGEMM_BWD_FILTER)
+    snprintf(buf, len, "IGEMM_%dx%d", k_wgrad_configs[choice - 1][0],
+             k_wgrad_configs[choice - 1][1]);
+  else
+    snprintf(buf, len, "IGEMM_%dx%dx%d", k_gemm_configs[choice - 1][0],
+             k_gemm_configs[choice - 1][1], k_gemm_configs[choice - 1][2]);
+  return buf;
+}
+
+static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
+
+extern "C" const char *ct_igemm_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir) {
+  if (g->n < 1 || g->c < 1 || g->m < 1 || g->h < 1 || g->w < 1 || g->oh < 1 || g->ow < 1 ||
+      g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 ||
+      g->pw < 0)
+    return "an empty or invalid geometry";
+  if (!fits_int((size_t)g->n * g->c * g->h * g->w) ||
+      !fits_int((size_t)g->n * g->m * g->oh * g->ow) ||
+      !fits_int((size_t)g->m * g->c * g->kh * g->kw) ||
+      !fits_int(((size_t)g->h + g->kh * (size_t)g->dh) * ((size_t)g->w + g->kw * (size_t)g->dw)))
+    return "more than 2^31 values";
+  if (dir == CT_IGEMM_BWD_DATA && (g->sh != 1 || g->sw != 1))
+    return "backward data needs stride 1";
+  return NULL;
+}
+
+/* Forward: A = W (m, K) row-major; k = (ci, ky, kx). */
+static void fill_fwd_table(const ct_igemm_geom *g, int4 *t) {
+  const int KK = g->kh * g->kw;
+  for (int ci = 0; ci < g->c; ci++)
+    for (int ky = 0; ky < g->kh; ky++)
+      for (int kx = 0; kx < g->kw; kx++) {
+        const int k = ci * KK + ky * g->kw + kx;
+        t[k] = make_int4(k, ci * g->h * g->w + ky * g->dh * g->w + kx * g->dw, ky * g->dh,
+                         kx * g->dw);
+      }
+}
+
+/* Backward data (stride 1): row ci of A is W[., ci, ., .]; k = (co, ky, kx)
+ * reads dY at (iy + ph - ky * dh, ix + pw - kx * dw). */
+static void fill_bwd_table(const ct_igemm_geom *g, int4 *t) {
+  const int KK = g->kh * g->kw;
+  for (int co = 0; co < g->m; co++)
+    for (int ky = 0; ky < g->kh; ky++)
+      for (int kx = 0; kx < g->kw; kx++) {
+        const int k = co * KK + ky * g->kw + kx;
+        t[k] = make_int4(co * g->c * KK + ky * g->kw + kx,
+                         co * g->oh * g->ow - ky * g->dh * g->ow - kx * g->dw, -ky * g->dh,
+                         -kx * g->dw);
+      }
+}
+
+static int4 *upload_table(ct_context *ctx, int entries, void (*fill)(const ct_igemm_geom *, int4 *),
+                          const ct_igemm_geom *g) {
+  int4 *host = (int4 *)ct_xcalloc((size_t)entries, sizeof(int4));
+  fill(g, host);
+  int4 *dev = (int4 *)ct_mem_alloc(ctx->device, (size_t)entries * sizeof(int4));
+  CT_CUDA_CHECK(cudaMemcpy(dev, host, (size_t)entries * sizeof(int4), cudaMemcpyHostToDevice));
+  free(host);
+  return dev;
+}
+
+extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g) {
+  CT_ASSERT(!ct_igemm_unsupported(g, CT_IGEMM_FWD));
+  ct_igemm *p = (ct_igemm *)ct_xcalloc(1, sizeof *p);
+  p->device = ctx->device;
+  p->g = *g;
+  p->fwd_table = upload_table(ctx, g->c * g->kh * g->kw, fill_fwd_table, g);
+  if (!ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA))
+    p->bwd_table = upload_table(ctx, g->m * g->kh * g->kw, fill_bwd_table, g);
+  return p;
+}
+
+extern "C" void ct_igemm_free(ct_igemm *p) {
+  if (!p) return;
+  ct_mem_free(p->device, p->fwd_table);
+  if (p->bwd_table) ct_mem_free(p->device, p->bwd_table);
+  free(p);
+}
+
+static ig_gather fwd_gather(const ct_igemm_geom *g, const float *x) {
+  ig_gather v = {x, g->c * g->h * g->w, g->h, g->w, g->oh * g->ow, g->ow, g->oh,
+                 g->sh, g->sw, -g->ph, -g->pw};
+  return v;
+}
+
+template <int BM, int BN, int S>
+static void launch_gemm(cudaStream_t st, const float *A, int a_stride, const int4 *table, int K,
+                        const ig_gather &g, int N, int M, float *out, const float *bias,
+                        bool relu) {
+  dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)((M + BM - 1) / BM));
+  ig_gemm_kernel<BM, BN, S><<<grid, BM * BN / 32 * S, 0, st>>>(A, a_stride, table, K, g, N, M,
+                                                                out, bias, relu ? 1 : 0);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+static void gemm(int choice, cudaStream_t st, const float *A, int a_stride, const int4 *table,
+                 int K, const ig_gather &g, int N, int M, float *out, const float *bias,
+                 bool relu) {
+#define IG_GEMM(BM, BN, S) launch_gemm<BM, BN, S>(st, A, a_stride, table, K, g, N, M, out, bias, relu)
+  switch (choice) {
+    case 1: IG_GEMM(32, 64, 1); break;
+    case 2: IG_GEMM(32, 128, 1); break;
+    case 3: IG_GEMM(64, 64, 1); break;
+    case 4: IG_GEMM(64, 128, 1); break;
+    case 5: IG_GEMM(32, 64, 4); break;
+    case 6: IG_GEMM(32, 128, 2); break;
+    case 7: IG_GEMM(64, 64, 2); break;
+    case 8: IG_GEMM(64, 128, 2); break;
+#undef IG_GEMM
+    default: CT_ASSERTF(false, "implicit GEMM configuration %d", choice);
+  }
+}
+
+extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
+                                 const float *w, const float *bias, bool relu, float *y) {
+  const ct_igemm_geom *g = &p->g;
+  gemm(choice, (cudaStream_t)ctx->stream, w, g->c * g->kh * g->kw, p->fwd_table,
+       g->c * g->kh * g->kw, fwd_gather(g, x), g->n * g->oh * g->ow, g->m, y, bias, relu);
+}
+
+extern "C" void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice,
+                                       const float *dy, const float *w, float *dx) {
+  const ct_igemm_geom *g = &p->g;
+  CT_ASSERT(p->bwd_table);
+  const ig_gather v = {dy, g->m * g->oh * g->ow, g->oh, g->ow, g->h * g->w, g->w, g->h, 1, 1,
+                       g->ph, g->pw};
+  gemm(choice, (cudaStream_t)ctx->stream, w, g->kh * g->kw, p->bwd_table, g->m * g->kh * g->kw,
+       v, g->n * g->h * g->w, g->c, dx, NULL, false);
+}
+
+/* Backward filter's split of the N = n * oh * ow columns: about four
+ * blocks per multiprocessor, slices of at least 256 columns. */
+static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits, int *chunk) {
+  const int BM = k_wgrad_configs[choice - 1][0], BN = k_wgrad_configs[choice - 1][1];
+  const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
+  const long tiles = (long)((K + BN - 1) / BN) * ((g->m + BM - 1) / BM);
+  long s = (4L * (sms > 0 ? sms : 1) + tiles - 1) / tiles;
+  const long most = N / 256 > 1 ? N / 256 : 1;
+  if (s > most) s = most;
+  if (s < 1) s = 1;
+  long c = (N + s - 1) / s;
+  c = (c + IG_BR - 1) / IG_BR * IG_BR;
+  *chunk = (int)c;
+  *splits = (int)((N + c - 1) / c);
+}
+
+extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice, int sms) {
+  if (dir != CT_IGEMM_BWD_FILTER) return 0;
+  int splits, chunk;
+  wgrad_split(&p->g, choice, sms, &splits, &chunk);
+  const ct_igemm_geom *g = &p->g;
+  return splits > 1 ? (size_t)splits * g->m * g->c * g->kh * g->kw * sizeof(float) : 0;
+}
+
+template <int BM, int BN>
+static void launch_wgrad(cudaStream_t st, const float *dy, int M, const int4 *table, int K,
+                         const ig_gather &g, int N, int chunk, int splits, float *out,
+                         bool accumulate) {
+  dim3 grid((unsigned)((K + BN - 1) / BN), (unsigned)((M + BM - 1) / BM), (unsigned)splits);
+  ig_wgrad_kernel<BM, BN><<<grid, BM * BN / 32, 0, st>>>(dy, M, table, K, g, N, chunk, out,
+                                                         accumulate ? 1 : 0);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+static int device_sms(int device) {
+  int sms = 0;
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice,
+                                         const float *x, const float *dy, float *ws,
+                                         size_t ws_bytes, float *dw) {
+  const ct_igemm_geom *g = &p->g;
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
+  int splits, chunk;
+  wgrad_split(g, choice, device_sms(ctx->device), &splits, &chunk);
+  const bool direct = splits == 1;
+  CT_ASSERTF(direct || ws_bytes >= (size_t)splits * g->m * K * sizeof(float),
+             "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
+  float *out = direct ? dw : ws;
+  const ig_gather v = fwd_gather(g, x);
+  switch (choice) {
+    case 1: launch_wgrad<32, 64>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
+    case 2: launch_wgrad<32, 128>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
+    case 3: launch_wgrad<64, 64>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
+    case 4: launch_wgrad<64, 128>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
+    default: CT_ASSERTF(false, "implicit GEMM configuration %d", choice);
+  }
+  if (!direct) {
+    const int MK = g->m * K;
+    ig_wgrad_sum_kernel<<<ct_cuda_blocks((size_t)MK), CT_CUDA_THREADS, 0, st>>>(MK, splits, ws, dw);
+    CT_CUDA_LAUNCH_CHECK();
+  }
+}
+
+/* ---------------------------------------------------------------- timing */
+
+static void run_dir(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int choice, float *x,
+                    float *w, float *y, float *ws, size_t ws_bytes) {
+  switch (dir) {
+    case CT_IGEMM_FWD: ct_igemm_forward(ctx, p, choice, x, w, NULL, false, y); break;
+    case CT_IGEMM_BWD_DATA: ct_igemm_backward_data(ctx, p, choice, y, w, x); break;
+    case CT_IGEMM_BWD_FILTER: ct_igemm_backward_filter(ctx, p, choice, x, y, ws, ws_bytes, w); break;
+  }
+}
+
+extern "C" bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x,
+                              float *w, float *y, float *ws, size_t ws_bytes, int *choice,
+                              float *ms) {
+  if (ct_igemm_unsupported(&p->g, dir)) return false;
+  const int sms = device_sms(ctx->device);
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  cudaEvent_t e0, e1;
+  CT_CUDA_CHECK(cudaEventCreate(&e0));
+  CT_CUDA_CHECK(cudaEventCreate(&e1));
+  enum { REPEAT = 5 };
+  bool found = false;
+  for (int c = 1; c <= configs_of(dir); c++) {
+    if (ct_igemm_workspace(p, dir, c, sms) > ws_bytes) continue;
+    run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); /* warm-up */
+    CT_CUDA_CHECK(cudaEventRecord(e0, st));
+    for (int i = 0; i < REPEAT; i++) run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes);
+    CT_CUDA_CHECK(cudaEventRecord(e1, st));
+    CT_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0.0f;
+    CT_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    t /= REPEAT;
+    if (!found || t < *ms) {
+      *ms = t;
+      *choice = c;
+      found = true;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return found;
+}

@@ -1,0 +1,105 @@
+/* Cortado's own convolution kernels (conv_igemm.cu): implicit GEMM in
+ * strict FP32 for 2-D NCHW convolutions with group 1, the candidates that
+ * the algorithm search (ct_cudnn_conv_find) races against cuDNN per
+ * direction.  They exist for the small convolutions where cuDNN is slow:
+ * cifar10_quick's 5x5 layers at 3 to 64 channels, where cuDNN's best
+ * choices (IMPLICIT_GEMM, ALGO_0, FFT_TILING) run at 5-15 TFLOP/s.
+ *
+ * The three directions as GEMMs, with n = (image, output position) and
+ * k = (input channel, ky, kx):
+ *   forward        Y[m, n]  = sum_k W[m, k] X[k, n] (+ bias[m], then ReLU)
+ *   backward data  dX[c, n'] = sum_k' W^T[c, k'] dY[k', n'] (stride 1 only),
+ *                  k' = (output channel, ky, kx), n' = (image, input position)
+ *   backward filter dW[m, k] += sum_n dY[m, n] X[k, n]
+ * where X[k, n] (and dY[k', n']) are read in place through a per-k table of
+ * offsets: no im2col buffer.  The filter gradient splits the sum over n
+ * among blocks into a scratch of partial sums, then adds them into dW in a
+ * fixed order: deterministic, like every kernel here.
+ *
+ * Tile shapes: a few configurations per direction, chosen by timing them
+ * (ct_igemm_time) beside cuDNN's algorithms. */
+#ifndef CT_LAYERS_CONV_IGEMM_H
+#define CT_LAYERS_CONV_IGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The directions, as the algorithm table numbers them. */
+typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 } ct_igemm_dir;
+
+/* Tile configurations of forward and backward data, and of backward
+ * filter; a choice is 1 + the configuration's index (0: cuDNN). */
+#define CT_IGEMM_GEMM_CONFIGS 8
+#define CT_IGEMM_WGRAD_CONFIGS 4
+
+/* A choice's name for logs and tables, in buf: "IGEMM_32x64x4" (tile rows,
+ * columns, thread groups) for forward and backward data, "IGEMM_32x64"
+ * for backward filter, "?" out of range.  Returns buf. */
+const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
+
+/* Whether the algorithm search races these kernels against cuDNN:
+ * CT_IGEMM_RACE (the default) times both per direction and keeps the
+ * faster; CT_IGEMM_OFF leaves cuDNN alone; CT_IGEMM_FORCE runs these kernels
+ * wherever they can (tests).  CORTADO_OWN_CONV=0|1|force in the environment
+ * sets the default; ct_igemm_set_mode overrides it for layers reshaped
+ * afterwards (not thread-safe: set it before building layers). */
+typedef enum { CT_IGEMM_OFF = 0, CT_IGEMM_RACE = 1, CT_IGEMM_FORCE = 2 } ct_igemm_mode_t;
+ct_igemm_mode_t ct_igemm_mode(void);
+void ct_igemm_set_mode(ct_igemm_mode_t mode);
+
+/* A 2-D convolution: X (n, c, h, w) -> Y (n, m, oh, ow), W (m, c, kh, kw). */
+typedef struct ct_igemm_geom {
+  int n, c, h, w;
+  int m, oh, ow;
+  int kh, kw, sh, sw, ph, pw, dh, dw;
+} ct_igemm_geom;
+
+/* A plan: the geometry and its device offset tables. */
+typedef struct ct_igemm ct_igemm;
+
+/* Why the kernels cannot run direction dir of g, or NULL: every tensor and
+ * GEMM dimension must fit int32, and backward data needs stride 1. */
+const char *ct_igemm_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
+
+/* A plan for g on ctx's device (small device tables, allocated here).  g
+ * must be supported in the forward direction. */
+ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g);
+void ct_igemm_free(ct_igemm *p);
+
+/* Workspace bytes of direction dir with configuration `choice` (1-based):
+ * the partial sums of backward filter, 0 for the others. */
+size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice, int sms);
+
+/* y = conv(x, w) (+ bias when bias is not NULL, then max(., 0) when relu),
+ * overwriting y.  Asynchronous on ctx's stream. */
+void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
+                      const float *w, const float *bias, bool relu, float *y);
+/* dx = conv^T(dy, w), overwriting dx (stride 1 only). */
+void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice, const float *dy,
+                            const float *w, float *dx);
+/* dw += the weight gradient for x and dy; ws holds at least
+ * ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice, sms) bytes, where sms
+ * is ctx's device's multiprocessor count. */
+void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
+                              const float *dy, float *ws, size_t ws_bytes, float *dw);
+
+/* Times direction dir on the given device buffers (x and y of the
+ * geometry's sizes, w the filter's, ws of ws_bytes; their contents are
+ * overwritten), every configuration whose workspace fits: writes the
+ * fastest one's choice (1-based) and its milliseconds per call.  False
+ * (nothing written) when dir is unsupported or no configuration fits.
+ * Synchronises ctx's stream. */
+bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
+                   float *y, float *ws, size_t ws_bytes, int *choice, float *ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
