@@ -163,7 +163,7 @@ extern "C" size_t ct_cudnn_conv_table_size(void) {
 
 /* An entry as doubles (exact: every field is an int or a size under 2^53):
  * the key's ints, cc, sms, the three algorithms, their math types, their
- * workspace bytes, benchmarked. */
+ * workspace bytes, benchmarked, the three rival choices. */
 enum { KEY_INTS = sizeof(ct_cudnn_conv_key) / sizeof(int), ENTRY_VALUES = KEY_INTS + 15 };
 static_assert(sizeof(ct_cudnn_conv_key) % sizeof(int) == 0, "the key is ints only");
 
@@ -502,12 +502,12 @@ static void race(const find_args &a, const ct_cudnn_conv_rival *rival, int dir, 
                  int algo, cudnnMathType_t math, size_t *bytes, int *choice) {
   *choice = 0;
   if (!rival || !benchmarked) return;
-  const float ms = time_cudnn(a, dir, algo, math);
   int c = 0;
   float t = 0.0f;
   size_t b = 0;
   if (!rival->time(rival->user, dir, a.xbuf, a.wbuf, a.ybuf, a.ws, a.ws_bytes, &c, &t, &b)) return;
   if (b > a.limit || c < 1) return;
+  const float ms = time_cudnn(a, dir, algo, math);
   const bool wins = rival->force || rival_wins(t, b, ms, *bytes);
   static const char *const names[3] = {"forward", "backward data", "backward filter"};
   LOG_INFO("convolution %s: cuDNN %.4f ms (%.1fM), Cortado's choice %d %.4f ms (%.1fM): %s",

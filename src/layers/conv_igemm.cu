@@ -314,6 +314,7 @@ extern "C" void ct_igemm_set_mode(ct_igemm_mode_t mode) { g_mode = (int)mode; }
 
 struct ct_igemm {
   int device;
+  int sms;          /* the device's multiprocessors (backward filter's split) */
   ct_igemm_geom g;
   int4 *fwd_table;  /* c * kh * kw entries */
   int4 *bwd_table;  /* m * kh * kw entries; NULL unless stride 1 */
@@ -401,6 +402,7 @@ extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g) {
   CT_ASSERT(!ct_igemm_unsupported(g, CT_IGEMM_FWD));
   ct_igemm *p = (ct_igemm *)ct_xcalloc(1, sizeof *p);
   p->device = ctx->device;
+  CT_CUDA_CHECK(cudaDeviceGetAttribute(&p->sms, cudaDevAttrMultiProcessorCount, ctx->device));
   p->g = *g;
   p->fwd_table = upload_table(ctx, g->c * g->kh * g->kw, fill_fwd_table, g);
   if (!ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA))
@@ -482,10 +484,10 @@ static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits
   *splits = (int)((N + c - 1) / c);
 }
 
-extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice, int sms) {
+extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (dir != CT_IGEMM_BWD_FILTER) return 0;
   int splits, chunk;
-  wgrad_split(&p->g, choice, sms, &splits, &chunk);
+  wgrad_split(&p->g, choice, p->sms, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;
   return splits > 1 ? (size_t)splits * g->m * g->c * g->kh * g->kw * sizeof(float) : 0;
 }
@@ -500,12 +502,6 @@ static void launch_wgrad(cudaStream_t st, const float *dy, int M, const int4 *ta
   CT_CUDA_LAUNCH_CHECK();
 }
 
-static int device_sms(int device) {
-  int sms = 0;
-  CT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice,
                                          const float *x, const float *dy, float *ws,
                                          size_t ws_bytes, float *dw) {
@@ -513,7 +509,7 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
   int splits, chunk;
-  wgrad_split(g, choice, device_sms(ctx->device), &splits, &chunk);
+  wgrad_split(g, choice, p->sms, &splits, &chunk);
   const bool direct = splits == 1;
   CT_ASSERTF(direct || ws_bytes >= (size_t)splits * g->m * K * sizeof(float),
              "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
@@ -548,7 +544,6 @@ extern "C" bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir d
                               float *w, float *y, float *ws, size_t ws_bytes, int *choice,
                               float *ms) {
   if (ct_igemm_unsupported(&p->g, dir)) return false;
-  const int sms = device_sms(ctx->device);
   cudaStream_t st = (cudaStream_t)ctx->stream;
   cudaEvent_t e0, e1;
   CT_CUDA_CHECK(cudaEventCreate(&e0));
@@ -556,7 +551,7 @@ extern "C" bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir d
   enum { REPEAT = 5 };
   bool found = false;
   for (int c = 1; c <= configs_of(dir); c++) {
-    if (ct_igemm_workspace(p, dir, c, sms) > ws_bytes) continue;
+    if (ct_igemm_workspace(p, dir, c) > ws_bytes) continue;
     run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); /* warm-up */
     CT_CUDA_CHECK(cudaEventRecord(e0, st));
     for (int i = 0; i < REPEAT; i++) run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes);

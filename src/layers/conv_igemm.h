@@ -73,8 +73,9 @@ ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g);
 void ct_igemm_free(ct_igemm *p);
 
 /* Workspace bytes of direction dir with configuration `choice` (1-based):
- * the partial sums of backward filter, 0 for the others. */
-size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice, int sms);
+ * the partial sums of backward filter (split by the plan's device's
+ * multiprocessor count), 0 for the others. */
+size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice);
 
 /* y = conv(x, w) (+ bias when bias is not NULL, then max(., 0) when relu),
  * overwriting y.  Asynchronous on ctx's stream. */
@@ -84,8 +85,7 @@ void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const floa
 void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice, const float *dy,
                             const float *w, float *dx);
 /* dw += the weight gradient for x and dy; ws holds at least
- * ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice, sms) bytes, where sms
- * is ctx's device's multiprocessor count. */
+ * ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice) bytes. */
 void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
                               const float *dy, float *ws, size_t ws_bytes, float *dw);
 
