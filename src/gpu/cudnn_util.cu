@@ -458,20 +458,15 @@ static bool rival_wins(float rival_ms, size_t rival_bytes, float cudnn_ms, size_
 }
 
 /* Milliseconds per call of cuDNN's algorithm algo (math type math) for
- * direction dir on the benchmark's buffers: the mean of REPEAT calls after
- * one warm-up, timed with events on the handle's stream, as the rival
- * times itself (cuDNN's Find reports a single call, with its overhead). */
+ * direction dir on the benchmark's buffers, timed by ct_gpu_time_calls on
+ * the handle's stream as the rival times itself (cuDNN's Find reports a
+ * single call, with its overhead). */
 static float time_cudnn(const find_args &a, int dir, int algo, cudnnMathType_t math) {
-  enum { REPEAT = 5 };
   static const float one = 1.0f, zero = 0.0f;
   cudaStream_t st = NULL;
   CT_CUDNN_CHECK(cudnnGetStream(a.h, &st));
   CT_CUDNN_CHECK(cudnnSetConvolutionMathType(a.conv, math));
-  cudaEvent_t e0, e1;
-  CT_CUDA_CHECK(cudaEventCreate(&e0));
-  CT_CUDA_CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i <= REPEAT; i++) {
-    if (i == 1) CT_CUDA_CHECK(cudaEventRecord(e0, st));
+  const float ms = ct_gpu_time_calls(st, 5, [&] {
     if (dir == 0)
       CT_CUDNN_CHECK(cudnnConvolutionForward(a.h, &one, a.x, a.xbuf, a.w, a.wbuf, a.conv,
                                              (cudnnConvolutionFwdAlgo_t)algo, a.ws, a.ws_bytes,
@@ -484,15 +479,9 @@ static float time_cudnn(const find_args &a, int dir, int algo, cudnnMathType_t m
       CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(a.h, &one, a.x, a.xbuf, a.y, a.ybuf, a.conv,
                                                     (cudnnConvolutionBwdFilterAlgo_t)algo, a.ws,
                                                     a.ws_bytes, &one, a.w, a.wbuf));
-  }
-  CT_CUDA_CHECK(cudaEventRecord(e1, st));
-  CT_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0.0f;
-  CT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  });
   CT_CUDNN_CHECK(cudnnSetConvolutionMathType(a.conv, a.base_math));
-  return ms / REPEAT;
+  return ms;
 }
 
 /* Races the rival on direction dir against cuDNN's choice (algo with math

@@ -81,6 +81,25 @@ static inline unsigned ct_cuda_blocks(size_t n) {
 #define CT_CUDA_KERNEL_LOOP(i, n)                                                     \
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);     \
        i += (size_t)blockDim.x * gridDim.x)
+/* Milliseconds per call of call(), which enqueues work on stream: one
+ * warm-up call, then the mean of `repeat` calls between two events.
+ * Synchronises the stream (benchmarks at setup, not the training path). */
+template <typename Call>
+static inline float ct_gpu_time_calls(cudaStream_t stream, int repeat, Call call) {
+  cudaEvent_t e0, e1;
+  CT_CUDA_CHECK(cudaEventCreate(&e0));
+  CT_CUDA_CHECK(cudaEventCreate(&e1));
+  call();
+  CT_CUDA_CHECK(cudaEventRecord(e0, stream));
+  for (int i = 0; i < repeat; i++) call();
+  CT_CUDA_CHECK(cudaEventRecord(e1, stream));
+  CT_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0.0f;
+  CT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ms / (float)repeat;
+}
 #endif
 
 #endif

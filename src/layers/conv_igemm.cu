@@ -320,14 +320,25 @@ struct ct_igemm {
   int4 *bwd_table;  /* m * kh * kw entries; NULL unless stride 1 */
 };
 
-/* The tile configurations of each direction: BM x BN and S groups for
- * forward and backward data; BM x BN for backward filter, which splits its
- * sums among blocks instead. */
-static const int k_gemm_configs[CT_IGEMM_GEMM_CONFIGS][3] = {
-    {32, 64, 1}, {32, 128, 1}, {64, 64, 1}, {64, 128, 1},
-    {32, 64, 4}, {32, 128, 2}, {64, 64, 2}, {64, 128, 2}};
-static const int k_wgrad_configs[CT_IGEMM_WGRAD_CONFIGS][2] = {{32, 64}, {32, 128}, {64, 64},
-                                                               {64, 128}};
+/* The tile configurations of each direction, one list each: BM x BN and S
+ * groups for forward and backward data; BM x BN for backward filter, which
+ * splits its sums among blocks instead.  Each list gives the table below
+ * (names, splits) and the launchers (kernel templates). */
+#define IG_GEMM_CONFIGS(X) \
+  X(32, 64, 1) X(32, 128, 1) X(64, 64, 1) X(64, 128, 1) X(32, 64, 4) X(32, 128, 2) X(64, 64, 2) \
+  X(64, 128, 2)
+#define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
+
+#define IG_ROW3(BM, BN, S) {BM, BN, S},
+#define IG_ROW2(BM, BN) {BM, BN},
+static const int k_gemm_configs[][3] = {IG_GEMM_CONFIGS(IG_ROW3)};
+static const int k_wgrad_configs[][2] = {IG_WGRAD_CONFIGS(IG_ROW2)};
+#undef IG_ROW3
+#undef IG_ROW2
+static_assert(sizeof k_gemm_configs / sizeof k_gemm_configs[0] == CT_IGEMM_GEMM_CONFIGS,
+              "CT_IGEMM_GEMM_CONFIGS");
+static_assert(sizeof k_wgrad_configs / sizeof k_wgrad_configs[0] == CT_IGEMM_WGRAD_CONFIGS,
+              "CT_IGEMM_WGRAD_CONFIGS");
 
 static int configs_of(ct_igemm_dir dir) {
   return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
@@ -433,22 +444,18 @@ static void launch_gemm(cudaStream_t st, const float *A, int a_stride, const int
   CT_CUDA_LAUNCH_CHECK();
 }
 
+typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
+                              const ig_gather &, int, int, float *, const float *, bool);
+
 static void gemm(int choice, cudaStream_t st, const float *A, int a_stride, const int4 *table,
                  int K, const ig_gather &g, int N, int M, float *out, const float *bias,
                  bool relu) {
-#define IG_GEMM(BM, BN, S) launch_gemm<BM, BN, S>(st, A, a_stride, table, K, g, N, M, out, bias, relu)
-  switch (choice) {
-    case 1: IG_GEMM(32, 64, 1); break;
-    case 2: IG_GEMM(32, 128, 1); break;
-    case 3: IG_GEMM(64, 64, 1); break;
-    case 4: IG_GEMM(64, 128, 1); break;
-    case 5: IG_GEMM(32, 64, 4); break;
-    case 6: IG_GEMM(32, 128, 2); break;
-    case 7: IG_GEMM(64, 64, 2); break;
-    case 8: IG_GEMM(64, 128, 2); break;
-#undef IG_GEMM
-    default: CT_ASSERTF(false, "implicit GEMM configuration %d", choice);
-  }
+#define IG_LAUNCHER(BM, BN, S) launch_gemm<BM, BN, S>,
+  static const gemm_launcher launchers[] = {IG_GEMM_CONFIGS(IG_LAUNCHER)};
+#undef IG_LAUNCHER
+  CT_ASSERTF(choice >= 1 && choice <= CT_IGEMM_GEMM_CONFIGS, "implicit GEMM configuration %d",
+             choice);
+  launchers[choice - 1](st, A, a_stride, table, K, g, N, M, out, bias, relu);
 }
 
 extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
@@ -492,6 +499,9 @@ extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int ch
   return splits > 1 ? (size_t)splits * g->m * g->c * g->kh * g->kw * sizeof(float) : 0;
 }
 
+typedef void (*wgrad_launcher)(cudaStream_t, const float *, int, const int4 *, int,
+                               const ig_gather &, int, int, int, float *, bool);
+
 template <int BM, int BN>
 static void launch_wgrad(cudaStream_t st, const float *dy, int M, const int4 *table, int K,
                          const ig_gather &g, int N, int chunk, int splits, float *out,
@@ -508,20 +518,19 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   const ct_igemm_geom *g = &p->g;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
+  CT_ASSERTF(choice >= 1 && choice <= CT_IGEMM_WGRAD_CONFIGS, "implicit GEMM configuration %d",
+             choice);
+  CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice),
+             "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
   int splits, chunk;
   wgrad_split(g, choice, p->sms, &splits, &chunk);
   const bool direct = splits == 1;
-  CT_ASSERTF(direct || ws_bytes >= (size_t)splits * g->m * K * sizeof(float),
-             "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
   float *out = direct ? dw : ws;
   const ig_gather v = fwd_gather(g, x);
-  switch (choice) {
-    case 1: launch_wgrad<32, 64>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
-    case 2: launch_wgrad<32, 128>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
-    case 3: launch_wgrad<64, 64>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
-    case 4: launch_wgrad<64, 128>(st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct); break;
-    default: CT_ASSERTF(false, "implicit GEMM configuration %d", choice);
-  }
+#define IG_LAUNCHER(BM, BN) launch_wgrad<BM, BN>,
+  static const wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
+#undef IG_LAUNCHER
+  launchers[choice - 1](st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct);
   if (!direct) {
     const int MK = g->m * K;
     ig_wgrad_sum_kernel<<<ct_cuda_blocks((size_t)MK), CT_CUDA_THREADS, 0, st>>>(MK, splits, ws, dw);
@@ -544,29 +553,16 @@ extern "C" bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir d
                               float *w, float *y, float *ws, size_t ws_bytes, int *choice,
                               float *ms) {
   if (ct_igemm_unsupported(&p->g, dir)) return false;
-  cudaStream_t st = (cudaStream_t)ctx->stream;
-  cudaEvent_t e0, e1;
-  CT_CUDA_CHECK(cudaEventCreate(&e0));
-  CT_CUDA_CHECK(cudaEventCreate(&e1));
-  enum { REPEAT = 5 };
   bool found = false;
   for (int c = 1; c <= configs_of(dir); c++) {
     if (ct_igemm_workspace(p, dir, c) > ws_bytes) continue;
-    run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); /* warm-up */
-    CT_CUDA_CHECK(cudaEventRecord(e0, st));
-    for (int i = 0; i < REPEAT; i++) run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes);
-    CT_CUDA_CHECK(cudaEventRecord(e1, st));
-    CT_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0.0f;
-    CT_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    t /= REPEAT;
+    const float t = ct_gpu_time_calls((cudaStream_t)ctx->stream, 5,
+                                      [&] { run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); });
     if (!found || t < *ms) {
       *ms = t;
       *choice = c;
       found = true;
     }
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return found;
 }
