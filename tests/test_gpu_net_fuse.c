@@ -1,4 +1,5 @@
-/* Convolution + ReLU and BatchNorm + Scale fusion (net_fuse.c) and shared
+/* Convolution + ReLU, Pooling + ReLU (both sides) and BatchNorm + Scale
+ * fusion (net_fuse.c) and shared
  * Split tops on GPU 0: Convolution + ReLU fused against unfused on the GPU
  * and the CPU;
  * fused against unfused on cuDNN's batch normalisation and on the plain
@@ -84,6 +85,60 @@ static void test_gpu_fuse_conv_relu(void **state) {
   }
 }
 
+/* cifar10_quick's pattern: conv1 -> MAX pool1 (3x3/2, ceil) -> ReLU in
+ * place on its top (absorbed by the pooling), conv2 -> ReLU in place
+ * (forward absorbed by conv2, backward by the pooling after it) -> pool2
+ * (AVE, then MAX) -> a ReLU in place on pool2's top -> InnerProduct:
+ * fused against unfused on the GPU and on the CPU, top, input gradient and
+ * parameter gradients over two accumulated passes. */
+static void test_gpu_fuse_pool_relu(void **state) {
+  static const char fmt[] =
+      "name: 'pr' force_backward: true\n"
+      "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
+      "  input_param { shape { dim: 6 dim: 3 dim: 9 dim: 8 } shape { dim: 6 } } }\n"
+      "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1'\n"
+      "  convolution_param { num_output: 5 kernel_size: 3 pad: 1\n"
+      "    weight_filler { type: 'gaussian' std: 0.3 }\n"
+      "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
+      "layer { name: 'pool1' type: 'Pooling' bottom: 'c1' top: 'p1'\n"
+      "  pooling_param { pool: MAX kernel_size: 3 stride: 2 } }\n"
+      "layer { name: 'relu1' type: 'ReLU' bottom: 'p1' top: 'p1' }\n"
+      "layer { name: 'conv2' type: 'Convolution' bottom: 'p1' top: 'c2'\n"
+      "  convolution_param { num_output: 4 kernel_size: 3 pad: 1\n"
+      "    weight_filler { type: 'gaussian' std: 0.3 }\n"
+      "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
+      "layer { name: 'relu2' type: 'ReLU' bottom: 'c2' top: 'c2' }\n"
+      "layer { name: 'pool2' type: 'Pooling' bottom: 'c2' top: 'p2'\n"
+      "  pooling_param { pool: %s kernel_size: 3 stride: 2 pad: 1 } }\n"
+      "layer { name: 'relu3' type: 'ReLU' bottom: 'p2' top: 'p2' }\n"
+      "layer { name: 'ip' type: 'InnerProduct' bottom: 'p2' top: 'ip'\n"
+      "  inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }\n";
+  for (int k = 0; k < 4; k++) {
+    char text[sizeof fmt + 8];
+    snprintf(text, sizeof text, fmt, k & 1 ? "MAX" : "AVE");
+    ct_context ca, cb;
+    rn_gpu_context(&ca, 17);
+    if (k & 2) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 17, NULL), CT_OK);
+    else rn_gpu_context(&cb, 17);
+    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+    int fwd = 0, bwd = 0;
+    for (int i = 0; i < a->nlayers; i++) {
+      fwd += a->layers[i]->forward_absorbed;
+      bwd += a->layers[i]->backward_absorbed;
+    }
+    assert_int_equal(fz_absorbed_count(a), 2); /* relu1, relu3 */
+    assert_int_equal(fwd, 1);                  /* relu2, by conv2 */
+    assert_int_equal(bwd, 1);                  /* relu2, by pool2 */
+    assert_int_equal(fz_absorbed_count(b), 0);
+    fz_compare_passes(a, b, "p2", 2, true, k & 2 ? 1e-3 : k_tol);
+    ct_net_free(a);
+    ct_net_free(b);
+    ct_context_free(&ca);
+    ct_context_free(&cb);
+  }
+}
+
 /* Split tops view their bottom's data on the device too. */
 static void expect_split_views(const ct_net *net) {
   int splits = 0;
@@ -146,6 +201,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_fuse_plain_kernels),
       cmocka_unit_test(test_gpu_fuse_trains_same),
       cmocka_unit_test(test_gpu_fuse_conv_relu),
+      cmocka_unit_test(test_gpu_fuse_pool_relu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

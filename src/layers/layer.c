@@ -123,7 +123,7 @@ ct_status ct_layer_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *con
 
 void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                        ct_tensor *const *bottom) {
-  if (l->absorbed) return;
+  if (l->absorbed || l->backward_absorbed) return;
   if (l->ctx->device == CT_DEVICE_CPU) {
     if (l->ops->backward_cpu) l->ops->backward_cpu(l, top, propagate_down, bottom);
   } else if (l->ops->backward_gpu) {

@@ -140,6 +140,10 @@ struct ct_layer {
    * this layer's forward (a ReLU after a cuDNN convolution): forward does
    * nothing, backward runs as usual. */
   bool forward_absorbed;
+  /* Set by the net (net_fuse.c) when the layer after this one computes this
+   * layer's backward (a ReLU in place on the bottom of a GPU Pooling):
+   * backward does nothing, forward runs as usual (or is absorbed too). */
+  bool backward_absorbed;
   /* Set by the net for a CT_LAYER_GRAD_SIDE layer whose parameters no other
    * layer shares, on a context with a gradient stream: its GPU backward puts
    * the parameter gradients there (the net orders the rest). */

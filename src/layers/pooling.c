@@ -21,6 +21,8 @@
 
 typedef Caffe__PoolingParameter pool_param;
 
+extern const ct_layer_ops ct_pooling_ops;
+
 static ct_status parse(ct_layer *l, const pool_param *p, ct_pool_geom *g, ct_error *err) {
   g->method = (int)p->pool;
   if (p->pool != CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX &&
@@ -317,12 +319,16 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 /* ---------------------------------------------------------------- GPU */
 #ifdef CORTADO_HAVE_CUDA
-/* cuDNN runs the layer when it pools exactly as Caffe (l->gpu_priv set);
- * the argmax scratch is then not needed. */
+/* cuDNN runs the layer when it pools exactly as Caffe (l->gpu_priv set)
+ * and no ReLU is fused; the argmax scratch is then not needed. */
 static ct_status pool_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
   pool_state *s = l->priv;
   const pool_param *p = CT_PARAM_OR_DEFAULT(l, pooling_param, CAFFE__POOLING_PARAMETER__INIT);
+  if (s->g.relu_top || s->g.relu_bottom) {
+    ct_pool_cudnn_destroy(l);
+    return CT_OK;
+  }
   CT_TRY(ct_pool_cudnn_reshape(l, &s->g, (int)p->engine, err));
   if (l->gpu_priv && s->mask->capacity) {
     ct_tensor_free(s->mask);
@@ -364,10 +370,31 @@ static void pool_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   const float *mask = g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX
                           ? (l->ntop > 1 ? top[1]->data : s->mask->data)
                           : s->rand->data;
-  ct_pool_backward_gpu(l->ctx, g, l->phase == CT_PHASE_TRAIN, bottom[0]->data, top[0]->diff, mask,
-                       bottom[0]->diff);
+  ct_pool_backward_gpu(l->ctx, g, l->phase == CT_PHASE_TRAIN, bottom[0]->data, top[0]->data,
+                       top[0]->diff, mask, bottom[0]->diff);
 }
 #endif
+
+/* The fusions need the layer's own GPU kernels: MAX or AVE, one top, on
+ * a GPU context. */
+static bool fusable(const ct_layer *l) {
+  if (l->ops != &ct_pooling_ops || l->ctx->device == CT_DEVICE_CPU || l->ntop != 1) return false;
+  const pool_state *s = l->priv;
+  return s->g.method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX ||
+         s->g.method == CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE;
+}
+
+bool ct_pool_absorb_relu_top(ct_layer *pool) {
+  if (!fusable(pool)) return false;
+  ((pool_state *)pool->priv)->g.relu_top = true;
+  return true;
+}
+
+bool ct_pool_absorb_relu_bottom(ct_layer *pool) {
+  if (!fusable(pool)) return false;
+  ((pool_state *)pool->priv)->g.relu_bottom = true;
+  return true;
+}
 
 const ct_layer_ops ct_pooling_ops = {
     .type = "Pooling",

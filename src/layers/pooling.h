@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "core/context.h"
+#include "layers/layer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,6 +17,11 @@ typedef struct ct_pool_geom {
   int kh, kw, sh, sw, ph, pw;
   int N, C, H, W;      /* bottom */
   int PH, PW;          /* top */
+  /* ReLUs fused by the net (ct_pool_absorb_relu_*; GPU kernels only):
+   * relu_top clamps the output at 0 and passes a gradient only through
+   * outputs above 0 (a ReLU in place on the top); relu_bottom passes one
+   * only to inputs above 0 (the backward of a ReLU in place on the bottom). */
+  bool relu_top, relu_bottom;
 } ct_pool_geom;
 
 /* y (N, C, PH, PW) from x (N, C, H, W).  idx (same shape as y): MAX writes
@@ -24,9 +30,19 @@ typedef struct ct_pool_geom {
 void ct_pool_forward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, const float *x,
                          float *y, float *idx);
 /* dx (overwritten) from dy, with the idx of forward (MAX, STOCHASTIC train)
- * or x (STOCHASTIC test). */
+ * or x (STOCHASTIC test, relu_bottom); y (the forward's output) is read for
+ * relu_top and may be NULL otherwise. */
 void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, const float *x,
-                          const float *dy, const float *idx, float *dx);
+                          const float *y, const float *dy, const float *idx, float *dx);
+
+/* Net fusion (net_fuse.c) on a GPU: the Pooling layer `pool` computes a
+ * ReLU with slope 0 in place on its top (forward and backward: the ReLU is
+ * then absorbed), or the backward of one in place on its bottom.  False,
+ * with nothing changed, where the layer cannot: not on a GPU, STOCHASTIC,
+ * or a second (mask) top.  A fused layer always runs Cortado's kernels
+ * (never cuDNN's); the caller reshapes it afterwards. */
+bool ct_pool_absorb_relu_top(ct_layer *pool);
+bool ct_pool_absorb_relu_bottom(ct_layer *pool);
 
 #ifdef __cplusplus
 }

@@ -2,10 +2,18 @@
  * the pair takes one pass over the activations in forward and one in
  * backward (and no scratch copies in between).
  *
- * Two patterns.  On a GPU, a Convolution followed by a ReLU (slope 0) in
- * place on its top: the convolution adds its bias and clamps in one pass
- * (layers/conv_cudnn.h), the ReLU is marked forward_absorbed and keeps its
- * backward, which reads the same top either way.
+ * On a GPU, a Convolution followed by a ReLU (slope 0) in place on its top:
+ * the convolution adds its bias and clamps in one pass (layers/conv_cudnn.h),
+ * the ReLU is marked forward_absorbed and keeps its backward, which reads
+ * the same top either way.
+ *
+ * On a GPU, a Pooling (MAX or AVE, Cortado's kernels) and a ReLU in place
+ * on its top: the pooling clamps its output and passes gradients only
+ * through outputs above 0, and the ReLU is absorbed.  And a ReLU in place
+ * on a blob that a Pooling reads next: the pooling's backward keeps only
+ * the gradients of inputs above 0 and the ReLU is marked backward_absorbed
+ * (cifar10_quick has both: pool1 + relu1, relu2 + pool2, relu3 + pool3;
+ * each saves a pass over the activations and a launch per direction).
  *
  * And Caffe's BatchNorm + Scale: a training BatchNorm
  * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
@@ -23,6 +31,7 @@
 #include "core/log.h"
 #include "layers/batch_norm.h"
 #include "layers/conv_common.h"
+#include "layers/pooling.h"
 #include "net/net.h"
 
 void ct_net_params_ready_counts(ct_net *net); /* net_params.c */
@@ -58,15 +67,40 @@ static bool relu_in_place_after(const ct_net *net, int ci, int ri) {
   return net->bottom_ids[ri][0] == blob && net->top_ids[ri][0] == blob;
 }
 
+/* Layer ri is a ReLU with slope 0 in place on blob B, not absorbed, no
+ * loss weight, and layer pi's only bottom is B. */
+static bool relu_in_place_before(const ct_net *net, int ri, int pi) {
+  const ct_layer *r = net->layers[ri], *p = net->layers[pi];
+  if (strcmp(r->ops->type, "ReLU") != 0 || r->absorbed || r->nbottom != 1 || r->ntop != 1 ||
+      p->nbottom != 1)
+    return false;
+  if (r->param->relu_param && r->param->relu_param->negative_slope != 0.0f) return false;
+  if (r->loss_weight[0] != 0.0f) return false;
+  int blob = net->top_ids[ri][0];
+  return net->bottom_ids[ri][0] == blob && net->bottom_ids[pi][0] == blob;
+}
+
 ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
   if (si < 1) return CT_OK;
   int bi = si - 1;
-  if (relu_in_place_after(net, bi, si) &&
-      ct_conv_absorb_relu(net->layers[bi])) {
-    net->layers[si]->forward_absorbed = true;
+  ct_layer *before = net->layers[bi], *self = net->layers[si];
+  if (relu_in_place_after(net, bi, si) && ct_conv_absorb_relu(before)) {
+    self->forward_absorbed = true;
     if (!quiet)
-      LOG_INFO("%s computes %s's forward too (Convolution + ReLU fused)", net->layers[bi]->name,
-               net->layers[si]->name);
+      LOG_INFO("%s computes %s's forward too (Convolution + ReLU fused)", before->name, self->name);
+    return CT_OK;
+  }
+  if (relu_in_place_after(net, bi, si) && ct_pool_absorb_relu_top(before)) {
+    self->absorbed = true;
+    CT_TRY(ct_layer_reshape(before, net->bottoms[bi], net->tops[bi], err));
+    if (!quiet) LOG_INFO("%s computes %s too (Pooling + ReLU fused)", before->name, self->name);
+    return CT_OK;
+  }
+  if (relu_in_place_before(net, bi, si) && ct_pool_absorb_relu_bottom(self)) {
+    before->backward_absorbed = true;
+    CT_TRY(ct_layer_reshape(self, net->bottoms[si], net->tops[si], err));
+    if (!quiet)
+      LOG_INFO("%s computes %s's backward too (ReLU + Pooling fused)", self->name, before->name);
     return CT_OK;
   }
   ct_layer *bn = net->layers[bi], *sc = net->layers[si];
@@ -89,7 +123,8 @@ ct_status ct_net_fuse_finish(ct_net *net, ct_error *err) {
     net->layer_need_backward[si] = false;
     for (int q = 0; q < net->nparams; q++)
       if (net->params[q].final_layer == si) net->params[q].final_layer = bi;
-    if (!(net->layer_need_backward[bi] && net->bottom_need_backward[bi][0])) {
+    if (strcmp(net->layers[bi]->ops->type, "BatchNorm") == 0 &&
+        !(net->layer_need_backward[bi] && net->bottom_need_backward[bi][0])) {
       ct_batch_norm_fused_need_dx(net->layers[bi], false);
       CT_TRY(ct_layer_reshape(net->layers[bi], net->bottoms[bi], net->tops[bi], err));
     }
