@@ -9,6 +9,7 @@
  * Skipped (77) without a GPU. */
 #include "fuse_nets.h"
 #include "gpu/cudnn_util.h"
+#include "layers/conv_common.h"
 
 static const double k_tol = 1e-4;
 
@@ -85,8 +86,8 @@ static void test_gpu_fuse_conv_relu(void **state) {
   }
 }
 
-/* cifar10_quick's pattern: conv1 -> MAX pool1 (3x3/2, ceil) -> ReLU in
- * place on its top (absorbed by the pooling), conv2 -> ReLU in place
+/* cifar10_quick's pattern: conv1 -> MAX pool1 (3x3/2, ceil; it adds
+ * conv1's bias) -> ReLU in place on its top (absorbed by the pooling), conv2 -> ReLU in place
  * (forward absorbed by conv2, backward by the pooling after it) -> pool2
  * (AVE, then MAX) -> a ReLU in place on pool2's top -> InnerProduct:
  * fused against unfused on the GPU and on the CPU, top, input gradient and
@@ -131,6 +132,9 @@ static void test_gpu_fuse_pool_relu(void **state) {
     assert_int_equal(fwd, 1);                  /* relu2, by conv2 */
     assert_int_equal(bwd, 1);                  /* relu2, by pool2 */
     assert_int_equal(fz_absorbed_count(b), 0);
+    assert_string_equal(a->layers[1]->name, "conv1");
+    assert_true(((const ct_conv *)a->layers[1]->priv)->bias_deferred);
+    assert_false(((const ct_conv *)a->layers[4]->priv)->bias_deferred);
     fz_compare_passes(a, b, "p2", 2, true, k & 2 ? 1e-3 : k_tol);
     ct_net_free(a);
     ct_net_free(b);

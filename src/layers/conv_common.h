@@ -86,6 +86,8 @@ typedef struct ct_conv {
   bool bias_term;
   bool relu_fused;    /* set by the net (ct_conv_cudnn_absorb_relu): the cuDNN forward also
                          applies the ReLU in place on the top that follows */
+  bool bias_deferred; /* set by the net (ct_conv_cudnn_defer_bias): the cuDNN forward leaves
+                         the bias out; the MAX Pooling that reads the top adds it */
   bool is_1x1;        /* 1x1 kernel, stride 1, pad 0: no im2col */
   bool force_nd;
   int kernel[CT_IM2COL_MAX_AXES], stride[CT_IM2COL_MAX_AXES];
@@ -113,6 +115,8 @@ typedef struct ct_conv {
  * in its forward; false, changing nothing, where it cannot (not on a GPU, or
  * see ct_conv_cudnn_absorb_relu). */
 bool ct_conv_absorb_relu(ct_layer *conv);
+/* ct_conv_cudnn_defer_bias for a Convolution on a GPU (false elsewhere). */
+bool ct_conv_defer_bias(ct_layer *conv);
 
 /* Parses convolution_param (Caffe's rules and defaults), declares and fills
  * the weight and bias blobs, and stores a ct_conv in l->priv.  Errors

@@ -250,10 +250,10 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
   const Caffe__ConvolutionParameter *p = l->param->convolution_param;
   const int engine = p ? (int)p->engine : CT_ENGINE_DEFAULT;
   const char *why = unsupported(c, bottom[0]);
-  if (c->relu_fused && why)
+  if ((c->relu_fused || c->bias_deferred) && why)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "fused with the ReLU after it, but cuDNN cannot run the new shape (%s); "
-                        "build the net without fusion", why);
+                        "fused with the %s after it, but cuDNN cannot run the new shape (%s); "
+                        "build the net without fusion", c->relu_fused ? "ReLU" : "Pooling", why);
   if (!ct_cudnn_wanted(l->name, engine, why)) {
     ct_conv_cudnn_destroy(l);
     return CT_OK;
@@ -261,7 +261,7 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   if (!s) s = state_new();
   ct_status st = plan(l, s, c, err);
-  if (st == CT_ERR_UNSUPPORTED && !c->relu_fused) {
+  if (st == CT_ERR_UNSUPPORTED && !c->relu_fused && !c->bias_deferred) {
     /* Expected for configurations cuDNN lacks: the CAFFE engine runs them. */
     if (engine == CT_ENGINE_CUDNN)
       LOG_WARNING("layer '%s': %s; using the CAFFE engine", l->name, err->msg);
@@ -327,6 +327,15 @@ extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
   return true;
 }
 
+extern "C" bool ct_conv_cudnn_defer_bias(ct_layer *l) {
+  ct_conv *c = (ct_conv *)l->priv;
+  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused ||
+      c->bias_deferred)
+    return false;
+  c->bias_deferred = true;
+  return true;
+}
+
 extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom,
                                            ct_tensor *const *top, ct_error *err) {
   const ct_conv *c = (const ct_conv *)l->priv;
@@ -337,7 +346,8 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
     CT_ASSERT(!c->relu_fused || (l->nbottom == 1 && c->bias_term));
     for (int i = 0; i < l->nbottom; i++)
       ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w,
-                       c->bias_term ? l->params[1]->data : NULL, c->relu_fused, top[i]->data);
+                       c->bias_term && !c->bias_deferred ? l->params[1]->data : NULL,
+                       c->relu_fused, top[i]->data);
     return CT_OK;
   }
   if (c->relu_fused) {
@@ -351,7 +361,7 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
   for (int i = 0; i < l->nbottom; i++) {
     if (c->reverse) y_to_x(l, s, w, bottom[i]->data, top[i]->data);
     else x_to_y(l, s, w, bottom[i]->data, top[i]->data);
-    if (c->bias_term)
+    if (c->bias_term && !c->bias_deferred)
       CT_CUDNN_CHECK(cudnnAddTensor(handle(l->ctx), &k_one, s->bias, l->params[1]->data, &k_one,
                                     top_desc, top[i]->data));
   }

@@ -44,6 +44,13 @@ void ct_conv_cudnn_destroy(ct_layer *l);
  * as it is.  Returns false, changing nothing, unless cuDNN runs l and l is a
  * Convolution with a bias and one bottom. */
 bool ct_conv_cudnn_absorb_relu(ct_layer *l);
+/* Net fusion (net_fuse.c): the forward of Convolution l leaves its bias
+ * out, for the MAX Pooling that alone reads its top to add (the maximum
+ * of a window plus a constant is the maximum of the window's values plus
+ * it, exactly); the top then holds conv(x) without the bias, and the
+ * backward is unchanged.  Returns false, changing nothing, unless cuDNN
+ * runs l and l is a Convolution with a bias, one bottom and no fused ReLU. */
+bool ct_conv_cudnn_defer_bias(ct_layer *l);
 /* The chosen algorithms as text, e.g. "fwd IMPLICIT_PRECOMP_GEMM* 1.2M |
  * bwd-data ALGO_1* 0.0M | bwd-filter ALGO_1 4.0M" (a star: TF32 allowed; the
  * workspace in MiB; " (heuristics)" when not benchmarked), or "CAFFE engine"

@@ -22,6 +22,15 @@ bool ct_conv_absorb_relu(ct_layer *conv) {
 #endif
 }
 
+bool ct_conv_defer_bias(ct_layer *conv) {
+  if (conv->ops != &ct_convolution_ops || conv->ctx->device == CT_DEVICE_CPU) return false;
+#ifdef CORTADO_HAVE_CUDA
+  return ct_conv_cudnn_defer_bias(conv);
+#else
+  return false;
+#endif
+}
+
 static ct_status conv_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   return ct_conv_setup(l, bottom, false, err);

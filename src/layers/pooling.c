@@ -92,6 +92,7 @@ typedef struct pool_state {
   ct_tensor *mask;   /* (N, C, PH, PW) argmax within the plane (MAX with one top) */
   ct_tensor *rand;   /* (N, C, PH, PW) STOCHASTIC: the draws, then the chosen index */
   float *host_draws; /* (N*C*PH*PW) on the host, for the GPU path */
+  const ct_tensor *bias; /* (C): the Convolution's before (ct_pool_take_bias), or NULL */
   size_t host_cap;
   /* Host windows per output row and column: [lo, hi) clipped to the input,
    * ext the extent clipped to the padded input (the AVE divisor is
@@ -325,7 +326,7 @@ static ct_status pool_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
                                   ct_error *err) {
   pool_state *s = l->priv;
   const pool_param *p = CT_PARAM_OR_DEFAULT(l, pooling_param, CAFFE__POOLING_PARAMETER__INIT);
-  if (s->g.relu_top || s->g.relu_bottom) {
+  if (s->g.relu_top || s->g.relu_bottom || s->bias) {
     ct_pool_cudnn_destroy(l);
     return CT_OK;
   }
@@ -354,7 +355,9 @@ static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
     ct_rng_fill_uniform(&l->ctx->rng, s->host_draws, s->rand->count, 0.0f, 1.0f);
     ct_tensor_upload(s->rand, s->host_draws);
   }
-  ct_pool_forward_gpu(l->ctx, g, train, bottom[0]->data, top[0]->data, mask);
+  ct_pool_geom with_bias = *g;
+  with_bias.bias = s->bias ? s->bias->data : NULL;
+  ct_pool_forward_gpu(l->ctx, &with_bias, train, bottom[0]->data, top[0]->data, mask);
   return CT_OK;
 }
 
@@ -393,6 +396,16 @@ bool ct_pool_absorb_relu_top(ct_layer *pool) {
 bool ct_pool_absorb_relu_bottom(ct_layer *pool) {
   if (!fusable(pool)) return false;
   ((pool_state *)pool->priv)->g.relu_bottom = true;
+  return true;
+}
+
+bool ct_pool_take_bias(ct_layer *pool, const ct_tensor *bias) {
+  if (!fusable(pool)) return false;
+  pool_state *s = pool->priv;
+  if (bias && (s->g.method != CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX ||
+               bias->count != (size_t)s->g.C))
+    return false;
+  s->bias = bias;
   return true;
 }
 

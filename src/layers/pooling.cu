@@ -38,12 +38,13 @@ __device__ __forceinline__ size_t div_of(size_t n, const fast_div &f) { return n
 
 /* The dividers a kernel needs. */
 typedef struct pool_divs {
-  fast_div W, H, PW, PH, sh, sw;
+  fast_div W, H, PW, PH, sh, sw, C;
 } pool_divs;
 
 static pool_divs divs_of(const ct_pool_geom *g) {
   return {fast_div_of((unsigned)g->W),  fast_div_of((unsigned)g->H),  fast_div_of((unsigned)g->PW),
-          fast_div_of((unsigned)g->PH), fast_div_of((unsigned)g->sh), fast_div_of((unsigned)g->sw)};
+          fast_div_of((unsigned)g->PH), fast_div_of((unsigned)g->sh), fast_div_of((unsigned)g->sw),
+          fast_div_of((unsigned)g->C)};
 }
 
 /* Window of output (ph, pw) clipped to the input, and Caffe's AVE divisor. */
@@ -114,6 +115,7 @@ __global__ static void pool_fwd(I n, ct_pool_geom g, pool_divs d, bool train, co
         }
       out = s2 / s1;
     }
+    if (g.bias) out += g.bias[nc - div_of(nc, d.C) * (I)g.C];
     y[i] = g.relu_top ? fmaxf(out, 0.0f) : out;
   }
 }

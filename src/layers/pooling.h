@@ -22,6 +22,10 @@ typedef struct ct_pool_geom {
    * outputs above 0 (a ReLU in place on the top); relu_bottom passes one
    * only to inputs above 0 (the backward of a ReLU in place on the bottom). */
   bool relu_top, relu_bottom;
+  /* (C) on the device, added to every output of channel c before relu_top:
+   * the bias of the Convolution before a MAX pooling (ct_pool_take_bias;
+   * GPU kernels only), or NULL. */
+  const float *bias;
 } ct_pool_geom;
 
 /* y (N, C, PH, PW) from x (N, C, H, W).  idx (same shape as y): MAX writes
@@ -43,6 +47,12 @@ void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, co
  * (never cuDNN's); the caller reshapes it afterwards. */
 bool ct_pool_absorb_relu_top(ct_layer *pool);
 bool ct_pool_absorb_relu_bottom(ct_layer *pool);
+/* Net fusion on a GPU: the MAX Pooling `pool` adds bias (C values, one per
+ * channel of its bottom; borrowed, read at each forward) to its outputs,
+ * for the Convolution before it (ct_conv_defer_bias); NULL undoes it.
+ * False, with nothing changed, where the layer cannot (as above, or not
+ * MAX, or bias not of C values). */
+bool ct_pool_take_bias(ct_layer *pool, const ct_tensor *bias);
 
 #ifdef __cplusplus
 }

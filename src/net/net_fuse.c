@@ -14,6 +14,10 @@
  * the gradients of inputs above 0 and the ReLU is marked backward_absorbed
  * (cifar10_quick has both: pool1 + relu1, relu2 + pool2, relu3 + pool3;
  * each saves a pass over the activations and a launch per direction).
+ * And a Convolution whose top only a MAX Pooling reads (cifar10_quick's
+ * conv1 + pool1): the pooling adds the convolution's bias to the maxima,
+ * which is exact, and the convolution leaves it out (its top then holds
+ * conv(x) without the bias: build with CORTADO_FUSE=0 to inspect it).
  *
  * And Caffe's BatchNorm + Scale: a training BatchNorm
  * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
@@ -95,6 +99,18 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
     CT_TRY(ct_layer_reshape(before, net->bottoms[bi], net->tops[bi], err));
     if (!quiet) LOG_INFO("%s computes %s too (Pooling + ReLU fused)", before->name, self->name);
     return CT_OK;
+  }
+  if (strcmp(before->ops->type, "Convolution") == 0 && before->nbottom == 1 &&
+      before->ntop == 1 && before->nparams == 2 && before->loss_weight[0] == 0.0f &&
+      self->nbottom == 1 && net->bottom_ids[si][0] == net->top_ids[bi][0] &&
+      ct_pool_take_bias(self, before->params[1])) {
+    if (ct_conv_defer_bias(before)) {
+      CT_TRY(ct_layer_reshape(self, net->bottoms[si], net->tops[si], err));
+      if (!quiet)
+        LOG_INFO("%s adds %s's bias (Convolution + MAX Pooling fused)", self->name, before->name);
+      return CT_OK;
+    }
+    ct_pool_take_bias(self, NULL);
   }
   if (relu_in_place_before(net, bi, si) && ct_pool_absorb_relu_bottom(self)) {
     before->backward_absorbed = true;
