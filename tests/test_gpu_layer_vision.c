@@ -89,6 +89,15 @@ static void test_pooling(void **state) {
     o.threshold = 1e-2f;
     if (c->method == MAX) o.step = 1e-4f;
     gpu_gradient(&st.lp, CT_PHASE_TRAIN, c->shape, 1, &o, c->method == MAX ? distinct_inputs : NULL);
+    /* engine CAFFE: Cortado's kernels where cuDNN would pool (a second
+     * batch of 70 planes, so that a plane's values cross thread blocks) */
+    st.pp.has_engine = 1;
+    st.pp.engine = CAFFE__POOLING_PARAMETER__ENGINE__CAFFE;
+    tu_compare_cpu_gpu(&st.lp, CT_PHASE_TRAIN, c->shape, 1, REL_TOL, NULL);
+    char big[32];
+    snprintf(big, sizeof big, "7,10%s", strchr(strchr(c->shape, ',') + 1, ','));
+    tu_compare_cpu_gpu(&st.lp, CT_PHASE_TRAIN, big, 1, REL_TOL, NULL);
+    gpu_gradient(&st.lp, CT_PHASE_TRAIN, c->shape, 1, &o, c->method == MAX ? distinct_inputs : NULL);
   }
   /* STOCHASTIC: the same draws on both devices give the same picks. */
   pool_cfg sto = {"sto", "2,3,6,5", STO, 3, 3, 2, 2, 0, 0, false, false, 3, 2};

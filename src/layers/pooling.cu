@@ -177,6 +177,101 @@ __global__ static void pool_bwd(I n, ct_pool_geom g, pool_divs d, bool train, co
   }
 }
 
+/* MAX and AVE forward for windows of at most K x K: the window's loads are
+ * all issued before the first compare (the generic loop waits for each in
+ * turn, and these kernels are bound by that latency, not by bandwidth).
+ * Same order of compares and sums as pool_fwd. */
+template <typename I, int K>
+__global__ static void pool_fwd_small(I n, ct_pool_geom g, pool_divs d, const float *x, float *y,
+                                      float *idx) {
+  POOL_LOOP(I, i, n) {
+    const I q = div_of(i, d.PW), nc = div_of(q, d.PH);
+    const int pw = (int)(i - q * (I)g.PW), ph = (int)(q - nc * (I)g.PH);
+    const float *xp = x + (size_t)nc * g.H * g.W;
+    int h0, h1, w0, w1, size;
+    window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
+    float v[K][K];
+#pragma unroll
+    for (int a = 0; a < K; a++)
+#pragma unroll
+      for (int b = 0; b < K; b++)
+        v[a][b] = h0 + a < h1 && w0 + b < w1 ? __ldg(xp + (h0 + a) * g.W + w0 + b) : 0.0f;
+    float out;
+    if (g.method == POOL_MAX) {
+      float best = -FLT_MAX;
+      int arg = -1;
+#pragma unroll
+      for (int a = 0; a < K; a++)
+#pragma unroll
+        for (int b = 0; b < K; b++)
+          if (h0 + a < h1 && w0 + b < w1 && v[a][b] > best) {
+            best = v[a][b];
+            arg = (h0 + a) * g.W + w0 + b;
+          }
+      out = best;
+      idx[i] = (float)arg;
+    } else {
+      float sum = 0.0f;
+#pragma unroll
+      for (int a = 0; a < K; a++)
+#pragma unroll
+        for (int b = 0; b < K; b++)
+          if (h0 + a < h1 && w0 + b < w1) sum += v[a][b];
+      out = size > 0 ? sum / size : 0.0f;
+    }
+    if (g.bias) out += g.bias[nc - div_of(nc, d.C) * (I)g.C];
+    y[i] = g.relu_top ? fmaxf(out, 0.0f) : out;
+  }
+}
+
+/* MAX, AVE and STOCHASTIC-train backward where at most C x C outputs
+ * cover an input (C >= ceil(k / stride) on both axes): every covering
+ * output's values are loaded before the sum, which runs in pool_bwd's
+ * order. */
+template <typename I, int C>
+__global__ static void pool_bwd_small(I n, ct_pool_geom g, pool_divs d, const float *x,
+                                      const float *y, const float *dy, const float *idx,
+                                      float *dx) {
+  const bool by_index = g.method != POOL_AVE;
+  POOL_LOOP(I, i, n) {
+    const I q = div_of(i, d.W), nc = div_of(q, d.H);
+    const int w = (int)(i - q * (I)g.W), h = (int)(q - nc * (I)g.H);
+    const size_t out0 = (size_t)nc * g.PH * g.PW;
+    const int self = h * g.W + w;
+    const float xv = g.relu_bottom ? __ldg(x + (size_t)nc * g.H * g.W + self) : 1.0f;
+    int ph0, ph1, pw0, pw1;
+    covering<I>(h, g.ph, g.kh, d.sh, g.PH, &ph0, &ph1);
+    covering<I>(w, g.pw, g.kw, d.sw, g.PW, &pw0, &pw1);
+    float dv[C][C], yv[C][C];
+    int iv[C][C];
+#pragma unroll
+    for (int a = 0; a < C; a++)
+#pragma unroll
+      for (int b = 0; b < C; b++) {
+        const bool in = ph0 + a < ph1 && pw0 + b < pw1;
+        const size_t o = out0 + (size_t)(ph0 + a) * g.PW + pw0 + b;
+        dv[a][b] = in ? __ldg(dy + o) : 0.0f;
+        iv[a][b] = in && by_index ? (int)__ldg(idx + o) : -1;
+        yv[a][b] = in && g.relu_top ? __ldg(y + o) : 1.0f;
+      }
+    float grad = 0.0f;
+#pragma unroll
+    for (int a = 0; a < C; a++)
+#pragma unroll
+      for (int b = 0; b < C; b++) {
+        if (!(ph0 + a < ph1 && pw0 + b < pw1) || !(yv[a][b] > 0.0f)) continue;
+        if (by_index) {
+          if (iv[a][b] == self) grad += dv[a][b];
+        } else {
+          const int hs = (ph0 + a) * g.sh - g.ph, ws = (pw0 + b) * g.sw - g.pw;
+          const int size = (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+          if (size > 0) grad += dv[a][b] / size;
+        }
+      }
+    dx[i] = xv > 0.0f ? grad : 0.0f;
+  }
+}
+
 /* Whether n values and every tensor of g fit the 32-bit kernels. */
 static bool fits_32(const ct_pool_geom *g) {
   const size_t in = (size_t)g->N * g->C * g->H * g->W, out = (size_t)g->N * g->C * g->PH * g->PW;
@@ -189,7 +284,14 @@ extern "C" void ct_pool_forward_gpu(ct_context *ctx, const ct_pool_geom *g, bool
   if (!n) return;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const pool_divs d = divs_of(g);
-  if (fits_32(g))
+  const bool small = fits_32(g) && (g->method == POOL_MAX || g->method == POOL_AVE);
+  if (small && g->kh <= 2 && g->kw <= 2)
+    pool_fwd_small<unsigned, 2>
+        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, idx);
+  else if (small && g->kh <= 3 && g->kw <= 3)
+    pool_fwd_small<unsigned, 3>
+        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, idx);
+  else if (fits_32(g))
     pool_fwd<unsigned><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, train, x,
                                                                      y, idx);
   else
@@ -205,7 +307,19 @@ extern "C" void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, boo
   CT_ASSERT(!g->relu_top || y);
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const pool_divs d = divs_of(g);
-  if (fits_32(g))
+  const int cover = max((g->kh + g->sh - 1) / g->sh, (g->kw + g->sw - 1) / g->sw);
+  const bool small = fits_32(g) && (g->method == POOL_MAX || g->method == POOL_AVE ||
+                                    (g->method == POOL_STO && train));
+  if (small && cover <= 1)
+    pool_bwd_small<unsigned, 1>
+        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
+  else if (small && cover <= 2)
+    pool_bwd_small<unsigned, 2>
+        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
+  else if (small && cover <= 3)
+    pool_bwd_small<unsigned, 3>
+        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
+  else if (fits_32(g))
     pool_bwd<unsigned><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, train, x,
                                                                      y, dy, idx, dx);
   else
