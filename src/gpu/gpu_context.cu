@@ -1,6 +1,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/mem.h"
 #include "gpu/gpu.h"
@@ -29,8 +31,19 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   CT_TRY(ct_gpu_set_device(ctx->device, err));
   cudaStream_t stream, copy;
   /* A blocking stream: plain cudaMemcpy (uploads, downloads, snapshots) on the
-   * legacy default stream then orders after the compute work on it. */
-  cudaError_t ce = cudaStreamCreate(&stream);
+   * legacy default stream then orders after the compute work on it.  Its
+   * priority is one above the lowest, where the gradient stream stays (and
+   * below the data-parallel all-reduce's highest): the forward and the chain
+   * of bottom gradients are the critical path, and the weight gradients
+   * beside them should take the SMs they leave (CUDA graphs keep these
+   * priorities per node, gpu/graph.cu).  CORTADO_STREAM_PRIORITY=0 gives
+   * every stream the default. */
+  int least = 0, greatest = 0, prio = 0;
+  const char *penv = getenv("CORTADO_STREAM_PRIORITY");
+  if (!(penv && strcmp(penv, "0") == 0) &&
+      cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
+    prio = greatest < least - 1 ? greatest + 1 : greatest;
+  cudaError_t ce = cudaStreamCreateWithPriority(&stream, cudaStreamDefault, prio);
   if (ce != cudaSuccess)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot create a stream: %s", ctx->device,
                         cudaGetErrorString(ce));
