@@ -208,6 +208,13 @@ static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   return CT_OK;
 }
 
+int ct_ip_gpu_lt_products(const ct_layer *l) {
+  const ip_gpu *gp = l->gpu_priv;
+  int n = 0;
+  for (int i = 0; gp && gp->planned && i < IP_NGEMM; i++) n += ct_gemm_lt_ready(gp->plan[i]);
+  return n;
+}
+
 static void ip_destroy_gpu(ct_layer *l) {
   ip_gpu *gp = l->gpu_priv;
   if (!gp) return;

@@ -38,7 +38,6 @@ struct ct_gemm_lt {
   cublasLtMatrixLayout_t lt_a, lt_b, d; /* cuBLASLt's A (our B), B (our A), C = D */
   cublasLtMatmulAlgo_t algo;
   bool bias;
-  bool tf32;
   bool retired; /* cuBLASLt refused a run: every later run returns false */
 };
 
@@ -86,11 +85,12 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t *out, int rows, int cols) {
 
 extern "C" ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b, int M, int N,
                                        int K, bool bias, bool tf32) {
-  if (!handle || M <= 0 || N <= 0 || K <= 0) return NULL;
+  /* A dimension of 1 is a matrix-vector product, where cuBLASLt's epilogues
+   * have had bugs (PyTorch keeps such shapes off cuBLASLt): cuBLAS runs it. */
+  if (!handle || M < 2 || N < 2 || K < 2) return NULL;
   ct_gemm_lt *g = (ct_gemm_lt *)ct_xcalloc(1, sizeof *g);
   g->handle = (cublasLtHandle_t)handle;
   g->bias = bias;
-  g->tf32 = tf32;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
   cublasLtMatmulPreference_t pref = NULL;
@@ -196,4 +196,4 @@ extern "C" bool ct_gemm_lt_run(ct_gemm_lt *g, ct_context *ctx, float alpha, cons
   return false;
 }
 
-extern "C" bool ct_gemm_lt_math_is(const ct_gemm_lt *g, bool tf32) { return g->tf32 == tf32; }
+extern "C" bool ct_gemm_lt_ready(const ct_gemm_lt *g) { return g && !g->retired; }

@@ -40,8 +40,9 @@ bool ct_gemm_lt_tf32(const ct_context *ctx);
  * compute (CUBLAS_COMPUTE_32F_FAST_TF32), else full FP32
  * (CUBLAS_COMPUTE_32F).  bias: the plan adds bias(N) to every row of C.
  * The algorithm assumes A, B, C and the bias start on 16-byte boundaries
- * (ct_gemm_lt_run checks).  Returns NULL, after logging why at INFO level,
- * when cuBLASLt offers no algorithm for it: the caller keeps another path. */
+ * (ct_gemm_lt_run checks).  Returns NULL when a dimension is below 2 (left
+ * to cuBLAS) or, after logging why at INFO level, when cuBLASLt offers no
+ * algorithm for it: the caller keeps another path. */
 ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b, int M, int N, int K,
                             bool bias, bool tf32);
 /* Enqueues the planned product on ctx's stream (ctx may be a gradient
@@ -53,8 +54,8 @@ ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b, int M, int
  * runs its other path. */
 bool ct_gemm_lt_run(ct_gemm_lt *g, ct_context *ctx, float alpha, const float *A, const float *B,
                     const float *bias, float beta, float *C);
-/* True when g (not NULL) was planned for this math. */
-bool ct_gemm_lt_math_is(const ct_gemm_lt *g, bool tf32);
+/* True when g is a plan (not NULL) that cuBLASLt has not refused. */
+bool ct_gemm_lt_ready(const ct_gemm_lt *g);
 void ct_gemm_lt_free(ct_gemm_lt *g);
 
 #ifdef __cplusplus
