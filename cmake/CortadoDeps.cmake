@@ -1,7 +1,7 @@
 # Finds what libcortado links with and collects it in CT_DEP_TARGETS.
 # Required: protobuf-c (+ protoc-c), OpenBLAS, liblmdb, libleveldb, libjpeg,
 # libpng, HDF5, pthreads.  Optional (auto-detected, each sets CORTADO_HAVE_X):
-# MPI, hiredis, Gloo, OpenMP, oneDNN.  With CUDA: cudart, cuBLAS, cuDNN, NCCL.
+# MPI, hiredis, Gloo, OpenMP, oneDNN.  With CUDA: cudart, cuBLAS, cuBLASLt, cuDNN, NCCL.
 # Point CMAKE_PREFIX_PATH at a folder to find libraries unpacked outside /usr.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
@@ -135,5 +135,5 @@ if(CORTADO_HAVE_CUDA)
   if(NOT cudnn_FOUND OR NOT nccl_FOUND)
     message(FATAL_ERROR "cuDNN or NCCL not found next to the CUDA toolkit")
   endif()
-  list(APPEND CT_DEP_TARGETS CUDA::cudart CUDA::cublas ct::cudnn ct::nccl)
+  list(APPEND CT_DEP_TARGETS CUDA::cudart CUDA::cublas CUDA::cublasLt ct::cudnn ct::nccl)
 endif()

@@ -1,17 +1,46 @@
 /* InnerProduct (fully connected): the bottom flattened from `axis` on is a
  * matrix X (M, K); top (M, N) = X W^T + bias with W stored (N, K) as Caffe,
- * or X W with W stored (K, N) when transpose is set.  One GEMM each way; the
- * same code runs on the host and on a GPU through the context's backend. */
+ * or X W with W stored (K, N) when transpose is set.  All arrays are
+ * row-major.  One GEMM each way, the same code on the host and on a GPU:
+ * through the context's backend on the host (and as a GPU's fallback), and
+ * on a GPU through cuBLASLt plans made at reshape for the current batch and
+ * math (math/gemm_lt.h), whose forward adds the bias in the GEMM's epilogue
+ * and which never split K into a second reduction kernel.
+ *
+ * The bias gradient stays a kernel of its own: cuBLASLt's bias-gradient
+ * epilogues (BGRADB for the weight gradient dW (N,K) = dY^T X, BGRADA for
+ * the transposed layout) overwrite their output, while Caffe's parameter
+ * gradients accumulate (shared weights, iter_size), and overwriting into
+ * scratch would need an add kernel: no kernel saved. */
 #include <stdlib.h>
 
 #include "layers/conv_common.h"
 #include "layers/filler.h"
+#ifdef CORTADO_HAVE_CUDA
+#include "layers/inner_product.h"
+#include "math/gemm_lt.h"
+#endif
 
 typedef struct ip_state {
   int axis;
   int M, K, N;
   bool bias_term, transpose;
 } ip_state;
+
+/* The layer's three products, each a row-major ct_gpu_gemm-style call. */
+enum { IP_FORWARD, IP_WEIGHT_GRAD, IP_DATA_GRAD, IP_NGEMM };
+
+#ifdef CORTADO_HAVE_CUDA
+/* l->gpu_priv: the cuBLASLt plans for the batch M and the math they were
+ * made for (NULL plans: cuBLASLt offered nothing, the backend runs it). */
+typedef struct ip_gpu {
+  void *lt;                   /* cublasLtHandle_t, NULL when cuBLASLt would not start */
+  bool planned;
+  int M;
+  bool ctx_tf32;              /* ctx->tf32 when planned: runs check it is unchanged */
+  ct_gemm_lt *plan[IP_NGEMM];
+} ip_gpu;
+#endif
 
 static ct_status ip_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err) {
@@ -70,35 +99,131 @@ static void ip_destroy(ct_layer *l) {
   l->priv = NULL;
 }
 
+/* The GEMM arguments of product `which` (row-major, as ct_gpu_gemm):
+ *   IP_FORWARD      Y (M,N) = X (M,K) W^T, W (N,K); or X W, W (K,N) when transposed
+ *   IP_WEIGHT_GRAD  dW (N,K) += dY^T X; or dW (K,N) += X^T dY when transposed
+ *   IP_DATA_GRAD    dX (M,K) = dY W, W (N,K); or dY W^T, W (K,N) when transposed */
+typedef struct ip_gemm_args {
+  bool trans_a, trans_b;
+  int M, N, K;
+} ip_gemm_args;
+
+static ip_gemm_args ip_gemm_shape(const ip_state *s, int which) {
+  switch (which) {
+    case IP_FORWARD: return (ip_gemm_args){false, !s->transpose, s->M, s->N, s->K};
+    case IP_WEIGHT_GRAD:
+      return s->transpose ? (ip_gemm_args){true, false, s->K, s->N, s->M}
+                          : (ip_gemm_args){true, false, s->N, s->K, s->M};
+    default: return (ip_gemm_args){false, s->transpose, s->M, s->K, s->N};
+  }
+}
+
+/* C = A B (+ beta C) (+ bias on every row) for product `which`, on ctx's
+ * device (ctx: the layer's, or its gradient stream's view): the cuBLASLt
+ * plan when there is one for this math, else the backend's GEMM and bias. */
+static void ip_gemm(ct_layer *l, ct_context *ctx, int which, const float *A, const float *B,
+                    const float *bias, float beta, float *C) {
+  const ip_state *s = l->priv;
+  const ip_gemm_args g = ip_gemm_shape(s, which);
+#ifdef CORTADO_HAVE_CUDA
+  const ip_gpu *gp = l->gpu_priv;
+  if (gp && gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32 &&
+      ct_gemm_lt_run(gp->plan[which], ctx, 1.0f, A, B, bias, beta, C))
+    return;
+#endif
+  const ct_conv_backend *be = ct_conv_backend_of(ctx);
+  be->gemm(ctx, g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, A, B, beta, C);
+  if (bias) be->add_bias(ctx, bias, g.M, g.N, 1, C);
+}
+
 static ct_status ip_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   ip_state *s = l->priv;
-  const ct_conv_backend *be = ct_conv_backend_of(l->ctx);
-  be->gemm(l->ctx, false, !s->transpose, s->M, s->N, s->K, 1.0f, bottom[0]->data,
-           l->params[0]->data, 0.0f, top[0]->data);
-  if (s->bias_term) be->add_bias(l->ctx, l->params[1]->data, s->M, s->N, 1, top[0]->data);
+  ip_gemm(l, l->ctx, IP_FORWARD, bottom[0]->data, l->params[0]->data,
+          s->bias_term ? l->params[1]->data : NULL, 0.0f, top[0]->data);
   return CT_OK;
+}
+
+/* dbias (N) += the column sums of dY (M, N). */
+static void ip_bias_grad(ct_context *ctx, const ip_state *s, const float *dy, float *dbias) {
+#ifdef CORTADO_HAVE_CUDA
+  if (ctx->device != CT_DEVICE_CPU && s->M <= CT_IP_BIAS_GRAD_MAX_ROWS) {
+    ct_ip_bias_grad_gpu(ctx, dy, s->M, s->N, dbias);
+    return;
+  }
+#endif
+  ct_conv_backend_of(ctx)->bias_grad(ctx, dy, s->M, s->N, 1, dbias);
 }
 
 static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                         ct_tensor *const *bottom) {
   ip_state *s = l->priv;
-  const ct_conv_backend *be = ct_conv_backend_of(l->ctx);
   const float *dy = top[0]->diff, *x = bottom[0]->data;
   const bool wgrad = l->param_propagate_down[0], bgrad = s->bias_term && l->param_propagate_down[1];
   /* the parameter gradients on the gradient stream when the net says so */
   ct_context *pctx = l->grad_side && (wgrad || bgrad) ? ct_context_grad_begin(l->ctx) : l->ctx;
-  if (wgrad) {
-    if (s->transpose)  /* dW (K, N) += X^T dY */
-      be->gemm(pctx, true, false, s->K, s->N, s->M, 1.0f, x, dy, 1.0f, l->params[0]->diff);
-    else  /* dW (N, K) += dY^T X */
-      be->gemm(pctx, true, false, s->N, s->K, s->M, 1.0f, dy, x, 1.0f, l->params[0]->diff);
+  if (wgrad) {  /* beta 1: parameter gradients accumulate */
+    if (s->transpose)
+      ip_gemm(l, pctx, IP_WEIGHT_GRAD, x, dy, NULL, 1.0f, l->params[0]->diff);
+    else
+      ip_gemm(l, pctx, IP_WEIGHT_GRAD, dy, x, NULL, 1.0f, l->params[0]->diff);
   }
-  if (bgrad) be->bias_grad(pctx, dy, s->M, s->N, 1, l->params[1]->diff);
-  if (propagate_down[0])  /* dX (M, K) = dY W (or dY W^T when transposed) */
-    be->gemm(l->ctx, false, s->transpose, s->M, s->K, s->N, 1.0f, dy, l->params[0]->data, 0.0f,
-             bottom[0]->diff);
+  if (bgrad) ip_bias_grad(pctx, s, dy, l->params[1]->diff);
+  if (propagate_down[0])
+    ip_gemm(l, l->ctx, IP_DATA_GRAD, dy, l->params[0]->data, NULL, 0.0f, bottom[0]->diff);
 }
+
+#ifdef CORTADO_HAVE_CUDA
+static void ip_free_plans(ip_gpu *gp) {
+  for (int i = 0; i < IP_NGEMM; i++) {
+    ct_gemm_lt_free(gp->plan[i]);
+    gp->plan[i] = NULL;
+  }
+  gp->planned = false;
+}
+
+/* Plans the three products for the batch of this reshape and the
+ * context's math, unless the plans already fit.  Never fails: a product
+ * cuBLASLt has no plan for keeps the backend's GEMM. */
+static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
+                                ct_error *err) {
+  ip_state *s = l->priv;
+  ip_gpu *gp = l->gpu_priv;
+  if (!gp) {
+    gp = ct_xcalloc(1, sizeof *gp);
+    gp->lt = ct_gemm_lt_handle_new();
+    l->gpu_priv = gp;
+  }
+  if (gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32) return CT_OK;
+  ip_free_plans(gp);
+  const bool tf32 = ct_gemm_lt_tf32(l->ctx);
+  for (int i = 0; i < IP_NGEMM; i++) {
+    const ip_gemm_args g = ip_gemm_shape(s, i);
+    const bool bias = i == IP_FORWARD && s->bias_term;
+    gp->plan[i] = ct_gemm_lt_plan(gp->lt, g.trans_a, g.trans_b, g.M, g.N, g.K, bias, tf32);
+  }
+  gp->M = s->M;
+  gp->ctx_tf32 = l->ctx->tf32;
+  gp->planned = true;
+  return CT_OK;
+}
+
+int ct_ip_gpu_lt_products(const ct_layer *l) {
+  const ip_gpu *gp = l->gpu_priv;
+  int n = 0;
+  for (int i = 0; gp && gp->planned && i < IP_NGEMM; i++) n += ct_gemm_lt_ready(gp->plan[i]);
+  return n;
+}
+
+static void ip_destroy_gpu(ct_layer *l) {
+  ip_gpu *gp = l->gpu_priv;
+  if (!gp) return;
+  ip_free_plans(gp);
+  ct_gemm_lt_handle_free(gp->lt);
+  free(gp);
+  l->gpu_priv = NULL;
+}
+#endif
 
 const ct_layer_ops ct_inner_product_ops = {
     .type = "InnerProduct",
@@ -111,6 +236,8 @@ const ct_layer_ops ct_inner_product_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = ip_forward,
     .backward_gpu = ip_backward,
+    .reshape_gpu = ip_reshape_gpu,
+    .destroy_gpu = ip_destroy_gpu,
 #endif
     .destroy = ip_destroy,
 };

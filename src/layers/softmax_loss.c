@@ -2,7 +2,12 @@
  * mean negative log-probability of the labels in bottom 1 (one integer class
  * per outer*inner position).  loss_param.ignore_label skips positions and
  * loss_param.normalization (or the legacy normalize) picks the divisor.  An
- * optional top 1 receives the probabilities. */
+ * optional top 1 receives the probabilities.
+ *
+ * On a GPU, a small blob (ct_softmax_loss_fused_fits: a classifier's
+ * outputs) takes one kernel for the whole forward; larger ones take three
+ * (softmax, per-position loss, the deterministic reduction of
+ * ct_loss_finish_gpu) and a copy for top 1.  Backward is one kernel. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,6 +127,20 @@ static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
                                           ct_tensor *const *top, ct_error *err) {
   softmax_loss_priv *p = l->priv;
   size_t n = p->outer * p->inner;
+  float *prob_top = l->ntop >= 2 ? top[1]->data : NULL;
+  if (ct_softmax_loss_fused_fits(p->outer, p->channels, p->inner)) {
+    /* what ct_loss_finish_gpu records for the deferred label check */
+    p->gpu.label = bottom[1];
+    p->gpu.nlabels = n;
+    p->gpu.nclass = p->channels;
+    p->gpu.has_ignore = p->has_ignore;
+    p->gpu.ignore_label = p->ignore_label;
+    ct_softmax_loss_fused_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data,
+                                      bottom[1]->data, p->has_ignore, p->ignore_label,
+                                      (int)p->norm, p->prob->data, prob_top, top[0]->data,
+                                      p->gpu.inv_norm->data, p->gpu.check_id);
+    return CT_OK;
+  }
   ct_softmax_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data, p->prob->data);
   ct_softmax_loss_forward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
                               bottom[1]->data, p->has_ignore, p->ignore_label, p->gpu.value->data,
@@ -130,7 +149,7 @@ static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
                       .label = bottom[1], .nclass = p->channels, .has_ignore = p->has_ignore,
                       .ignore_label = p->ignore_label};
   ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->gpu.value->data, p->gpu.flag->data, &f, top[0]->data);
-  if (l->ntop >= 2) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, top[1]->data);
+  if (prob_top) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, prob_top);
   return CT_OK;
 }
 
