@@ -88,6 +88,14 @@ extern "C" ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b,
   /* A dimension of 1 is a matrix-vector product, where cuBLASLt's epilogues
    * have had bugs (PyTorch keeps such shapes off cuBLASLt): cuBLAS runs it. */
   if (!handle || M < 2 || N < 2 || K < 2) return NULL;
+  /* A long reduction over a small output wants split K, which a
+   * workspace-free plan cannot do: cifar10_quick's ip1 forward (100x64x1024)
+   * took 31 us in one cuBLASLt kernel of 8 blocks on an H100, against 10 us
+   * for cuBLAS's split-K GEMM, its reduction and the bias kernel. */
+  if (K >= 512 && (size_t)M * N < 32768) {
+    LOG_INFO("a %dx%dx%d product wants split K: cuBLAS runs it", M, N, K);
+    return NULL;
+  }
   ct_gemm_lt *g = (ct_gemm_lt *)ct_xcalloc(1, sizeof *g);
   g->handle = (cublasLtHandle_t)handle;
   g->bias = bias;

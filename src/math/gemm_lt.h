@@ -40,8 +40,9 @@ bool ct_gemm_lt_tf32(const ct_context *ctx);
  * compute (CUBLAS_COMPUTE_32F_FAST_TF32), else full FP32
  * (CUBLAS_COMPUTE_32F).  bias: the plan adds bias(N) to every row of C.
  * The algorithm assumes A, B, C and the bias start on 16-byte boundaries
- * (ct_gemm_lt_run checks).  Returns NULL when a dimension is below 2 (left
- * to cuBLAS) or, after logging why at INFO level, when cuBLASLt offers no
+ * (ct_gemm_lt_run checks).  Returns NULL when a dimension is below 2 or the
+ * product is a long reduction (K >= 512) over a small output (M * N below
+ * 32768), which cuBLAS's split-K runs faster (both left to cuBLAS), or, after logging why at INFO level, when cuBLASLt offers no
  * algorithm for it: the caller keeps another path. */
 ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b, int M, int N, int K,
                             bool bias, bool tf32);
