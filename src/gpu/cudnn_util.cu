@@ -11,6 +11,7 @@
 
 #include "core/mem.h"
 #include "gpu/cudnn_util.h"
+#include "layers/conv_igemm.h" /* the rival choices an entry may name */
 extern "C" {
 #include "core/log.h"
 }
@@ -184,6 +185,15 @@ static void entry_to_values(const algo_entry *e, double *v) {
 
 static bool is_count(double x, double max) { return x >= 0 && x <= max && x == (double)(long long)x; }
 
+/* A rival choice of an entry: 0 (cuDNN) or one of the implicit-GEMM
+ * kernels' configurations of the direction, a TF32 one only where the key
+ * allows TF32. */
+static bool rival_ok(const ct_cudnn_conv_key *key, ct_igemm_dir dir, int choice) {
+  const int most = dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+  if (choice < 0 || choice > most) return false;
+  return key->tf32 || !ct_igemm_choice_tf32(dir, choice);
+}
+
 static bool values_to_entry(const double *v, algo_entry *e) {
   memset(e, 0, sizeof *e);
   int key[KEY_INTS];
@@ -213,7 +223,10 @@ static bool values_to_entry(const double *v, algo_entry *e) {
   a->bwd_filter_rival = (int)r[14];
   return a->fwd < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
          a->bwd_data < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
-         a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+         a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT &&
+         rival_ok(&e->key, CT_IGEMM_FWD, a->fwd_rival) &&
+         rival_ok(&e->key, CT_IGEMM_BWD_DATA, a->bwd_data_rival) &&
+         rival_ok(&e->key, CT_IGEMM_BWD_FILTER, a->bwd_filter_rival);
 }
 
 extern "C" size_t ct_cudnn_conv_table_entry_values(void) { return ENTRY_VALUES; }

@@ -54,6 +54,18 @@ bool ct_cudnn_enabled(void);
 /* The workspace limit in bytes on device (see above); fixed at the first
  * call.  GPU builds only. */
 size_t ct_cudnn_workspace_limit(int device);
+/* Everything that decides a convolution's algorithms (plain ints: the
+ * table's export starts with them, in this order). */
+typedef struct ct_cudnn_conv_key {
+  int nspatial;           /* 2 or 3 (1-D convolutions are 2-D with a unit axis) */
+  int n, x_channels, y_channels, group;
+  int x_dims[3], y_dims[3];
+  int kernel[3], pad[3], stride[3], dilation[3];
+  int tf32;
+  int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
+  int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
+} ct_cudnn_conv_key;
+
 /* Entries in the process-wide table of convolution algorithms (for tests).
  * GPU builds only. */
 size_t ct_cudnn_conv_table_size(void);
@@ -120,17 +132,6 @@ cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const 
 cudnnStatus_t ct_cudnn_set_flat(cudnnTensorDescriptor_t desc, size_t count);
 
 /* ---------------------------------------------------------------- convolution algorithms */
-
-/* Everything that decides a convolution's algorithms. */
-typedef struct ct_cudnn_conv_key {
-  int nspatial;           /* 2 or 3 (1-D convolutions are 2-D with a unit axis) */
-  int n, x_channels, y_channels, group;
-  int x_dims[3], y_dims[3];
-  int kernel[3], pad[3], stride[3], dilation[3];
-  int tf32;
-  int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
-  int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
-} ct_cudnn_conv_key;
 
 /* The chosen algorithms, their math types and workspace sizes. */
 typedef struct ct_cudnn_conv_algos {
