@@ -374,6 +374,17 @@ static void test_strict_plan(void **state) {
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS + 1, buf,
                                            sizeof buf),
                       "?");
+  for (int dir = 0; dir < 3; dir++) {
+    const ct_igemm_dir d = (ct_igemm_dir)dir;
+    const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    for (int i = 1; i <= n; i++)
+      for (int j = i + 1; j <= n; j++) {
+        char other[48];
+        if (!strcmp(ct_igemm_choice_name(d, i, buf, sizeof buf),
+                    ct_igemm_choice_name(d, j, other, sizeof other)))
+          fail_msg("direction %d: choices %d and %d are both %s", dir, i, j, buf);
+      }
+  }
   ct_context ctx;
   ct_error err;
   if (ct_context_init(&ctx, 0, 5, &err) != CT_OK) fail_msg("%s", err.msg);

@@ -313,15 +313,16 @@ struct ct_igemm {
   X(64, 128, 2)
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
-/* A choice's tile: {BM, BN, S, step of the reduction, TF32}. */
+/* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
+ * reduction, TF32}. */
 typedef struct tile {
-  int bm, bn, s, step;
+  int bm, bn, s, wn, step;
   bool tf32;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, IG_BK, false},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, IG_BR, false},
-#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, IG_TF32_STEP, true},
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false},
+#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true},
 static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
                                          IG_TF32_WGRAD_CONFIGS(IG_TF32)};
@@ -363,11 +364,14 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
     return buf;
   }
   const tile *t = tile_of(dir, choice);
-  const char *math = t->tf32 ? "TF32_" : "";
-  if (dir == CT_IGEMM_BWD_FILTER && !t->tf32)
+  if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
     snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
+  else if (!t->tf32)
+    snprintf(buf, len, "IGEMM_%dx%dx%d", t->bm, t->bn, t->s);
+  else if (t->wn == 32)
+    snprintf(buf, len, "IGEMM_TF32_%dx%dx%d", t->bm, t->bn, t->s);
   else
-    snprintf(buf, len, "IGEMM_%s%dx%dx%d", math, t->bm, t->bn, t->s);
+    snprintf(buf, len, "IGEMM_TF32_%dx%dx%dw%d", t->bm, t->bn, t->s, t->wn);
   return buf;
 }
 

@@ -42,14 +42,16 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
  * filter: the strict FP32 ones first, then the TF32 ones.  A choice is 1 +
  * the configuration's index (0: cuDNN). */
 #define CT_IGEMM_GEMM_FP32_CONFIGS 8
-#define CT_IGEMM_GEMM_CONFIGS (CT_IGEMM_GEMM_FP32_CONFIGS + 8)
+#define CT_IGEMM_GEMM_CONFIGS (CT_IGEMM_GEMM_FP32_CONFIGS + 10)
 #define CT_IGEMM_WGRAD_FP32_CONFIGS 4
-#define CT_IGEMM_WGRAD_CONFIGS (CT_IGEMM_WGRAD_FP32_CONFIGS + 5)
+#define CT_IGEMM_WGRAD_CONFIGS (CT_IGEMM_WGRAD_FP32_CONFIGS + 6)
 
 /* A choice's name for logs and tables, in buf: "IGEMM_32x64x4" (tile rows,
  * columns, thread groups) for forward and backward data, "IGEMM_32x64"
- * for backward filter, "IGEMM_TF32_32x64x1" (rows, columns, warp groups)
- * for the TF32 ones of any direction, "?" out of range.  Returns buf. */
+ * for backward filter, "IGEMM_TF32_32x64x1" (rows, columns, warp groups;
+ * "w64" after it for warps 64 columns wide instead of 32) for the TF32 ones
+ * of any direction, "?" out of range.  Every name of a direction is its
+ * own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
 /* Whether choice (1-based) of direction dir is a TF32 configuration (false
  * for 0 and out of range). */

@@ -47,11 +47,12 @@ __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, i
  * shared-memory buffers.  Forward and backward data share the first list;
  * backward filter (BM output channels x BN filter taps) the second. */
 #define IG_TF32_GEMM_CONFIGS(X)                                                          \
-  X(32, 64, 32, 1, 4) X(32, 64, 32, 2, 4) X(32, 128, 32, 1, 4) X(32, 128, 64, 2, 3)     \
-  X(64, 64, 32, 1, 4) X(64, 64, 32, 2, 3) X(64, 128, 32, 1, 3) X(32, 32, 32, 4, 4)
+  X(32, 64, 32, 1, 4) X(32, 64, 32, 2, 4) X(32, 64, 32, 4, 4) X(32, 128, 32, 1, 4)      \
+  X(32, 128, 32, 2, 4) X(32, 128, 64, 2, 3) X(64, 64, 32, 1, 4) X(64, 64, 32, 2, 3)     \
+  X(64, 128, 32, 1, 3) X(32, 32, 32, 4, 4)
 #define IG_TF32_WGRAD_CONFIGS(X)                                                         \
-  X(32, 64, 32, 1, 4) X(32, 64, 32, 2, 4) X(32, 128, 32, 1, 4) X(64, 64, 32, 1, 4)      \
-  X(64, 128, 32, 1, 3)
+  X(32, 64, 32, 1, 4) X(32, 64, 32, 2, 4) X(32, 64, 32, 4, 4) X(32, 128, 32, 1, 4)      \
+  X(64, 64, 32, 1, 4) X(64, 128, 32, 1, 3)
 
 /* The reduction step (rows of a pipeline stage) of every TF32 kernel. */
 #define IG_TF32_STEP 32

@@ -130,6 +130,9 @@ struct ig_tf32_shape {
   static constexpr int T = TG * S;
   static constexpr int SA = BK + 4; /* rows stored [row][k]: 4 (mod 32) */
   static constexpr int RED = (S - 1) * WN * TG;
+  /* blocks per multiprocessor that the register budget must allow: at
+   * least 384 threads (12 warps) to hide the gathers' latency */
+  static constexpr int MIN_BLOCKS = T >= 256 ? 2 : T >= 128 ? 3 : 6;
   static_assert(BM % 32 == 0 && BN % WN == 0 && WN % 8 == 0, "warp tiles of 32 x WN");
   static_assert(STAGES >= 2, "a pipeline");
   static_assert(BK == 32, "four 8-deep slices per stage; stores of a warp along one 32-step row");
@@ -145,7 +148,8 @@ struct ig_tf32_shape {
  * k, so that a warp's 32 lanes read one table entry and 32 neighbouring
  * columns. */
 template <int BM, int BN, int WN, int S, int STAGES>
-__global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T)
+__global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
+                                  ig_tf32_shape<BM, BN, WN, S, STAGES>::MIN_BLOCKS)
     ig_tf32_gemm_kernel(const float *__restrict__ A, int a_stride,
                         const int4 *__restrict__ table, int K, ig_gather g, int N, int M,
                         float *__restrict__ out, const float *__restrict__ bias, int relu) {
@@ -275,7 +279,8 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T)
  * division per step gives its image, row and column, and the block's table
  * entries sit in shared memory. */
 template <int BM, int BN, int WN, int S, int STAGES>
-__global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T)
+__global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
+                                  ig_tf32_shape<BM, BN, WN, S, STAGES>::MIN_BLOCKS)
     ig_tf32_wgrad_kernel(const float *__restrict__ dy, int M, const int4 *__restrict__ table,
                          int K, ig_gather g, int N, int chunk, float *__restrict__ out,
                          int accumulate) {
