@@ -144,6 +144,11 @@ typedef struct ct_cudnn_conv_algos {
   /* Per direction, 0 when cuDNN's algorithm above runs it, else the rival
    * kernels' choice (>= 1) that beat it; the bytes are then the rival's. */
   int fwd_rival, bwd_data_rival, bwd_filter_rival;
+  /* Per direction (forward, backward data, backward filter), the race's
+   * milliseconds per call of cuDNN's algorithm and of the rival's best
+   * choice; 0 where no race ran (for benchmarks: the table's export and
+   * file leave them out, so an imported entry has 0). */
+  float race_cudnn_ms[3], race_rival_ms[3];
 } ct_cudnn_conv_algos;
 /* Kernels outside cuDNN raced against its algorithms per direction (the
  * layers' own implicit GEMM, conv_igemm.h).  time() runs direction dir

@@ -424,3 +424,12 @@ extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len
            a->bwd_filter_bytes / 1048576.0, a->benchmarked ? "" : " (heuristics)");
   return buf;
 }
+
+extern "C" bool ct_conv_cudnn_race_ms(const ct_layer *l, int dir, float *cudnn_ms,
+                                      float *own_ms) {
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  if (!s || dir < 0 || dir > 2 || s->algos.race_cudnn_ms[dir] <= 0.0f) return false;
+  *cudnn_ms = s->algos.race_cudnn_ms[dir];
+  *own_ms = s->algos.race_rival_ms[dir];
+  return true;
+}
