@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
 #pragma unroll
       for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
   /* the pipeline: stage kt is in group kt (empty groups keep the count) */
-#pragma unroll
+#pragma unroll 1 /* one copy of the loads' code: the loop's */
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < KT) load(s, s);
     ig_cp_commit();
@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
     for (int nt = 0; nt < WN / 8; nt++)
 #pragma unroll
       for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
-#pragma unroll
+#pragma unroll 1 /* one copy of the loads' code: the loop's */
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < KT) load(s, s);
     ig_cp_commit();
