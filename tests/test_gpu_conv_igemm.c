@@ -256,8 +256,9 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
   tu_fill_uniform(dw0, nw, -1.0f, 1.0f, 35);
   reference r;
   reference_make(g, x, w, b, dy, dw0, &r);
-  float *dx_d = upload(x, nx), *dw_d = upload(w, nw), *db_d = upload(b, g->m);
-  float *ddy_d = upload(dy, ny);
+  float *x_dev = upload(x, nx), *w_dev = upload(w, nw), *b_dev = upload(b, g->m);
+  float *dy_dev = upload(dy, ny);
+  /* the kernels' outputs: y, dx and dw on the device */
   float *out_y = ct_gpu_malloc(0, ny * sizeof(float));
   float *out_x = ct_gpu_malloc(0, nx * sizeof(float));
   float *out_w = ct_gpu_malloc(0, nw * sizeof(float));
@@ -290,15 +291,15 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
           /* odd choices with bias and ReLU, even ones without */
           const bool epilogue = c % 2 == 1;
           ct_gpu_memset(0, out_y, 0xff, ny * sizeof(float)); /* NaN where nothing is written */
-          ct_igemm_forward(&ctx, p, c, dx_d, dw_d, epilogue ? db_d : NULL, epilogue, out_y);
+          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, epilogue ? b_dev : NULL, epilogue, out_y);
           expect_result(what, out_y, ny, epilogue ? r.y : r.y_plain, tol, keep, same);
         } else if (d == CT_IGEMM_BWD_DATA) {
           ct_gpu_memset(0, out_x, 0xff, nx * sizeof(float));
-          ct_igemm_backward_data(&ctx, p, c, ddy_d, dw_d, out_x);
+          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, out_x);
           expect_result(what, out_x, nx, r.dx, tol, keep, same);
         } else {
           ct_gpu_memcpy(0, out_w, CT_DEVICE_CPU, dw0, nw * sizeof(float));
-          ct_igemm_backward_filter(&ctx, p, c, dx_d, ddy_d, ws, ws_bytes, out_w);
+          ct_igemm_backward_filter(&ctx, p, c, x_dev, dy_dev, ws, ws_bytes, out_w);
           expect_result(what, out_w, nw, r.dw, tol, keep, same);
         }
       }
@@ -314,10 +315,10 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
   ct_gpu_free(0, out_w);
   ct_gpu_free(0, out_x);
   ct_gpu_free(0, out_y);
-  ct_gpu_free(0, ddy_d);
-  ct_gpu_free(0, db_d);
-  ct_gpu_free(0, dw_d);
-  ct_gpu_free(0, dx_d);
+  ct_gpu_free(0, dy_dev);
+  ct_gpu_free(0, b_dev);
+  ct_gpu_free(0, w_dev);
+  ct_gpu_free(0, x_dev);
   free(got);
   free(first);
   reference_free(&r);
