@@ -1,17 +1,27 @@
 /* Convolution throughput per layer: every distinct Convolution of AlexNet,
- * GoogLeNet and ResNet-50 (training nets), forward and backward on one GPU
- * with the cuDNN engine (algorithms benchmarked at reshape) and with the
- * CAFFE engine (im2col + cuBLAS), as a table of milliseconds per call.
+ * GoogLeNet and ResNet-50 (training nets), or of cifar10_quick or LeNet,
+ * forward and backward on one GPU with the cuDNN engine (algorithms
+ * benchmarked at reshape) and with the CAFFE engine (im2col + cuBLAS), as a
+ * table of milliseconds per call.
  *
- *   conv_bench [--model alexnet|googlenet|resnet50|all] [--batch N]
- *              [--iters K] [--warmup W] [--gpu G] [--math tf32|fp32]
- *              [--fixtures DIR] [--no-caffe] [--list]
+ *   conv_bench [--model alexnet|googlenet|resnet50|all|cifar10_quick|lenet]
+ *              [--batch N] [--iters K] [--warmup W] [--gpu G]
+ *              [--math tf32|fp32] [--fixtures DIR] [--no-caffe] [--list]
+ *              [--igemm] [--igemm-all]
  *
  * The shapes come from building each net on the host with batch 1 (data
  * layers replaced by DummyData); --batch sets the batch of the timed layers
  * (default: the net's own batch size).  Backward computes the bottom
  * gradient only where the net does (not for the first convolution).
- * --list prints the distinct convolutions without timing them. */
+ * --list prints the distinct convolutions without timing them.
+ *
+ * --igemm races Cortado's implicit-GEMM kernels against cuDNN
+ * (CORTADO_OWN_CONV=1: the cuDNN columns then run each direction's winner)
+ * and prints, per convolution and direction, the race's cuDNN and Cortado
+ * times and the fastest FP32 and TF32 configurations timed alone (TF32 only
+ * with --math tf32); --igemm-all adds every configuration's time.  For
+ * cifar10_quick on the GPU machine, in one call:
+ *   conv_bench --model cifar10_quick --igemm --no-caffe */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +31,9 @@
 #include "core/rng.h"
 #include "gpu/cudnn_util.h"
 #include "gpu/gpu.h"
+#include "layers/conv_common.h"
 #include "layers/conv_cudnn.h"
+#include "layers/conv_igemm.h"
 #include "layers/layer.h"
 #include "models/resnet.h"
 #include "net/net.h"
@@ -35,7 +47,9 @@ typedef struct opts {
   const char *model, *fixtures, *math;
   int batch, iters, warmup, gpu;
   bool caffe;
-  bool list; /* only list the convolutions (no GPU needed) */
+  bool list;      /* only list the convolutions (no GPU needed) */
+  bool igemm;     /* race Cortado's kernels and report them per direction */
+  bool igemm_all; /* ... with every configuration's time */
 } opts;
 
 /* One distinct convolution of a net. */
@@ -99,12 +113,18 @@ static ct_status load_net(const opts *o, const char *model, Caffe__NetParameter 
                         .batch_size = 32, .backend = "LMDB"};
     return ct_resnet_net(&r, out, err);
   }
-  const bool alex = strcmp(model, "alexnet") == 0;
-  snprintf(path, sizeof path, "%s/%s", o->fixtures,
-           alex ? "bvlc_alexnet_train_val.prototxt" : "bvlc_googlenet_train_val.prototxt");
+  static const struct {
+    const char *model, *file;
+    int chw[3];
+  } nets[] = {{"alexnet", "bvlc_alexnet_train_val.prototxt", {3, 227, 227}},
+              {"googlenet", "bvlc_googlenet_train_val.prototxt", {3, 224, 224}},
+              {"cifar10_quick", "cifar10_quick_train_test.prototxt", {3, 32, 32}},
+              {"lenet", "lenet_train_test.prototxt", {1, 28, 28}}};
+  int i = 0;
+  while (strcmp(nets[i].model, model) != 0) i++;
+  snprintf(path, sizeof path, "%s/%s", o->fixtures, nets[i].file);
   CT_TRY(ct_net_param_read(path, out, err));
-  const int chw[3] = {3, alex ? 227 : 224, alex ? 227 : 224};
-  return ct_net_param_replace_data_layers(*out, chw, err);
+  return ct_net_param_replace_data_layers(*out, nets[i].chw, err);
 }
 
 static void case_key(const Caffe__LayerParameter *lp, const ct_tensor *b, char *key, size_t len) {
@@ -186,6 +206,81 @@ static void fill(ct_tensor *t, bool diff, uint64_t seed) {
   free(h);
 }
 
+/* ---------------------------------------------------------------- Cortado's kernels */
+
+/* Per direction of convolution l (set up on ctx): the race's times, and
+ * Cortado's implicit-GEMM configurations each timed alone on scratch
+ * buffers (the fastest FP32 and TF32 ones, or all of them with
+ * --igemm-all), with their TFLOP/s. */
+static void igemm_report(ct_context *ctx, const opts *o, const ct_layer *l) {
+  static const char *const dirs[3] = {"forward", "backward data", "backward filter"};
+  const ct_conv *c = (const ct_conv *)l->priv;
+  for (int d = 0; d < 3; d++) {
+    float dnn, own;
+    if (ct_conv_cudnn_race_ms(l, d, &dnn, &own))
+      printf("    %-15s race: cuDNN %.4f ms, Cortado %.4f ms\n", dirs[d], dnn, own);
+  }
+  if (c->reverse || c->group != 1 || c->nspatial != 2) {
+    printf("    (Cortado's kernels run 2-D convolutions with group 1 only)\n");
+    return;
+  }
+  const ct_igemm_geom g = {c->num,         c->x_channels,  c->geom.in[0],  c->geom.in[1],
+                           c->y_channels,  c->geom.out[0], c->geom.out[1], c->kernel[0],
+                           c->kernel[1],   c->stride[0],   c->stride[1],   c->pad[0],
+                           c->pad[1],      c->dilation[0], c->dilation[1]};
+  const char *why = ct_igemm_unsupported(&g, CT_IGEMM_FWD);
+  if (why) {
+    printf("    (Cortado's kernels cannot run it: %s)\n", why);
+    return;
+  }
+  const size_t nx = (size_t)g.n * g.c * g.h * g.w, ny = (size_t)g.n * g.m * g.oh * g.ow;
+  const size_t nw = (size_t)g.m * g.c * g.kh * g.kw;
+  const double flop = 2.0 * (double)ny * g.c * g.kh * g.kw;
+  ct_igemm *p = ct_igemm_new(ctx, &g, ctx->tf32);
+  size_t ws_bytes = 4;
+  for (int k = 1; k <= CT_IGEMM_WGRAD_CONFIGS; k++) {
+    const size_t b = ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, k);
+    if (b > ws_bytes) ws_bytes = b;
+  }
+  float *x = ct_gpu_malloc(ctx->device, nx * sizeof(float));
+  float *y = ct_gpu_malloc(ctx->device, ny * sizeof(float));
+  float *w = ct_gpu_malloc(ctx->device, nw * sizeof(float));
+  float *ws = ct_gpu_malloc(ctx->device, ws_bytes);
+  float ms[CT_IGEMM_GEMM_CONFIGS > CT_IGEMM_WGRAD_CONFIGS ? CT_IGEMM_GEMM_CONFIGS
+                                                         : CT_IGEMM_WGRAD_CONFIGS];
+  char name[48];
+  for (int d = 0; d < 3; d++) {
+    const ct_igemm_dir dir = (ct_igemm_dir)d;
+    if (ct_igemm_unsupported(&g, dir)) continue;
+    const int n = dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    ct_igemm_time_each(ctx, p, dir, x, w, y, ws, ws_bytes, ms);
+    int best[2] = {0, 0}; /* FP32, TF32 */
+    for (int k = 1; k <= n; k++) {
+      const int t = ct_igemm_choice_tf32(dir, k);
+      if (ms[k - 1] >= 0.0f && (!best[t] || ms[k - 1] < ms[best[t] - 1])) best[t] = k;
+    }
+    printf("    %-15s", dirs[d]);
+    for (int t = 0; t < 2; t++)
+      if (best[t])
+        printf(" | fastest %s %s %.4f ms %.1f TFLOP/s", t ? "TF32" : "FP32",
+               ct_igemm_choice_name(dir, best[t], name, sizeof name), ms[best[t] - 1],
+               flop / (ms[best[t] - 1] * 1e-3) / 1e12);
+    printf("\n");
+    if (o->igemm_all)
+      for (int k = 1; k <= n; k++)
+        if (ms[k - 1] >= 0.0f)
+          printf("      %-24s %.4f ms\n", ct_igemm_choice_name(dir, k, name, sizeof name),
+                 ms[k - 1]);
+  }
+  ct_igemm_free(p);
+  ct_gpu_free(ctx->device, ws);
+  ct_gpu_free(ctx->device, w);
+  ct_gpu_free(ctx->device, y);
+  ct_gpu_free(ctx->device, x);
+}
+
+/* ---------------------------------------------------------------- layers */
+
 static ct_status time_case(ct_context *ctx, const opts *o, const conv_case *c, int batch,
                            int engine, timing *t, ct_error *err) {
   Caffe__LayerParameter lp = *c->lp;
@@ -224,6 +319,7 @@ static ct_status time_case(ct_context *ctx, const opts *o, const conv_case *c, i
     t->fwd_ms = 1e3 * (t1 - t0) / o->iters;
     t->bwd_ms = 1e3 * (t2 - t1) / o->iters;
     ct_conv_cudnn_describe(l, t->algos, sizeof t->algos);
+    if (o->igemm && engine == CT_ENGINE_CUDNN) igemm_report(ctx, o, l);
   }
   ct_layer_free(l);
   ct_tensor_free(bottom);
@@ -288,9 +384,9 @@ static int bench_model(const opts *o, ct_context *gpu, const char *model) {
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: conv_bench [--model alexnet|googlenet|resnet50|all] [--batch N] [--iters K]\n"
-          "                  [--warmup W] [--gpu G] [--math tf32|fp32] [--fixtures DIR] "
-          "[--no-caffe] [--list]\n");
+          "usage: conv_bench [--model alexnet|googlenet|resnet50|all|cifar10_quick|lenet]\n"
+          "                  [--batch N] [--iters K] [--warmup W] [--gpu G] [--math tf32|fp32]\n"
+          "                  [--fixtures DIR] [--no-caffe] [--list] [--igemm] [--igemm-all]\n");
   return 2;
 }
 
@@ -307,6 +403,11 @@ int main(int argc, char **argv) {
       o.list = true;
       continue;
     }
+    if (strcmp(a, "--igemm") == 0 || strcmp(a, "--igemm-all") == 0) {
+      o.igemm = true;
+      o.igemm_all = o.igemm_all || strcmp(a, "--igemm-all") == 0;
+      continue;
+    }
     if (!v) return usage();
     if (strcmp(a, "--model") == 0) o.model = v;
     else if (strcmp(a, "--batch") == 0) o.batch = atoi(v);
@@ -320,9 +421,10 @@ int main(int argc, char **argv) {
   }
   if (o.iters <= 0 || o.warmup < 0 || (strcmp(o.math, "tf32") && strcmp(o.math, "fp32")))
     return usage();
-  if (strcmp(o.model, "all") && strcmp(o.model, "alexnet") && strcmp(o.model, "googlenet") &&
-      strcmp(o.model, "resnet50"))
-    return usage();
+  const char *models[] = {"alexnet", "googlenet", "resnet50", "cifar10_quick", "lenet"};
+  bool known = strcmp(o.model, "all") == 0;
+  for (int m = 0; m < 5; m++) known = known || strcmp(o.model, models[m]) == 0;
+  if (!known) return usage();
   ct_error err;
   ct_context gpu;
   if (!o.list) {
@@ -334,10 +436,10 @@ int main(int argc, char **argv) {
     ct_context_set_tf32(&gpu, strcmp(o.math, "tf32") == 0);
     printf("cuDNN workspace limit %.0f MiB\n", ct_cudnn_workspace_limit(o.gpu) / 1048576.0);
   }
-  const char *models[] = {"alexnet", "googlenet", "resnet50"};
+  if (o.igemm) ct_igemm_set_mode(CT_IGEMM_RACE);
   int rc = 0;
-  for (int m = 0; m < 3 && rc == 0; m++)
-    if (strcmp(o.model, "all") == 0 || strcmp(o.model, models[m]) == 0)
+  for (int m = 0; m < 5 && rc == 0; m++)
+    if ((m < 3 && strcmp(o.model, "all") == 0) || strcmp(o.model, models[m]) == 0)
       rc = bench_model(&o, o.list ? NULL : &gpu, models[m]);
   if (!o.list) ct_context_free(&gpu);
   return rc;

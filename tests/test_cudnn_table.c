@@ -1,8 +1,9 @@
 /* The table of cuDNN convolution algorithms as data-parallel worker
  * processes share it (rank 0 exports, the others import): entries survive
  * the round trip value for value, an import adds only the entries the
- * table lacks, and values that are not an export are refused; the same
- * through a file (CORTADO_CUDNN_ALGOS).  Needs a
+ * table lacks, and values that are not an export are refused (among them
+ * a choice of Cortado's kernels out of range, or a TF32 one for a strict
+ * FP32 key); the same through a file (CORTADO_CUDNN_ALGOS).  Needs a
  * CUDA build, not a GPU: the table is host memory (skipped, 77, in CPU-only
  * builds). */
 #include <stdio.h>
@@ -10,7 +11,10 @@
 
 #include "testutil.h"
 #ifdef CORTADO_HAVE_CUDA
+#include <stddef.h>
+
 #include "gpu/cudnn_util.h"
+#include "layers/conv_igemm.h"
 
 /* Entry i of a made-up export: key ints from 1 up (distinct per i), then
  * cc 90, 132 SMs, algorithms 1 / 0 / 3, math types 0 / 1 / 2, workspaces
@@ -102,10 +106,51 @@ static void test_not_an_export_is_refused(void **state) {
   free(v);
 }
 
+/* Rival choices: each direction's last configuration is taken where the
+ * key allows TF32, one past it is refused, and so is a TF32 configuration
+ * (the first after the FP32 ones) for a strict key, which takes the last
+ * FP32 one. */
+static void test_rival_choices(void **state) {
+  const size_t per = ct_cudnn_conv_table_entry_values();
+  const size_t tf32 = offsetof(ct_cudnn_conv_key, tf32) / sizeof(int);
+  const size_t fwd = per - 3, data = per - 2, filter = per - 1;
+  const size_t n0 = ct_cudnn_conv_table_size();
+  double *v = calloc(per, sizeof *v);
+  make_entry(v, per, 20);
+  assert_true(v[tf32] != 0.0);
+  v[fwd] = CT_IGEMM_GEMM_CONFIGS;
+  v[data] = CT_IGEMM_GEMM_CONFIGS;
+  v[filter] = CT_IGEMM_WGRAD_CONFIGS;
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), 1);
+  const size_t at[3] = {fwd, data, filter};
+  const double past[3] = {CT_IGEMM_GEMM_CONFIGS + 1, CT_IGEMM_GEMM_CONFIGS + 1,
+                          CT_IGEMM_WGRAD_CONFIGS + 1};
+  const double first_tf32[3] = {CT_IGEMM_GEMM_FP32_CONFIGS + 1, CT_IGEMM_GEMM_FP32_CONFIGS + 1,
+                                CT_IGEMM_WGRAD_FP32_CONFIGS + 1};
+  for (int d = 0; d < 3; d++) {
+    make_entry(v, per, 21);
+    v[at[d]] = past[d];
+    assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+    make_entry(v, per, 21);
+    v[tf32] = 0;
+    v[at[d]] = first_tf32[d];
+    assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+  }
+  make_entry(v, per, 21);
+  v[tf32] = 0;
+  v[fwd] = CT_IGEMM_GEMM_FP32_CONFIGS;
+  v[data] = CT_IGEMM_GEMM_FP32_CONFIGS;
+  v[filter] = CT_IGEMM_WGRAD_FP32_CONFIGS;
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), 1);
+  assert_int_equal(ct_cudnn_conv_table_size(), n0 + 2);
+  free(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_and_missing_only),
       cmocka_unit_test(test_not_an_export_is_refused),
+      cmocka_unit_test(test_rival_choices),
       cmocka_unit_test(test_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

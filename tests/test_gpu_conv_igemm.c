@@ -5,39 +5,59 @@
  * that reach the kernels' edges (partial tiles in every dimension, a
  * reduction length that is not a multiple of the step, several channel
  * tiles, split filter-gradient sums, stride 2, dilation, rectangles); the
- * layer must say that it runs them.  Deconvolution and groups stay on
- * cuDNN.  Exits 77 (skipped) without a GPU. */
+ * layer must say that it runs them, and a strict FP32 layer never a TF32
+ * configuration.  Deconvolution and groups stay on cuDNN.  Then every
+ * configuration of every direction called directly, the TF32 ones
+ * included, against a CPU reference in double (TF32 at a looser
+ * tolerance) on cifar10_quick's shapes and the edge shapes, each run twice
+ * for the same bits; a strict plan never times a TF32 configuration; and
+ * the layer in TF32 math.  Exits 77 (skipped) without a GPU. */
 #include <stdio.h>
 
 #include "cudnntest.h"
 #include "layers/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
+#include "gpu/gpu.h"
 #include "layers/conv_cudnn.h"
 #include "layers/conv_igemm.h"
 #endif
 #include "vision_cases.h"
 
 #define TOL 1e-4
+#define TF32_TOL 3e-3 /* TF32 rounds the inputs to 10-bit mantissas */
 
 #ifdef CORTADO_HAVE_CUDA
-/* Whether each direction's description names the kernels, as expected. */
-static void expect_igemm(const conv_param *st, const char *shape, bool fwd, bool data,
-                         bool filter) {
+/* Whether each direction's description names the kernels, as expected, in
+ * the math given: strict FP32 shows no TF32 configuration and no star; a
+ * TF32 configuration always carries its star. */
+static void expect_igemm_math(const conv_param *st, const char *shape, bool fwd, bool data,
+                              bool filter, bool tf32) {
   tu_layer_case lc;
-  cd_gpu_case(&lc, &st->lp, CT_PHASE_TRAIN, shape, 1, false, false);
+  cd_gpu_case(&lc, &st->lp, CT_PHASE_TRAIN, shape, 1, tf32, false);
   char buf[256];
   ct_conv_cudnn_describe(lc.l, buf, sizeof buf);
   const char *d = strstr(buf, "bwd-data"), *f = strstr(buf, "bwd-filter");
   assert_non_null(d);
   assert_non_null(f);
-  const bool has[3] = {strstr(buf, "IGEMM") != NULL && strstr(buf, "IGEMM") < d,
-                       strstr(d, "IGEMM") != NULL && strstr(d, "IGEMM") < f,
-                       strstr(f, "IGEMM") != NULL};
+  const char *seg[3] = {buf, d, f}, *end[3] = {d, f, buf + strlen(buf)};
   const bool want[3] = {fwd, data, filter};
-  for (int i = 0; i < 3; i++)
-    if (has[i] != want[i]) fail_msg("%s %s: '%s', direction %d", st->lp.type, shape, buf, i);
-  printf("%-8s %-14s %s\n", st->lp.type, shape, buf);
+  for (int i = 0; i < 3; i++) {
+    const char *ig = strstr(seg[i], "IGEMM"), *t = strstr(seg[i], "IGEMM_TF32_");
+    const char *star = strchr(seg[i], '*');
+    if ((ig != NULL && ig < end[i]) != want[i])
+      fail_msg("%s %s: '%s', direction %d", st->lp.type, shape, buf, i);
+    if (!tf32 && ((t && t < end[i]) || (star && star < end[i])))
+      fail_msg("%s %s: strict FP32 but '%s', direction %d", st->lp.type, shape, buf, i);
+    if (t && t < end[i] && !(star && star < end[i]))
+      fail_msg("%s %s: a TF32 configuration without its star in '%s'", st->lp.type, shape, buf);
+  }
+  printf("%-8s %-14s %s %s\n", st->lp.type, shape, tf32 ? "tf32" : "fp32", buf);
   tu_layer_case_free(&lc);
+}
+
+static void expect_igemm(const conv_param *st, const char *shape, bool fwd, bool data,
+                         bool filter) {
+  expect_igemm_math(st, shape, fwd, data, filter, false);
 }
 
 static void check(const conv_cfg *c, bool gradient) {
@@ -130,6 +150,300 @@ static void test_fused_relu(void **state) {
   tu_layer_case_free(&cpu);
   tu_layer_case_free(&gpu);
 }
+
+/* ---------------------------------------------------------------- the kernels called directly */
+
+static ct_igemm_geom geom(int n, int c, int h, int w, int m, int kh, int kw, int sh, int sw,
+                          int ph, int pw, int dh, int dw) {
+  ct_igemm_geom g = {n, c, h, w, m, (h + 2 * ph - (dh * (kh - 1) + 1)) / sh + 1,
+                     (w + 2 * pw - (dw * (kw - 1) + 1)) / sw + 1, kh, kw, sh, sw, ph, pw, dh, dw};
+  return g;
+}
+
+/* The input position of output (oy, ox) at tap (ky, kx), or false outside. */
+static bool tap(const ct_igemm_geom *g, int oy, int ox, int ky, int kx, int *iy, int *ix) {
+  *iy = oy * g->sh - g->ph + ky * g->dh;
+  *ix = ox * g->sw - g->pw + kx * g->dw;
+  return *iy >= 0 && *iy < g->h && *ix >= 0 && *ix < g->w;
+}
+
+#define FOR_EACH_TAP(g, i, m, oy, ox, c, ky, kx)         \
+  for (int i = 0; i < (g)->n; i++)                       \
+    for (int m = 0; m < (g)->m; m++)                     \
+      for (int oy = 0; oy < (g)->oh; oy++)               \
+        for (int ox = 0; ox < (g)->ow; ox++)             \
+          for (int c = 0; c < (g)->c; c++)               \
+            for (int ky = 0; ky < (g)->kh; ky++)         \
+              for (int kx = 0; kx < (g)->kw; kx++)
+
+/* The three directions in double on the host: y = conv(x, w) (+ bias, then
+ * ReLU), dx = conv^T(dy, w), dw = dw0 + the weight gradient. */
+typedef struct reference {
+  float *y, *y_plain, *dx, *dw;
+} reference;
+
+static void reference_make(const ct_igemm_geom *g, const float *x, const float *w,
+                           const float *bias, const float *dy, const float *dw0, reference *r) {
+  const size_t ny = (size_t)g->n * g->m * g->oh * g->ow, nx = (size_t)g->n * g->c * g->h * g->w;
+  const size_t nw = (size_t)g->m * g->c * g->kh * g->kw;
+  double *y = calloc(ny, sizeof *y), *dx = calloc(nx, sizeof *dx), *dw = calloc(nw, sizeof *dw);
+  FOR_EACH_TAP(g, i, m, oy, ox, c, ky, kx) {
+    int iy, ix;
+    if (!tap(g, oy, ox, ky, kx, &iy, &ix)) continue;
+    const size_t yi = (((size_t)i * g->m + m) * g->oh + oy) * g->ow + ox;
+    const size_t xi = (((size_t)i * g->c + c) * g->h + iy) * g->w + ix;
+    const size_t wi = (((size_t)m * g->c + c) * g->kh + ky) * g->kw + kx;
+    y[yi] += (double)w[wi] * x[xi];
+    dx[xi] += (double)w[wi] * dy[yi];
+    dw[wi] += (double)dy[yi] * x[xi];
+  }
+  r->y = malloc(ny * sizeof(float));
+  r->y_plain = malloc(ny * sizeof(float));
+  r->dx = malloc(nx * sizeof(float));
+  r->dw = malloc(nw * sizeof(float));
+  for (size_t k = 0; k < ny; k++) {
+    const double v = y[k] + bias[k / (g->oh * g->ow) % g->m];
+    r->y[k] = (float)(v > 0.0 ? v : 0.0);
+    r->y_plain[k] = (float)y[k];
+  }
+  for (size_t k = 0; k < nx; k++) r->dx[k] = (float)dx[k];
+  for (size_t k = 0; k < nw; k++) r->dw[k] = (float)(dw0[k] + dw[k]);
+  free(y);
+  free(dx);
+  free(dw);
+}
+
+static void reference_free(reference *r) {
+  free(r->y);
+  free(r->y_plain);
+  free(r->dx);
+  free(r->dw);
+}
+
+/* A device copy of n host floats. */
+static float *upload(const float *h, size_t n) {
+  float *d = ct_gpu_malloc(0, n * sizeof(float));
+  ct_gpu_memcpy(0, d, CT_DEVICE_CPU, h, n * sizeof(float));
+  return d;
+}
+
+/* One run's result against want: within tol of the largest value, and (for
+ * a second run) the same bits as `first`. */
+static void expect_result(const char *what, const float *dev, size_t n, const float *want,
+                          double tol, float *got, const float *first) {
+  ct_gpu_memcpy(CT_DEVICE_CPU, got, 0, dev, n * sizeof(float));
+  const double e = cd_err(got, want, n);
+  if (!(e <= tol)) fail_msg("%s: error %g relative to the largest value > %g", what, e, tol);
+  if (first && memcmp(got, first, n * sizeof(float)) != 0)
+    fail_msg("%s: a second run gave other bits", what);
+}
+
+/* Every configuration of every direction that g supports, on a TF32 plan,
+ * against the reference; the TF32 ones twice. */
+static void check_direct(const char *name, const ct_igemm_geom *g) {
+  ct_context ctx;
+  ct_error err;
+  if (ct_context_init(&ctx, 0, 5, &err) != CT_OK) fail_msg("%s", err.msg);
+  const size_t ny = (size_t)g->n * g->m * g->oh * g->ow, nx = (size_t)g->n * g->c * g->h * g->w;
+  const size_t nw = (size_t)g->m * g->c * g->kh * g->kw;
+  float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float));
+  float *b = malloc(g->m * sizeof(float)), *dy = malloc(ny * sizeof(float));
+  float *dw0 = malloc(nw * sizeof(float));
+  tu_fill_uniform(x, nx, -1.0f, 1.0f, 31);
+  tu_fill_uniform(w, nw, -0.5f, 0.5f, 32);
+  tu_fill_uniform(b, g->m, -1.0f, 1.0f, 33);
+  tu_fill_uniform(dy, ny, -1.0f, 1.0f, 34);
+  tu_fill_uniform(dw0, nw, -1.0f, 1.0f, 35);
+  reference r;
+  reference_make(g, x, w, b, dy, dw0, &r);
+  float *x_dev = upload(x, nx), *w_dev = upload(w, nw), *b_dev = upload(b, g->m);
+  float *dy_dev = upload(dy, ny);
+  /* the kernels' outputs: y, dx and dw on the device */
+  float *out_y = ct_gpu_malloc(0, ny * sizeof(float));
+  float *out_x = ct_gpu_malloc(0, nx * sizeof(float));
+  float *out_w = ct_gpu_malloc(0, nw * sizeof(float));
+  size_t big = ny > nx ? ny : nx;
+  big = big > nw ? big : nw;
+  float *got = malloc(big * sizeof(float)), *first = malloc(big * sizeof(float));
+  ct_igemm *p = ct_igemm_new(&ctx, g, true);
+  size_t ws_bytes = 0;
+  for (int c = 1; c <= CT_IGEMM_WGRAD_CONFIGS; c++) {
+    const size_t bytes = ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, c);
+    if (bytes > ws_bytes) ws_bytes = bytes;
+  }
+  float *ws = ct_gpu_malloc(0, ws_bytes ? ws_bytes : 4);
+  const bool data = !ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA);
+  int ran = 0;
+  char what[160], cname[48];
+  for (int dir = 0; dir < 3; dir++) {
+    const ct_igemm_dir d = (ct_igemm_dir)dir;
+    if (d == CT_IGEMM_BWD_DATA && !data) continue;
+    const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    for (int c = 1; c <= n; c++) {
+      const bool tf32 = ct_igemm_choice_tf32(d, c);
+      const double tol = tf32 ? TF32_TOL : TOL;
+      snprintf(what, sizeof what, "%s direction %d %s", name, dir,
+               ct_igemm_choice_name(d, c, cname, sizeof cname));
+      for (int run = 0; run < (tf32 ? 2 : 1); run++) {
+        const float *same = run ? first : NULL;
+        float *keep = run ? got : first;
+        if (d == CT_IGEMM_FWD) {
+          /* odd choices with bias and ReLU, even ones without */
+          const bool epilogue = c % 2 == 1;
+          ct_gpu_memset(0, out_y, 0xff, ny * sizeof(float)); /* NaN where nothing is written */
+          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, epilogue ? b_dev : NULL, epilogue, out_y);
+          expect_result(what, out_y, ny, epilogue ? r.y : r.y_plain, tol, keep, same);
+        } else if (d == CT_IGEMM_BWD_DATA) {
+          ct_gpu_memset(0, out_x, 0xff, nx * sizeof(float));
+          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, out_x);
+          expect_result(what, out_x, nx, r.dx, tol, keep, same);
+        } else {
+          ct_gpu_memcpy(0, out_w, CT_DEVICE_CPU, dw0, nw * sizeof(float));
+          ct_igemm_backward_filter(&ctx, p, c, x_dev, dy_dev, ws, ws_bytes, out_w);
+          expect_result(what, out_w, nw, r.dw, tol, keep, same);
+        }
+      }
+      ran++;
+    }
+  }
+  const int want = CT_IGEMM_GEMM_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
+  assert_int_equal(ran, want);
+  printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference\n", name, g->n,
+         g->c, g->h, g->w, g->m, ran);
+  ct_igemm_free(p);
+  ct_gpu_free(0, ws);
+  ct_gpu_free(0, out_w);
+  ct_gpu_free(0, out_x);
+  ct_gpu_free(0, out_y);
+  ct_gpu_free(0, dy_dev);
+  ct_gpu_free(0, b_dev);
+  ct_gpu_free(0, w_dev);
+  ct_gpu_free(0, x_dev);
+  free(got);
+  free(first);
+  reference_free(&r);
+  free(x);
+  free(w);
+  free(b);
+  free(dy);
+  free(dw0);
+  ct_context_free(&ctx);
+}
+
+/* cifar10_quick's three convolutions at small batches, and the edges:
+ * reductions of 75 and 180 (not multiples of the 32-deep TF32 step),
+ * output channels that fill no tile (5, 6, 12, 70), columns that fill no
+ * tile, stride 2, dilation, rectangles, and 25600 columns for the filter
+ * gradient's split sums. */
+static void test_direct(void **state) {
+  const struct {
+    const char *name;
+    ct_igemm_geom g;
+  } cases[] = {
+      {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"cifar conv3", geom(3, 32, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"70 outputs", geom(2, 20, 6, 5, 70, 3, 3, 1, 1, 1, 1, 1, 1)},
+      {"5x5 pad 2", geom(3, 5, 12, 10, 12, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"stride 2", geom(3, 4, 11, 9, 5, 4, 3, 2, 1, 1, 2, 1, 1)},
+      {"dilated", geom(2, 3, 8, 13, 6, 3, 5, 1, 1, 0, 2, 2, 1)},
+      {"split sums", geom(64, 3, 20, 20, 8, 5, 5, 1, 1, 2, 2, 1, 1)},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_direct(cases[i].name, &cases[i].g);
+}
+
+/* A strict FP32 plan times and picks only FP32 configurations; a TF32 plan
+ * times all of them.  The choices' math and names. */
+static void test_strict_plan(void **state) {
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, 0));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS));
+  assert_true(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS + 1));
+  assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS + 1));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_FP32_CONFIGS));
+  assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_FP32_CONFIGS + 1));
+  char buf[48];
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, 1, buf, sizeof buf), "IGEMM_32x64x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, 1, buf, sizeof buf), "IGEMM_32x64");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS + 1, buf,
+                                           sizeof buf),
+                      "IGEMM_TF32_32x64x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,
+                                           sizeof buf),
+                      "IGEMM_TF32_64x128x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS + 1, buf,
+                                           sizeof buf),
+                      "?");
+  for (int dir = 0; dir < 3; dir++) {
+    const ct_igemm_dir d = (ct_igemm_dir)dir;
+    const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    for (int i = 1; i <= n; i++)
+      for (int j = i + 1; j <= n; j++) {
+        char other[48];
+        if (!strcmp(ct_igemm_choice_name(d, i, buf, sizeof buf),
+                    ct_igemm_choice_name(d, j, other, sizeof other)))
+          fail_msg("direction %d: choices %d and %d are both %s", dir, i, j, buf);
+      }
+  }
+  ct_context ctx;
+  ct_error err;
+  if (ct_context_init(&ctx, 0, 5, &err) != CT_OK) fail_msg("%s", err.msg);
+  const ct_igemm_geom g = geom(4, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1);
+  const size_t ny = (size_t)g.n * g.m * g.oh * g.ow, nx = (size_t)g.n * g.c * g.h * g.w;
+  const size_t nw = (size_t)g.m * g.c * g.kh * g.kw, ws_bytes = 64u << 20;
+  float *x = ct_gpu_malloc(0, nx * sizeof(float)), *y = ct_gpu_malloc(0, ny * sizeof(float));
+  float *w = ct_gpu_malloc(0, nw * sizeof(float)), *ws = ct_gpu_malloc(0, ws_bytes);
+  ct_igemm *strict = ct_igemm_new(&ctx, &g, false), *tf32 = ct_igemm_new(&ctx, &g, true);
+  float ms[CT_IGEMM_GEMM_CONFIGS];
+  for (int dir = 0; dir < 3; dir++) {
+    const ct_igemm_dir d = (ct_igemm_dir)dir;
+    const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    ct_igemm_time_each(&ctx, strict, d, x, w, y, ws, ws_bytes, ms);
+    for (int c = 1; c <= n; c++)
+      if ((ms[c - 1] >= 0.0f) == ct_igemm_choice_tf32(d, c))
+        fail_msg("strict plan, direction %d, choice %d: %g ms", dir, c, ms[c - 1]);
+    int choice = 0;
+    float best = 0.0f;
+    assert_true(ct_igemm_time(&ctx, strict, d, x, w, y, ws, ws_bytes, &choice, &best));
+    assert_true(choice >= 1 && choice <= n);
+    assert_false(ct_igemm_choice_tf32(d, choice));
+    ct_igemm_time_each(&ctx, tf32, d, x, w, y, ws, ws_bytes, ms);
+    for (int c = 1; c <= n; c++)
+      if (ms[c - 1] < 0.0f) fail_msg("TF32 plan, direction %d, choice %d not timed", dir, c);
+    assert_true(ct_igemm_time(&ctx, tf32, d, x, w, y, ws, ws_bytes, &choice, &best));
+    printf("direction %d: fastest on a TF32 plan %s, %.4f ms\n", dir,
+           ct_igemm_choice_name(d, choice, (char[48]){0}, 48), best);
+  }
+  ct_igemm_free(strict);
+  ct_igemm_free(tf32);
+  ct_gpu_free(0, x);
+  ct_gpu_free(0, y);
+  ct_gpu_free(0, w);
+  ct_gpu_free(0, ws);
+  ct_context_free(&ctx);
+}
+
+/* The layer with TF32 allowed: Cortado's kernels (of either math, the
+ * fastest) in every direction they run, against the CPU at TF32's
+ * tolerance; the FP32 vision cases above show that strict layers never
+ * take a TF32 configuration. */
+static void test_layer_tf32(void **state) {
+  const conv_cfg cases[] = {
+      {"cifar conv2", "10,32,16,16", 1, 2, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {1, 1, 1}, 1, 32,
+       true},
+      {"70 outputs", "2,20,6,5", 1, 2, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1, 70, true},
+      {"stride 2", "3,4,11,9", 1, 2, {1, 4, 3}, {1, 2, 1}, {0, 1, 2}, {1, 1, 1}, 1, 5, true,
+       false, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    conv_param st;
+    conv_make_param(&st, &cases[i], "Convolution");
+    const bool unit_stride = cases[i].s[1] == 1 && cases[i].s[2] == 1;
+    expect_igemm_math(&st, cases[i].shape, true, unit_stride, true, true);
+    cd_compare3(&st.lp, CT_PHASE_TRAIN, cases[i].shape, 1, CD_CUDNN, true, TF32_TOL, NULL);
+  }
+}
 #endif
 
 int main(void) {
@@ -141,6 +455,9 @@ int main(void) {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_not_for_others),
       cmocka_unit_test(test_fused_relu),
+      cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_strict_plan),
+      cmocka_unit_test(test_layer_tf32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 #else

@@ -11,6 +11,7 @@
 
 #include "core/mem.h"
 #include "gpu/cudnn_util.h"
+#include "layers/conv_igemm.h" /* the rival choices an entry may name */
 extern "C" {
 #include "core/log.h"
 }
@@ -184,6 +185,15 @@ static void entry_to_values(const algo_entry *e, double *v) {
 
 static bool is_count(double x, double max) { return x >= 0 && x <= max && x == (double)(long long)x; }
 
+/* A rival choice of an entry: 0 (cuDNN) or one of the implicit-GEMM
+ * kernels' configurations of the direction, a TF32 one only where the key
+ * allows TF32. */
+static bool rival_ok(const ct_cudnn_conv_key *key, ct_igemm_dir dir, int choice) {
+  const int most = dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+  if (choice < 0 || choice > most) return false;
+  return key->tf32 || !ct_igemm_choice_tf32(dir, choice);
+}
+
 static bool values_to_entry(const double *v, algo_entry *e) {
   memset(e, 0, sizeof *e);
   int key[KEY_INTS];
@@ -213,7 +223,10 @@ static bool values_to_entry(const double *v, algo_entry *e) {
   a->bwd_filter_rival = (int)r[14];
   return a->fwd < CUDNN_CONVOLUTION_FWD_ALGO_COUNT &&
          a->bwd_data < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
-         a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+         a->bwd_filter < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT &&
+         rival_ok(&e->key, CT_IGEMM_FWD, a->fwd_rival) &&
+         rival_ok(&e->key, CT_IGEMM_BWD_DATA, a->bwd_data_rival) &&
+         rival_ok(&e->key, CT_IGEMM_BWD_FILTER, a->bwd_filter_rival);
 }
 
 extern "C" size_t ct_cudnn_conv_table_entry_values(void) { return ENTRY_VALUES; }
@@ -485,10 +498,12 @@ static float time_cudnn(const find_args &a, int dir, int algo, cudnnMathType_t m
 }
 
 /* Races the rival on direction dir against cuDNN's choice (algo with math
- * type math, *bytes of workspace), both timed the same way; on a win sets
- * *choice and *bytes to the rival's. */
+ * type math, *bytes of workspace), both timed the same way, and keeps both
+ * times in times->race_*_ms[dir]; on a win sets *choice and *bytes to the
+ * rival's. */
 static void race(const find_args &a, const ct_cudnn_conv_rival *rival, int dir, bool benchmarked,
-                 int algo, cudnnMathType_t math, size_t *bytes, int *choice) {
+                 int algo, cudnnMathType_t math, size_t *bytes, int *choice,
+                 ct_cudnn_conv_algos *times) {
   *choice = 0;
   if (!rival || !benchmarked) return;
   int c = 0;
@@ -497,6 +512,8 @@ static void race(const find_args &a, const ct_cudnn_conv_rival *rival, int dir, 
   if (!rival->time(rival->user, dir, a.xbuf, a.wbuf, a.ybuf, a.ws, a.ws_bytes, &c, &t, &b)) return;
   if (b > a.limit || c < 1) return;
   const float ms = time_cudnn(a, dir, algo, math);
+  times->race_cudnn_ms[dir] = ms;
+  times->race_rival_ms[dir] = t;
   const bool wins = rival->force || rival_wins(t, b, ms, *bytes);
   static const char *const names[3] = {"forward", "backward data", "backward filter"};
   LOG_INFO("convolution %s: cuDNN %.4f ms (%.1fM), Cortado's choice %d %.4f ms (%.1fM): %s",
@@ -512,21 +529,22 @@ static ct_status choose_all(const find_args &a, const ct_cudnn_conv_rival *rival
   CT_TRY((choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t,
                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(a, "forward", fwd_query, fwd_bytes, &out->fwd,
                                                    &out->fwd_math, &out->fwd_bytes, err)));
-  race(a, rival, 0, benchmarked, out->fwd, out->fwd_math, &out->fwd_bytes, &out->fwd_rival);
+  race(a, rival, 0, benchmarked, out->fwd, out->fwd_math, &out->fwd_bytes, &out->fwd_rival,
+       out);
   CT_TRY((choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t,
                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(a, "backward-data", bwd_data_query,
                                                         bwd_data_bytes, &out->bwd_data,
                                                         &out->bwd_data_math,
                                                         &out->bwd_data_bytes, err)));
   race(a, rival, 1, benchmarked, out->bwd_data, out->bwd_data_math, &out->bwd_data_bytes,
-       &out->bwd_data_rival);
+       &out->bwd_data_rival, out);
   CT_TRY((choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t,
                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(a, "backward-filter", bwd_filter_query,
                                                           bwd_filter_bytes, &out->bwd_filter,
                                                           &out->bwd_filter_math,
                                                           &out->bwd_filter_bytes, err)));
   race(a, rival, 2, benchmarked, out->bwd_filter, out->bwd_filter_math, &out->bwd_filter_bytes,
-       &out->bwd_filter_rival);
+       &out->bwd_filter_rival, out);
   return CT_OK;
 }
 

@@ -54,6 +54,18 @@ bool ct_cudnn_enabled(void);
 /* The workspace limit in bytes on device (see above); fixed at the first
  * call.  GPU builds only. */
 size_t ct_cudnn_workspace_limit(int device);
+/* Everything that decides a convolution's algorithms (plain ints: the
+ * table's export starts with them, in this order). */
+typedef struct ct_cudnn_conv_key {
+  int nspatial;           /* 2 or 3 (1-D convolutions are 2-D with a unit axis) */
+  int n, x_channels, y_channels, group;
+  int x_dims[3], y_dims[3];
+  int kernel[3], pad[3], stride[3], dilation[3];
+  int tf32;
+  int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
+  int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
+} ct_cudnn_conv_key;
+
 /* Entries in the process-wide table of convolution algorithms (for tests).
  * GPU builds only. */
 size_t ct_cudnn_conv_table_size(void);
@@ -121,17 +133,6 @@ cudnnStatus_t ct_cudnn_set_flat(cudnnTensorDescriptor_t desc, size_t count);
 
 /* ---------------------------------------------------------------- convolution algorithms */
 
-/* Everything that decides a convolution's algorithms. */
-typedef struct ct_cudnn_conv_key {
-  int nspatial;           /* 2 or 3 (1-D convolutions are 2-D with a unit axis) */
-  int n, x_channels, y_channels, group;
-  int x_dims[3], y_dims[3];
-  int kernel[3], pad[3], stride[3], dilation[3];
-  int tf32;
-  int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
-  int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
-} ct_cudnn_conv_key;
-
 /* The chosen algorithms, their math types and workspace sizes. */
 typedef struct ct_cudnn_conv_algos {
   cudnnConvolutionFwdAlgo_t fwd;
@@ -143,6 +144,11 @@ typedef struct ct_cudnn_conv_algos {
   /* Per direction, 0 when cuDNN's algorithm above runs it, else the rival
    * kernels' choice (>= 1) that beat it; the bytes are then the rival's. */
   int fwd_rival, bwd_data_rival, bwd_filter_rival;
+  /* Per direction (forward, backward data, backward filter), the race's
+   * milliseconds per call of cuDNN's algorithm and of the rival's best
+   * choice; 0 where no race ran (for benchmarks: the table's export and
+   * file leave them out, so an imported entry has 0). */
+  float race_cudnn_ms[3], race_rival_ms[3];
 } ct_cudnn_conv_algos;
 /* Kernels outside cuDNN raced against its algorithms per direction (the
  * layers' own implicit GEMM, conv_igemm.h).  time() runs direction dir

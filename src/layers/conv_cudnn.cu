@@ -165,9 +165,10 @@ static void drop_caffe_scratch(ct_layer *l, ct_conv *c) {
 
 /* The most multiply-adds of a forward pass for which Cortado's kernels race
  * cuDNN: small convolutions (cifar10_quick's and LeNet's are 0.02-0.66 G
- * multiply-adds), where cuDNN's kernels run at 12-31 TFLOP/s in FP32 on an
- * H200 and FP32 FMA kernels can compete; on large ones cuDNN's tuned
- * kernels win and the race would only lengthen the setup. */
+ * multiply-adds), where cuDNN's kernels run at 12-31 TFLOP/s on an H200
+ * (its FP32 kernels, even with TF32 allowed) and Cortado's FP32 FMA and
+ * TF32 tensor-core kernels can compete; on large ones cuDNN's tuned kernels
+ * win and the race would only lengthen the setup. */
 #define IGEMM_MAX_MACS ((double)(1u << 31))
 
 /* The implicit-GEMM geometry of a small 2-D Convolution with group 1 (false
@@ -209,7 +210,8 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   s->ig = NULL;
   ct_igemm_geom ig;
   const ct_igemm_mode_t mode = ct_igemm_mode();
-  if (mode != CT_IGEMM_OFF && igemm_geom_of(c, &g, &ig)) s->ig = ct_igemm_new(l->ctx, &ig);
+  if (mode != CT_IGEMM_OFF && igemm_geom_of(c, &g, &ig))
+    s->ig = ct_igemm_new(l->ctx, &ig, s->tf32);
   rival_user user = {l->ctx, s->ig};
   const ct_cudnn_conv_rival rival = {rival_time, &user, mode == CT_IGEMM_FORCE};
   ct_cudnn_conv_key key;
@@ -417,13 +419,27 @@ extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len
                                ? ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, a->bwd_filter_rival,
                                                       names[2], 32)
                                : ct_cudnn_bwd_filter_algo_name(a->bwd_filter);
-  /* a star: TF32 allowed (never for Cortado's kernels, which are strict FP32) */
-  const bool fwd_star = !a->fwd_rival && a->fwd_math != CUDNN_FMA_MATH;
-  const bool data_star = !a->bwd_data_rival && a->bwd_data_math != CUDNN_FMA_MATH;
-  const bool filter_star = !a->bwd_filter_rival && a->bwd_filter_math != CUDNN_FMA_MATH;
+  /* a star: TF32 allowed (for Cortado's kernels: a TF32 configuration) */
+  const bool fwd_star = a->fwd_rival ? ct_igemm_choice_tf32(CT_IGEMM_FWD, a->fwd_rival)
+                                     : a->fwd_math != CUDNN_FMA_MATH;
+  const bool data_star = a->bwd_data_rival
+                             ? ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, a->bwd_data_rival)
+                             : a->bwd_data_math != CUDNN_FMA_MATH;
+  const bool filter_star = a->bwd_filter_rival
+                               ? ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, a->bwd_filter_rival)
+                               : a->bwd_filter_math != CUDNN_FMA_MATH;
   snprintf(buf, len, "fwd %s%s %.1fM | bwd-data %s%s %.1fM | bwd-filter %s%s %.1fM%s", fwd,
            fwd_star ? "*" : "", a->fwd_bytes / 1048576.0, bwd_data, data_star ? "*" : "",
            a->bwd_data_bytes / 1048576.0, bwd_filter, filter_star ? "*" : "",
            a->bwd_filter_bytes / 1048576.0, a->benchmarked ? "" : " (heuristics)");
   return buf;
+}
+
+extern "C" bool ct_conv_cudnn_race_ms(const ct_layer *l, int dir, float *cudnn_ms,
+                                      float *own_ms) {
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  if (!s || dir < 0 || dir > 2 || s->algos.race_cudnn_ms[dir] <= 0.0f) return false;
+  *cudnn_ms = s->algos.race_cudnn_ms[dir];
+  *own_ms = s->algos.race_rival_ms[dir];
+  return true;
 }

@@ -16,6 +16,7 @@
 #ifndef CT_LAYERS_CONV_CUDNN_H
 #define CT_LAYERS_CONV_CUDNN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "layers/layer.h"
@@ -56,6 +57,14 @@ bool ct_conv_cudnn_defer_bias(ct_layer *l);
  * workspace in MiB; " (heuristics)" when not benchmarked), or "CAFFE engine"
  * when cuDNN does not run the layer.  Returns buf. */
 char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len);
+/* The race against Cortado's kernels (CORTADO_OWN_CONV=1 or force) for
+ * direction dir (0 forward, 1 backward data, 2 backward filter): the
+ * milliseconds per call of cuDNN's chosen algorithm in *cudnn_ms and of
+ * Cortado's fastest configuration in *own_ms.  False, nothing written,
+ * when that direction ran no race (the mode is off, the kernels cannot run
+ * it, cuDNN does not run the layer, or the choice came from the algorithm
+ * table's file).  For benchmarks. */
+bool ct_conv_cudnn_race_ms(const ct_layer *l, int dir, float *cudnn_ms, float *own_ms);
 
 #ifdef __cplusplus
 }

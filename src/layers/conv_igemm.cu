@@ -1,4 +1,6 @@
-/* Implicit-GEMM convolution kernels in strict FP32: see conv_igemm.h. */
+/* Implicit-GEMM convolution kernels in strict FP32, and the plans, choices
+ * and timing of both kernel families (the TF32 ones are in
+ * conv_igemm_tf32.cu): see conv_igemm.h. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,33 +9,13 @@
 
 #include "gpu/gpu.h"
 #include "layers/conv_igemm.h"
+#include "layers/conv_igemm_impl.cuh"
 extern "C" {
 #include "core/log.h"
 #include "core/mem.h"
 }
 
 /* ---------------------------------------------------------------- the gather */
-
-/* The implicit im2col view of a batch of source images (X forward, dY for
- * backward data): column n = (image, oy, ox) of the GEMM reads, for table
- * entry k = {a_off, src_off, dy, dx}, src[pos(n) + src_off] where
- * pos(n) = image * img_stride + y0 * SW + x0, y0 = oy * sy + y_off and
- * x0 = ox * sx + x_off, or 0 unless 0 <= y0 + dy < SH and 0 <= x0 + dx < SW. */
-typedef struct ig_gather {
-  const float *src;
-  int img_stride, SH, SW;
-  int P, OW, OH;  /* positions per image, their row width and rows (n's decomposition) */
-  int sy, sx, y_off, x_off;
-} ig_gather;
-
-/* pos, y0 and x0 of column n (which must be in range). */
-__device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, int *y0, int *x0) {
-  const int img = n / g.P, pix = n - img * g.P;
-  const int oy = pix / g.OW, ox = pix - oy * g.OW;
-  *y0 = oy * g.sy + g.y_off;
-  *x0 = ox * g.sx + g.x_off;
-  *pos = img * g.img_stride + *y0 * g.SW + *x0;
-}
 
 __device__ __forceinline__ float ig_read(const ig_gather &g, int pos, int y0, int x0, int4 e) {
   const int yy = y0 + e.z, xx = x0 + e.w;
@@ -314,60 +296,100 @@ extern "C" void ct_igemm_set_mode(ct_igemm_mode_t mode) { g_mode = (int)mode; }
 
 struct ct_igemm {
   int device;
+  bool tf32;        /* the TF32 configurations may run (and be timed) */
   int sms;          /* the device's multiprocessors (backward filter's split) */
   ct_igemm_geom g;
   int4 *fwd_table;  /* c * kh * kw entries */
   int4 *bwd_table;  /* m * kh * kw entries; NULL unless stride 1 */
 };
 
-/* The tile configurations of each direction, one list each: BM x BN and S
- * groups for forward and backward data; BM x BN for backward filter, which
- * splits its sums among blocks instead.  Each list gives the table below
- * (names, splits) and the launchers (kernel templates). */
+/* The strict FP32 tile configurations of each direction, one list each:
+ * BM x BN and S groups for forward and backward data; BM x BN for backward
+ * filter, which splits its sums among blocks instead.  Each list gives the
+ * table below (names, splits) and the launchers (kernel templates).  The
+ * TF32 configurations (conv_igemm_impl.cuh) follow them in the choices. */
 #define IG_GEMM_CONFIGS(X) \
   X(32, 64, 1) X(32, 128, 1) X(64, 64, 1) X(64, 128, 1) X(32, 64, 4) X(32, 128, 2) X(64, 64, 2) \
   X(64, 128, 2)
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
-#define IG_ROW3(BM, BN, S) {BM, BN, S},
-#define IG_ROW2(BM, BN) {BM, BN},
-static const int k_gemm_configs[][3] = {IG_GEMM_CONFIGS(IG_ROW3)};
-static const int k_wgrad_configs[][2] = {IG_WGRAD_CONFIGS(IG_ROW2)};
-#undef IG_ROW3
-#undef IG_ROW2
-static_assert(sizeof k_gemm_configs / sizeof k_gemm_configs[0] == CT_IGEMM_GEMM_CONFIGS,
+/* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
+ * reduction, TF32}. */
+typedef struct tile {
+  int bm, bn, s, wn, step;
+  bool tf32;
+} tile;
+
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false},
+#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true},
+static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)};
+static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
+                                         IG_TF32_WGRAD_CONFIGS(IG_TF32)};
+#undef IG_FP32_GEMM
+#undef IG_FP32_WGRAD
+#undef IG_TF32
+#define IG_COUNT(...) +1
+static_assert(0 IG_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_FP32_CONFIGS,
+              "CT_IGEMM_GEMM_FP32_CONFIGS");
+static_assert(0 IG_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_FP32_CONFIGS,
+              "CT_IGEMM_WGRAD_FP32_CONFIGS");
+#undef IG_COUNT
+static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
               "CT_IGEMM_GEMM_CONFIGS");
-static_assert(sizeof k_wgrad_configs / sizeof k_wgrad_configs[0] == CT_IGEMM_WGRAD_CONFIGS,
+static_assert(sizeof k_wgrad_tiles / sizeof k_wgrad_tiles[0] == CT_IGEMM_WGRAD_CONFIGS,
               "CT_IGEMM_WGRAD_CONFIGS");
 
 static int configs_of(ct_igemm_dir dir) {
   return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
 }
 
+static int fp32_configs_of(ct_igemm_dir dir) {
+  return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_FP32_CONFIGS : CT_IGEMM_GEMM_FP32_CONFIGS;
+}
+
+static const tile *tile_of(ct_igemm_dir dir, int choice) {
+  CT_ASSERTF(choice >= 1 && choice <= configs_of(dir),
+             "implicit GEMM configuration %d of direction %d", choice, (int)dir);
+  return dir == CT_IGEMM_BWD_FILTER ? &k_wgrad_tiles[choice - 1] : &k_gemm_tiles[choice - 1];
+}
+
+extern "C" bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice) {
+  return choice > fp32_configs_of(dir) && choice <= configs_of(dir);
+}
+
 extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len) {
-  if (choice < 1 || choice > configs_of(dir))
+  if (choice < 1 || choice > configs_of(dir)) {
     snprintf(buf, len, "?");
-  else if (dir == CT_IGEMM_BWD_FILTER)
-    snprintf(buf, len, "IGEMM_%dx%d", k_wgrad_configs[choice - 1][0],
-             k_wgrad_configs[choice - 1][1]);
+    return buf;
+  }
+  const tile *t = tile_of(dir, choice);
+  if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
+    snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
+  else if (!t->tf32)
+    snprintf(buf, len, "IGEMM_%dx%dx%d", t->bm, t->bn, t->s);
+  else if (t->wn == 32)
+    snprintf(buf, len, "IGEMM_TF32_%dx%dx%d", t->bm, t->bn, t->s);
   else
-    snprintf(buf, len, "IGEMM_%dx%dx%d", k_gemm_configs[choice - 1][0],
-             k_gemm_configs[choice - 1][1], k_gemm_configs[choice - 1][2]);
+    snprintf(buf, len, "IGEMM_TF32_%dx%dx%dw%d", t->bm, t->bn, t->s, t->wn);
   return buf;
 }
 
-static bool fits_int(size_t v) { return v <= (size_t)INT_MAX; }
+/* Every tensor, and the padded image, at most 2^30 values: positions and
+ * offsets stay within int with room (and IG_FAR beyond them). */
+static bool fits_half_int(size_t v) { return v <= (size_t)INT_MAX / 2; }
 
 extern "C" const char *ct_igemm_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir) {
   if (g->n < 1 || g->c < 1 || g->m < 1 || g->h < 1 || g->w < 1 || g->oh < 1 || g->ow < 1 ||
       g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 ||
       g->pw < 0)
     return "an empty or invalid geometry";
-  if (!fits_int((size_t)g->n * g->c * g->h * g->w) ||
-      !fits_int((size_t)g->n * g->m * g->oh * g->ow) ||
-      !fits_int((size_t)g->m * g->c * g->kh * g->kw) ||
-      !fits_int(((size_t)g->h + g->kh * (size_t)g->dh) * ((size_t)g->w + g->kw * (size_t)g->dw)))
-    return "more than 2^31 values";
+  if (!fits_half_int((size_t)g->n * g->c * g->h * g->w) ||
+      !fits_half_int((size_t)g->n * g->m * g->oh * g->ow) ||
+      !fits_half_int((size_t)g->m * g->c * g->kh * g->kw) ||
+      !fits_half_int(((size_t)g->h + 2 * (size_t)g->ph + g->kh * (size_t)g->dh) *
+                     ((size_t)g->w + 2 * (size_t)g->pw + g->kw * (size_t)g->dw)))
+    return "more than 2^30 values";
   if (dir == CT_IGEMM_BWD_DATA && (g->sh != 1 || g->sw != 1))
     return "backward data needs stride 1";
   return NULL;
@@ -399,25 +421,42 @@ static void fill_bwd_table(const ct_igemm_geom *g, int4 *t) {
       }
 }
 
-static int4 *upload_table(ct_context *ctx, int entries, void (*fill)(const ct_igemm_geom *, int4 *),
+/* A table of K entries on ctx's device, padded to a multiple of
+ * IG_TABLE_STEP with entries that no gather reads through (IG_FAR). */
+static int4 *upload_table(ct_context *ctx, int K, void (*fill)(const ct_igemm_geom *, int4 *),
                           const ct_igemm_geom *g) {
-  int4 *host = (int4 *)ct_xcalloc((size_t)entries, sizeof(int4));
+  const size_t entries = ((size_t)K + IG_TABLE_STEP - 1) / IG_TABLE_STEP * IG_TABLE_STEP;
+  int4 *host = (int4 *)ct_xcalloc(entries, sizeof(int4));
   fill(g, host);
-  int4 *dev = (int4 *)ct_mem_alloc(ctx->device, (size_t)entries * sizeof(int4));
-  CT_CUDA_CHECK(cudaMemcpy(dev, host, (size_t)entries * sizeof(int4), cudaMemcpyHostToDevice));
+  for (size_t k = 0; k < entries; k++) {
+    if (k >= (size_t)K) host[k] = make_int4(0, 0, IG_FAR, IG_FAR);
+    /* the real entries' row and column offsets stay far from IG_FAR */
+    CT_ASSERT(k >= (size_t)K || (host[k].z > IG_FAR / 2 && host[k].w > IG_FAR / 2 &&
+                                 host[k].z < -(IG_FAR / 2) && host[k].w < -(IG_FAR / 2)));
+  }
+  int4 *dev = (int4 *)ct_mem_alloc(ctx->device, entries * sizeof(int4));
+  CT_CUDA_CHECK(cudaMemcpy(dev, host, entries * sizeof(int4), cudaMemcpyHostToDevice));
   free(host);
   return dev;
 }
 
-extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g) {
+extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g, bool tf32) {
   CT_ASSERT(!ct_igemm_unsupported(g, CT_IGEMM_FWD));
   ct_igemm *p = (ct_igemm *)ct_xcalloc(1, sizeof *p);
   p->device = ctx->device;
+  p->tf32 = tf32;
   CT_CUDA_CHECK(cudaDeviceGetAttribute(&p->sms, cudaDevAttrMultiProcessorCount, ctx->device));
   p->g = *g;
   p->fwd_table = upload_table(ctx, g->c * g->kh * g->kw, fill_fwd_table, g);
   if (!ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA))
     p->bwd_table = upload_table(ctx, g->m * g->kh * g->kw, fill_bwd_table, g);
+  if (tf32) {
+    int cur;
+    CT_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(ctx->device));
+    ig_tf32_allow_smem();
+    if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(cur));
+  }
   return p;
 }
 
@@ -447,21 +486,28 @@ static void launch_gemm(cudaStream_t st, const float *A, int a_stride, const int
 typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
                               const ig_gather &, int, int, float *, const float *, bool);
 
-static void gemm(int choice, cudaStream_t st, const float *A, int a_stride, const int4 *table,
-                 int K, const ig_gather &g, int N, int M, float *out, const float *bias,
-                 bool relu) {
+/* Runs `choice` of forward or backward data: an FP32 launcher, or the TF32
+ * one (which p's math must allow). */
+static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A, int a_stride,
+                 const int4 *table, int K, const ig_gather &g, int N, int M, float *out,
+                 const float *bias, bool relu) {
 #define IG_LAUNCHER(BM, BN, S) launch_gemm<BM, BN, S>,
   static const gemm_launcher launchers[] = {IG_GEMM_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
-  CT_ASSERTF(choice >= 1 && choice <= CT_IGEMM_GEMM_CONFIGS, "implicit GEMM configuration %d",
+  const tile *t = tile_of(CT_IGEMM_FWD, choice);
+  CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
              choice);
-  launchers[choice - 1](st, A, a_stride, table, K, g, N, M, out, bias, relu);
+  if (t->tf32)
+    ig_tf32_gemm(choice - 1 - CT_IGEMM_GEMM_FP32_CONFIGS, st, A, a_stride, table, K, g, N, M, out,
+                 bias, relu);
+  else
+    launchers[choice - 1](st, A, a_stride, table, K, g, N, M, out, bias, relu);
 }
 
 extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
                                  const float *w, const float *bias, bool relu, float *y) {
   const ct_igemm_geom *g = &p->g;
-  gemm(choice, (cudaStream_t)ctx->stream, w, g->c * g->kh * g->kw, p->fwd_table,
+  gemm(p, choice, (cudaStream_t)ctx->stream, w, g->c * g->kh * g->kw, p->fwd_table,
        g->c * g->kh * g->kw, fwd_gather(g, x), g->n * g->oh * g->ow, g->m, y, bias, relu);
 }
 
@@ -471,14 +517,16 @@ extern "C" void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int c
   CT_ASSERT(p->bwd_table);
   const ig_gather v = {dy, g->m * g->oh * g->ow, g->oh, g->ow, g->h * g->w, g->w, g->h, 1, 1,
                        g->ph, g->pw};
-  gemm(choice, (cudaStream_t)ctx->stream, w, g->kh * g->kw, p->bwd_table, g->m * g->kh * g->kw,
+  gemm(p, choice, (cudaStream_t)ctx->stream, w, g->kh * g->kw, p->bwd_table, g->m * g->kh * g->kw,
        v, g->n * g->h * g->w, g->c, dx, NULL, false);
 }
 
 /* Backward filter's split of the N = n * oh * ow columns: about four
- * blocks per multiprocessor, slices of at least 256 columns. */
+ * blocks per multiprocessor, slices of at least 256 columns, each a
+ * multiple of the configuration's reduction step. */
 static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits, int *chunk) {
-  const int BM = k_wgrad_configs[choice - 1][0], BN = k_wgrad_configs[choice - 1][1];
+  const tile *t = tile_of(CT_IGEMM_BWD_FILTER, choice);
+  const int BM = t->bm, BN = t->bn;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
   const long tiles = (long)((K + BN - 1) / BN) * ((g->m + BM - 1) / BM);
   long s = (4L * (sms > 0 ? sms : 1) + tiles - 1) / tiles;
@@ -486,7 +534,7 @@ static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits
   if (s > most) s = most;
   if (s < 1) s = 1;
   long c = (N + s - 1) / s;
-  c = (c + IG_BR - 1) / IG_BR * IG_BR;
+  c = (c + t->step - 1) / t->step * t->step;
   *chunk = (int)c;
   *splits = (int)((N + c - 1) / c);
 }
@@ -518,7 +566,8 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   const ct_igemm_geom *g = &p->g;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
-  CT_ASSERTF(choice >= 1 && choice <= CT_IGEMM_WGRAD_CONFIGS, "implicit GEMM configuration %d",
+  const tile *t = tile_of(CT_IGEMM_BWD_FILTER, choice);
+  CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
              choice);
   CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice),
              "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
@@ -530,7 +579,11 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
 #define IG_LAUNCHER(BM, BN) launch_wgrad<BM, BN>,
   static const wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
-  launchers[choice - 1](st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct);
+  if (t->tf32)
+    ig_tf32_wgrad(choice - 1 - CT_IGEMM_WGRAD_FP32_CONFIGS, st, dy, g->m, p->fwd_table, K, v, N,
+                  chunk, splits, out, direct);
+  else
+    launchers[choice - 1](st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct);
   if (!direct) {
     const int MK = g->m * K;
     ig_wgrad_sum_kernel<<<ct_cuda_blocks((size_t)MK), CT_CUDA_THREADS, 0, st>>>(MK, splits, ws, dw);
@@ -549,20 +602,32 @@ static void run_dir(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int ch
   }
 }
 
+extern "C" void ct_igemm_time_each(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir,
+                                   float *x, float *w, float *y, float *ws, size_t ws_bytes,
+                                   float *ms) {
+  const bool can = !ct_igemm_unsupported(&p->g, dir);
+  for (int c = 1; c <= configs_of(dir); c++) {
+    ms[c - 1] = -1.0f;
+    if (!can || (ct_igemm_choice_tf32(dir, c) && !p->tf32) ||
+        ct_igemm_workspace(p, dir, c) > ws_bytes)
+      continue;
+    ms[c - 1] = ct_gpu_time_calls((cudaStream_t)ctx->stream, 5,
+                                  [&] { run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); });
+  }
+}
+
 extern "C" bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x,
                               float *w, float *y, float *ws, size_t ws_bytes, int *choice,
                               float *ms) {
-  if (ct_igemm_unsupported(&p->g, dir)) return false;
+  float each[CT_IGEMM_GEMM_CONFIGS > CT_IGEMM_WGRAD_CONFIGS ? CT_IGEMM_GEMM_CONFIGS
+                                                            : CT_IGEMM_WGRAD_CONFIGS];
+  ct_igemm_time_each(ctx, p, dir, x, w, y, ws, ws_bytes, each);
   bool found = false;
   for (int c = 1; c <= configs_of(dir); c++) {
-    if (ct_igemm_workspace(p, dir, c) > ws_bytes) continue;
-    const float t = ct_gpu_time_calls((cudaStream_t)ctx->stream, 5,
-                                      [&] { run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); });
-    if (!found || t < *ms) {
-      *ms = t;
-      *choice = c;
-      found = true;
-    }
+    if (each[c - 1] < 0.0f || (found && each[c - 1] >= *ms)) continue;
+    *ms = each[c - 1];
+    *choice = c;
+    found = true;
   }
   return found;
 }

@@ -1,9 +1,11 @@
-/* Cortado's own convolution kernels (conv_igemm.cu): implicit GEMM in
- * strict FP32 for 2-D NCHW convolutions with group 1, the candidates that
- * the algorithm search (ct_cudnn_conv_find) races against cuDNN per
- * direction.  They exist for the small convolutions where cuDNN is slow:
- * cifar10_quick's 5x5 layers at 3 to 64 channels, where cuDNN's best
- * choices (IMPLICIT_GEMM, ALGO_0, FFT_TILING) run at 5-15 TFLOP/s.
+/* Cortado's own convolution kernels: implicit GEMM for 2-D NCHW
+ * convolutions with group 1, in strict FP32 (conv_igemm.cu) and on TF32
+ * tensor cores (conv_igemm_tf32.cu), the candidates that the algorithm
+ * search (ct_cudnn_conv_find) races against cuDNN per direction.  They
+ * exist for the small convolutions where cuDNN is slow: cifar10_quick's
+ * 5x5 layers at 3 to 64 channels, where cuDNN's best choices
+ * (IMPLICIT_GEMM, ALGO_0, FFT_TILING) run at 5-15 TFLOP/s, and are its
+ * FP32 kernels even where TF32 is allowed.
  *
  * The three directions as GEMMs, with n = (image, output position) and
  * k = (input channel, ky, kx):
@@ -17,7 +19,10 @@
  * fixed order: deterministic, like every kernel here.
  *
  * Tile shapes: a few configurations per direction, chosen by timing them
- * (ct_igemm_time) beside cuDNN's algorithms. */
+ * (ct_igemm_time) beside cuDNN's algorithms.  The TF32 configurations
+ * round both operands to TF32 (10-bit mantissas, as cuDNN's tensor-op
+ * math) and sum in FP32; they run only for plans made with TF32 allowed
+ * (the context's --math=tf32), never for a strict FP32 one. */
 #ifndef CT_LAYERS_CONV_IGEMM_H
 #define CT_LAYERS_CONV_IGEMM_H
 
@@ -34,14 +39,23 @@ extern "C" {
 typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 } ct_igemm_dir;
 
 /* Tile configurations of forward and backward data, and of backward
- * filter; a choice is 1 + the configuration's index (0: cuDNN). */
-#define CT_IGEMM_GEMM_CONFIGS 8
-#define CT_IGEMM_WGRAD_CONFIGS 4
+ * filter: the strict FP32 ones first, then the TF32 ones.  A choice is 1 +
+ * the configuration's index (0: cuDNN). */
+#define CT_IGEMM_GEMM_FP32_CONFIGS 8
+#define CT_IGEMM_GEMM_CONFIGS (CT_IGEMM_GEMM_FP32_CONFIGS + 10)
+#define CT_IGEMM_WGRAD_FP32_CONFIGS 4
+#define CT_IGEMM_WGRAD_CONFIGS (CT_IGEMM_WGRAD_FP32_CONFIGS + 6)
 
 /* A choice's name for logs and tables, in buf: "IGEMM_32x64x4" (tile rows,
  * columns, thread groups) for forward and backward data, "IGEMM_32x64"
- * for backward filter, "?" out of range.  Returns buf. */
+ * for backward filter, "IGEMM_TF32_32x64x1" (rows, columns, warp groups;
+ * "w64" after it for warps 64 columns wide instead of 32) for the TF32 ones
+ * of any direction, "?" out of range.  Every name of a direction is its
+ * own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
+/* Whether choice (1-based) of direction dir is a TF32 configuration (false
+ * for 0 and out of range). */
+bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice);
 
 /* Whether the algorithm search races these kernels against cuDNN:
  * CT_IGEMM_OFF (the default) leaves cuDNN alone; CT_IGEMM_RACE times both
@@ -67,13 +81,16 @@ typedef struct ct_igemm_geom {
 /* A plan: the geometry and its device offset tables. */
 typedef struct ct_igemm ct_igemm;
 
-/* Why the kernels cannot run direction dir of g, or NULL: every tensor and
- * GEMM dimension must fit int32, and backward data needs stride 1. */
+/* Why the kernels cannot run direction dir of g, or NULL: every tensor,
+ * the filter and the padded image must hold at most 2^30 values, and
+ * backward data needs stride 1. */
 const char *ct_igemm_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
 
 /* A plan for g on ctx's device (small device tables, allocated here).  g
- * must be supported in the forward direction. */
-ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g);
+ * must be supported in the forward direction.  tf32 allows the TF32
+ * configurations (pass ctx->tf32 as the layer read it at reshape): a
+ * strict plan never times or runs them. */
+ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g, bool tf32);
 void ct_igemm_free(ct_igemm *p);
 
 /* Workspace bytes of direction dir with configuration `choice` (1-based):
@@ -82,7 +99,10 @@ void ct_igemm_free(ct_igemm *p);
 size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice);
 
 /* y = conv(x, w) (+ bias when bias is not NULL, then max(., 0) when relu),
- * overwriting y.  Asynchronous on ctx's stream. */
+ * overwriting y.  Asynchronous on ctx's stream.  Here and below, choice
+ * must be a configuration of the direction (1-based) that the plan's math
+ * allows (a TF32 one only for a TF32 plan): anything else is a bug
+ * (CT_ASSERT). */
 void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
                       const float *w, const float *bias, bool relu, float *y);
 /* dx = conv^T(dy, w), overwriting dx (stride 1 only). */
@@ -95,12 +115,18 @@ void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, co
 
 /* Times direction dir on the given device buffers (x and y of the
  * geometry's sizes, w the filter's, ws of ws_bytes; their contents are
- * overwritten), every configuration whose workspace fits: writes the
- * fastest one's choice (1-based) and its milliseconds per call.  False
- * (nothing written) when dir is unsupported or no configuration fits.
- * Synchronises ctx's stream. */
+ * overwritten), every configuration that the plan's math allows and whose
+ * workspace fits: writes the fastest one's choice (1-based) and its
+ * milliseconds per call.  False (nothing written) when dir is unsupported
+ * or no configuration fits.  Synchronises ctx's stream. */
 bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
                    float *y, float *ws, size_t ws_bytes, int *choice, float *ms);
+/* The same, writing each configuration's milliseconds per call to
+ * ms[choice - 1] (CT_IGEMM_GEMM_CONFIGS or CT_IGEMM_WGRAD_CONFIGS values),
+ * -1 for those not timed (a TF32 one on a strict plan, too much workspace,
+ * or dir unsupported).  For benchmarks. */
+void ct_igemm_time_each(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
+                        float *y, float *ws, size_t ws_bytes, float *ms);
 
 #ifdef __cplusplus
 }
