@@ -58,16 +58,24 @@ const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t
 bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice);
 
 /* Whether the algorithm search races these kernels against cuDNN:
- * CT_IGEMM_OFF (the default) leaves cuDNN alone; CT_IGEMM_RACE times both
- * per direction and keeps the faster; CT_IGEMM_FORCE runs these kernels
- * wherever they can (tests).  The race is not the default because a
- * direction timed alone did not predict the whole iteration: on an H200
- * LeNet's conv2 forward and filter gradient won their races (0.032 against
- * 0.035 ms, 0.029 against 0.040) and the iteration went from 0.220 to
- * 0.240 ms.  CORTADO_OWN_CONV=0|1|force in the environment sets the mode;
+ * CT_IGEMM_OFF leaves cuDNN alone; CT_IGEMM_RACE times both per direction
+ * and keeps the faster; CT_IGEMM_FORCE runs these kernels wherever they can
+ * (tests); CT_IGEMM_AUTO (the default) races where the layer allows TF32
+ * and leaves strict-FP32 layers to cuDNN.  The TF32 kernels win by wide
+ * margins (cifar10_quick on an H100: 0.478 -> 0.385 ms per iteration);
+ * the FP32 ones win narrowly where they win at all, and a direction timed
+ * alone did not predict the whole iteration: on an H200 LeNet's conv2
+ * forward and filter gradient won their races (0.032 against 0.035 ms,
+ * 0.029 against 0.040) and the iteration went from 0.220 to 0.240 ms.
+ * CORTADO_OWN_CONV=0|1|force|auto in the environment sets the mode;
  * ct_igemm_set_mode overrides it for layers reshaped afterwards (not
  * thread-safe: set it before building layers). */
-typedef enum { CT_IGEMM_OFF = 0, CT_IGEMM_RACE = 1, CT_IGEMM_FORCE = 2 } ct_igemm_mode_t;
+typedef enum {
+  CT_IGEMM_OFF = 0,
+  CT_IGEMM_RACE = 1,
+  CT_IGEMM_FORCE = 2,
+  CT_IGEMM_AUTO = 3
+} ct_igemm_mode_t;
 ct_igemm_mode_t ct_igemm_mode(void);
 void ct_igemm_set_mode(ct_igemm_mode_t mode);
 
