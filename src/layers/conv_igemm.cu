@@ -261,13 +261,27 @@ __global__ void __launch_bounds__(BM * BN / 32)
   }
 }
 
-/* dw[i] += partial[0][i] + partial[1][i] + ... in that order. */
-__global__ static void ig_wgrad_sum_kernel(int MK, int splits, const float *__restrict__ partial,
-                                           float *__restrict__ dw) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < MK; i += gridDim.x * blockDim.x) {
-    float s = dw[i];
-    for (int z = 0; z < splits; z++) s += partial[(size_t)z * MK + i];
-    dw[i] = s;
+/* dw[i] += the sum of partial[z][i] over the splits z, in a fixed order: a
+ * block takes 32 values of i, and its warp l sums the splits z = l, l +
+ * IG_SUM_LANES, ... in that order (the reads of a warp: 32 neighbours);
+ * the lanes' sums then add to dw[i] in lane order.  Blocks of 32 *
+ * IG_SUM_LANES threads. */
+#define IG_SUM_LANES 8
+__global__ static void __launch_bounds__(32 * IG_SUM_LANES)
+    ig_wgrad_sum_kernel(int MK, int splits, const float *__restrict__ partial,
+                        float *__restrict__ dw) {
+  __shared__ float lane_sum[IG_SUM_LANES][32];
+  const int il = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const int i = blockIdx.x * 32 + il;
+  float s = 0.0f;
+  if (i < MK)
+    for (int z = lane; z < splits; z += IG_SUM_LANES) s += partial[(size_t)z * MK + i];
+  lane_sum[lane][il] = s;
+  __syncthreads();
+  if (lane == 0 && i < MK) {
+    float t = dw[i];
+    for (int l = 0; l < IG_SUM_LANES; l++) t += lane_sum[l][il];
+    dw[i] = t;
   }
 }
 
@@ -587,7 +601,8 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
     launchers[choice - 1](st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct);
   if (!direct) {
     const int MK = g->m * K;
-    ig_wgrad_sum_kernel<<<ct_cuda_blocks((size_t)MK), CT_CUDA_THREADS, 0, st>>>(MK, splits, ws, dw);
+    ig_wgrad_sum_kernel<<<(unsigned)((MK + 31) / 32), 32 * IG_SUM_LANES, 0, st>>>(MK, splits, ws,
+                                                                                dw);
     CT_CUDA_LAUNCH_CHECK();
   }
 }
