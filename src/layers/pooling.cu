@@ -272,6 +272,76 @@ __global__ static void pool_bwd_small(I n, ct_pool_geom g, pool_divs d, const fl
   }
 }
 
+/* pool_bwd_small's sums with one thread per S x S cell of the input
+ * (stride S on both axes): the at most C x C outputs that cover any value
+ * of the cell are loaded once for all of them (cifar10_quick's 3x3/2 MAX
+ * backward: 4 outputs for 4 inputs instead of 4 for each).  Every input
+ * adds its covering outputs in pool_bwd_small's order, so the bits are the
+ * same.  cw and ch divide by the cells per row and per plane's column. */
+template <typename I, int S, int C>
+__global__ static void pool_bwd_cell(I n, ct_pool_geom g, pool_divs d, fast_div cw, fast_div ch,
+                                     const float *x, const float *y, const float *dy,
+                                     const float *idx, float *dx) {
+  const bool by_index = g.method != POOL_AVE;
+  const I CW = (I)cw.d, CH = (I)ch.d;
+  POOL_LOOP(I, i, n) {
+    const I q = div_of(i, cw), nc = div_of(q, ch);
+    const int h_first = (int)(q - nc * CH) * S, w_first = (int)(i - q * CW) * S;
+    const int h_last = min(h_first + S - 1, g.H - 1), w_last = min(w_first + S - 1, g.W - 1);
+    const size_t out0 = (size_t)nc * g.PH * g.PW, in0 = (size_t)nc * g.H * g.W;
+    int ph0, ph1, pw0, pw1, unused;
+    covering<I>(h_first, g.ph, g.kh, d.sh, g.PH, &ph0, &unused);
+    covering<I>(h_last, g.ph, g.kh, d.sh, g.PH, &unused, &ph1);
+    covering<I>(w_first, g.pw, g.kw, d.sw, g.PW, &pw0, &unused);
+    covering<I>(w_last, g.pw, g.kw, d.sw, g.PW, &unused, &pw1);
+    float dv[C][C], yv[C][C];
+    int iv[C][C];
+#pragma unroll
+    for (int a = 0; a < C; a++)
+#pragma unroll
+      for (int b = 0; b < C; b++) {
+        const bool in = ph0 + a < ph1 && pw0 + b < pw1;
+        const size_t o = out0 + (size_t)(ph0 + a) * g.PW + pw0 + b;
+        dv[a][b] = in ? __ldg(dy + o) : 0.0f;
+        iv[a][b] = in && by_index ? (int)__ldg(idx + o) : -1;
+        yv[a][b] = in && g.relu_top ? __ldg(y + o) : 1.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < S; u++) {
+      const int h = h_first + u;
+      if (h > h_last) break;
+      int hp0, hp1;
+      covering<I>(h, g.ph, g.kh, d.sh, g.PH, &hp0, &hp1);
+#pragma unroll
+      for (int v = 0; v < S; v++) {
+        const int w = w_first + v;
+        if (w > w_last) break;
+        int wp0, wp1;
+        covering<I>(w, g.pw, g.kw, d.sw, g.PW, &wp0, &wp1);
+        const int self = h * g.W + w;
+        float grad = 0.0f;
+#pragma unroll
+        for (int a = 0; a < C; a++)
+#pragma unroll
+          for (int b = 0; b < C; b++) {
+            const int ph = ph0 + a, pw = pw0 + b;
+            if (ph < hp0 || ph >= hp1 || pw < wp0 || pw >= wp1 || !(yv[a][b] > 0.0f)) continue;
+            if (by_index) {
+              if (iv[a][b] == self) grad += dv[a][b];
+            } else {
+              const int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
+              const int size =
+                  (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+              if (size > 0) grad += dv[a][b] / size;
+            }
+          }
+        if (g.relu_bottom && !(__ldg(x + in0 + self) > 0.0f)) grad = 0.0f;
+        dx[in0 + self] = grad;
+      }
+    }
+  }
+}
+
 /* Whether n values and every tensor of g fit the 32-bit kernels. */
 static bool fits_32(const ct_pool_geom *g) {
   const size_t in = (size_t)g->N * g->C * g->H * g->W, out = (size_t)g->N * g->C * g->PH * g->PW;
@@ -310,7 +380,21 @@ extern "C" void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, boo
   const int cover = max((g->kh + g->sh - 1) / g->sh, (g->kw + g->sw - 1) / g->sw);
   const bool small = fits_32(g) && (g->method == POOL_MAX || g->method == POOL_AVE ||
                                     (g->method == POOL_STO && train));
-  if (small && cover <= 1)
+  const int S = g->sh == g->sw ? g->sh : 0;
+  /* The outputs covering a cell's inputs along an axis are the multiples of S in
+   * a half-open interval k + S - 1 long: at most ceil((k + S - 1) / S) of them,
+   * 2 for cifar10_quick's and AlexNet's 3x3/2. */
+  const int cell_cover = S ? (max(g->kh, g->kw) + 2 * S - 2) / S : 0;
+  if (small && (S == 2 || S == 3) && cell_cover <= 2) {
+    const unsigned CH = (unsigned)((g->H + S - 1) / S), CW = (unsigned)((g->W + S - 1) / S);
+    const size_t cells = (size_t)g->N * g->C * CH * CW;
+    if (S == 2)
+      pool_bwd_cell<unsigned, 2, 2><<<ct_cuda_blocks(cells), CT_CUDA_THREADS, 0, st>>>(
+          (unsigned)cells, *g, d, fast_div_of(CW), fast_div_of(CH), x, y, dy, idx, dx);
+    else
+      pool_bwd_cell<unsigned, 3, 2><<<ct_cuda_blocks(cells), CT_CUDA_THREADS, 0, st>>>(
+          (unsigned)cells, *g, d, fast_div_of(CW), fast_div_of(CH), x, y, dy, idx, dx);
+  } else if (small && cover <= 1)
     pool_bwd_small<unsigned, 1>
         <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
   else if (small && cover <= 2)
