@@ -385,6 +385,13 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
    * (shared weights, or a layer run alone) the compute stream waits for them
    * at once: the stream is still where the weight gradient's workspace is. */
   ct_context *pctx = (wgrad || bgrad) && s->wgrad_side ? ct_context_grad_begin(l->ctx) : l->ctx;
+  /* With no bottom gradient (a net's first convolution) the compute stream
+   * has nothing else to do: the bias gradient runs there, beside the weight
+   * gradient, and the gradient stream then waits for it, so that the
+   * layer's parameters are final where the net expects them. */
+  bool down = false;
+  for (int i = 0; i < l->nbottom; i++) down = down || propagate_down[i];
+  const bool bias_beside = bgrad && wgrad && pctx != l->ctx && !down;
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
     if (c->reverse) x_to_y(l, s, w, top[i]->diff, bottom[i]->diff); /* dbottom = conv(dtop) */
@@ -394,13 +401,14 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
     const float *dtop = top[i]->diff;
     /* Our own reduction, not cudnnConvolutionBackwardBias, which took a
      * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
-    if (bgrad)
-      ct_bias_grad_gpu(pctx, dtop, c->num, c->num_output, s->top_spatial, s->bias_scratch,
-                       l->params[1]->diff);
     /* Deconvolution: top X = conv^T(bottom Y), so dW from (X = dtop, dY = bottom). */
     if (wgrad && c->reverse) weight_grad(pctx, s, dtop, bottom[i]->data, l->params[0]->diff);
     else if (wgrad) weight_grad(pctx, s, bottom[i]->data, dtop, l->params[0]->diff);
+    if (bgrad)
+      ct_bias_grad_gpu(bias_beside ? l->ctx : pctx, dtop, c->num, c->num_output, s->top_spatial,
+                       s->bias_scratch, l->params[1]->diff);
   }
+  if (bias_beside) ct_context_grad_begin(l->ctx);
   if (pctx != l->ctx && !l->grad_side) ct_context_grad_join(l->ctx);
 }
 
