@@ -1,7 +1,8 @@
 /* What the implicit-GEMM kernel files share (conv_igemm.cu, strict FP32,
  * and conv_igemm_tf32.cu, TF32 tensor cores): the gather of the GEMM's
- * columns, the offset tables' padding, and the TF32 side's configurations
- * and launchers.  Internal to those two files; see conv_igemm.h. */
+ * columns, the offset tables' padding, the cp.async primitives, and the
+ * TF32 side's configurations and launchers.  Internal to those files; see
+ * conv_igemm.h. */
 #ifndef CT_LAYERS_CONV_IGEMM_IMPL_CUH
 #define CT_LAYERS_CONV_IGEMM_IMPL_CUH
 
@@ -37,6 +38,26 @@ __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, i
  * either is IG_FAR. */
 #define IG_TABLE_STEP 128
 #define IG_FAR (-(1 << 30))
+
+/* ---------------------------------------------------------------- cp.async */
+
+/* dst (shared) = *src (global), 4 bytes, or 0 when !full (src not read). */
+__device__ __forceinline__ void ig_cp4(float *dst, const float *src, bool full) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
+               "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void ig_cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Waits until at most N of this thread's committed groups are in flight. */
+template <int N>
+__device__ __forceinline__ void ig_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 /* ---------------------------------------------------------------- TF32 configurations */
 
