@@ -1,7 +1,8 @@
-/* What the implicit-GEMM kernel files share (conv_igemm.cu, strict FP32,
- * and conv_igemm_tf32.cu, TF32 tensor cores): the gather of the GEMM's
- * columns, the offset tables' padding, the cp.async primitives, and the
- * TF32 side's configurations and launchers.  Internal to those files; see
+/* What the implicit-GEMM kernel files share (conv_igemm.cu, strict FP32;
+ * conv_igemm_tf32.cu, TF32 tensor cores; conv_igemm_fp32p.cu, strict FP32
+ * through a cp.async pipeline): the gather of the GEMM's columns, the
+ * offset tables' padding, the cp.async primitives, and the configurations
+ * and launchers of the pipelined kernels.  Internal to those files; see
  * conv_igemm.h. */
 #ifndef CT_LAYERS_CONV_IGEMM_IMPL_CUH
 #define CT_LAYERS_CONV_IGEMM_IMPL_CUH
@@ -94,5 +95,35 @@ void ig_tf32_wgrad(int index, cudaStream_t st, const float *dy, int M, const int
 /* Lets every TF32 kernel use the shared memory its pipeline needs (more
  * than the default 48 KiB) on the current device. */
 void ig_tf32_allow_smem(void);
+
+/* ---------------------------------------------------------------- pipelined FP32 configurations */
+
+/* Tile configurations of the pipelined strict-FP32 kernels
+ * (conv_igemm_fp32p.cu): a block computes a BM x BN output tile, each
+ * thread TM x 8 of it (TM 4 or 8), in S groups of threads that split each
+ * BK-deep reduction step among them (their sums added in group order at the
+ * end), through a cp.async pipeline of STAGES shared-memory buffers.
+ * Forward and backward data share the first list; backward filter (BM
+ * output channels x BN filter taps) the second.  X(BM, BN, TM, S, BK,
+ * STAGES). */
+#define IG_PIPE_GEMM_CONFIGS(X)                                                          \
+  X(32, 128, 8, 1, 16, 4) X(32, 128, 8, 2, 16, 4) X(32, 64, 8, 4, 16, 4)               \
+  X(64, 64, 8, 2, 16, 4) X(64, 64, 8, 4, 16, 4) X(64, 32, 8, 4, 16, 4)                 \
+  X(32, 32, 4, 4, 32, 4) X(32, 32, 4, 8, 32, 3)
+#define IG_PIPE_WGRAD_CONFIGS(X)                                                         \
+  X(32, 32, 4, 4, 32, 4) X(32, 32, 4, 8, 32, 3) X(32, 64, 8, 4, 16, 4)                 \
+  X(32, 128, 8, 2, 16, 4) X(64, 32, 8, 4, 16, 4) X(64, 64, 8, 4, 16, 4)
+
+/* out[image, m, pix] = sum_k A[m * a_stride + table[k].x] * gather(k, n)
+ * (+ bias[m], then ReLU) with pipelined configuration `index` (0-based in
+ * IG_PIPE_GEMM_CONFIGS), as the FP32 kernel of conv_igemm.cu. */
+void ig_pipe_gemm(int index, cudaStream_t st, const float *A, int a_stride, const int4 *table,
+                  int K, const ig_gather &g, int N, int M, float *out, const float *bias,
+                  bool relu);
+
+/* Backward filter's block sums with pipelined configuration `index`
+ * (0-based in IG_PIPE_WGRAD_CONFIGS), as ig_tf32_wgrad. */
+void ig_pipe_wgrad(int index, cudaStream_t st, const float *dy, int M, const int4 *table, int K,
+                   const ig_gather &g, int N, int chunk, int splits, float *out, bool accumulate);
 
 #endif
