@@ -108,8 +108,9 @@ static void test_not_an_export_is_refused(void **state) {
 
 /* Rival choices: each direction's last configuration is taken where the
  * key allows TF32, one past it is refused, and so is a TF32 configuration
- * (the first after the FP32 ones) for a strict key, which takes the last
- * FP32 one. */
+ * (the first or the last after the register-prefetch FP32 ones) for a
+ * strict key, which takes the last register-prefetch FP32 one and the last
+ * configuration (a pipelined FP32 one). */
 static void test_rival_choices(void **state) {
   const size_t per = ct_cudnn_conv_table_entry_values();
   const size_t tf32 = offsetof(ct_cudnn_conv_key, tf32) / sizeof(int);
@@ -127,6 +128,9 @@ static void test_rival_choices(void **state) {
                           CT_IGEMM_WGRAD_CONFIGS + 1};
   const double first_tf32[3] = {CT_IGEMM_GEMM_FP32_CONFIGS + 1, CT_IGEMM_GEMM_FP32_CONFIGS + 1,
                                 CT_IGEMM_WGRAD_FP32_CONFIGS + 1};
+  const double last_tf32[3] = {CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS,
+                               CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS,
+                               CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS};
   for (int d = 0; d < 3; d++) {
     make_entry(v, per, 21);
     v[at[d]] = past[d];
@@ -135,6 +139,10 @@ static void test_rival_choices(void **state) {
     v[tf32] = 0;
     v[at[d]] = first_tf32[d];
     assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
+    make_entry(v, per, 21);
+    v[tf32] = 0;
+    v[at[d]] = last_tf32[d];
+    assert_int_equal(ct_cudnn_conv_table_import(v, per), -1);
   }
   make_entry(v, per, 21);
   v[tf32] = 0;
@@ -142,7 +150,13 @@ static void test_rival_choices(void **state) {
   v[data] = CT_IGEMM_GEMM_FP32_CONFIGS;
   v[filter] = CT_IGEMM_WGRAD_FP32_CONFIGS;
   assert_int_equal(ct_cudnn_conv_table_import(v, per), 1);
-  assert_int_equal(ct_cudnn_conv_table_size(), n0 + 2);
+  make_entry(v, per, 22);
+  v[tf32] = 0;
+  v[fwd] = CT_IGEMM_GEMM_CONFIGS;
+  v[data] = CT_IGEMM_GEMM_CONFIGS;
+  v[filter] = CT_IGEMM_WGRAD_CONFIGS;
+  assert_int_equal(ct_cudnn_conv_table_import(v, per), 1);
+  assert_int_equal(ct_cudnn_conv_table_size(), n0 + 3);
   free(v);
 }
 

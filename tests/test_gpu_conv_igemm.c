@@ -7,11 +7,12 @@
  * tiles, split filter-gradient sums, stride 2, dilation, rectangles); the
  * layer must say that it runs them, and a strict FP32 layer never a TF32
  * configuration.  Deconvolution and groups stay on cuDNN.  Then every
- * configuration of every direction called directly, the TF32 ones
- * included, against a CPU reference in double (TF32 at a looser
- * tolerance) on cifar10_quick's shapes and the edge shapes, each run twice
- * for the same bits; a strict plan never times a TF32 configuration; and
- * the layer in TF32 math.  Exits 77 (skipped) without a GPU. */
+ * configuration of every direction called directly (register-prefetch
+ * FP32, TF32 at a looser tolerance, pipelined FP32) against a CPU
+ * reference in double on cifar10_quick's shapes and the edge shapes, each
+ * run twice for the same bits; a strict plan times every FP32
+ * configuration and never a TF32 one; and the layer in TF32 math.  Exits
+ * 77 (skipped) without a GPU. */
 #include <stdio.h>
 
 #include "cudnntest.h"
@@ -239,7 +240,7 @@ static void expect_result(const char *what, const float *dev, size_t n, const fl
 }
 
 /* Every configuration of every direction that g supports, on a TF32 plan,
- * against the reference; the TF32 ones twice. */
+ * against the reference, twice for the same bits. */
 static void check_direct(const char *name, const ct_igemm_geom *g) {
   ct_context ctx;
   ct_error err;
@@ -284,7 +285,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
                ct_igemm_choice_name(d, c, cname, sizeof cname));
-      for (int run = 0; run < (tf32 ? 2 : 1); run++) {
+      for (int run = 0; run < 2; run++) {
         const float *same = run ? first : NULL;
         float *keep = run ? got : first;
         if (d == CT_IGEMM_FWD) {
@@ -331,10 +332,11 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
 }
 
 /* cifar10_quick's three convolutions at small batches, and the edges:
- * reductions of 75 and 180 (not multiples of the 32-deep TF32 step),
- * output channels that fill no tile (5, 6, 12, 70), columns that fill no
- * tile, stride 2, dilation, rectangles, and 25600 columns for the filter
- * gradient's split sums. */
+ * reductions of 27, 75 and 180 (not multiples of the 16- and 32-deep
+ * steps), output channels that fill no tile (5, 6, 12, 70), columns that
+ * fill no tile, images smaller than a step of the filter gradient's
+ * reduction (3x3 outputs: a step crosses several), stride 2, dilation,
+ * rectangles, and 25600 columns for the filter gradient's split sums. */
 static void test_direct(void **state) {
   const struct {
     const char *name;
@@ -348,30 +350,50 @@ static void test_direct(void **state) {
       {"stride 2", geom(3, 4, 11, 9, 5, 4, 3, 2, 1, 1, 2, 1, 1)},
       {"dilated", geom(2, 3, 8, 13, 6, 3, 5, 1, 1, 0, 2, 2, 1)},
       {"split sums", geom(64, 3, 20, 20, 8, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"3x3 images", geom(7, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1)},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_direct(cases[i].name, &cases[i].g);
 }
 
-/* A strict FP32 plan times and picks only FP32 configurations; a TF32 plan
- * times all of them.  The choices' math and names. */
+/* A strict FP32 plan times and picks only FP32 configurations (the
+ * register-prefetch and the pipelined ones); a TF32 plan times all of them.
+ * The choices' math and names. */
 static void test_strict_plan(void **state) {
+  const int gemm_pipe = CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + 1;
+  const int wgrad_pipe = CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + 1;
+  assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_pipe - 1 + CT_IGEMM_GEMM_PIPE_CONFIGS);
+  assert_int_equal(CT_IGEMM_WGRAD_CONFIGS, wgrad_pipe - 1 + CT_IGEMM_WGRAD_PIPE_CONFIGS);
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, 0));
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS));
   assert_true(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS + 1));
-  assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS));
+  assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, gemm_pipe - 1));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, gemm_pipe));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS));
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS + 1));
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_FP32_CONFIGS));
   assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_FP32_CONFIGS + 1));
+  assert_true(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, wgrad_pipe - 1));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, wgrad_pipe));
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS));
   char buf[48];
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, 1, buf, sizeof buf), "IGEMM_32x64x1");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, 1, buf, sizeof buf), "IGEMM_32x64");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS + 1, buf,
                                            sizeof buf),
                       "IGEMM_TF32_32x64x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_pipe - 1, buf, sizeof buf),
+                      "IGEMM_TF32_64x128x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_pipe, buf, sizeof buf),
+                      "IGEMM_PIPE_32x128x1");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS, buf,
+                                           sizeof buf),
+                      "IGEMM_PIPE_32x32x8t4");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_pipe, buf, sizeof buf),
+                      "IGEMM_PIPE_32x32x4t4");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,
                                            sizeof buf),
-                      "IGEMM_TF32_64x128x1");
+                      "IGEMM_PIPE_64x64x4");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS + 1, buf,
                                            sizeof buf),
                       "?");
@@ -408,6 +430,8 @@ static void test_strict_plan(void **state) {
     assert_true(ct_igemm_time(&ctx, strict, d, x, w, y, ws, ws_bytes, &choice, &best));
     assert_true(choice >= 1 && choice <= n);
     assert_false(ct_igemm_choice_tf32(d, choice));
+    printf("direction %d: fastest on a strict plan %s, %.4f ms\n", dir,
+           ct_igemm_choice_name(d, choice, (char[48]){0}, 48), best);
     ct_igemm_time_each(&ctx, tf32, d, x, w, y, ws, ws_bytes, ms);
     for (int c = 1; c <= n; c++)
       if (ms[c - 1] < 0.0f) fail_msg("TF32 plan, direction %d, choice %d not timed", dir, c);

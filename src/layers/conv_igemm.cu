@@ -1,6 +1,7 @@
 /* Implicit-GEMM convolution kernels in strict FP32, and the plans, choices
- * and timing of both kernel families (the TF32 ones are in
- * conv_igemm_tf32.cu): see conv_igemm.h. */
+ * and timing of every kernel family (the TF32 ones are in
+ * conv_igemm_tf32.cu, the pipelined FP32 ones in conv_igemm_fp32p.cu): see
+ * conv_igemm.h. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -322,33 +323,47 @@ struct ct_igemm {
  * BM x BN and S groups for forward and backward data; BM x BN for backward
  * filter, which splits its sums among blocks instead.  Each list gives the
  * table below (names, splits) and the launchers (kernel templates).  The
- * TF32 configurations (conv_igemm_impl.cuh) follow them in the choices. */
+ * TF32 and then the pipelined FP32 configurations (conv_igemm_impl.cuh)
+ * follow them in the choices. */
 #define IG_GEMM_CONFIGS(X) \
   X(32, 64, 1) X(32, 128, 1) X(64, 64, 1) X(64, 128, 1) X(32, 64, 4) X(32, 128, 2) X(64, 64, 2) \
   X(64, 128, 2)
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
 /* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
- * reduction, TF32}. */
+ * reduction, TF32, pipelined FP32, rows per thread (pipelined)}. */
 typedef struct tile {
   int bm, bn, s, wn, step;
-  bool tf32;
+  bool tf32, pipe;
+  int tm;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false},
-#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true},
-static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)};
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0},
+#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true, false, 0},
+#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM},
+static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
+                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
-                                         IG_TF32_WGRAD_CONFIGS(IG_TF32)};
+                                         IG_TF32_WGRAD_CONFIGS(IG_TF32)
+                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)};
 #undef IG_FP32_GEMM
 #undef IG_FP32_WGRAD
 #undef IG_TF32
+#undef IG_PIPE
 #define IG_COUNT(...) +1
 static_assert(0 IG_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_FP32_CONFIGS,
               "CT_IGEMM_GEMM_FP32_CONFIGS");
 static_assert(0 IG_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_FP32_CONFIGS,
               "CT_IGEMM_WGRAD_FP32_CONFIGS");
+static_assert(0 IG_TF32_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_TF32_CONFIGS,
+              "CT_IGEMM_GEMM_TF32_CONFIGS");
+static_assert(0 IG_TF32_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_TF32_CONFIGS,
+              "CT_IGEMM_WGRAD_TF32_CONFIGS");
+static_assert(0 IG_PIPE_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_PIPE_CONFIGS,
+              "CT_IGEMM_GEMM_PIPE_CONFIGS");
+static_assert(0 IG_PIPE_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_PIPE_CONFIGS,
+              "CT_IGEMM_WGRAD_PIPE_CONFIGS");
 #undef IG_COUNT
 static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
               "CT_IGEMM_GEMM_CONFIGS");
@@ -359,10 +374,6 @@ static int configs_of(ct_igemm_dir dir) {
   return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
 }
 
-static int fp32_configs_of(ct_igemm_dir dir) {
-  return dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_FP32_CONFIGS : CT_IGEMM_GEMM_FP32_CONFIGS;
-}
-
 static const tile *tile_of(ct_igemm_dir dir, int choice) {
   CT_ASSERTF(choice >= 1 && choice <= configs_of(dir),
              "implicit GEMM configuration %d of direction %d", choice, (int)dir);
@@ -370,7 +381,15 @@ static const tile *tile_of(ct_igemm_dir dir, int choice) {
 }
 
 extern "C" bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice) {
-  return choice > fp32_configs_of(dir) && choice <= configs_of(dir);
+  return choice >= 1 && choice <= configs_of(dir) && tile_of(dir, choice)->tf32;
+}
+
+/* The index of `choice` (a TF32 or pipelined one) in its family's list. */
+static int family_index(ct_igemm_dir dir, int choice) {
+  const bool filter = dir == CT_IGEMM_BWD_FILTER;
+  const int fp32 = filter ? CT_IGEMM_WGRAD_FP32_CONFIGS : CT_IGEMM_GEMM_FP32_CONFIGS;
+  const int tf32 = filter ? CT_IGEMM_WGRAD_TF32_CONFIGS : CT_IGEMM_GEMM_TF32_CONFIGS;
+  return tile_of(dir, choice)->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
 }
 
 extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len) {
@@ -379,7 +398,9 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
     return buf;
   }
   const tile *t = tile_of(dir, choice);
-  if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
+  if (t->pipe)
+    snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
+  else if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
     snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
   else if (!t->tf32)
     snprintf(buf, len, "IGEMM_%dx%dx%d", t->bm, t->bn, t->s);
@@ -501,8 +522,8 @@ static void launch_gemm(cudaStream_t st, const float *A, int a_stride, const int
 typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
                               const ig_gather &, int, int, float *, const float *, bool);
 
-/* Runs `choice` of forward or backward data: an FP32 launcher, or the TF32
- * one (which p's math must allow). */
+/* Runs `choice` of forward or backward data: an FP32 launcher, the
+ * pipelined FP32 one, or the TF32 one (which p's math must allow). */
 static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A, int a_stride,
                  const int4 *table, int K, const ig_gather &g, int N, int M, float *out,
                  const float *bias, bool relu) {
@@ -513,7 +534,10 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
   CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
              choice);
   if (t->tf32)
-    ig_tf32_gemm(choice - 1 - CT_IGEMM_GEMM_FP32_CONFIGS, st, A, a_stride, table, K, g, N, M, out,
+    ig_tf32_gemm(family_index(CT_IGEMM_FWD, choice), st, A, a_stride, table, K, g, N, M, out,
+                 bias, relu);
+  else if (t->pipe)
+    ig_pipe_gemm(family_index(CT_IGEMM_FWD, choice), st, A, a_stride, table, K, g, N, M, out,
                  bias, relu);
   else
     launchers[choice - 1](st, A, a_stride, table, K, g, N, M, out, bias, relu);
@@ -595,7 +619,10 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   static const wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
   if (t->tf32)
-    ig_tf32_wgrad(choice - 1 - CT_IGEMM_WGRAD_FP32_CONFIGS, st, dy, g->m, p->fwd_table, K, v, N,
+    ig_tf32_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,
+                  chunk, splits, out, direct);
+  else if (t->pipe)
+    ig_pipe_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,
                   chunk, splits, out, direct);
   else
     launchers[choice - 1](st, dy, g->m, p->fwd_table, K, v, N, chunk, splits, out, direct);

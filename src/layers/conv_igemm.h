@@ -1,6 +1,7 @@
 /* Cortado's own convolution kernels: implicit GEMM for 2-D NCHW
- * convolutions with group 1, in strict FP32 (conv_igemm.cu) and on TF32
- * tensor cores (conv_igemm_tf32.cu), the candidates that the algorithm
+ * convolutions with group 1, in strict FP32 (conv_igemm.cu, and
+ * conv_igemm_fp32p.cu through a cp.async pipeline) and on TF32 tensor
+ * cores (conv_igemm_tf32.cu), the candidates that the algorithm
  * search (ct_cudnn_conv_find) races against cuDNN per direction.  They
  * exist for the small convolutions where cuDNN is slow: cifar10_quick's
  * 5x5 layers at 3 to 64 channels, where cuDNN's best choices
@@ -39,19 +40,29 @@ extern "C" {
 typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 } ct_igemm_dir;
 
 /* Tile configurations of forward and backward data, and of backward
- * filter: the strict FP32 ones first, then the TF32 ones.  A choice is 1 +
- * the configuration's index (0: cuDNN). */
+ * filter: the strict FP32 register-prefetch ones first, then the TF32 ones,
+ * then the strict FP32 pipelined ones (last, so that the earlier choices
+ * keep their numbers in saved algorithm tables).  A choice is 1 + the
+ * configuration's index (0: cuDNN). */
 #define CT_IGEMM_GEMM_FP32_CONFIGS 8
-#define CT_IGEMM_GEMM_CONFIGS (CT_IGEMM_GEMM_FP32_CONFIGS + 10)
+#define CT_IGEMM_GEMM_TF32_CONFIGS 10
+#define CT_IGEMM_GEMM_PIPE_CONFIGS 8
+#define CT_IGEMM_GEMM_CONFIGS \
+  (CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + CT_IGEMM_GEMM_PIPE_CONFIGS)
 #define CT_IGEMM_WGRAD_FP32_CONFIGS 4
-#define CT_IGEMM_WGRAD_CONFIGS (CT_IGEMM_WGRAD_FP32_CONFIGS + 6)
+#define CT_IGEMM_WGRAD_TF32_CONFIGS 6
+#define CT_IGEMM_WGRAD_PIPE_CONFIGS 6
+#define CT_IGEMM_WGRAD_CONFIGS \
+  (CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + CT_IGEMM_WGRAD_PIPE_CONFIGS)
 
 /* A choice's name for logs and tables, in buf: "IGEMM_32x64x4" (tile rows,
  * columns, thread groups) for forward and backward data, "IGEMM_32x64"
  * for backward filter, "IGEMM_TF32_32x64x1" (rows, columns, warp groups;
  * "w64" after it for warps 64 columns wide instead of 32) for the TF32 ones
- * of any direction, "?" out of range.  Every name of a direction is its
- * own.  Returns buf. */
+ * of any direction, "IGEMM_PIPE_32x64x4" (rows, columns, thread groups;
+ * "t4" after it for threads of 4 x 8 outputs instead of 8 x 8) for the
+ * pipelined FP32 ones of any direction, "?" out of range.  Every name of a
+ * direction is its own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
 /* Whether choice (1-based) of direction dir is a TF32 configuration (false
  * for 0 and out of range). */

@@ -1,7 +1,9 @@
-/* What the implicit-GEMM kernel files share (conv_igemm.cu, strict FP32,
- * and conv_igemm_tf32.cu, TF32 tensor cores): the gather of the GEMM's
- * columns, the offset tables' padding, and the TF32 side's configurations
- * and launchers.  Internal to those two files; see conv_igemm.h. */
+/* What the implicit-GEMM kernel files share (conv_igemm.cu, strict FP32;
+ * conv_igemm_tf32.cu, TF32 tensor cores; conv_igemm_fp32p.cu, strict FP32
+ * through a cp.async pipeline): the gather of the GEMM's columns, the
+ * offset tables' padding, the cp.async primitives, and the configurations
+ * and launchers of the pipelined kernels.  Internal to those files; see
+ * conv_igemm.h. */
 #ifndef CT_LAYERS_CONV_IGEMM_IMPL_CUH
 #define CT_LAYERS_CONV_IGEMM_IMPL_CUH
 
@@ -38,6 +40,26 @@ __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, i
 #define IG_TABLE_STEP 128
 #define IG_FAR (-(1 << 30))
 
+/* ---------------------------------------------------------------- cp.async */
+
+/* dst (shared) = *src (global), 4 bytes, or 0 when !full (src not read). */
+__device__ __forceinline__ void ig_cp4(float *dst, const float *src, bool full) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
+               "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void ig_cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Waits until at most N of this thread's committed groups are in flight. */
+template <int N>
+__device__ __forceinline__ void ig_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* ---------------------------------------------------------------- TF32 configurations */
 
 /* Tile configurations of the TF32 kernels, one list per kernel: a block
@@ -73,5 +95,35 @@ void ig_tf32_wgrad(int index, cudaStream_t st, const float *dy, int M, const int
 /* Lets every TF32 kernel use the shared memory its pipeline needs (more
  * than the default 48 KiB) on the current device. */
 void ig_tf32_allow_smem(void);
+
+/* ---------------------------------------------------------------- pipelined FP32 configurations */
+
+/* Tile configurations of the pipelined strict-FP32 kernels
+ * (conv_igemm_fp32p.cu): a block computes a BM x BN output tile, each
+ * thread TM x 8 of it (TM 4 or 8), in S groups of threads that split each
+ * BK-deep reduction step among them (their sums added in group order at the
+ * end), through a cp.async pipeline of STAGES shared-memory buffers.
+ * Forward and backward data share the first list; backward filter (BM
+ * output channels x BN filter taps) the second.  X(BM, BN, TM, S, BK,
+ * STAGES). */
+#define IG_PIPE_GEMM_CONFIGS(X)                                                          \
+  X(32, 128, 8, 1, 16, 4) X(32, 128, 8, 2, 16, 4) X(32, 64, 8, 4, 16, 4)               \
+  X(64, 64, 8, 2, 16, 4) X(64, 64, 8, 4, 16, 4) X(64, 32, 8, 4, 16, 4)                 \
+  X(32, 32, 4, 4, 32, 4) X(32, 32, 4, 8, 32, 3)
+#define IG_PIPE_WGRAD_CONFIGS(X)                                                         \
+  X(32, 32, 4, 4, 32, 4) X(32, 32, 4, 8, 32, 3) X(32, 64, 8, 4, 16, 4)                 \
+  X(32, 128, 8, 2, 16, 4) X(64, 32, 8, 4, 16, 4) X(64, 64, 8, 4, 16, 4)
+
+/* out[image, m, pix] = sum_k A[m * a_stride + table[k].x] * gather(k, n)
+ * (+ bias[m], then ReLU) with pipelined configuration `index` (0-based in
+ * IG_PIPE_GEMM_CONFIGS), as the FP32 kernel of conv_igemm.cu. */
+void ig_pipe_gemm(int index, cudaStream_t st, const float *A, int a_stride, const int4 *table,
+                  int K, const ig_gather &g, int N, int M, float *out, const float *bias,
+                  bool relu);
+
+/* Backward filter's block sums with pipelined configuration `index`
+ * (0-based in IG_PIPE_WGRAD_CONFIGS), as ig_tf32_wgrad. */
+void ig_pipe_wgrad(int index, cudaStream_t st, const float *dy, int M, const int4 *table, int K,
+                   const ig_gather &g, int N, int chunk, int splits, float *out, bool accumulate);
 
 #endif

@@ -18,24 +18,6 @@
 
 /* ---------------------------------------------------------------- primitives */
 
-/* dst (shared) = *src (global), 4 bytes, or 0 when !full (src not read). */
-__device__ __forceinline__ void ig_cp4(float *dst, const float *src, bool full) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
-               "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ void ig_cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Waits until at most N of this thread's committed groups are in flight. */
-template <int N>
-__device__ __forceinline__ void ig_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ __forceinline__ uint32_t ig_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
