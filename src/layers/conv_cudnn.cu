@@ -205,13 +205,11 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   s->tf32 = l->ctx->tf32;
   const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   CT_TRY(set_descriptors(s, c, &g, base, err));
-  /* Cortado's implicit-GEMM kernels race cuDNN where they can run (by
-   * default only where TF32 is allowed: see conv_igemm.h). */
+  /* Cortado's implicit-GEMM kernels race cuDNN where they can run. */
   ct_igemm_free(s->ig);
   s->ig = NULL;
   ct_igemm_geom ig;
-  ct_igemm_mode_t mode = ct_igemm_mode();
-  if (mode == CT_IGEMM_AUTO) mode = s->tf32 ? CT_IGEMM_RACE : CT_IGEMM_OFF;
+  const ct_igemm_mode_t mode = ct_igemm_mode();
   if (mode != CT_IGEMM_OFF && igemm_geom_of(c, &g, &ig))
     s->ig = ct_igemm_new(l->ctx, &ig, s->tf32);
   rival_user user = {l->ctx, s->ig};

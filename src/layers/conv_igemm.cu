@@ -293,14 +293,13 @@ static int g_mode = -1; /* -1: not read from the environment yet */
 extern "C" ct_igemm_mode_t ct_igemm_mode(void) {
   if (g_mode < 0) {
     const char *v = getenv("CORTADO_OWN_CONV");
-    g_mode = !v || !*v || !strcmp(v, "auto") ? CT_IGEMM_AUTO
-             : !strcmp(v, "0")                 ? CT_IGEMM_OFF
-             : !strcmp(v, "1")                 ? CT_IGEMM_RACE
-             : !strcmp(v, "force")             ? CT_IGEMM_FORCE
-                                               : -2;
+    g_mode = !v || !*v || !strcmp(v, "1") ? CT_IGEMM_RACE
+             : !strcmp(v, "0")              ? CT_IGEMM_OFF
+             : !strcmp(v, "force")          ? CT_IGEMM_FORCE
+                                            : -2;
     if (g_mode == -2) {
-      LOG_WARNING("CORTADO_OWN_CONV=%s: expected 0, 1, force or auto; using auto", v);
-      g_mode = CT_IGEMM_AUTO;
+      LOG_WARNING("CORTADO_OWN_CONV=%s: expected 0, 1 or force; racing (1)", v);
+      g_mode = CT_IGEMM_RACE;
     }
   }
   return (ct_igemm_mode_t)g_mode;

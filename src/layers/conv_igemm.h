@@ -69,24 +69,19 @@ const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t
 bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice);
 
 /* Whether the algorithm search races these kernels against cuDNN:
- * CT_IGEMM_OFF leaves cuDNN alone; CT_IGEMM_RACE times both per direction
- * and keeps the faster; CT_IGEMM_FORCE runs these kernels wherever they can
- * (tests); CT_IGEMM_AUTO (the default) races where the layer allows TF32
- * and leaves strict-FP32 layers to cuDNN.  The TF32 kernels win by wide
- * margins (cifar10_quick on an H100: 0.478 -> 0.385 ms per iteration);
- * the FP32 ones win narrowly where they win at all, and a direction timed
- * alone did not predict the whole iteration: on an H200 LeNet's conv2
- * forward and filter gradient won their races (0.032 against 0.035 ms,
- * 0.029 against 0.040) and the iteration went from 0.220 to 0.240 ms.
- * CORTADO_OWN_CONV=0|1|force|auto in the environment sets the mode;
- * ct_igemm_set_mode overrides it for layers reshaped afterwards (not
+ * CT_IGEMM_OFF leaves cuDNN alone; CT_IGEMM_RACE (the default) times both
+ * per direction and keeps the faster; CT_IGEMM_FORCE runs these kernels
+ * wherever they can (tests).  On an H100, with each net's algorithms fixed
+ * by an algorithm file: cifar10_quick 0.484 -> 0.377 ms per iteration in
+ * tf32 (the TF32 kernels win every direction but conv1's data gradient,
+ * which the net does not run) and 0.512 -> 0.509 in fp32; LeNet 0.196 ->
+ * 0.153 (tf32) and 0.209 -> 0.168 ms (fp32).  (In session 9, before the
+ * pipelined kernels, LeNet's FP32 race picked kernels that won alone and
+ * lost in the iteration, 0.220 -> 0.240 ms on an H200, and the race was
+ * off by default.)  CORTADO_OWN_CONV=0|1|force in the environment sets the
+ * mode; ct_igemm_set_mode overrides it for layers reshaped afterwards (not
  * thread-safe: set it before building layers). */
-typedef enum {
-  CT_IGEMM_OFF = 0,
-  CT_IGEMM_RACE = 1,
-  CT_IGEMM_FORCE = 2,
-  CT_IGEMM_AUTO = 3
-} ct_igemm_mode_t;
+typedef enum { CT_IGEMM_OFF = 0, CT_IGEMM_RACE = 1, CT_IGEMM_FORCE = 2 } ct_igemm_mode_t;
 ct_igemm_mode_t ct_igemm_mode(void);
 void ct_igemm_set_mode(ct_igemm_mode_t mode);
 
