@@ -7,7 +7,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git python3
   protobuf-c-compiler libprotobuf-c-dev
   libopenblas-dev libdnnl-dev liblmdb-dev lmdb-utils libleveldb-dev libsnappy-dev
   libjpeg62-turbo-dev libpng-dev zlib1g-dev libhdf5-dev

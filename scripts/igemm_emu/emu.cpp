@@ -137,6 +137,7 @@ static void ig_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
   yield_();
 }
 
+#define IG_HOST_EMULATION
 #include "layers/conv_igemm_impl.cuh"
 #include "body.inc"
 #include "sum.inc"

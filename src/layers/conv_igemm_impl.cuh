@@ -42,6 +42,9 @@ __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, i
 
 /* ---------------------------------------------------------------- cp.async */
 
+/* scripts/igemm-emu.sh defines IG_HOST_EMULATION and gives its own host
+ * versions of these three. */
+#ifndef IG_HOST_EMULATION
 /* dst (shared) = *src (global), 4 bytes, or 0 when !full (src not read). */
 __device__ __forceinline__ void ig_cp4(float *dst, const float *src, bool full) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -59,6 +62,7 @@ template <int N>
 __device__ __forceinline__ void ig_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#endif
 
 /* ---------------------------------------------------------------- TF32 configurations */
 
