@@ -161,14 +161,7 @@ __global__ void __launch_bounds__(ig_pipe_shape<BM, BN, TM, S, BK, STAGES>::T,
   const int arow = C::row(tid), acol = C::col(tid);
   const int bcol = tid % TB, brow = tid / TB;
   int bpos[NCOLS], by0[NCOLS], bx0[NCOLS];
-#pragma unroll
-  for (int j = 0; j < NCOLS; j++) {
-    const int n = n0 + bcol + j * TB;
-    bpos[j] = 0;
-    by0[j] = IG_FAR;
-    bx0[j] = 0;
-    if (n < N) ig_column(g, n, &bpos[j], &by0[j], &bx0[j]);
-  }
+  ig_columns<NCOLS, TB>(g, n0 + bcol, N, bpos, by0, bx0);
   auto load = [&](int kt, int slot) {
     float *As = smem + slot * STAGE, *Bs = As + A_STAGE;
     const int kb = kt * BK;
@@ -182,41 +175,19 @@ __global__ void __launch_bounds__(ig_pipe_shape<BM, BN, TM, S, BK, STAGES>::T,
         ig_cp4(As + arow * SA + ml, ok ? A + (size_t)m * a_stride + aoff : A, ok);
       }
     }
-#pragma unroll
-    for (int i = 0; i < B_ROWS; i++) {
-      const int kr = brow + i * B_RSTEP;
-      const int4 e = __ldg(&table[kb + kr]);
-#pragma unroll
-      for (int j = 0; j < NCOLS; j++) {
-        const bool ok = (unsigned)(by0[j] + e.z) < (unsigned)g.SH &&
-                        (unsigned)(bx0[j] + e.w) < (unsigned)g.SW;
-        ig_cp4(Bs + kr * SB + bcol + j * TB, g.src + (ok ? bpos[j] + e.y : 0), ok);
-      }
-    }
+    ig_gather_stage<B_ROWS, B_RSTEP, NCOLS, TB, SB>(Bs, table, kb, brow, bcol, g, bpos, by0, bx0);
   };
   float acc[TM][8];
 #pragma unroll
   for (int i = 0; i < TM; i++)
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
-  /* the pipeline: stage kt is in group kt (empty groups keep the count) */
-#pragma unroll 1 /* one copy of the loads' code: the loop's */
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (s < KT) load(s, s);
-    ig_cp_commit();
-  }
-  for (int kt = 0; kt < KT; kt++) {
-    ig_cp_wait<STAGES - 2>();
-    __syncthreads(); /* stage kt landed for all; stage kt - 1's buffer is free */
-    const int next = kt + STAGES - 1;
-    if (next < KT) load(next, next % STAGES);
-    ig_cp_commit();
-    const float *As = smem + (kt % STAGES) * STAGE;
+  auto step = [&](int slot) {
+    const float *As = smem + slot * STAGE;
     ig_pipe_step<BM, BN, TM, RPG, SA, SB>(acc, As + grp * RPG * SA,
                                           As + A_STAGE + grp * RPG * SB, tm, tn);
-  }
-  ig_cp_wait<0>();
-  __syncthreads();
+  };
+  ig_pipeline<STAGES>(KT, load, step);
   ig_pipe_add_groups<TM, S, TG, SMEM>(acc, smem, grp, tig);
   if (grp != 0) return;
   /* the epilogue: each run of four columns at once where they lie in one
@@ -300,8 +271,8 @@ __global__ void __launch_bounds__(ig_pipe_shape<BM, BN, TM, S, BK, STAGES>::T,
     ox = pix - oy * g.OW;
   }
   const int dq = BK / g.OW, dr = BK - dq * g.OW; /* a stage's BK columns in rows */
-  /* the stages are loaded in order 0, 1, ..., KT - 1 */
-  auto load = [&](int slot) {
+  /* the stages come in order 0, 1, ..., KT - 1 (ig_pipeline): n walks on */
+  auto load = [&](int /* kt */, int slot) {
     float *As = smem + slot * STAGE, *Bs = As + A_STAGE;
     const bool nok = n < n_end;
     int abase = 0, pos = 0, y0 = IG_FAR, x0 = 0;
@@ -344,23 +315,12 @@ __global__ void __launch_bounds__(ig_pipe_shape<BM, BN, TM, S, BK, STAGES>::T,
   for (int i = 0; i < TM; i++)
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
-#pragma unroll 1 /* one copy of the loads' code: the loop's */
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (s < KT) load(s);
-    ig_cp_commit();
-  }
-  for (int kt = 0; kt < KT; kt++) {
-    ig_cp_wait<STAGES - 2>();
-    __syncthreads(); /* stage kt landed for all; stage kt - 1's buffer is free */
-    const int next = kt + STAGES - 1;
-    if (next < KT) load(next % STAGES);
-    ig_cp_commit();
-    const float *As = smem + (kt % STAGES) * STAGE;
+  auto step = [&](int slot) {
+    const float *As = smem + slot * STAGE;
     ig_pipe_step<BM, BN, TM, RPG, SA, SB>(acc, As + grp * RPG * SA,
                                           As + A_STAGE + grp * RPG * SB, tm, tn);
-  }
-  ig_cp_wait<0>();
-  __syncthreads();
+  };
+  ig_pipeline<STAGES>(KT, load, step);
   ig_pipe_add_groups<TM, S, TG, SMEM>(acc, smem, grp, tig);
   if (grp != 0) return;
   float *dst = accumulate ? out : out + (size_t)blockIdx.z * M * K;

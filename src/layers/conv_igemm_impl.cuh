@@ -64,6 +64,75 @@ __device__ __forceinline__ void ig_cp_wait() {
 }
 #endif
 
+/* ---------------------------------------------------------------- the pipelined kernels' parts */
+
+/* The cp.async pipeline of the pipelined kernels (TF32 and FP32) over KT
+ * reduction stages in STAGES shared buffers: load(kt, slot) issues stage
+ * kt's copies into buffer slot (the stages come in order 0, 1, ...) and
+ * step(slot) multiplies the landed stage in buffer slot.  Stage kt is in
+ * commit group kt (empty groups keep the count); a buffer is refilled only
+ * after every thread has passed the barrier that follows its last use.
+ * Returns with every copy landed and the block synchronised: the shared
+ * memory is free for the groups' sums. */
+template <int STAGES, typename Load, typename Step>
+__device__ __forceinline__ void ig_pipeline(int KT, Load &load, Step &step) {
+#pragma unroll 1 /* one copy of the loads' code: the loop's */
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < KT) load(s, s);
+    ig_cp_commit();
+  }
+  for (int kt = 0; kt < KT; kt++) {
+    ig_cp_wait<STAGES - 2>();
+    __syncthreads(); /* stage kt landed for all; stage kt - 1's buffer is free */
+    const int next = kt + STAGES - 1;
+    if (next < KT) load(next, next % STAGES);
+    ig_cp_commit();
+    step(kt % STAGES);
+  }
+  ig_cp_wait<0>();
+  __syncthreads();
+}
+
+/* The gathered operand's columns first + j * TB (j < NCOLS) of a forward or
+ * backward-data GEMM: pos, y0 and x0 as ig_column gives them, and y0 =
+ * IG_FAR (no row test passes) past the GEMM's N columns. */
+template <int NCOLS, int TB>
+__device__ __forceinline__ void ig_columns(const ig_gather &g, int first, int N,
+                                           int (&pos)[NCOLS], int (&y0)[NCOLS],
+                                           int (&x0)[NCOLS]) {
+#pragma unroll
+  for (int j = 0; j < NCOLS; j++) {
+    const int n = first + j * TB;
+    pos[j] = 0;
+    y0[j] = IG_FAR;
+    x0[j] = 0;
+    if (n < N) ig_column(g, n, &pos[j], &y0[j], &x0[j]);
+  }
+}
+
+/* Copies of a stage of the gathered operand into Bs (rows SB apart): rows
+ * brow + i * RSTEP (i < ROWS) of the stage starting at reduction step kb,
+ * at the columns of ig_columns (bcol + j * TB in the tile); zeros where the
+ * gather falls outside the source (the padded table makes every row of a
+ * whole stage readable). */
+template <int ROWS, int RSTEP, int NCOLS, int TB, int SB>
+__device__ __forceinline__ void ig_gather_stage(float *Bs, const int4 *table, int kb, int brow,
+                                                int bcol, const ig_gather &g,
+                                                const int (&pos)[NCOLS], const int (&y0)[NCOLS],
+                                                const int (&x0)[NCOLS]) {
+#pragma unroll
+  for (int i = 0; i < ROWS; i++) {
+    const int kr = brow + i * RSTEP;
+    const int4 e = __ldg(&table[kb + kr]);
+#pragma unroll
+    for (int j = 0; j < NCOLS; j++) {
+      const bool ok =
+          (unsigned)(y0[j] + e.z) < (unsigned)g.SH && (unsigned)(x0[j] + e.w) < (unsigned)g.SW;
+      ig_cp4(Bs + kr * SB + bcol + j * TB, g.src + (ok ? pos[j] + e.y : 0), ok);
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- TF32 configurations */
 
 /* Tile configurations of the TF32 kernels, one list per kernel: a block

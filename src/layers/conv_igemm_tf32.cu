@@ -157,14 +157,7 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
   const int akl = tid % BK, aml = tid / BK;
   const int bcol = tid % TB, brow = tid / TB;
   int bpos[NCOLS], by0[NCOLS], bx0[NCOLS];
-#pragma unroll
-  for (int j = 0; j < NCOLS; j++) {
-    const int n = n0 + bcol + j * TB;
-    bpos[j] = 0;
-    by0[j] = IG_FAR;
-    bx0[j] = 0;
-    if (n < N) ig_column(g, n, &bpos[j], &by0[j], &bx0[j]);
-  }
+  ig_columns<NCOLS, TB>(g, n0 + bcol, N, bpos, by0, bx0);
   auto load = [&](int kt, int slot) {
     float *As = smem + slot * STAGE, *Bs = As + A_STAGE;
     const int kb = kt * BK;
@@ -178,17 +171,7 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
         ig_cp4(As + ml * SA + akl, ok ? A + (size_t)m * a_stride + aoff : A, ok);
       }
     }
-#pragma unroll
-    for (int i = 0; i < B_ROWS; i++) {
-      const int kr = brow + i * B_RSTEP;
-      const int4 e = __ldg(&table[kb + kr]);
-#pragma unroll
-      for (int j = 0; j < NCOLS; j++) {
-        const bool ok = (unsigned)(by0[j] + e.z) < (unsigned)g.SH &&
-                        (unsigned)(bx0[j] + e.w) < (unsigned)g.SW;
-        ig_cp4(Bs + kr * SB + bcol + j * TB, g.src + (ok ? bpos[j] + e.y : 0), ok);
-      }
-    }
+    ig_gather_stage<B_ROWS, B_RSTEP, NCOLS, TB, SB>(Bs, table, kb, brow, bcol, g, bpos, by0, bx0);
   };
   float acc[2][WN / 8][4];
 #pragma unroll
@@ -197,24 +180,12 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
     for (int nt = 0; nt < WN / 8; nt++)
 #pragma unroll
       for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
-  /* the pipeline: stage kt is in group kt (empty groups keep the count) */
-#pragma unroll 1 /* one copy of the loads' code: the loop's */
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (s < KT) load(s, s);
-    ig_cp_commit();
-  }
-  for (int kt = 0; kt < KT; kt++) {
-    ig_cp_wait<STAGES - 2>();
-    __syncthreads(); /* stage kt landed for all; stage kt - 1's buffer is free */
-    const int next = kt + STAGES - 1;
-    if (next < KT) load(next, next % STAGES);
-    ig_cp_commit();
-    const float *As = smem + (kt % STAGES) * STAGE;
+  auto step = [&](int slot) {
+    const float *As = smem + slot * STAGE;
     ig_tf32_step<WN, S, SA, SB, 1>(acc, As + wm * 32 * SA, As + A_STAGE + wn * WN, grp,
                                    lane >> 2, lane & 3);
-  }
-  ig_cp_wait<0>();
-  __syncthreads();
+  };
+  ig_pipeline<STAGES>(KT, load, step);
   ig_tf32_add_groups<WN, S, TG>(acc, smem, grp, tig_block);
   if (grp != 0) return;
   /* the epilogue: each of the thread's columns once, then its rows */
@@ -321,23 +292,12 @@ __global__ void __launch_bounds__(ig_tf32_shape<BM, BN, WN, S, STAGES>::T,
     for (int nt = 0; nt < WN / 8; nt++)
 #pragma unroll
       for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
-#pragma unroll 1 /* one copy of the loads' code: the loop's */
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (s < KT) load(s, s);
-    ig_cp_commit();
-  }
-  for (int kt = 0; kt < KT; kt++) {
-    ig_cp_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = kt + STAGES - 1;
-    if (next < KT) load(next, next % STAGES);
-    ig_cp_commit();
-    const float *As = smem + (kt % STAGES) * STAGE;
+  auto step = [&](int slot) {
+    const float *As = smem + slot * STAGE;
     ig_tf32_step<WN, S, SA, 1, SA>(acc, As + wm * 32 * SA, As + A_STAGE + wn * WN * SA, grp,
                                    lane >> 2, lane & 3);
-  }
-  ig_cp_wait<0>();
-  __syncthreads();
+  };
+  ig_pipeline<STAGES>(KT, load, step);
   ig_tf32_add_groups<WN, S, TG>(acc, smem, grp, tig_block);
   if (grp != 0) return;
   const int gid = lane >> 2, tig = lane & 3;
