@@ -153,10 +153,44 @@ static void gpu_add_bias(ct_context *ctx, const float *bias, int B, int C, size_
   CT_CUDA_LAUNCH_CHECK();
 }
 
+/* dbias (C) += the column sums of dx (B, C) row-major, for S == 1 (an
+ * InnerProduct's bias): a block covers BIAS_COLS columns with BIAS_GROUPS
+ * groups of rows; thread (x, y) sums column x over rows y, y + 8, ..., in
+ * that order, then thread (x, 0) adds the groups' sums in group order.  A
+ * warp (fixed y) reads 32 neighbouring values of one row. */
+#define BIAS_COLS 32
+#define BIAS_GROUPS 8
+/* Past this many rows one block per channel (bias_grad_kernel) spreads
+ * the rows better. */
+#define BIAS_COLUMN_MAX_ROWS 1024
+
+__global__ static void bias_column_grad_kernel(int B, int C, const float *dx, float *dbias) {
+  __shared__ float part[BIAS_GROUPS][BIAS_COLS];
+  const int col = blockIdx.x * BIAS_COLS + threadIdx.x;
+  const int grp = threadIdx.y;
+  float sum = 0.0f;
+  if (col < C) {
+#pragma unroll 4
+    for (int b = grp; b < B; b += BIAS_GROUPS) sum += dx[(size_t)b * C + col];
+  }
+  part[grp][threadIdx.x] = sum;
+  __syncthreads();
+  if (grp == 0 && col < C) {
+    float total = part[0][threadIdx.x];
+    for (int g = 1; g < BIAS_GROUPS; g++) total += part[g][threadIdx.x];
+    dbias[col] += total;
+  }
+}
+
 static void gpu_bias_grad(ct_context *ctx, const float *dx, int B, int C, size_t S,
                           float *dbias) {
-  if (!C) return;
-  bias_grad_kernel<<<C, CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(B, C, S, dx, dbias);
+  if (!C || !B) return;
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  if (S == 1 && B <= BIAS_COLUMN_MAX_ROWS)
+    bias_column_grad_kernel<<<(unsigned)((C + BIAS_COLS - 1) / BIAS_COLS),
+                              dim3(BIAS_COLS, BIAS_GROUPS), 0, st>>>(B, C, dx, dbias);
+  else
+    bias_grad_kernel<<<C, CT_CUDA_THREADS, 0, st>>>(B, C, S, dx, dbias);
   CT_CUDA_LAUNCH_CHECK();
 }
 

@@ -144,17 +144,6 @@ static ct_status ip_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
   return CT_OK;
 }
 
-/* dbias (N) += the column sums of dY (M, N). */
-static void ip_bias_grad(ct_context *ctx, const ip_state *s, const float *dy, float *dbias) {
-#ifdef CORTADO_HAVE_CUDA
-  if (ctx->device != CT_DEVICE_CPU && s->M <= CT_IP_BIAS_GRAD_MAX_ROWS) {
-    ct_ip_bias_grad_gpu(ctx, dy, s->M, s->N, dbias);
-    return;
-  }
-#endif
-  ct_conv_backend_of(ctx)->bias_grad(ctx, dy, s->M, s->N, 1, dbias);
-}
-
 static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                         ct_tensor *const *bottom) {
   ip_state *s = l->priv;
@@ -168,7 +157,8 @@ static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagat
     else
       ip_gemm(l, pctx, IP_WEIGHT_GRAD, dy, x, NULL, 1.0f, l->params[0]->diff);
   }
-  if (bgrad) ip_bias_grad(pctx, s, dy, l->params[1]->diff);
+  /* dbias (N) += the column sums of dY (M, N) */
+  if (bgrad) ct_conv_backend_of(pctx)->bias_grad(pctx, dy, s->M, s->N, 1, l->params[1]->diff);
   if (propagate_down[0])
     ip_gemm(l, l->ctx, IP_DATA_GRAD, dy, l->params[0]->data, NULL, 0.0f, bottom[0]->diff);
 }
