@@ -13,6 +13,7 @@
  * without a GPU. */
 #include <string.h>
 
+#include "cudnntest.h"
 #include "losstest.h"
 #include "vision_cases.h"
 #ifdef CORTADO_HAVE_CUDA
@@ -24,45 +25,6 @@
 #define FP32_TOL 1e-5
 /* TF32 rounds the GEMM inputs to 10-bit mantissas. */
 #define TF32_TOL 1e-2
-
-/* Largest |got - want| over the largest |want| (at least 1e-6). */
-static double norm_err(const float *got, const float *want, size_t n) {
-  double d = 0, m = 1e-6;
-  for (size_t i = 0; i < n; i++) {
-    double e = fabs((double)got[i] - (double)want[i]);
-    if (isnan(got[i]) != isnan(want[i])) e = INFINITY;
-    if (e > d) d = e;
-    if (fabs((double)want[i]) > m) m = fabs((double)want[i]);
-  }
-  return d / m;
-}
-
-static void assert_close(const char *what, const ct_tensor *got, const ct_tensor *want, bool diff,
-                         double tol) {
-  assert_int_equal(got->count, want->count);
-  float *a = malloc(got->count * sizeof(float) + 1), *b = malloc(got->count * sizeof(float) + 1);
-  if (diff) {
-    ct_tensor_download_diff(got, a);
-    ct_tensor_download_diff(want, b);
-  } else {
-    ct_tensor_download(got, a);
-    ct_tensor_download(want, b);
-  }
-  double e = norm_err(a, b, got->count);
-  free(a);
-  free(b);
-  if (!(e <= tol)) fail_msg("%s: error %g of the largest value > %g", what, e, tol);
-}
-
-/* A GPU case with the math given; the reshape replans for it. */
-static void gpu_case(tu_layer_case *c, const Caffe__LayerParameter *p, const char *shapes, int ntop,
-                     bool tf32) {
-  tu_layer_case_init(c, p, 0, CT_PHASE_TRAIN, shapes, ntop);
-  ct_context_set_tf32(&c->ctx, tf32);
-  ct_error err;
-  if (ct_layer_reshape(c->l, c->bottom, c->top, &err) != CT_OK)
-    fail_msg("reshape after the math change failed: %s", err.msg);
-}
 
 /* Forward, then `passes` backward passes into zeroed parameter diffs, of
  * the GPU case g and the CPU case c on the same bottoms, parameters and
@@ -77,7 +39,7 @@ static void run_and_compare(const char *name, tu_layer_case *g, tu_layer_case *c
   char what[160];
   for (int i = 0; i < c->nt; i++) {
     snprintf(what, sizeof what, "%s: top %d", name, i);
-    assert_close(what, g->top[i], c->top[i], false, tol);
+    cd_expect_close(what, g->top[i], c->top[i], false, tol);
     if (c->l->loss_weight[i] != 0.0f) continue;
     float *h = malloc(c->top[i]->count * sizeof(float) + 1);
     tu_fill_uniform(h, c->top[i]->count, -1.0f, 1.0f, 900 + (uint64_t)i);
@@ -98,11 +60,11 @@ static void run_and_compare(const char *name, tu_layer_case *g, tu_layer_case *c
   for (int i = 0; i < c->nb; i++) {
     if (!prop[i]) continue;
     snprintf(what, sizeof what, "%s: bottom %d diff", name, i);
-    assert_close(what, g->bottom[i], c->bottom[i], true, tol);
+    cd_expect_close(what, g->bottom[i], c->bottom[i], true, tol);
   }
   for (int i = 0; i < c->l->nparams; i++) {
     snprintf(what, sizeof what, "%s: param %d diff after %d passes", name, i, passes);
-    assert_close(what, g->l->params[i], c->l->params[i], true, tol);
+    cd_expect_close(what, g->l->params[i], c->l->params[i], true, tol);
   }
 }
 
@@ -131,7 +93,7 @@ static void ip_compare(const ip_case *t, bool tf32, double tol) {
   make_ip(&st, &t->cfg);
   tu_layer_case c, g;
   tu_layer_case_init(&c, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, t->cfg.shape, 1);
-  gpu_case(&g, &st.lp, t->cfg.shape, 1, tf32);
+  cd_gpu_case(&g, &st.lp, CT_PHASE_TRAIN, t->cfg.shape, 1, tf32, false);
   char name[160];
   snprintf(name, sizeof name, "%s (%s)", t->name, tf32 ? "TF32" : "FP32");
   run_and_compare(name, &g, &c, 2, tol);
@@ -162,7 +124,7 @@ static void test_ip_math_change(void **state) {
   make_ip(&st, &t->cfg);
   tu_layer_case c, g;
   tu_layer_case_init(&c, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, t->cfg.shape, 1);
-  gpu_case(&g, &st.lp, t->cfg.shape, 1, true);
+  cd_gpu_case(&g, &st.lp, CT_PHASE_TRAIN, t->cfg.shape, 1, true, false);
   ct_context_set_tf32(&g.ctx, false);
   run_and_compare("TF32 plans, FP32 context", &g, &c, 1, FP32_TOL);
   tu_layer_case_free(&c);
@@ -176,7 +138,7 @@ static void test_ip_gradient(void **state) {
     ip_param st;
     make_ip(&st, &t->cfg);
     tu_layer_case g;
-    gpu_case(&g, &st.lp, t->cfg.shape, 1, false);
+    cd_gpu_case(&g, &st.lp, CT_PHASE_TRAIN, t->cfg.shape, 1, false, false);
     ct_gradcheck_opts o = ct_gradcheck_defaults();
     tu_check_gradient(&g, &o);
     tu_layer_case_free(&g);
@@ -335,7 +297,7 @@ static void test_swl_fused_against_general(void **state) {
   for (int k = 0; k < 3; k++) {
     if (memcmp(out[0][k], out[1][k], n[k] * sizeof(float)) != 0)
       fail_msg("one kernel, two runs: the %s differ", what[k]);
-    double e = norm_err(out[0][k], out[2][k], n[k]);
+    double e = cd_err(out[0][k], out[2][k], n[k]);
     if (!(e <= 1e-6)) fail_msg("one kernel against three: %s apart by %g", what[k], e);
     for (int run = 0; run < 3; run++) free(out[run][k]);
   }
