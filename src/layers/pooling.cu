@@ -47,12 +47,19 @@ static pool_divs divs_of(const ct_pool_geom *g) {
           fast_div_of((unsigned)g->C)};
 }
 
+/* Caffe's AVE divisor of output (ph, pw): its window clipped to the padded
+ * input. */
+__device__ __forceinline__ int ave_divisor(const ct_pool_geom &g, int ph, int pw) {
+  const int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
+  return (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+}
+
 /* Window of output (ph, pw) clipped to the input, and Caffe's AVE divisor. */
 __device__ static void window(const ct_pool_geom &g, int ph, int pw, int *h0, int *h1, int *w0,
                               int *w1, int *size) {
   int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
   int he = min(hs + g.kh, g.H + g.ph), we = min(ws + g.kw, g.W + g.pw);
-  *size = (he - hs) * (we - ws);
+  *size = ave_divisor(g, ph, pw);
   *h0 = max(hs, 0);
   *w0 = max(ws, 0);
   *h1 = min(he, g.H);
@@ -224,60 +231,15 @@ __global__ static void pool_fwd_small(I n, ct_pool_geom g, pool_divs d, const fl
   }
 }
 
-/* MAX, AVE and STOCHASTIC-train backward where at most C x C outputs
- * cover an input (C >= ceil(k / stride) on both axes): every covering
- * output's values are loaded before the sum, which runs in pool_bwd's
- * order. */
-template <typename I, int C>
-__global__ static void pool_bwd_small(I n, ct_pool_geom g, pool_divs d, const float *x,
-                                      const float *y, const float *dy, const float *idx,
-                                      float *dx) {
-  const bool by_index = g.method != POOL_AVE;
-  POOL_LOOP(I, i, n) {
-    const I q = div_of(i, d.W), nc = div_of(q, d.H);
-    const int w = (int)(i - q * (I)g.W), h = (int)(q - nc * (I)g.H);
-    const size_t out0 = (size_t)nc * g.PH * g.PW;
-    const int self = h * g.W + w;
-    const float xv = g.relu_bottom ? __ldg(x + (size_t)nc * g.H * g.W + self) : 1.0f;
-    int ph0, ph1, pw0, pw1;
-    covering<I>(h, g.ph, g.kh, d.sh, g.PH, &ph0, &ph1);
-    covering<I>(w, g.pw, g.kw, d.sw, g.PW, &pw0, &pw1);
-    float dv[C][C], yv[C][C];
-    int iv[C][C];
-#pragma unroll
-    for (int a = 0; a < C; a++)
-#pragma unroll
-      for (int b = 0; b < C; b++) {
-        const bool in = ph0 + a < ph1 && pw0 + b < pw1;
-        const size_t o = out0 + (size_t)(ph0 + a) * g.PW + pw0 + b;
-        dv[a][b] = in ? __ldg(dy + o) : 0.0f;
-        iv[a][b] = in && by_index ? (int)__ldg(idx + o) : -1;
-        yv[a][b] = in && g.relu_top ? __ldg(y + o) : 1.0f;
-      }
-    float grad = 0.0f;
-#pragma unroll
-    for (int a = 0; a < C; a++)
-#pragma unroll
-      for (int b = 0; b < C; b++) {
-        if (!(ph0 + a < ph1 && pw0 + b < pw1) || !(yv[a][b] > 0.0f)) continue;
-        if (by_index) {
-          if (iv[a][b] == self) grad += dv[a][b];
-        } else {
-          const int hs = (ph0 + a) * g.sh - g.ph, ws = (pw0 + b) * g.sw - g.pw;
-          const int size = (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
-          if (size > 0) grad += dv[a][b] / size;
-        }
-      }
-    dx[i] = xv > 0.0f ? grad : 0.0f;
-  }
-}
-
-/* pool_bwd_small's sums with one thread per S x S cell of the input
- * (stride S on both axes): the at most C x C outputs that cover any value
- * of the cell are loaded once for all of them (cifar10_quick's 3x3/2 MAX
- * backward: 4 outputs for 4 inputs instead of 4 for each).  Every input
- * adds its covering outputs in pool_bwd_small's order, so the bits are the
- * same.  cw and ch divide by the cells per row and per plane's column. */
+/* MAX, AVE and STOCHASTIC-train backward with one thread per S x S cell of
+ * the input (stride S on both axes; S = 1: one input): the at most C x C
+ * outputs that cover any value of the cell are all loaded before the sums,
+ * once for the whole cell (cifar10_quick's 3x3/2 MAX backward: 4 outputs
+ * for 4 inputs instead of 4 for each; pool_bwd waits for each load in
+ * turn, and these kernels are bound by that latency, not by bandwidth).
+ * Every input adds its covering outputs in pool_bwd's order, so the bits
+ * are pool_bwd's.  cw and ch divide by the cells per row and per plane's
+ * column. */
 template <typename I, int S, int C>
 __global__ static void pool_bwd_cell(I n, ct_pool_geom g, pool_divs d, fast_div cw, fast_div ch,
                                      const float *x, const float *y, const float *dy,
@@ -329,9 +291,7 @@ __global__ static void pool_bwd_cell(I n, ct_pool_geom g, pool_divs d, fast_div 
             if (by_index) {
               if (iv[a][b] == self) grad += dv[a][b];
             } else {
-              const int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
-              const int size =
-                  (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+              const int size = ave_divisor(g, ph, pw);
               if (size > 0) grad += dv[a][b] / size;
             }
           }
@@ -341,6 +301,19 @@ __global__ static void pool_bwd_cell(I n, ct_pool_geom g, pool_divs d, fast_div 
     }
   }
 }
+
+/* pool_bwd_cell over every S x S cell of g's input (32-bit indices). */
+template <int S, int C>
+static void launch_cells(cudaStream_t st, const ct_pool_geom *g, const pool_divs &d,
+                         const float *x, const float *y, const float *dy, const float *idx,
+                         float *dx) {
+  const unsigned CH = (unsigned)((g->H + S - 1) / S), CW = (unsigned)((g->W + S - 1) / S);
+  const size_t cells = (size_t)g->N * g->C * CH * CW;
+  pool_bwd_cell<unsigned, S, C><<<ct_cuda_blocks(cells), CT_CUDA_THREADS, 0, st>>>(
+      (unsigned)cells, *g, d, fast_div_of(CW), fast_div_of(CH), x, y, dy, idx, dx);
+}
+typedef void (*cell_launcher)(cudaStream_t, const ct_pool_geom *, const pool_divs &, const float *,
+                              const float *, const float *, const float *, float *);
 
 /* Whether n values and every tensor of g fit the 32-bit kernels. */
 static bool fits_32(const ct_pool_geom *g) {
@@ -377,37 +350,24 @@ extern "C" void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, boo
   CT_ASSERT(!g->relu_top || y);
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const pool_divs d = divs_of(g);
-  const int cover = max((g->kh + g->sh - 1) / g->sh, (g->kw + g->sw - 1) / g->sw);
-  const bool small = fits_32(g) && (g->method == POOL_MAX || g->method == POOL_AVE ||
-                                    (g->method == POOL_STO && train));
   const int S = g->sh == g->sw ? g->sh : 0;
-  /* The outputs covering a cell's inputs along an axis are the multiples of S in
-   * a half-open interval k + S - 1 long: at most ceil((k + S - 1) / S) of them,
-   * 2 for cifar10_quick's and AlexNet's 3x3/2. */
-  const int cell_cover = S ? (max(g->kh, g->kw) + 2 * S - 2) / S : 0;
-  if (small && (S == 2 || S == 3) && cell_cover <= 2) {
-    const unsigned CH = (unsigned)((g->H + S - 1) / S), CW = (unsigned)((g->W + S - 1) / S);
-    const size_t cells = (size_t)g->N * g->C * CH * CW;
-    if (S == 2)
-      pool_bwd_cell<unsigned, 2, 2><<<ct_cuda_blocks(cells), CT_CUDA_THREADS, 0, st>>>(
-          (unsigned)cells, *g, d, fast_div_of(CW), fast_div_of(CH), x, y, dy, idx, dx);
-    else
-      pool_bwd_cell<unsigned, 3, 2><<<ct_cuda_blocks(cells), CT_CUDA_THREADS, 0, st>>>(
-          (unsigned)cells, *g, d, fast_div_of(CW), fast_div_of(CH), x, y, dy, idx, dx);
-  } else if (small && cover <= 1)
-    pool_bwd_small<unsigned, 1>
-        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
-  else if (small && cover <= 2)
-    pool_bwd_small<unsigned, 2>
-        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
-  else if (small && cover <= 3)
-    pool_bwd_small<unsigned, 3>
-        <<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, x, y, dy, idx, dx);
-  else if (fits_32(g))
+  /* The outputs covering a cell's inputs along an axis are the multiples of
+   * S in a half-open interval k + S - 1 long: at most ceil((k + S - 1) / S)
+   * of them, 2 for cifar10_quick's and AlexNet's 3x3/2, 3 for GoogLeNet's
+   * 3x3/1. */
+  const int cover = S ? (max(g->kh, g->kw) + 2 * S - 2) / S : 0;
+  if (fits_32(g) && S >= 1 && S <= 3 && cover <= 3 &&
+      (g->method == POOL_MAX || g->method == POOL_AVE || (g->method == POOL_STO && train))) {
+    static const cell_launcher launchers[3][2] = {{launch_cells<1, 2>, launch_cells<1, 3>},
+                                                  {launch_cells<2, 2>, launch_cells<2, 3>},
+                                                  {launch_cells<3, 2>, launch_cells<3, 3>}};
+    launchers[S - 1][cover <= 2 ? 0 : 1](st, g, d, x, y, dy, idx, dx);
+  } else if (fits_32(g)) {
     pool_bwd<unsigned><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)n, *g, d, train, x,
                                                                      y, dy, idx, dx);
-  else
+  } else {
     pool_bwd<size_t><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, d, train, x, y, dy, idx,
                                                                    dx);
+  }
   CT_CUDA_LAUNCH_CHECK();
 }
