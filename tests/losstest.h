@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "layertest.h"
@@ -38,6 +39,33 @@ static inline void lt_param_init(lt_param *lp, const char *name, const char *typ
   caffe__contrastive_loss_parameter__init(&lp->contrastive);
   caffe__hinge_loss_parameter__init(&lp->hinge);
   caffe__infogain_loss_parameter__init(&lp->infogain);
+}
+
+/* SoftmaxWithLoss (GPU tests) with softmax axis `axis` (INT32_MIN: unset),
+ * the ignore label 1 when `ignore`, normalisation `norm` (-1: unset), and
+ * loss weights (2.5 on the loss, 0 on the probabilities; ntop of them)
+ * when `weighted`. */
+static inline void lt_softmax_loss_param(lt_param *lp, int axis, bool ignore, int norm,
+                                         bool weighted, int ntop) {
+  lt_param_init(lp, "loss", "SoftmaxWithLoss");
+  lp->p.loss_param = &lp->loss;
+  lp->loss.has_ignore_label = ignore;
+  lp->loss.ignore_label = 1;
+  if (norm >= 0) {
+    lp->loss.has_normalization = 1;
+    lp->loss.normalization = norm;
+  }
+  if (axis != INT32_MIN) {
+    lp->softmax.has_axis = 1;
+    lp->softmax.axis = axis;
+    lp->p.softmax_param = &lp->softmax;
+  }
+  if (weighted) {
+    lp->loss_weight[0] = 2.5f;
+    lp->loss_weight[1] = 0.0f;
+    lp->p.n_loss_weight = (size_t)ntop;
+    lp->p.loss_weight = lp->loss_weight;
+  }
 }
 
 /* Deterministic integer labels in [0, nclass) into t's data; returns the

@@ -164,31 +164,6 @@ static void prep_all_ignored(tu_layer_case *c) {
   free(v);
 }
 
-/* SoftmaxWithLoss with softmax axis `axis` (INT32_MIN: unset), the ignore
- * label 1 when `ignore`, normalisation `norm` (-1: unset), and loss weights
- * (2.5 on the loss, 0 on the probabilities) when `weighted`. */
-static void swl_param(lt_param *lp, int axis, bool ignore, int norm, bool weighted, int ntop) {
-  lt_param_init(lp, "loss", "SoftmaxWithLoss");
-  lp->p.loss_param = &lp->loss;
-  lp->loss.has_ignore_label = ignore;
-  lp->loss.ignore_label = 1;
-  if (norm >= 0) {
-    lp->loss.has_normalization = 1;
-    lp->loss.normalization = norm;
-  }
-  if (axis != INT32_MIN) {
-    lp->softmax.has_axis = 1;
-    lp->softmax.axis = axis;
-    lp->p.softmax_param = &lp->softmax;
-  }
-  if (weighted) {
-    lp->loss_weight[0] = 2.5f;
-    lp->loss_weight[1] = 0.0f;
-    lp->p.n_loss_weight = (size_t)ntop;
-    lp->p.loss_weight = lp->loss_weight;
-  }
-}
-
 typedef struct {
   const char *shapes;
   int axis, nclass;
@@ -227,7 +202,7 @@ static void test_swl_fused_against_cpu(void **state) {
         const bool ignore = variant == 1, weighted = variant == 1;
         const int ntop = variant == 1 ? 2 : 1;
         lt_param lp;
-        swl_param(&lp, s->axis, ignore, mode, weighted, ntop);
+        lt_softmax_loss_param(&lp, s->axis, ignore, mode, weighted, ntop);
         g_ignore_every = ignore ? 3.0f : 0.0f;
         char name[160];
         snprintf(name, sizeof name, "%s, normalization %d%s", s->shapes, mode,
@@ -241,7 +216,7 @@ static void test_swl_fused_against_cpu(void **state) {
 static void test_swl_all_ignored(void **state) {
   for (int mode = 0; mode <= 3; mode++) {
     lt_param lp;
-    swl_param(&lp, INT32_MIN, true, mode, false, 1);
+    lt_softmax_loss_param(&lp, INT32_MIN, true, mode, false, 1);
     swl_compare(&lp, &k_swl[0], 1, "every label ignored", prep_all_ignored);
   }
 }
@@ -253,7 +228,7 @@ static void test_swl_large(void **state) {
   assert_false(ct_softmax_loss_fused_fits(big.outer, big.nclass, big.inner));
 #endif
   lt_param lp;
-  swl_param(&lp, INT32_MIN, true, -1, true, 2);
+  lt_softmax_loss_param(&lp, INT32_MIN, true, -1, true, 2);
   g_ignore_every = 5;
   swl_compare(&lp, &big, 2, "81920 values (three kernels)", prep_labels);
   g_ignore_every = 0;
@@ -275,7 +250,8 @@ static void test_swl_fused_against_general(void **state) {
 #ifdef CORTADO_HAVE_CUDA
   const swl_shape *s = &k_swl[1];
   lt_param lp;
-  swl_param(&lp, s->axis, true, CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__VALID, true, 2);
+  lt_softmax_loss_param(&lp, s->axis, true, CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__VALID, true,
+                        2);
   g_nclass = s->nclass;
   g_ignore_every = 4;
   float *out[3][3];
@@ -311,7 +287,7 @@ static void test_swl_bad_label(void **state) {
   for (int general = 0; general < 2; general++) {
     ct_softmax_loss_set_fused_max(general ? 0 : CT_SOFTMAX_LOSS_FUSED_MAX);
     lt_param lp;
-    swl_param(&lp, INT32_MIN, true, -1, false, 1);
+    lt_softmax_loss_param(&lp, INT32_MIN, true, -1, false, 1);
     tu_layer_case c;
     tu_layer_case_init(&c, &lp.p, 0, CT_PHASE_TRAIN, "4,5; 4", 1);
     tu_set_values(c.bottom[1], labels);
@@ -330,7 +306,7 @@ static void test_swl_gradient(void **state) {
                        CAFFE__LOSS_PARAMETER__NORMALIZATION_MODE__BATCH_SIZE};
   for (int m = 0; m < 2; m++) {
     lt_param lp;
-    swl_param(&lp, INT32_MIN, true, modes[m], true, 1);
+    lt_softmax_loss_param(&lp, INT32_MIN, true, modes[m], true, 1);
     g_nclass = 10;
     g_ignore_every = 3;
     tu_layer_case g;

@@ -94,27 +94,16 @@ static void test_gpu_softmax(void **state) {
   }
 }
 
-static void swl_param(lt_param *lp, bool ignore, int normalization) {
-  lt_param_init(lp, "loss", "SoftmaxWithLoss");
-  lp->p.loss_param = &lp->loss;
-  lp->loss.has_ignore_label = ignore;
-  lp->loss.ignore_label = 1;
-  if (normalization >= 0) {
-    lp->loss.has_normalization = 1;
-    lp->loss.normalization = normalization;
-  }
-}
-
 static void test_gpu_softmax_loss(void **state) {
   lt_param lp;
   g_nclass = 5;
-  swl_param(&lp, false, -1);
+  lt_softmax_loss_param(&lp, INT32_MIN, false, -1, false, 1);
   check(&lp.p, "2,5,2,3; 2,1,2,3", 2, prep_labels, 1e-2f, 1e-2f, 0, -1);
   for (int mode = 0; mode <= 3; mode++) {
-    swl_param(&lp, true, mode);
+    lt_softmax_loss_param(&lp, INT32_MIN, true, mode, false, 1);
     check(&lp.p, "2,5,2,3; 2,1,2,3", 2, prep_labels_some_ignored, 1e-2f, 1e-2f, 0, -1);
   }
-  swl_param(&lp, false, -1);
+  lt_softmax_loss_param(&lp, INT32_MIN, false, -1, false, 1);
   lp.softmax.has_axis = 1;
   lp.softmax.axis = 2;
   lp.p.softmax_param = &lp.softmax;
@@ -236,7 +225,7 @@ static void expect_bad_label(lt_param *lp, const char *shapes, const float *labe
 static void test_gpu_bad_labels(void **state) {
   const float labels[4] = {0, 4, 1, 5};
   lt_param lp;
-  swl_param(&lp, false, -1);
+  lt_softmax_loss_param(&lp, INT32_MIN, false, -1, false, 1);
   expect_bad_label(&lp, "4,5; 4", labels,
                    "layer 'loss' (SoftmaxWithLoss): label 5 at index 3 is out of range [0, 5)");
   lt_param_init(&lp, "acc", "Accuracy");

@@ -84,6 +84,15 @@ static bool relu_in_place_before(const ct_net *net, int ri, int pi) {
   return net->bottom_ids[ri][0] == blob && net->bottom_ids[pi][0] == blob;
 }
 
+/* Layer ci is a Convolution with a bias, one bottom, one top and no loss
+ * weight, and its top is layer pi's only bottom. */
+static bool conv_with_bias_into(const ct_net *net, int ci, int pi) {
+  const ct_layer *c = net->layers[ci], *p = net->layers[pi];
+  return strcmp(c->ops->type, "Convolution") == 0 && c->nbottom == 1 && c->ntop == 1 &&
+         c->nparams == 2 && c->loss_weight[0] == 0.0f && p->nbottom == 1 &&
+         net->bottom_ids[pi][0] == net->top_ids[ci][0];
+}
+
 ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
   if (si < 1) return CT_OK;
   int bi = si - 1;
@@ -100,10 +109,7 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
     if (!quiet) LOG_INFO("%s computes %s too (Pooling + ReLU fused)", before->name, self->name);
     return CT_OK;
   }
-  if (strcmp(before->ops->type, "Convolution") == 0 && before->nbottom == 1 &&
-      before->ntop == 1 && before->nparams == 2 && before->loss_weight[0] == 0.0f &&
-      self->nbottom == 1 && net->bottom_ids[si][0] == net->top_ids[bi][0] &&
-      ct_pool_take_bias(self, before->params[1])) {
+  if (conv_with_bias_into(net, bi, si) && ct_pool_take_bias(self, before->params[1])) {
     if (ct_conv_defer_bias(before)) {
       CT_TRY(ct_layer_reshape(self, net->bottoms[si], net->tops[si], err));
       if (!quiet)
@@ -119,13 +125,12 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
       LOG_INFO("%s computes %s's backward too (ReLU + Pooling fused)", self->name, before->name);
     return CT_OK;
   }
-  ct_layer *bn = net->layers[bi], *sc = net->layers[si];
-  if (strcmp(bn->ops->type, "BatchNorm") != 0 || bn->absorbed || !scale_fusable(net, bi, si) ||
-      !ct_batch_norm_absorb_scale(bn, sc))
+  if (strcmp(before->ops->type, "BatchNorm") != 0 || before->absorbed ||
+      !scale_fusable(net, bi, si) || !ct_batch_norm_absorb_scale(before, self))
     return CT_OK;
-  CT_TRY(ct_layer_reshape(bn, net->bottoms[bi], net->tops[bi], err));
-  CT_TRY(ct_layer_reshape(sc, net->bottoms[si], net->tops[si], err));
-  if (!quiet) LOG_INFO("%s computes %s too (BatchNorm + Scale fused)", bn->name, sc->name);
+  CT_TRY(ct_layer_reshape(before, net->bottoms[bi], net->tops[bi], err));
+  CT_TRY(ct_layer_reshape(self, net->bottoms[si], net->tops[si], err));
+  if (!quiet) LOG_INFO("%s computes %s too (BatchNorm + Scale fused)", before->name, self->name);
   return CT_OK;
 }
 
