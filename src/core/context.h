@@ -49,6 +49,8 @@ typedef struct ct_context {
   void *stream;          /* cudaStream_t for compute */
   void *copy_stream;     /* cudaStream_t for host-to-device copies overlapped with compute */
   void *cublas;          /* cublasHandle_t bound to stream */
+  void *cublaslt;        /* cublasLtHandle_t (each call names its stream); NULL when cuBLASLt
+                            would not start: its users keep cuBLAS */
   void *cudnn;           /* cudnnHandle_t bound to stream */
   void *workspace;       /* device scratch shared by the layers of one net */
   size_t workspace_bytes;

@@ -1,3 +1,4 @@
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -7,6 +8,9 @@
 #include "core/mem.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
+extern "C" {
+#include "core/log.h"
+}
 
 /* cuBLAS's workspace: NVIDIA recommends 32 MiB on Hopper and newer, 4 MiB
  * before.  Setting it explicitly keeps cuBLAS from allocating while a CUDA
@@ -61,6 +65,12 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   cublasSetStream(blas, stream);
   cublasSetMathMode(blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
   ctx->cublas = blas;
+  cublasLtHandle_t lt = NULL;
+  bs = cublasLtCreate(&lt);
+  if (bs != CUBLAS_STATUS_SUCCESS)
+    LOG_WARNING("GPU %d: cublasLtCreate failed (%s): inner products keep cuBLAS", ctx->device,
+                cublasGetStatusString(bs));
+  ctx->cublaslt = bs == CUBLAS_STATUS_SUCCESS ? lt : NULL;
   size_t wbytes = blas_workspace_bytes(ctx->device);
   ctx->blas_workspace = ct_gpu_malloc(ctx->device, wbytes);
   bs = cublasSetWorkspace(blas, ctx->blas_workspace, wbytes);
@@ -100,9 +110,10 @@ extern "C" void ct_gpu_context_free(ct_context *ctx) {
   ctx->seq_dev = NULL;
   if (ctx->cudnn) cudnnDestroy((cudnnHandle_t)ctx->cudnn);
   if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
+  if (ctx->cublaslt) cublasLtDestroy((cublasLtHandle_t)ctx->cublaslt);
   if (ctx->copy_stream) cudaStreamDestroy((cudaStream_t)ctx->copy_stream);
   if (ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
-  ctx->cudnn = ctx->cublas = ctx->stream = ctx->copy_stream = ctx->workspace = NULL;
+  ctx->cudnn = ctx->cublas = ctx->cublaslt = ctx->stream = ctx->copy_stream = ctx->workspace = NULL;
   ctx->blas_workspace = NULL;
   ctx->draws_dev = NULL;
   ctx->check_word = ctx->check_host = NULL;

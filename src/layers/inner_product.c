@@ -34,7 +34,6 @@ enum { IP_FORWARD, IP_WEIGHT_GRAD, IP_DATA_GRAD, IP_NGEMM };
 /* l->gpu_priv: the cuBLASLt plans for the batch M and the math they were
  * made for (NULL plans: cuBLASLt offered nothing, the backend runs it). */
 typedef struct ip_gpu {
-  void *lt;                   /* cublasLtHandle_t, NULL when cuBLASLt would not start */
   bool planned;
   int M;
   bool ctx_tf32;              /* ctx->tf32 when planned: runs check it is unchanged */
@@ -181,7 +180,6 @@ static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   ip_gpu *gp = l->gpu_priv;
   if (!gp) {
     gp = ct_xcalloc(1, sizeof *gp);
-    gp->lt = ct_gemm_lt_handle_new();
     l->gpu_priv = gp;
   }
   if (gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32) return CT_OK;
@@ -190,7 +188,8 @@ static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   for (int i = 0; i < IP_NGEMM; i++) {
     const ip_gemm_args g = ip_gemm_shape(s, i);
     const bool bias = i == IP_FORWARD && s->bias_term;
-    gp->plan[i] = ct_gemm_lt_plan(gp->lt, g.trans_a, g.trans_b, g.M, g.N, g.K, bias, tf32);
+    gp->plan[i] =
+        ct_gemm_lt_plan(l->ctx->cublaslt, g.trans_a, g.trans_b, g.M, g.N, g.K, bias, tf32);
   }
   gp->M = s->M;
   gp->ctx_tf32 = l->ctx->tf32;
@@ -209,7 +208,6 @@ static void ip_destroy_gpu(ct_layer *l) {
   ip_gpu *gp = l->gpu_priv;
   if (!gp) return;
   ip_free_plans(gp);
-  ct_gemm_lt_handle_free(gp->lt);
   free(gp);
   l->gpu_priv = NULL;
 }

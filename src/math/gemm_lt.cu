@@ -41,20 +41,6 @@ struct ct_gemm_lt {
   bool retired; /* cuBLASLt refused a run: every later run returns false */
 };
 
-extern "C" void *ct_gemm_lt_handle_new(void) {
-  cublasLtHandle_t h = NULL;
-  cublasStatus_t s = cublasLtCreate(&h);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    LOG_WARNING("cublasLtCreate failed (%s): inner products keep cuBLAS", cublasGetStatusString(s));
-    return NULL;
-  }
-  return h;
-}
-
-extern "C" void ct_gemm_lt_handle_free(void *handle) {
-  if (handle) cublasLtDestroy((cublasLtHandle_t)handle);
-}
-
 extern "C" bool ct_gemm_lt_tf32(const ct_context *ctx) {
   const char *env = getenv("NVIDIA_TF32_OVERRIDE");
   return ctx->tf32 && !(env && strcmp(env, "0") == 0);

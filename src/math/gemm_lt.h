@@ -25,24 +25,21 @@ extern "C" {
 
 typedef struct ct_gemm_lt ct_gemm_lt;
 
-/* A cuBLASLt handle (cublasLtHandle_t) for the current device, or NULL when
- * cuBLASLt cannot start (logged).  Free with ct_gemm_lt_handle_free. */
-void *ct_gemm_lt_handle_new(void);
-void ct_gemm_lt_handle_free(void *handle);
-
 /* True when TF32 tensor-core math is allowed for ctx: ctx->tf32, unless
  * NVIDIA_TF32_OVERRIDE=0 is in the environment (NVIDIA's switch that turns
  * TF32 off in every CUDA math library, which this honours explicitly). */
 bool ct_gemm_lt_tf32(const ct_context *ctx);
 
-/* Plans the product above on the current device with the handle
- * (borrowed: it must outlive the plan).  tf32 picks TF32 tensor-core
+/* Plans the product above on the current device with handle, a
+ * cublasLtHandle_t (a context's cublaslt; borrowed: it must outlive the
+ * plan; NULL gives NULL).  tf32 picks TF32 tensor-core
  * compute (CUBLAS_COMPUTE_32F_FAST_TF32), else full FP32
  * (CUBLAS_COMPUTE_32F).  bias: the plan adds bias(N) to every row of C.
  * The algorithm assumes A, B, C and the bias start on 16-byte boundaries
  * (ct_gemm_lt_run checks).  Returns NULL when a dimension is below 2 or the
  * product is a long reduction (K >= 512) over a small output (M * N below
- * 32768), which cuBLAS's split-K runs faster (both left to cuBLAS), or, after logging why at INFO level, when cuBLASLt offers no
+ * 32768), which cuBLAS's split-K runs faster (both left to cuBLAS), or,
+ * after logging why at INFO level, when cuBLASLt offers no
  * algorithm for it: the caller keeps another path. */
 ct_gemm_lt *ct_gemm_lt_plan(void *handle, bool trans_a, bool trans_b, int M, int N, int K,
                             bool bias, bool tf32);
