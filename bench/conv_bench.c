@@ -238,9 +238,13 @@ static void igemm_report(ct_context *ctx, const opts *o, const ct_layer *l) {
   const double flop = 2.0 * (double)ny * g.c * g.kh * g.kw;
   ct_igemm *p = ct_igemm_new(ctx, &g, ctx->tf32);
   size_t ws_bytes = 4;
-  for (int k = 1; k <= CT_IGEMM_WGRAD_CONFIGS; k++) {
-    const size_t b = ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, k);
-    if (b > ws_bytes) ws_bytes = b;
+  for (int d = 0; d < 3; d++) {
+    const ct_igemm_dir dir = (ct_igemm_dir)d;
+    const int n = dir == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    for (int k = 1; k <= n; k++) {
+      const size_t b = ct_igemm_workspace(p, dir, k);
+      if (b > ws_bytes) ws_bytes = b;
+    }
   }
   float *x = ct_gpu_malloc(ctx->device, nx * sizeof(float));
   float *y = ct_gpu_malloc(ctx->device, ny * sizeof(float));

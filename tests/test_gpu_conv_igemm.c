@@ -239,6 +239,20 @@ static void expect_result(const char *what, const float *dev, size_t n, const fl
     fail_msg("%s: a second run gave other bits", what);
 }
 
+/* The most workspace any configuration of any direction of p needs. */
+static size_t most_workspace(const ct_igemm *p) {
+  size_t most = 0;
+  for (int dir = 0; dir < 3; dir++) {
+    const ct_igemm_dir d = (ct_igemm_dir)dir;
+    const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
+    for (int c = 1; c <= n; c++) {
+      const size_t bytes = ct_igemm_workspace(p, d, c);
+      if (bytes > most) most = bytes;
+    }
+  }
+  return most;
+}
+
 /* Every configuration of every direction that g supports, on a TF32 plan,
  * against the reference, twice for the same bits. */
 static void check_direct(const char *name, const ct_igemm_geom *g) {
@@ -267,20 +281,20 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
   big = big > nw ? big : nw;
   float *got = malloc(big * sizeof(float)), *first = malloc(big * sizeof(float));
   ct_igemm *p = ct_igemm_new(&ctx, g, true);
-  size_t ws_bytes = 0;
-  for (int c = 1; c <= CT_IGEMM_WGRAD_CONFIGS; c++) {
-    const size_t bytes = ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, c);
-    if (bytes > ws_bytes) ws_bytes = bytes;
-  }
+  const size_t ws_bytes = most_workspace(p);
   float *ws = ct_gpu_malloc(0, ws_bytes ? ws_bytes : 4);
   const bool data = !ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA);
-  int ran = 0;
+  /* the Winograd configurations run 5x5 stride-1 forwards and data gradients */
+  const bool wino = g->kh == 5 && g->kw == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+                    g->dw == 1 && g->ph <= 4 && g->pw <= 4;
+  int ran = 0, ran_wino = 0;
   char what[160], cname[48];
   for (int dir = 0; dir < 3; dir++) {
     const ct_igemm_dir d = (ct_igemm_dir)dir;
     if (d == CT_IGEMM_BWD_DATA && !data) continue;
     const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
     for (int c = 1; c <= n; c++) {
+      if (!ct_igemm_choice_runs(p, d, c)) continue;
       const bool tf32 = ct_igemm_choice_tf32(d, c);
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
@@ -292,11 +306,12 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
           /* odd choices with bias and ReLU, even ones without */
           const bool epilogue = c % 2 == 1;
           ct_gpu_memset(0, out_y, 0xff, ny * sizeof(float)); /* NaN where nothing is written */
-          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, epilogue ? b_dev : NULL, epilogue, out_y);
+          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, epilogue ? b_dev : NULL, epilogue, ws,
+                           ws_bytes, out_y);
           expect_result(what, out_y, ny, epilogue ? r.y : r.y_plain, tol, keep, same);
         } else if (d == CT_IGEMM_BWD_DATA) {
           ct_gpu_memset(0, out_x, 0xff, nx * sizeof(float));
-          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, out_x);
+          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, ws, ws_bytes, out_x);
           expect_result(what, out_x, nx, r.dx, tol, keep, same);
         } else {
           ct_gpu_memcpy(0, out_w, CT_DEVICE_CPU, dw0, nw * sizeof(float));
@@ -305,12 +320,15 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
         }
       }
       ran++;
+      if (strstr(cname, "WINO")) ran_wino++;
     }
   }
-  const int want = CT_IGEMM_GEMM_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
+  const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS);
+  const int want = gemm * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
   assert_int_equal(ran, want);
-  printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference\n", name, g->n,
-         g->c, g->h, g->w, g->m, ran);
+  assert_int_equal(ran_wino, wino ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
+  printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd)\n",
+         name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino);
   ct_igemm_free(p);
   ct_gpu_free(0, ws);
   ct_gpu_free(0, out_w);
@@ -362,7 +380,8 @@ static void test_direct(void **state) {
 static void test_strict_plan(void **state) {
   const int gemm_pipe = CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + 1;
   const int wgrad_pipe = CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + 1;
-  assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_pipe - 1 + CT_IGEMM_GEMM_PIPE_CONFIGS);
+  const int gemm_wino = gemm_pipe + CT_IGEMM_GEMM_PIPE_CONFIGS;
+  assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_wino - 1 + CT_IGEMM_GEMM_WINO_CONFIGS);
   assert_int_equal(CT_IGEMM_WGRAD_CONFIGS, wgrad_pipe - 1 + CT_IGEMM_WGRAD_PIPE_CONFIGS);
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, 0));
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS));
@@ -386,9 +405,11 @@ static void test_strict_plan(void **state) {
                       "IGEMM_TF32_64x128x1");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_pipe, buf, sizeof buf),
                       "IGEMM_PIPE_32x128x1");
-  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_DATA, CT_IGEMM_GEMM_CONFIGS, buf,
-                                           sizeof buf),
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_DATA, gemm_wino - 1, buf, sizeof buf),
                       "IGEMM_PIPE_32x32x8t4");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_wino, buf, sizeof buf),
+                      "IGEMM_WINO_16x32_8x8c8");
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, gemm_wino));
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_pipe, buf, sizeof buf),
                       "IGEMM_PIPE_32x32x4t4");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,

@@ -298,7 +298,8 @@ static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const
 static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
                    float *x) {
   if (s->algos.bwd_data_rival) {
-    ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w, x);
+    ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w,
+                           (float *)l->ctx->workspace, l->ctx->workspace_bytes, x);
     return;
   }
   CT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle(l->ctx), &k_one, s->w, w, s->y, y, s->bwd_data,
@@ -349,7 +350,8 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
     for (int i = 0; i < l->nbottom; i++)
       ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w,
                        c->bias_term && !c->bias_deferred ? l->params[1]->data : NULL,
-                       c->relu_fused, top[i]->data);
+                       c->relu_fused, (float *)l->ctx->workspace, l->ctx->workspace_bytes,
+                       top[i]->data);
     return CT_OK;
   }
   if (c->relu_fused) {

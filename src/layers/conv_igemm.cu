@@ -1,7 +1,7 @@
 /* Implicit-GEMM convolution kernels in strict FP32, and the plans, choices
  * and timing of every kernel family (the TF32 ones are in
- * conv_igemm_tf32.cu, the pipelined FP32 ones in conv_igemm_fp32p.cu): see
- * conv_igemm.h. */
+ * conv_igemm_tf32.cu, the pipelined FP32 ones in conv_igemm_fp32p.cu, the
+ * Winograd ones in conv_winograd.cu): see conv_igemm.h. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -330,19 +330,25 @@ struct ct_igemm {
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
 /* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
- * reduction, TF32, pipelined FP32, rows per thread (pipelined)}. */
+ * reduction, TF32, pipelined FP32, rows per thread (pipelined), Winograd}.
+ * A Winograd one's BM x BN are its tiles x channels per block (in a
+ * rectangle of tiles), S its input channels per step, wn x tm its tiles x
+ * channels per thread. */
 typedef struct tile {
   int bm, bn, s, wn, step;
   bool tf32, pipe;
   int tm;
+  bool wino;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0},
-#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true, false, 0},
-#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM},
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false},
+#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false},
+#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false},
+#define IG_WINO(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, false, false, TK, true},
 static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
-                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE)};
+                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE)
+                                            IG_WINO_CONFIGS(IG_WINO)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
                                          IG_TF32_WGRAD_CONFIGS(IG_TF32)
                                              IG_PIPE_WGRAD_CONFIGS(IG_PIPE)};
@@ -350,6 +356,7 @@ static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
 #undef IG_FP32_WGRAD
 #undef IG_TF32
 #undef IG_PIPE
+#undef IG_WINO
 #define IG_COUNT(...) +1
 static_assert(0 IG_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_FP32_CONFIGS,
               "CT_IGEMM_GEMM_FP32_CONFIGS");
@@ -363,6 +370,8 @@ static_assert(0 IG_PIPE_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_PIPE_CONFIGS,
               "CT_IGEMM_GEMM_PIPE_CONFIGS");
 static_assert(0 IG_PIPE_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_PIPE_CONFIGS,
               "CT_IGEMM_WGRAD_PIPE_CONFIGS");
+static_assert(0 IG_WINO_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_WINO_CONFIGS,
+              "CT_IGEMM_GEMM_WINO_CONFIGS");
 #undef IG_COUNT
 static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
               "CT_IGEMM_GEMM_CONFIGS");
@@ -383,12 +392,16 @@ extern "C" bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice) {
   return choice >= 1 && choice <= configs_of(dir) && tile_of(dir, choice)->tf32;
 }
 
-/* The index of `choice` (a TF32 or pipelined one) in its family's list. */
+/* The index of `choice` (a TF32, pipelined or Winograd one) in its
+ * family's list. */
 static int family_index(ct_igemm_dir dir, int choice) {
   const bool filter = dir == CT_IGEMM_BWD_FILTER;
   const int fp32 = filter ? CT_IGEMM_WGRAD_FP32_CONFIGS : CT_IGEMM_GEMM_FP32_CONFIGS;
   const int tf32 = filter ? CT_IGEMM_WGRAD_TF32_CONFIGS : CT_IGEMM_GEMM_TF32_CONFIGS;
-  return tile_of(dir, choice)->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
+  const int pipe = filter ? CT_IGEMM_WGRAD_PIPE_CONFIGS : CT_IGEMM_GEMM_PIPE_CONFIGS;
+  const tile *t = tile_of(dir, choice);
+  if (t->wino) return choice - 1 - fp32 - tf32 - pipe;
+  return t->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
 }
 
 extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len) {
@@ -397,7 +410,9 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
     return buf;
   }
   const tile *t = tile_of(dir, choice);
-  if (t->pipe)
+  if (t->wino)
+    snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
+  else if (t->pipe)
     snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
   else if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
     snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
@@ -485,13 +500,12 @@ extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g, bool 
   p->fwd_table = upload_table(ctx, g->c * g->kh * g->kw, fill_fwd_table, g);
   if (!ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA))
     p->bwd_table = upload_table(ctx, g->m * g->kh * g->kw, fill_bwd_table, g);
-  if (tf32) {
-    int cur;
-    CT_CUDA_CHECK(cudaGetDevice(&cur));
-    if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(ctx->device));
-    ig_tf32_allow_smem();
-    if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(cur));
-  }
+  int cur;
+  CT_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(ctx->device));
+  if (tf32) ig_tf32_allow_smem();
+  if (!ig_wino_unsupported(g, CT_IGEMM_FWD)) ig_wino_allow_smem();
+  if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(cur));
   return p;
 }
 
@@ -522,7 +536,8 @@ typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, in
                               const ig_gather &, int, int, float *, const float *, bool);
 
 /* Runs `choice` of forward or backward data: an FP32 launcher, the
- * pipelined FP32 one, or the TF32 one (which p's math must allow). */
+ * pipelined FP32 one, or the TF32 one (which p's math must allow); not a
+ * Winograd one. */
 static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A, int a_stride,
                  const int4 *table, int K, const ig_gather &g, int N, int M, float *out,
                  const float *bias, bool relu) {
@@ -542,17 +557,45 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
     launchers[choice - 1](st, A, a_stride, table, K, g, N, M, out, bias, relu);
 }
 
+extern "C" bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int choice) {
+  if (choice < 1 || choice > configs_of(dir) || ct_igemm_unsupported(&p->g, dir)) return false;
+  const tile *t = tile_of(dir, choice);
+  return (!t->tf32 || p->tf32) && (!t->wino || !ig_wino_unsupported(&p->g, dir));
+}
+
+/* Checks a call of direction dir with `choice` and ws_bytes of workspace. */
+static void check_call(const ct_igemm *p, ct_igemm_dir dir, int choice, size_t ws_bytes) {
+  CT_ASSERTF(ct_igemm_choice_runs(p, dir, choice),
+             "implicit GEMM configuration %d cannot run direction %d here", choice, (int)dir);
+  CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, dir, choice),
+             "implicit GEMM direction %d: %zu workspace bytes", (int)dir, ws_bytes);
+}
+
 extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
-                                 const float *w, const float *bias, bool relu, float *y) {
+                                 const float *w, const float *bias, bool relu, float *ws,
+                                 size_t ws_bytes, float *y) {
   const ct_igemm_geom *g = &p->g;
+  check_call(p, CT_IGEMM_FWD, choice, ws_bytes);
+  if (tile_of(CT_IGEMM_FWD, choice)->wino) {
+    ig_wino_conv(family_index(CT_IGEMM_FWD, choice), (cudaStream_t)ctx->stream, g, false, x, w,
+                 bias, relu, ws, y);
+    return;
+  }
   gemm(p, choice, (cudaStream_t)ctx->stream, w, g->c * g->kh * g->kw, p->fwd_table,
        g->c * g->kh * g->kw, fwd_gather(g, x), g->n * g->oh * g->ow, g->m, y, bias, relu);
 }
 
 extern "C" void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice,
-                                       const float *dy, const float *w, float *dx) {
+                                       const float *dy, const float *w, float *ws,
+                                       size_t ws_bytes, float *dx) {
   const ct_igemm_geom *g = &p->g;
   CT_ASSERT(p->bwd_table);
+  check_call(p, CT_IGEMM_BWD_DATA, choice, ws_bytes);
+  if (tile_of(CT_IGEMM_BWD_DATA, choice)->wino) {
+    ig_wino_conv(family_index(CT_IGEMM_BWD_DATA, choice), (cudaStream_t)ctx->stream, g, true, dy,
+                 w, NULL, false, ws, dx);
+    return;
+  }
   const ig_gather v = {dy, g->m * g->oh * g->ow, g->oh, g->ow, g->h * g->w, g->w, g->h, 1, 1,
                        g->ph, g->pw};
   gemm(p, choice, (cudaStream_t)ctx->stream, w, g->kh * g->kw, p->bwd_table, g->m * g->kh * g->kw,
@@ -578,7 +621,8 @@ static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits
 }
 
 extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
-  if (dir != CT_IGEMM_BWD_FILTER) return 0;
+  if (dir != CT_IGEMM_BWD_FILTER)
+    return tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
   int splits, chunk;
   wgrad_split(&p->g, choice, p->sms, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;
@@ -638,8 +682,10 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
 static void run_dir(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int choice, float *x,
                     float *w, float *y, float *ws, size_t ws_bytes) {
   switch (dir) {
-    case CT_IGEMM_FWD: ct_igemm_forward(ctx, p, choice, x, w, NULL, false, y); break;
-    case CT_IGEMM_BWD_DATA: ct_igemm_backward_data(ctx, p, choice, y, w, x); break;
+    case CT_IGEMM_FWD: ct_igemm_forward(ctx, p, choice, x, w, NULL, false, ws, ws_bytes, y); break;
+    case CT_IGEMM_BWD_DATA:
+      ct_igemm_backward_data(ctx, p, choice, y, w, ws, ws_bytes, x);
+      break;
     case CT_IGEMM_BWD_FILTER: ct_igemm_backward_filter(ctx, p, choice, x, y, ws, ws_bytes, w); break;
   }
 }
@@ -647,12 +693,9 @@ static void run_dir(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int ch
 extern "C" void ct_igemm_time_each(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir,
                                    float *x, float *w, float *y, float *ws, size_t ws_bytes,
                                    float *ms) {
-  const bool can = !ct_igemm_unsupported(&p->g, dir);
   for (int c = 1; c <= configs_of(dir); c++) {
     ms[c - 1] = -1.0f;
-    if (!can || (ct_igemm_choice_tf32(dir, c) && !p->tf32) ||
-        ct_igemm_workspace(p, dir, c) > ws_bytes)
-      continue;
+    if (!ct_igemm_choice_runs(p, dir, c) || ct_igemm_workspace(p, dir, c) > ws_bytes) continue;
     ms[c - 1] = ct_gpu_time_calls((cudaStream_t)ctx->stream, 5,
                                   [&] { run_dir(ctx, p, dir, c, x, w, y, ws, ws_bytes); });
   }

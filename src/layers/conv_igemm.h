@@ -1,7 +1,9 @@
 /* Cortado's own convolution kernels: implicit GEMM for 2-D NCHW
  * convolutions with group 1, in strict FP32 (conv_igemm.cu, and
  * conv_igemm_fp32p.cu through a cp.async pipeline) and on TF32 tensor
- * cores (conv_igemm_tf32.cu), the candidates that the algorithm
+ * cores (conv_igemm_tf32.cu), and Winograd F(2x2, 5x5) in strict FP32 for
+ * 5x5 stride-1 forward and backward data (conv_winograd.cu), the
+ * candidates that the algorithm
  * search (ct_cudnn_conv_find) races against cuDNN per direction.  They
  * exist for the small convolutions where cuDNN is slow: cifar10_quick's
  * 5x5 layers at 3 to 64 channels, where cuDNN's best choices
@@ -41,14 +43,17 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
 
 /* Tile configurations of forward and backward data, and of backward
  * filter: the strict FP32 register-prefetch ones first, then the TF32 ones,
- * then the strict FP32 pipelined ones (last, so that the earlier choices
- * keep their numbers in saved algorithm tables).  A choice is 1 + the
+ * then the strict FP32 pipelined ones, then (forward and backward data)
+ * the Winograd ones; each family after the earlier ones, so that those
+ * keep their numbers in saved algorithm tables.  A choice is 1 + the
  * configuration's index (0: cuDNN). */
 #define CT_IGEMM_GEMM_FP32_CONFIGS 8
 #define CT_IGEMM_GEMM_TF32_CONFIGS 10
 #define CT_IGEMM_GEMM_PIPE_CONFIGS 8
-#define CT_IGEMM_GEMM_CONFIGS \
-  (CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + CT_IGEMM_GEMM_PIPE_CONFIGS)
+#define CT_IGEMM_GEMM_WINO_CONFIGS 5
+#define CT_IGEMM_GEMM_CONFIGS                                                          \
+  (CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + CT_IGEMM_GEMM_PIPE_CONFIGS + \
+   CT_IGEMM_GEMM_WINO_CONFIGS)
 #define CT_IGEMM_WGRAD_FP32_CONFIGS 4
 #define CT_IGEMM_WGRAD_TF32_CONFIGS 6
 #define CT_IGEMM_WGRAD_PIPE_CONFIGS 6
@@ -61,7 +66,9 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
  * "w64" after it for warps 64 columns wide instead of 32) for the TF32 ones
  * of any direction, "IGEMM_PIPE_32x64x4" (rows, columns, thread groups;
  * "t4" after it for threads of 4 x 8 outputs instead of 8 x 8) for the
- * pipelined FP32 ones of any direction, "?" out of range.  Every name of a
+ * pipelined FP32 ones of any direction, "IGEMM_WINO_16x32_8x8c8" (2x2
+ * tiles x output channels per block, tiles x channels per thread, input
+ * channels per step) for the Winograd ones, "?" out of range.  Every name of a
  * direction is its own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
 /* Whether choice (1-based) of direction dir is a TF32 configuration (false
@@ -107,21 +114,30 @@ const char *ct_igemm_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
 ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g, bool tf32);
 void ct_igemm_free(ct_igemm *p);
 
+/* Whether configuration `choice` (1-based) can run direction dir of p's
+ * geometry: the direction is supported, the math allows the choice (a
+ * TF32 one only on a TF32 plan), and a Winograd one has its 5x5 stride-1
+ * convolution. */
+bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int choice);
+
 /* Workspace bytes of direction dir with configuration `choice` (1-based):
  * the partial sums of backward filter (split by the plan's device's
- * multiprocessor count), 0 for the others. */
+ * multiprocessor count), the transformed filters of a Winograd one, 0 for
+ * the others. */
 size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice);
 
 /* y = conv(x, w) (+ bias when bias is not NULL, then max(., 0) when relu),
  * overwriting y.  Asynchronous on ctx's stream.  Here and below, choice
- * must be a configuration of the direction (1-based) that the plan's math
- * allows (a TF32 one only for a TF32 plan): anything else is a bug
+ * must be a configuration that can run the direction
+ * (ct_igemm_choice_runs), and ws must hold at least
+ * ct_igemm_workspace(p, dir, choice) bytes: anything else is a bug
  * (CT_ASSERT). */
 void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
-                      const float *w, const float *bias, bool relu, float *y);
+                      const float *w, const float *bias, bool relu, float *ws, size_t ws_bytes,
+                      float *y);
 /* dx = conv^T(dy, w), overwriting dx (stride 1 only). */
 void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice, const float *dy,
-                            const float *w, float *dx);
+                            const float *w, float *ws, size_t ws_bytes, float *dx);
 /* dw += the weight gradient for x and dy; ws holds at least
  * ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice) bytes. */
 void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
@@ -129,16 +145,15 @@ void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, co
 
 /* Times direction dir on the given device buffers (x and y of the
  * geometry's sizes, w the filter's, ws of ws_bytes; their contents are
- * overwritten), every configuration that the plan's math allows and whose
- * workspace fits: writes the fastest one's choice (1-based) and its
+ * overwritten), every configuration that can run it and whose workspace
+ * fits: writes the fastest one's choice (1-based) and its
  * milliseconds per call.  False (nothing written) when dir is unsupported
  * or no configuration fits.  Synchronises ctx's stream. */
 bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
                    float *y, float *ws, size_t ws_bytes, int *choice, float *ms);
 /* The same, writing each configuration's milliseconds per call to
  * ms[choice - 1] (CT_IGEMM_GEMM_CONFIGS or CT_IGEMM_WGRAD_CONFIGS values),
- * -1 for those not timed (a TF32 one on a strict plan, too much workspace,
- * or dir unsupported).  For benchmarks. */
+ * -1 for those not timed (one that cannot run, or too much workspace).  For benchmarks. */
 void ct_igemm_time_each(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
                         float *y, float *ws, size_t ws_bytes, float *ms);
 

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "layers/conv_igemm.h"
+
 /* The implicit im2col view of a batch of source images (X forward, dY for
  * backward data): column n = (image, oy, ox) of the GEMM reads, for table
  * entry k = {a_off, src_off, dy, dx}, src[pos(n) + src_off] where
@@ -198,5 +200,36 @@ void ig_pipe_gemm(int index, cudaStream_t st, const float *A, int a_stride, cons
  * (0-based in IG_PIPE_WGRAD_CONFIGS), as ig_tf32_wgrad. */
 void ig_pipe_wgrad(int index, cudaStream_t st, const float *dy, int M, const int4 *table, int K,
                    const ig_gather &g, int N, int chunk, int splits, float *out, bool accumulate);
+
+/* ---------------------------------------------------------------- Winograd configurations */
+
+/* Configurations of the strict-FP32 Winograd F(2x2, 5x5) kernel
+ * (conv_winograd.cu), forward and backward data only: a block computes a
+ * BY x BX rectangle of 2x2 output tiles of one image x BK output channels,
+ * each thread TT tiles x TK channels of one of the 36 transformed points,
+ * taking the input channels CC at a time.  X(BY, BX, BK, TT, TK, CC). */
+#define IG_WINO_CONFIGS(X)                                                               \
+  X(4, 4, 32, 8, 8, 8) X(4, 4, 32, 4, 8, 4) X(4, 8, 16, 8, 8, 4) X(2, 4, 32, 4, 8, 8)      \
+  X(4, 4, 64, 8, 8, 4)
+
+/* Why the Winograd kernel cannot run direction dir of g, or NULL: it needs
+ * 5x5 filters, stride and dilation 1, pads up to 4, and runs forward and
+ * backward data only. */
+const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
+
+/* Its workspace bytes (the transformed filters), either direction. */
+size_t ig_wino_workspace(const ct_igemm_geom *g);
+
+/* Forward (data false: dst = y, src = x, + bias, then ReLU when relu) or
+ * backward data (data true: dst = dx, src = dy; bias NULL, relu false) of
+ * g with Winograd configuration `index` (0-based in IG_WINO_CONFIGS),
+ * overwriting dst; ws holds ig_wino_workspace(g) bytes. */
+void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                  const float *src, const float *w, const float *bias, bool relu, float *ws,
+                  float *dst);
+
+/* Lets the Winograd kernels use the shared memory they need (more than the
+ * default 48 KiB) on the current device. */
+void ig_wino_allow_smem(void);
 
 #endif

@@ -1,0 +1,316 @@
+// Host emulator of the Winograd F(2x2, 5x5) convolution kernels
+// (src/layers/conv_winograd.cu), for checking their index arithmetic
+// without a GPU (scripts/wino-emu.sh builds and runs it).  The kernels' own
+// source is included here with WG_HOST_EMULATION: each CUDA thread of a
+// block is a fiber (ucontext), and all of a block's fibers advance in
+// rounds from one __syncthreads to the next, in an order shuffled per
+// round; cp.async copies land either at issue or as late as the waits
+// allow (both orders are run).  Every global read is checked against the
+// registered buffers,
+// every output carries guard zones and starts as NaN, and the results are
+// compared with a double reference.  Rounds cannot show a race between
+// threads that a missing __syncthreads would cause on a GPU
+// (compute-sanitizer's racecheck on the device does).
+#include <cuda_runtime.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __align__
+#undef __restrict__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(x)
+#define __restrict__
+
+struct Range {
+  const void *lo, *hi;
+};
+static std::vector<Range> g_ranges;
+static void reg(const void *p, size_t bytes) { g_ranges.push_back({p, (const char *)p + bytes}); }
+static float checked_read(const float *p) {
+  for (auto &r : g_ranges)
+    if ((const void *)p >= r.lo && (const void *)(p + 1) <= r.hi) return *p;
+  fprintf(stderr, "global read out of bounds at %p\n", (const void *)p);
+  abort();
+}
+
+struct Copy {
+  float *dst;
+  float v[4];
+  int n;
+};
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  bool done = false;
+  dim3 tidx;
+  std::vector<Copy> open;
+  std::vector<std::vector<Copy>> groups;
+};
+static ucontext_t g_sched;
+static Fiber *g_cur;
+static dim3 blockIdx, blockDim;
+#define threadIdx (g_cur->tidx)
+static std::vector<float> g_smem;
+static void __syncthreads() { swapcontext(&g_cur->ctx, &g_sched); }
+
+static bool g_eager;
+static void cp(float *dst, const float *src, bool full, int n) {
+  if (dst < g_smem.data() || dst + n > g_smem.data() + g_smem.size()) {
+    fprintf(stderr, "shared write out of range\n");
+    abort();
+  }
+  Copy c{dst, {0, 0, 0, 0}, n};
+  for (int i = 0; i < n; i++) c.v[i] = full ? checked_read(src + i) : 0.0f;
+  if (g_eager)
+    memcpy(dst, c.v, n * sizeof(float));
+  else
+    g_cur->open.push_back(c);
+}
+static void wg_cp4(float *dst, const float *src, bool full) { cp(dst, src, full, 1); }
+static void wg_cp16(float *dst, const float *src, bool full) {
+  if (((uintptr_t)dst | (uintptr_t)src) % 16) {
+    fprintf(stderr, "a 16-byte copy not aligned\n");
+    abort();
+  }
+  cp(dst, src, full, 4);
+}
+static void wg_cp_commit() {
+  g_cur->groups.push_back(g_cur->open);
+  g_cur->open.clear();
+}
+template <int N>
+static void wg_cp_wait() {
+  while ((int)g_cur->groups.size() > N) {
+    for (auto &c : g_cur->groups.front()) memcpy(c.dst, c.v, c.n * sizeof(float));
+    g_cur->groups.erase(g_cur->groups.begin());
+  }
+}
+
+#define WG_HOST_EMULATION
+#define WG_LDG(p) checked_read(p)
+#define WG_SMEM_DECL float *wg_smem = g_smem.data()
+#include "layers/conv_winograd.cu"
+
+static std::mt19937 g_rng(7);
+
+/* Runs kernel(args) over grid x block threads, block by block. */
+template <typename F>
+static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
+  static F *k;
+  k = &kernel;
+  std::vector<Fiber> fib(threads);
+  for (unsigned by = 0; by < grid.y; by++)
+    for (unsigned bx = 0; bx < grid.x; bx++) {
+      blockIdx = dim3(bx, by, 0);
+      blockDim = dim3(threads, 1, 1);
+      g_smem.assign(smem_floats, std::nanf(""));
+      for (int t = 0; t < threads; t++) {
+        Fiber &f = fib[t];
+        f.done = false;
+        f.open.clear();
+        f.groups.clear();
+        f.tidx = dim3(t, 0, 0);
+        f.stack.resize(1 << 16);
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack.data();
+        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_link = &g_sched;
+        makecontext(&f.ctx, (void (*)())+[] {
+          (*k)();
+          g_cur->done = true;
+        }, 0);
+      }
+      std::vector<int> order(threads);
+      for (int t = 0; t < threads; t++) order[t] = t;
+      for (;;) {
+        std::shuffle(order.begin(), order.end(), g_rng);
+        int done = 0;
+        for (int t : order) {
+          if (fib[t].done) {
+            done++;
+            continue;
+          }
+          g_cur = &fib[t];
+          swapcontext(&g_sched, &fib[t].ctx);
+          if (fib[t].done) done++;
+        }
+        if (done == threads) break;
+        /* a round ends with every live fiber at the same barrier */
+        for (int t = 0; t < threads; t++)
+          if (fib[t].done) {
+            fprintf(stderr, "a thread returned while others wait at a barrier\n");
+            abort();
+          }
+      }
+    }
+}
+
+struct Geom {
+  const char *name;
+  int n, c, h, w, m, ph, pw;
+};
+
+/* dst (n, cout, OH, OW) = the 5x5 correlation of src (n, cin, H, W) padded
+ * by ph, pw with filters f(co, ci) (a callback), in double. */
+template <typename Filt>
+static std::vector<double> reference(const std::vector<float> &src, int n, int cin, int H, int W,
+                                     int cout, int ph, int pw, Filt f) {
+  const int OH = H + 2 * ph - 4, OW = W + 2 * pw - 4;
+  std::vector<double> out((size_t)n * cout * OH * OW, 0.0);
+  for (int i = 0; i < n; i++)
+    for (int co = 0; co < cout; co++)
+      for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++) {
+          double s = 0.0;
+          for (int ci = 0; ci < cin; ci++)
+            for (int u = 0; u < 5; u++)
+              for (int v = 0; v < 5; v++) {
+                const int y = oy + u - ph, x = ox + v - pw;
+                if (y < 0 || y >= H || x < 0 || x >= W) continue;
+                s += (double)src[(((size_t)i * cin + ci) * H + y) * W + x] * f(co, ci, u, v);
+              }
+          out[(((size_t)i * cout + co) * OH + oy) * OW + ox] = s;
+        }
+  return out;
+}
+
+template <int BY, int BX, int BK, int TT, int TK, int CC>
+static bool run_config(const Geom &g, bool data, const std::vector<float> &w,
+                       const std::vector<float> &bias, bool epilogue) {
+  typedef wg_shape<BY, BX, BK, TT, TK, CC> S;
+  const int OHf = g.h + 2 * g.ph - 4, OWf = g.w + 2 * g.pw - 4;
+  wg_args a;
+  int cin, cout;
+  if (!data) {
+    cin = g.c, cout = g.m;
+    a.H = g.h, a.W = g.w, a.OH = OHf, a.OW = OWf, a.ph = g.ph, a.pw = g.pw;
+  } else {
+    cin = g.m, cout = g.c;
+    a.H = OHf, a.W = OWf, a.OH = g.h, a.OW = g.w, a.ph = 4 - g.ph, a.pw = 4 - g.pw;
+  }
+  a.cin = cin, a.cout = cout;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> src((size_t)g.n * cin * a.H * a.W);
+  for (auto &v : src) v = dist(g_rng);
+  a.coutp = (cout + 3) / 4 * 4;
+  a.TH = (a.OH + 1) / 2;
+  a.TW = (a.OW + 1) / 2;
+  a.NBY = (a.TH + BY - 1) / BY;
+  a.NBX = (a.TW + BX - 1) / BX;
+  /* the filter transform, every thread of its grid (16-byte aligned) */
+  std::vector<float> ubuf((size_t)36 * cin * a.coutp + 4, std::nanf(""));
+  float *up = ubuf.data();
+  while ((uintptr_t)up % 16) up++;
+  std::vector<float> u(up, up + (size_t)36 * cin * a.coutp);
+  g_ranges.clear();
+  reg(w.data(), w.size() * 4);
+  reg(src.data(), src.size() * 4);
+  reg(bias.data(), bias.size() * 4);
+  const int pairs = cin * a.coutp;
+  run_grid(dim3((pairs + 127) / 128, 1, 1), 128, 0,
+           [&] { wg_filter_kernel(w.data(), cin, cout, a.coutp, data ? 1 : 0, up); });
+  for (size_t i = 0; i < u.size(); i++)
+    if (std::isnan(up[i])) {
+      printf("filter transform left a value unwritten\n");
+      return false;
+    }
+  reg(up, u.size() * 4);
+  const size_t ny = (size_t)g.n * cout * a.OH * a.OW, guard = 64;
+  std::vector<float> out(ny + 2 * guard, std::nanf(""));
+  for (size_t i = 0; i < guard; i++) out[i] = out[ny + guard + i] = 12345.0f;
+  a.src = src.data();
+  a.u = up;
+  a.bias = epilogue ? bias.data() : nullptr;
+  a.relu = epilogue ? 1 : 0;
+  a.dst = out.data() + guard;
+  dim3 grid(g.n * a.NBY * a.NBX, (cout + BK - 1) / BK, 1);
+  run_grid(grid, S::T, S::FLOATS, [&] { wg_conv_kernel<BY, BX, BK, TT, TK, CC>(a); });
+  std::vector<double> ref;
+  if (!data)
+    ref = reference(src, g.n, cin, a.H, a.W, cout, a.ph, a.pw, [&](int co, int ci, int y, int x) {
+      return (double)w[(((size_t)co * g.c + ci) * 5 + y) * 5 + x];
+    });
+  else
+    ref = reference(src, g.n, cin, a.H, a.W, cout, a.ph, a.pw, [&](int co, int ci, int y, int x) {
+      /* dX's filter (co = input channel c, ci = output channel m): turned */
+      return (double)w[(((size_t)ci * g.c + co) * 5 + (4 - y)) * 5 + (4 - x)];
+    });
+  double most = 0.0, err = 0.0;
+  for (size_t i = 0; i < ny; i++) {
+    double r = ref[i];
+    if (epilogue) r = std::max(r + bias[(i / ((size_t)a.OH * a.OW)) % cout], 0.0);
+    ref[i] = r;
+    most = std::max(most, std::fabs(r));
+  }
+  for (size_t i = 0; i < guard; i++)
+    if (out[i] != 12345.0f || out[ny + guard + i] != 12345.0f) {
+      printf("write outside the output\n");
+      return false;
+    }
+  for (size_t i = 0; i < ny; i++) {
+    const float v = out[guard + i];
+    if (std::isnan(v)) {
+      printf("output %zu unwritten\n", i);
+      return false;
+    }
+    err = std::max(err, std::fabs(v - ref[i]));
+  }
+  const double rel = err / (most > 0 ? most : 1.0);
+  printf("%-12s %s %dx%dx%d_%dx%dc%d%s%s: error %.2e of the largest value %s\n", g.name,
+         data ? "data   " : "forward", BY, BX, BK, TT, TK, CC, epilogue ? " +bias+relu" : "",
+         g_eager ? "" : " late", rel,
+         rel <= 1e-5 ? "ok" : "FAIL");
+  return rel <= 1e-5;
+}
+
+int main(int argc, char **argv) {
+  const Geom cases[] = {
+      {"cifar conv1", 2, 3, 12, 12, 32, 2, 2},  {"cifar conv2", 2, 32, 8, 8, 32, 2, 2},
+      {"cifar conv3", 2, 32, 8, 8, 64, 2, 2},   {"odd sizes", 3, 5, 9, 7, 12, 2, 2},
+      {"pad 0", 2, 10, 9, 11, 20, 0, 0},        {"pad 4 and 1", 1, 17, 5, 6, 33, 4, 1},
+      {"one pixel", 5, 3, 1, 1, 7, 2, 2},
+  };
+  const int only = argc > 1 ? atoi(argv[1]) : -1;
+  int failures = 0, n = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (only >= 0 && (int)i != only) continue;
+    const Geom &g = cases[i];
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    std::vector<float> w((size_t)g.m * g.c * 25), bias(std::max(g.m, g.c));
+    for (auto &v : w) v = dist(g_rng);
+    for (auto &v : bias) v = dist(g_rng);
+    for (int data = 0; data < 2; data++)
+      for (int eager = 0; eager < 2; eager++) {
+        g_eager = eager != 0;
+        int k = 0;
+#define WG_RUN(BY, BX, BK, TT, TK, CC)                                                   \
+  {                                                                                        \
+    const bool epi = !data && k % 2 == eager;                                              \
+    failures += !run_config<BY, BX, BK, TT, TK, CC>(g, data != 0, w, bias, epi);           \
+    n++;                                                                                   \
+    k++;                                                                                   \
+  }
+        IG_WINO_CONFIGS(WG_RUN)
+#undef WG_RUN
+      }
+  }
+  printf("%d runs\n%d failures\n", n, failures);
+  return failures != 0;
+}

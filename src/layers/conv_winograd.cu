@@ -1,0 +1,438 @@
+/* Winograd F(2x2, 5x5) convolution in strict FP32: the forward and backward
+ * data directions of 5x5, stride-1 convolutions (cifar10_quick's three
+ * layers), raced against cuDNN beside the implicit-GEMM kernels (see
+ * conv_igemm.h and IG_WINO_CONFIGS in conv_igemm_impl.cuh).
+ *
+ * Each 2x2 block of outputs (a tile) is computed from the 6x6 input patch
+ * under it as Y = A^T [(G g G^T) . (B^T d B)] A, with the interpolation
+ * points 0, 1, -1, 2, -2 and infinity:
+ *   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+ *          0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+ *   G   = [1/4 0 0 0 0; -1/6 (1 1 1 1 1); -1/6 (1 -1 1 -1 1);
+ *          1/24 (1 2 4 8 16); 1/24 (1 -2 4 -8 16); 0 0 0 0 1]
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]
+ * 36 multiplications per tile and channel pair instead of 100: in the
+ * transformed domain the convolution is 36 independent products of
+ * (output channels x input channels) by (input channels x tiles), summed in
+ * FP32 with FMAs like any strict-FP32 GEMM.  The transforms round as well,
+ * so results differ from a direct sum by a few units in the last place of
+ * the largest values (cuDNN's Winograd and FFT algorithms do the same in
+ * FP32).
+ *
+ * Two kernels per call: the filter transform into the workspace
+ * (U[point][input channel][output channel]), then the fused kernel, whose
+ * block transforms its tiles' patches chunk by chunk of input channels
+ * into shared memory (columns, then rows, one per thread), multiplies
+ * them with U in registers, and transforms the products back.  Backward data is the same convolution of dY with the
+ * filter turned 180 degrees, input and output channels swapped, and pad
+ * 4 - pad.  Fixed order of sums everywhere: deterministic.
+ *
+ * scripts/wino-emu.sh compiles the kernels of this file on the host
+ * (WG_HOST_EMULATION) and runs them, thread by thread, against a double
+ * reference. */
+#ifndef WG_HOST_EMULATION
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+#include "layers/conv_igemm.h"
+#include "layers/conv_igemm_impl.cuh"
+extern "C" {
+#include "core/log.h"
+}
+#define WG_LDG(p) __ldg(p)
+#define WG_SMEM_DECL extern __shared__ __align__(16) float wg_smem[]
+#endif
+
+/* ---------------------------------------------------------------- transforms */
+
+/* B^T d of one column (or row) of 6 values, in place. */
+__host__ __device__ __forceinline__ void wg_bt(float &d0, float &d1, float &d2, float &d3,
+                                               float &d4, float &d5) {
+  const float a = d4 - d2, b = d3 - d1;
+  const float o0 = fmaf(4.0f, d0, fmaf(-5.0f, d2, d4));
+  const float o1 = fmaf(-4.0f, d1 + d2, d3 + d4);
+  const float o2 = fmaf(4.0f, d1 - d2, d4 - d3);
+  const float o3 = fmaf(2.0f, b, a);
+  const float o4 = fmaf(-2.0f, b, a);
+  const float o5 = fmaf(4.0f, d1, fmaf(-5.0f, d3, d5));
+  d0 = o0;
+  d1 = o1;
+  d2 = o2;
+  d3 = o3;
+  d4 = o4;
+  d5 = o5;
+}
+
+/* G g of 5 values into 6. */
+__host__ __device__ __forceinline__ void wg_g(const float g[5], float u[6]) {
+  const float e = g[0] + g[2] + g[4], o = g[1] + g[3];
+  const float e2 = fmaf(16.0f, g[4], fmaf(4.0f, g[2], g[0])), o2 = fmaf(8.0f, g[3], 2.0f * g[1]);
+  u[0] = 0.25f * g[0];
+  u[1] = -(e + o) * (1.0f / 6.0f);
+  u[2] = -(e - o) * (1.0f / 6.0f);
+  u[3] = (e2 + o2) * (1.0f / 24.0f);
+  u[4] = (e2 - o2) * (1.0f / 24.0f);
+  u[5] = g[4];
+}
+
+/* A^T m of 6 values into 2. */
+__host__ __device__ __forceinline__ void wg_at(float m0, float m1, float m2, float m3, float m4,
+                                               float m5, float &y0, float &y1) {
+  y0 = m0 + m1 + m2 + m3 + m4;
+  y1 = fmaf(2.0f, m3 - m4, m1 - m2 + m5);
+}
+
+/* U = G g G^T of a 5x5 filter (row-major; turned 180 degrees when flip)
+ * into u[point * stride] for the 36 points. */
+__host__ __device__ __forceinline__ void wg_filter_transform(const float *g, bool flip, float *u,
+                                                             size_t stride) {
+  float t[6][5];
+  for (int x = 0; x < 5; x++) {
+    float col[5], o[6];
+    for (int y = 0; y < 5; y++) col[y] = flip ? g[(4 - y) * 5 + (4 - x)] : g[y * 5 + x];
+    wg_g(col, o);
+    for (int i = 0; i < 6; i++) t[i][x] = o[i];
+  }
+  for (int i = 0; i < 6; i++) {
+    float o[6];
+    wg_g(t[i], o);
+    for (int j = 0; j < 6; j++) u[(size_t)(i * 6 + j) * stride] = o[j];
+  }
+}
+
+/* The workspace's filters: u[(p * cin + ci) * coutp + co] = the transform
+ * of w's filter for that pair, coutp = cout rounded up to 4 (zeros past
+ * cout), so that a block copies them 16 bytes at a time.  Forward (flip
+ * false): w is (cout, cin, 5, 5).  Backward data (flip true): w is the
+ * forward's (cin, cout, 5, 5), read turned 180 degrees. */
+__global__ void wg_filter_kernel(const float *__restrict__ w, int cin, int cout, int coutp,
+                                 int flip, float *__restrict__ u) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= cin * coutp) return;
+  const int co = e / cin, ci = e - co * cin;
+  float *dst = u + (size_t)ci * coutp + co;
+  const size_t stride = (size_t)cin * coutp;
+  if (co >= cout) {
+    for (int q = 0; q < 36; q++) dst[q * stride] = 0.0f;
+    return;
+  }
+  const float *g = flip ? w + ((size_t)ci * cout + co) * 25 : w + ((size_t)co * cin + ci) * 25;
+  wg_filter_transform(g, flip != 0, dst, stride);
+}
+
+/* ---------------------------------------------------------------- cp.async */
+
+/* scripts/wino-emu.sh gives its own host versions of these four. */
+#ifndef WG_HOST_EMULATION
+/* dst (shared) = *src (global), 4 or 16 bytes, or zeros when !full (src not
+ * read). */
+__device__ __forceinline__ void wg_cp4(float *dst, const float *src, bool full) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
+               "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void wg_cp16(float *dst, const float *src, bool full) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
+               "l"(__cvta_generic_to_global(src)), "r"(full ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void wg_cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Waits until at most N of this thread's committed groups are in flight. */
+template <int N>
+__device__ __forceinline__ void wg_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
+/* ---------------------------------------------------------------- the fused kernel */
+
+/* One convolution: src (n, cin, H, W) -> dst (n, cout, OH, OW) with 5x5
+ * filters at stride 1 and pads ph, pw, through u (coutp apart, see
+ * wg_filter_kernel); TH x TW tiles per image, the blocks' rectangles of
+ * tiles NBY x NBX per image. */
+typedef struct wg_args {
+  const float *src, *u, *bias;
+  float *dst;
+  int cin, H, W, cout, coutp, OH, OW, ph, pw;
+  int TH, TW, NBY, NBX;
+  int relu;
+} wg_args;
+
+/* The shape of configuration (BY, BX, BK, TT, TK, CC): a block computes a
+ * BY x BX rectangle of tiles (BT of them; 2 BY x 2 BX outputs) of one
+ * image for BK output channels, with one thread per (point, TT tiles, TK
+ * channels), taking the input channels CC at a time through a two-stage
+ * cp.async pipeline: the raw input rectangle under its tiles (RH x RW per
+ * channel) and the transformed filters. */
+template <int BY, int BX, int BK, int TT, int TK, int CC>
+struct wg_shape {
+  static constexpr int BT = BY * BX;
+  static constexpr int GT = BT / TT, GK = BK / TK;
+  static constexpr int T = 36 * GT * GK; /* threads */
+  /* two blocks of 288 threads per multiprocessor: at most 96 registers
+   * each (8 x 8 products per thread spill 12 bytes) */
+  static constexpr int MIN_BLOCKS = T <= 288 ? 2 : 1;
+  static constexpr int RH = 2 * BY + 4, RW = 2 * BX + 4, RAW = CC * RH * RW;
+  static constexpr int VS = CC * BT + 4, US = CC * BK + 4; /* per-point strides, padded */
+  static constexpr int U_FLOATS = 36 * US;
+  /* shared memory: Us[2], Rs[2], Vs; at the end one slice of TK channels'
+   * products, 37 apart */
+  static constexpr int U_OFF = 0, R_OFF = 2 * U_FLOATS, V_OFF = R_OFF + 2 * RAW;
+  static constexpr int CHUNK = V_OFF + 36 * VS;
+  /* the products go back SL slices of TK channels at a time: as many as
+   * the pipeline's shared memory holds (SL divides GK) */
+  static constexpr int slices(int n) {
+    return n <= 1 ? 1 : GK % n == 0 && n * TK * BT * 37 <= CHUNK ? n : slices(n - 1);
+  }
+  static constexpr int SL = slices(GK);
+  static constexpr int OUT = SL * TK * BT * 37;
+  static constexpr int FLOATS = CHUNK > OUT ? CHUNK : OUT;
+  static_assert(BT % TT == 0 && BK % TK == 0 && TT % 4 == 0 && TK % 4 == 0, "wg_shape");
+  static_assert((CC * BT) % 32 == 0 && (CC * BK) % 32 == 0, "wg_shape: padded strides");
+  static_assert(RAW % 4 == 0 && BK % 4 == 0, "wg_shape: 16-byte alignment");
+};
+
+template <int BY, int BX, int BK, int TT, int TK, int CC>
+__global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
+                                  wg_shape<BY, BX, BK, TT, TK, CC>::MIN_BLOCKS)
+    wg_conv_kernel(wg_args a) {
+  typedef wg_shape<BY, BX, BK, TT, TK, CC> S;
+  constexpr int BT = S::BT;
+  WG_SMEM_DECL;
+  float *Vs = wg_smem + S::V_OFF; /* [point][cc][tile], VS apart */
+  const int tid = threadIdx.x;
+  const int p = tid % 36, grp = tid / 36;
+  const int t0 = (grp % S::GT) * TT, k0 = (grp / S::GT) * TK;
+  const int per_img = a.NBY * a.NBX;
+  const int img = blockIdx.x / per_img, rb = blockIdx.x - img * per_img;
+  const int ty0 = (rb / a.NBX) * BY, tx0 = (rb - (rb / a.NBX) * a.NBX) * BX;
+  const int kblk = blockIdx.y * BK;
+  const int iy0 = 2 * ty0 - a.ph, ix0 = 2 * tx0 - a.pw; /* the raw rectangle's origin */
+  const size_t plane = (size_t)a.H * a.W;
+  const float *src_img = a.src + (size_t)img * a.cin * plane;
+
+  /* chunk c0's copies into buffer b: the raw rectangle (zeros outside the
+   * image and past cin) and the filters (zeros past cin) */
+  auto load = [&](int c0, int b) {
+    float *Rs = wg_smem + S::R_OFF + b * S::RAW;
+    /* not unrolled: unrolled, their addresses stay live across the chunk
+     * loop and take registers that the products need */
+#pragma unroll 1
+    for (int e = tid; e < S::RAW; e += S::T) {
+      const int x = e % S::RW, r = e / S::RW, y = r % S::RH, cc = r / S::RH;
+      const int yy = iy0 + y, xx = ix0 + x, c = c0 + cc;
+      const bool ok = c < a.cin && (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
+      wg_cp4(Rs + e, ok ? src_img + c * plane + (size_t)yy * a.W + xx : a.src, ok);
+    }
+    float *Us = wg_smem + S::U_OFF + b * S::U_FLOATS;
+#pragma unroll 1
+    for (int e = tid; e < 36 * CC * (BK / 4); e += S::T) {
+      const int k4 = e % (BK / 4), r = e / (BK / 4), cc = r % CC, q = r / CC;
+      const int c = c0 + cc, co = kblk + 4 * k4;
+      const bool ok = c < a.cin && co < a.coutp;
+      wg_cp16(Us + q * S::US + cc * BK + 4 * k4,
+              ok ? a.u + ((size_t)q * a.cin + c) * a.coutp + co : a.u, ok);
+    }
+    wg_cp_commit();
+  };
+
+  float acc[TK][TT];
+#pragma unroll
+  for (int i = 0; i < TK; i++)
+#pragma unroll
+    for (int j = 0; j < TT; j++) acc[i][j] = 0.0f;
+
+  const int chunks = (a.cin + CC - 1) / CC;
+  load(0, 0);
+  for (int k = 0; k < chunks; k++) {
+    const int b = k & 1;
+    if (k + 1 < chunks) {
+      load((k + 1) * CC, b ^ 1);
+      wg_cp_wait<1>();
+    } else {
+      wg_cp_wait<0>();
+    }
+    __syncthreads();
+    /* the chunk's patches, transformed into Vs: B^T d column by column
+     * (one column of one (channel, tile) per thread), then B^T d B row by
+     * row, in place */
+    const float *Rs = wg_smem + S::R_OFF + b * S::RAW;
+    for (int e = tid; e < 6 * CC * BT; e += S::T) {
+      const int t = e % BT, r = e / BT, cc = r % CC, j = r / CC;
+      const float *col = Rs + (cc * S::RH + 2 * (t / BX)) * S::RW + 2 * (t % BX) + j;
+      float d[6];
+#pragma unroll
+      for (int i = 0; i < 6; i++) d[i] = col[i * S::RW];
+      wg_bt(d[0], d[1], d[2], d[3], d[4], d[5]);
+#pragma unroll
+      for (int i = 0; i < 6; i++) Vs[(i * 6 + j) * S::VS + cc * BT + t] = d[i];
+    }
+    __syncthreads();
+    for (int e = tid; e < 6 * CC * BT; e += S::T) {
+      const int t = e % BT, r = e / BT, cc = r % CC, i = r / CC;
+      float *v = Vs + i * 6 * S::VS + cc * BT + t;
+      float d[6];
+#pragma unroll
+      for (int j = 0; j < 6; j++) d[j] = v[j * S::VS];
+      wg_bt(d[0], d[1], d[2], d[3], d[4], d[5]);
+#pragma unroll
+      for (int j = 0; j < 6; j++) v[j * S::VS] = d[j];
+    }
+    __syncthreads();
+    /* point p's products: acc[TK channels][TT tiles] over the chunk */
+    const float *ur = wg_smem + S::U_OFF + b * S::U_FLOATS + p * S::US + k0;
+    const float *vr = Vs + p * S::VS + t0;
+#pragma unroll 2
+    for (int cc = 0; cc < CC; cc++) {
+      float uv[TK], vv[TT];
+#pragma unroll
+      for (int i = 0; i < TK; i += 4) {
+        const float4 q = *(const float4 *)(ur + cc * BK + i);
+        uv[i] = q.x;
+        uv[i + 1] = q.y;
+        uv[i + 2] = q.z;
+        uv[i + 3] = q.w;
+      }
+#pragma unroll
+      for (int j = 0; j < TT; j += 4) {
+        const float4 q = *(const float4 *)(vr + cc * BT + j);
+        vv[j] = q.x;
+        vv[j + 1] = q.y;
+        vv[j + 2] = q.z;
+        vv[j + 3] = q.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TK; i++)
+#pragma unroll
+        for (int j = 0; j < TT; j++) acc[i][j] = fmaf(uv[i], vv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+
+  /* back from the transformed domain, SL slices of TK channels at a time:
+   * the slices' owners put their points in shared memory, then every
+   * thread transforms (channel, tile) pairs */
+  float *Ms = wg_smem;
+  for (int s0 = 0; s0 < S::GK; s0 += S::SL) {
+    const int mine = k0 / TK - s0;
+    if (mine >= 0 && mine < S::SL)
+#pragma unroll
+      for (int i = 0; i < TK; i++)
+#pragma unroll
+        for (int j = 0; j < TT; j++) Ms[((mine * TK + i) * BT + t0 + j) * 37 + p] = acc[i][j];
+    __syncthreads();
+    for (int e = tid; e < S::SL * TK * BT; e += S::T) {
+      const int t = e % BT, i = e / BT;
+      const int co = kblk + s0 * TK + i, ty = ty0 + t / BX, tx = tx0 + t % BX;
+      if (co >= a.cout || ty >= a.TH || tx >= a.TW) continue;
+      const float *m = Ms + e * 37;
+      float r[2][6];
+#pragma unroll
+      for (int x = 0; x < 6; x++)
+        wg_at(m[x], m[6 + x], m[12 + x], m[18 + x], m[24 + x], m[30 + x], r[0][x], r[1][x]);
+      float y[2][2];
+#pragma unroll
+      for (int i2 = 0; i2 < 2; i2++)
+        wg_at(r[i2][0], r[i2][1], r[i2][2], r[i2][3], r[i2][4], r[i2][5], y[i2][0], y[i2][1]);
+      const float bias = a.bias ? WG_LDG(a.bias + co) : 0.0f;
+      float *out = a.dst + ((size_t)img * a.cout + co) * a.OH * a.OW;
+#pragma unroll
+      for (int dy = 0; dy < 2; dy++)
+#pragma unroll
+        for (int dx = 0; dx < 2; dx++) {
+          const int oy = 2 * ty + dy, ox = 2 * tx + dx;
+          if (oy >= a.OH || ox >= a.OW) continue;
+          float v = y[dy][dx] + bias;
+          if (a.relu) v = fmaxf(v, 0.0f);
+          out[(size_t)oy * a.OW + ox] = v;
+        }
+    }
+    __syncthreads();
+  }
+}
+
+#ifndef WG_HOST_EMULATION
+/* ---------------------------------------------------------------- launchers */
+
+template <int BY, int BX, int BK, int TT, int TK, int CC>
+static void launch(cudaStream_t st, wg_args a, int n) {
+  typedef wg_shape<BY, BX, BK, TT, TK, CC> S;
+  a.NBY = (a.TH + BY - 1) / BY;
+  a.NBX = (a.TW + BX - 1) / BX;
+  dim3 grid((unsigned)(n * a.NBY * a.NBX), (unsigned)((a.cout + BK - 1) / BK));
+  wg_conv_kernel<BY, BX, BK, TT, TK, CC><<<grid, S::T, S::FLOATS * sizeof(float), st>>>(a);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+typedef void (*wg_launcher)(cudaStream_t, wg_args, int);
+#define WG_LAUNCHER(BY, BX, BK, TT, TK, CC) launch<BY, BX, BK, TT, TK, CC>,
+static const wg_launcher k_launchers[] = {IG_WINO_CONFIGS(WG_LAUNCHER)};
+#undef WG_LAUNCHER
+
+void ig_wino_allow_smem(void) {
+#define WG_ATTR(BY, BX, BK, TT, TK, CC)                                                   \
+  CT_CUDA_CHECK(cudaFuncSetAttribute(                                                      \
+      wg_conv_kernel<BY, BX, BK, TT, TK, CC>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+      (int)(wg_shape<BY, BX, BK, TT, TK, CC>::FLOATS * sizeof(float))));
+  IG_WINO_CONFIGS(WG_ATTR)
+#undef WG_ATTR
+  /* two blocks of about 100 KiB each per multiprocessor */
+#define WG_CARVE(BY, BX, BK, TT, TK, CC)                                                  \
+  CT_CUDA_CHECK(cudaFuncSetAttribute(wg_conv_kernel<BY, BX, BK, TT, TK, CC>,               \
+                                     cudaFuncAttributePreferredSharedMemoryCarveout,       \
+                                     cudaSharedmemCarveoutMaxShared));
+  IG_WINO_CONFIGS(WG_CARVE)
+#undef WG_CARVE
+}
+
+const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir) {
+  if (dir == CT_IGEMM_BWD_FILTER) return "Winograd: forward and backward data only";
+  if (g->kh != 5 || g->kw != 5) return "Winograd: 5x5 filters only";
+  if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
+    return "Winograd: stride 1 and dilation 1 only";
+  if (g->ph > 4 || g->pw > 4) return "Winograd: pads up to 4 only";
+  return NULL;
+}
+
+/* cout rounded up to 4 */
+static int padded(int cout) { return (cout + 3) / 4 * 4; }
+
+size_t ig_wino_workspace(const ct_igemm_geom *g) {
+  /* either direction's: cin x coutp pairs */
+  const size_t fwd = (size_t)g->c * padded(g->m), data = (size_t)g->m * padded(g->c);
+  return 36 * (fwd > data ? fwd : data) * sizeof(float);
+}
+
+void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                  const float *src, const float *w, const float *bias, bool relu, float *ws,
+                  float *dst) {
+  const int n = (int)(sizeof k_launchers / sizeof k_launchers[0]);
+  CT_ASSERTF(index >= 0 && index < n, "Winograd configuration %d", index);
+  CT_ASSERT(!ig_wino_unsupported(g, data ? CT_IGEMM_BWD_DATA : CT_IGEMM_FWD));
+  wg_args a;
+  a.src = src;
+  a.u = ws;
+  a.bias = bias;
+  a.dst = dst;
+  a.relu = relu ? 1 : 0;
+  if (!data) {
+    a.cin = g->c, a.H = g->h, a.W = g->w, a.cout = g->m, a.OH = g->oh, a.OW = g->ow;
+    a.ph = g->ph, a.pw = g->pw;
+  } else {
+    a.cin = g->m, a.H = g->oh, a.W = g->ow, a.cout = g->c, a.OH = g->h, a.OW = g->w;
+    a.ph = 4 - g->ph, a.pw = 4 - g->pw;
+  }
+  a.coutp = padded(a.cout);
+  a.TH = (a.OH + 1) / 2;
+  a.TW = (a.OW + 1) / 2;
+  const int pairs = a.cin * a.coutp;
+  wg_filter_kernel<<<(unsigned)((pairs + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, a.coutp,
+                                                                    data ? 1 : 0, ws);
+  CT_CUDA_LAUNCH_CHECK();
+  k_launchers[index](st, a, g->n);
+}
+#endif
