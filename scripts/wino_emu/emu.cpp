@@ -223,8 +223,8 @@ static bool run_config(const Geom &g, bool data, const std::vector<float> &w,
   reg(w.data(), w.size() * 4);
   reg(src.data(), src.size() * 4);
   reg(bias.data(), bias.size() * 4);
-  const int pairs = cin * a.coutp;
-  run_grid(dim3((pairs + 127) / 128, 1, 1), 128, 0,
+  const int rows = 6 * cin * a.coutp;
+  run_grid(dim3((rows + 127) / 128, 1, 1), 128, 0,
            [&] { wg_filter_kernel(w.data(), cin, cout, a.coutp, data ? 1 : 0, up); });
   for (size_t i = 0; i < u.size(); i++)
     if (std::isnan(up[i])) {

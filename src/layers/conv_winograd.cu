@@ -82,42 +82,43 @@ __host__ __device__ __forceinline__ void wg_at(float m0, float m1, float m2, flo
   y1 = fmaf(2.0f, m3 - m4, m1 - m2 + m5);
 }
 
-/* U = G g G^T of a 5x5 filter (row-major; turned 180 degrees when flip)
- * into u[point * stride] for the 36 points. */
-__host__ __device__ __forceinline__ void wg_filter_transform(const float *g, bool flip, float *u,
-                                                             size_t stride) {
-  float t[6][5];
+/* Row i of U = G g G^T for a 5x5 filter g (row-major; turned 180 degrees
+ * when flip): u[j * stride] = U[i][j] for j < 6. */
+__host__ __device__ __forceinline__ void wg_filter_row(const float *g, bool flip, int i, float *u,
+                                                       size_t stride) {
+  float t[5]; /* row i of G g */
   for (int x = 0; x < 5; x++) {
     float col[5], o[6];
     for (int y = 0; y < 5; y++) col[y] = flip ? g[(4 - y) * 5 + (4 - x)] : g[y * 5 + x];
     wg_g(col, o);
-    for (int i = 0; i < 6; i++) t[i][x] = o[i];
+    t[x] = o[i];
   }
-  for (int i = 0; i < 6; i++) {
-    float o[6];
-    wg_g(t[i], o);
-    for (int j = 0; j < 6; j++) u[(size_t)(i * 6 + j) * stride] = o[j];
-  }
+  float o[6];
+  wg_g(t, o);
+  for (int j = 0; j < 6; j++) u[(size_t)j * stride] = o[j];
 }
 
 /* The workspace's filters: u[(p * cin + ci) * coutp + co] = the transform
  * of w's filter for that pair, coutp = cout rounded up to 4 (zeros past
- * cout), so that a block copies them 16 bytes at a time.  Forward (flip
+ * cout), so that a block copies them 16 bytes at a time; one thread per
+ * row of a transform, output channels fastest (writes side by side; one
+ * thread per pair took 6-8 us for cifar10_quick's 32 x 32 pairs on an
+ * H100, on the iteration's critical path four times).  Forward (flip
  * false): w is (cout, cin, 5, 5).  Backward data (flip true): w is the
  * forward's (cin, cout, 5, 5), read turned 180 degrees. */
 __global__ void wg_filter_kernel(const float *__restrict__ w, int cin, int cout, int coutp,
                                  int flip, float *__restrict__ u) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= cin * coutp) return;
-  const int co = e / cin, ci = e - co * cin;
-  float *dst = u + (size_t)ci * coutp + co;
+  if (e >= 6 * cin * coutp) return;
+  const int co = e % coutp, r = e / coutp, ci = r % cin, i = r / cin;
   const size_t stride = (size_t)cin * coutp;
+  float *dst = u + (size_t)i * 6 * stride + (size_t)ci * coutp + co;
   if (co >= cout) {
-    for (int q = 0; q < 36; q++) dst[q * stride] = 0.0f;
+    for (int j = 0; j < 6; j++) dst[j * stride] = 0.0f;
     return;
   }
   const float *g = flip ? w + ((size_t)ci * cout + co) * 25 : w + ((size_t)co * cin + ci) * 25;
-  wg_filter_transform(g, flip != 0, dst, stride);
+  wg_filter_row(g, flip != 0, i, dst, stride);
 }
 
 /* ---------------------------------------------------------------- cp.async */
@@ -429,9 +430,9 @@ void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
   a.coutp = padded(a.cout);
   a.TH = (a.OH + 1) / 2;
   a.TW = (a.OW + 1) / 2;
-  const int pairs = a.cin * a.coutp;
-  wg_filter_kernel<<<(unsigned)((pairs + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, a.coutp,
-                                                                    data ? 1 : 0, ws);
+  const int rows = 6 * a.cin * a.coutp;
+  wg_filter_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, a.coutp,
+                                                                   data ? 1 : 0, ws);
   CT_CUDA_LAUNCH_CHECK();
   k_launchers[index](st, a, g->n);
 }
