@@ -8,7 +8,7 @@
  * layer must say that it runs them, and a strict FP32 layer never a TF32
  * configuration.  Deconvolution and groups stay on cuDNN.  Then every
  * configuration of every direction called directly (register-prefetch
- * FP32, TF32 at a looser tolerance, pipelined FP32) against a CPU
+ * FP32, TF32 at a looser tolerance, pipelined FP32, Winograd) against a CPU
  * reference in double on cifar10_quick's shapes and the edge shapes, each
  * run twice for the same bits; a strict plan times every FP32
  * configuration and never a TF32 one; and the layer in TF32 math.  Exits
@@ -253,9 +253,10 @@ static size_t most_workspace(const ct_igemm *p) {
   return most;
 }
 
-/* Every configuration of every direction that g supports, on a TF32 plan,
- * against the reference, twice for the same bits. */
-static void check_direct(const char *name, const ct_igemm_geom *g) {
+/* Every configuration of every direction that g supports (only the
+ * Winograd ones when wino_only), on a TF32 plan, against the reference,
+ * twice for the same bits. */
+static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_only) {
   ct_context ctx;
   ct_error err;
   if (ct_context_init(&ctx, 0, 5, &err) != CT_OK) fail_msg("%s", err.msg);
@@ -295,6 +296,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
     const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
     for (int c = 1; c <= n; c++) {
       if (!ct_igemm_choice_runs(p, d, c)) continue;
+      if (wino_only && !strstr(ct_igemm_choice_name(d, c, cname, sizeof cname), "WINO")) continue;
       const bool tf32 = ct_igemm_choice_tf32(d, c);
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
@@ -324,7 +326,8 @@ static void check_direct(const char *name, const ct_igemm_geom *g) {
     }
   }
   const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS);
-  const int want = gemm * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
+  const int want =
+      wino_only ? ran_wino : gemm * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
   assert_int_equal(ran, want);
   assert_int_equal(ran_wino, wino ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
   printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd)\n",
@@ -371,7 +374,25 @@ static void test_direct(void **state) {
       {"3x3 images", geom(7, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1)},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g);
+    check_direct(cases[i].name, &cases[i].g, false);
+}
+
+/* The Winograd configurations alone on cifar10_quick's 5x5 layers and odd
+ * shapes (a short run for compute-sanitizer's racecheck and memcheck; the
+ * full test_direct runs them too). */
+static void test_winograd(void **state) {
+  const struct {
+    const char *name;
+    ct_igemm_geom g;
+  } cases[] = {
+      {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"cifar conv3", geom(3, 32, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"odd, pad 0", geom(2, 10, 9, 11, 20, 5, 5, 1, 1, 0, 0, 1, 1)},
+      {"pads 4 and 1", geom(1, 17, 5, 6, 33, 5, 5, 1, 1, 4, 1, 1, 1)},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_direct(cases[i].name, &cases[i].g, true);
 }
 
 /* A strict FP32 plan times and picks only FP32 configurations (the
@@ -504,6 +525,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_not_for_others),
       cmocka_unit_test(test_fused_relu),
       cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_strict_plan),
       cmocka_unit_test(test_layer_tf32),
   };
