@@ -85,7 +85,9 @@ bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice);
  * 0.153 (tf32) and 0.209 -> 0.168 ms (fp32).  (In session 9, before the
  * pipelined kernels, LeNet's FP32 race picked kernels that won alone and
  * lost in the iteration, 0.220 -> 0.240 ms on an H200, and the race was
- * off by default.)  CORTADO_OWN_CONV=0|1|force in the environment sets the
+ * off by default.)  With the Winograd kernels (session 11) the strict-FP32
+ * race runs them for cifar10_quick's conv2 and conv3 forward and backward
+ * data.  CORTADO_OWN_CONV=0|1|force in the environment sets the
  * mode; ct_igemm_set_mode overrides it for layers reshaped afterwards (not
  * thread-safe: set it before building layers). */
 typedef enum { CT_IGEMM_OFF = 0, CT_IGEMM_RACE = 1, CT_IGEMM_FORCE = 2 } ct_igemm_mode_t;

@@ -14,18 +14,33 @@
  * 36 multiplications per tile and channel pair instead of 100: in the
  * transformed domain the convolution is 36 independent products of
  * (output channels x input channels) by (input channels x tiles), summed in
- * FP32 with FMAs like any strict-FP32 GEMM.  The transforms round as well,
- * so results differ from a direct sum by a few units in the last place of
- * the largest values (cuDNN's Winograd and FFT algorithms do the same in
- * FP32).
+ * FP32 with FMAs like any strict-FP32 GEMM.  The transforms round as well
+ * (their coefficients reach 16/24 and 5), so results differ from a direct
+ * sum by up to about 5e-6 of the largest value (scripts/wino-emu.sh's worst
+ * case over its shapes; cuDNN's Winograd and FFT algorithms differ in the
+ * same way in FP32).
  *
  * Two kernels per call: the filter transform into the workspace
- * (U[point][input channel][output channel]), then the fused kernel, whose
- * block transforms its tiles' patches chunk by chunk of input channels
- * into shared memory (columns, then rows, one per thread), multiplies
- * them with U in registers, and transforms the products back.  Backward data is the same convolution of dY with the
- * filter turned 180 degrees, input and output channels swapped, and pad
- * 4 - pad.  Fixed order of sums everywhere: deterministic.
+ * (U[point][input channel][output channel]), then the fused kernel.  Its
+ * block takes a rectangle of tiles of one image and the input channels a
+ * chunk at a time, through a two-stage cp.async pipeline (the raw input
+ * rectangle under the tiles and the chunk's U); transforms the patches in
+ * shared memory (columns, then rows, one per thread); multiplies them with
+ * U in registers; and transforms the products back.  Backward data is the
+ * same convolution of dY with the filter turned 180 degrees, input and
+ * output channels swapped, and pad 4 - pad.  Fixed order of sums
+ * everywhere: deterministic.
+ *
+ * On an H100 (session 11, conv_bench, ms per call) the race picks them for
+ * cifar10_quick's conv2 and conv3: conv2 forward 0.062 against 0.068 for
+ * the best implicit GEMM and 0.067-0.086 for cuDNN's best; conv3 forward
+ * 0.034-0.036 against 0.040 and 0.052, conv3 backward data 0.037-0.038
+ * against 0.046 and 0.040-0.047.  They lose conv1 (3 input channels: the
+ * transforms dominate).  That is about 21 TFLOP/s of direct-convolution
+ * work, a third of the FMA peak.  The kernel is latency-bound: Nsight
+ * Compute found no eligible warp in 54% of the cycles of a version with
+ * one block per multiprocessor, and barriers separate the transform and
+ * product phases.
  *
  * scripts/wino-emu.sh compiles the kernels of this file on the host
  * (WG_HOST_EMULATION) and runs them, thread by thread, against a double
