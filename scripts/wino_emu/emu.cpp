@@ -83,20 +83,20 @@ static void cp(float *dst, const float *src, bool full, int n) {
   else
     g_cur->open.push_back(c);
 }
-static void wg_cp4(float *dst, const float *src, bool full) { cp(dst, src, full, 1); }
-static void wg_cp16(float *dst, const float *src, bool full) {
+static void ig_cp4(float *dst, const float *src, bool full) { cp(dst, src, full, 1); }
+static void ig_cp16(float *dst, const float *src, bool full) {
   if (((uintptr_t)dst | (uintptr_t)src) % 16) {
     fprintf(stderr, "a 16-byte copy not aligned\n");
     abort();
   }
   cp(dst, src, full, 4);
 }
-static void wg_cp_commit() {
+static void ig_cp_commit() {
   g_cur->groups.push_back(g_cur->open);
   g_cur->open.clear();
 }
 template <int N>
-static void wg_cp_wait() {
+static void ig_cp_wait() {
   while ((int)g_cur->groups.size() > N) {
     for (auto &c : g_cur->groups.front()) memcpy(c.dst, c.v, c.n * sizeof(float));
     g_cur->groups.erase(g_cur->groups.begin());

@@ -44,14 +44,22 @@ __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, i
 
 /* ---------------------------------------------------------------- cp.async */
 
-/* scripts/igemm-emu.sh defines IG_HOST_EMULATION and gives its own host
- * versions of these three. */
+/* scripts/igemm-emu.sh and scripts/wino-emu.sh define IG_HOST_EMULATION
+ * and give their own host versions of these. */
 #ifndef IG_HOST_EMULATION
 /* dst (shared) = *src (global), 4 bytes, or 0 when !full (src not read). */
 __device__ __forceinline__ void ig_cp4(float *dst, const float *src, bool full) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
                "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
+               : "memory");
+}
+
+/* The same for 16 bytes (dst and src 16-byte aligned). */
+__device__ __forceinline__ void ig_cp16(float *dst, const float *src, bool full) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
+               "l"(__cvta_generic_to_global(src)), "r"(full ? 16 : 0)
                : "memory");
 }
 

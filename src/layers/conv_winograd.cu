@@ -136,33 +136,18 @@ __global__ void wg_filter_kernel(const float *__restrict__ w, int cin, int cout,
   wg_filter_row(g, flip != 0, i, dst, stride);
 }
 
-/* ---------------------------------------------------------------- cp.async */
-
-/* scripts/wino-emu.sh gives its own host versions of these four. */
-#ifndef WG_HOST_EMULATION
-/* dst (shared) = *src (global), 4 or 16 bytes, or zeros when !full (src not
- * read). */
-__device__ __forceinline__ void wg_cp4(float *dst, const float *src, bool full) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d),
-               "l"(__cvta_generic_to_global(src)), "r"(full ? 4 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void wg_cp16(float *dst, const float *src, bool full) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
-               "l"(__cvta_generic_to_global(src)), "r"(full ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void wg_cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/* Waits until at most N of this thread's committed groups are in flight. */
+/* N values (a multiple of 4) of shared memory, 16-byte aligned, into v. */
 template <int N>
-__device__ __forceinline__ void wg_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+__device__ __forceinline__ void wg_lds(const float *src, float (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) {
+    const float4 q = *(const float4 *)(src + i);
+    v[i] = q.x;
+    v[i + 1] = q.y;
+    v[i + 2] = q.z;
+    v[i + 3] = q.w;
+  }
 }
-#endif
 
 /* ---------------------------------------------------------------- the fused kernel */
 
@@ -242,7 +227,7 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
       const int x = e % S::RW, r = e / S::RW, y = r % S::RH, cc = r / S::RH;
       const int yy = iy0 + y, xx = ix0 + x, c = c0 + cc;
       const bool ok = c < a.cin && (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
-      wg_cp4(Rs + e, ok ? src_img + c * plane + (size_t)yy * a.W + xx : a.src, ok);
+      ig_cp4(Rs + e, ok ? src_img + c * plane + (size_t)yy * a.W + xx : a.src, ok);
     }
     float *Us = wg_smem + S::U_OFF + b * S::U_FLOATS;
 #pragma unroll 1
@@ -250,10 +235,10 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
       const int k4 = e % (BK / 4), r = e / (BK / 4), cc = r % CC, q = r / CC;
       const int c = c0 + cc, co = kblk + 4 * k4;
       const bool ok = c < a.cin && co < a.coutp;
-      wg_cp16(Us + q * S::US + cc * BK + 4 * k4,
+      ig_cp16(Us + q * S::US + cc * BK + 4 * k4,
               ok ? a.u + ((size_t)q * a.cin + c) * a.coutp + co : a.u, ok);
     }
-    wg_cp_commit();
+    ig_cp_commit();
   };
 
   float acc[TK][TT];
@@ -268,9 +253,9 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
     const int b = k & 1;
     if (k + 1 < chunks) {
       load((k + 1) * CC, b ^ 1);
-      wg_cp_wait<1>();
+      ig_cp_wait<1>();
     } else {
-      wg_cp_wait<0>();
+      ig_cp_wait<0>();
     }
     __syncthreads();
     /* the chunk's patches, transformed into Vs: B^T d column by column
@@ -305,22 +290,8 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
 #pragma unroll 2
     for (int cc = 0; cc < CC; cc++) {
       float uv[TK], vv[TT];
-#pragma unroll
-      for (int i = 0; i < TK; i += 4) {
-        const float4 q = *(const float4 *)(ur + cc * BK + i);
-        uv[i] = q.x;
-        uv[i + 1] = q.y;
-        uv[i + 2] = q.z;
-        uv[i + 3] = q.w;
-      }
-#pragma unroll
-      for (int j = 0; j < TT; j += 4) {
-        const float4 q = *(const float4 *)(vr + cc * BT + j);
-        vv[j] = q.x;
-        vv[j + 1] = q.y;
-        vv[j + 2] = q.z;
-        vv[j + 3] = q.w;
-      }
+      wg_lds(ur + cc * BK, uv);
+      wg_lds(vr + cc * BT, vv);
 #pragma unroll
       for (int i = 0; i < TK; i++)
 #pragma unroll
