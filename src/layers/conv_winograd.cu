@@ -47,6 +47,7 @@
  * reference. */
 #ifndef WG_HOST_EMULATION
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 #include "layers/conv_igemm.h"
@@ -342,6 +343,228 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
   }
 }
 
+/* ---------------------------------------------------------------- the filter gradient */
+
+/* With U = G g G^T and Y = A^T [U . V] A per tile, the filter gradient is
+ * dg = G^T dU G with dU = sum over tiles of (A dY A^T) . (B^T x B): per
+ * point a product of (output channels x tiles) by (tiles x input
+ * channels).  Blocks split the tiles (rectangles, taken in a fixed
+ * stride) and write their sums per point; the split sums are then added in
+ * order, transformed back and added into dw.  Deterministic. */
+
+/* A y of 2 values into 6 (z_i = A^T[0][i] y0 + A^T[1][i] y1). */
+__host__ __device__ __forceinline__ void wg_a(float y0, float y1, float z[6]) {
+  z[0] = y0;
+  z[1] = y0 + y1;
+  z[2] = y0 - y1;
+  z[3] = fmaf(2.0f, y1, y0);
+  z[4] = fmaf(-2.0f, y1, y0);
+  z[5] = y1;
+}
+
+/* G^T s of 6 values into 5. */
+__host__ __device__ __forceinline__ void wg_gt(const float s[6], float o[5]) {
+  const float a = (s[1] + s[2]) * (1.0f / 6.0f), b = (s[2] - s[1]) * (1.0f / 6.0f);
+  const float c = (s[3] + s[4]) * (1.0f / 24.0f), d = (s[3] - s[4]) * (1.0f / 24.0f);
+  o[0] = fmaf(0.25f, s[0], c - a);
+  o[1] = fmaf(2.0f, d, b);
+  o[2] = fmaf(4.0f, c, -a);
+  o[3] = fmaf(8.0f, d, b);
+  o[4] = fmaf(16.0f, c, s[5] - a);
+}
+
+/* The filter gradient of x (n, C, H, W) and dy (n, K, OH, OW) with 5x5
+ * filters at stride 1 and pads ph, pw: TH x TW tiles per image in
+ * rectangles of NBY x NBX per image, `rects` in all, split among `splits`
+ * blocks per channel block; part[split][point][K][C]. */
+typedef struct wg_wargs {
+  const float *x, *dy;
+  float *part;
+  int C, H, W, K, OH, OW, ph, pw;
+  int TH, TW, NBY, NBX, rects, splits;
+} wg_wargs;
+
+/* Configuration (BY, BX, BK, BC, TK, TC): a block takes BY x BX
+ * rectangles of tiles, one at a time through a two-stage cp.async pipeline
+ * (the raw x rectangle under them for BC input channels, the raw dY for
+ * BK output channels), and sums BK x BC per point, each thread TK x TC of
+ * one point. */
+template <int BY, int BX, int BK, int BC, int TK, int TC>
+struct wg_wshape {
+  static constexpr int BT = BY * BX;
+  static constexpr int GK = BK / TK, GC = BC / TC;
+  static constexpr int T = 36 * GK * GC; /* threads */
+  static constexpr int MIN_BLOCKS = T <= 288 ? 2 : 1;
+  /* raw rectangles, channel strides padded to odd (no bank conflicts
+   * between channels) */
+  static constexpr int RH = 2 * BY + 4, RW = 2 * BX + 4, XC = RH * RW + 1, XRAW = BC * XC;
+  static constexpr int DH = 2 * BY, DW = 2 * BX, DC = DH * DW + 1, DRAW = BK * DC;
+  static constexpr int RAW = (XRAW + DRAW + 3) / 4 * 4;
+  static constexpr int VS = BT * BC + 4, ZS = BT * BK + 4; /* per point: [tile][channel] */
+  static constexpr int V_OFF = 2 * RAW, Z_OFF = V_OFF + 36 * VS;
+  static constexpr int FLOATS = Z_OFF + 36 * ZS;
+  static_assert(BK % TK == 0 && BC % TC == 0 && TK % 4 == 0 && TC % 4 == 0, "wg_wshape");
+  static_assert((BT * BC) % 32 == 0 && (BT * BK) % 32 == 0, "wg_wshape: padded strides");
+};
+
+template <int BY, int BX, int BK, int BC, int TK, int TC>
+__global__ void __launch_bounds__(wg_wshape<BY, BX, BK, BC, TK, TC>::T,
+                                  wg_wshape<BY, BX, BK, BC, TK, TC>::MIN_BLOCKS)
+    wg_wgrad_kernel(wg_wargs a) {
+  typedef wg_wshape<BY, BX, BK, BC, TK, TC> S;
+  constexpr int BT = S::BT;
+  WG_SMEM_DECL;
+  float *Vs = wg_smem + S::V_OFF, *Zs = wg_smem + S::Z_OFF;
+  const int tid = threadIdx.x;
+  const int p = tid % 36, grp = tid / 36;
+  const int k0 = (grp % S::GK) * TK, c0 = (grp / S::GK) * TC;
+  const int nkb = (a.K + BK - 1) / BK;
+  const int kblk = (blockIdx.y % nkb) * BK, cblk = (blockIdx.y / nkb) * BC;
+  const int per_img = a.NBY * a.NBX;
+  const size_t xplane = (size_t)a.H * a.W, yplane = (size_t)a.OH * a.OW;
+
+  /* rectangle r's copies into buffer b */
+  auto load = [&](int r, int b) {
+    const int img = r / per_img, rb = r - img * per_img;
+    const int ty0 = (rb / a.NBX) * BY, tx0 = (rb - (rb / a.NBX) * a.NBX) * BX;
+    const int iy0 = 2 * ty0 - a.ph, ix0 = 2 * tx0 - a.pw;
+    float *Xr = wg_smem + b * S::RAW, *Dr = Xr + S::XRAW;
+    const float *xi = a.x + (size_t)img * a.C * xplane;
+    const float *yi = a.dy + (size_t)img * a.K * yplane;
+#pragma unroll 1
+    for (int e = tid; e < BC * S::RH * S::RW; e += S::T) {
+      const int x = e % S::RW, rr = e / S::RW, y = rr % S::RH, cc = rr / S::RH;
+      const int yy = iy0 + y, xx = ix0 + x, c = cblk + cc;
+      const bool ok = c < a.C && (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
+      ig_cp4(Xr + cc * S::XC + y * S::RW + x, ok ? xi + c * xplane + (size_t)yy * a.W + xx : a.x,
+             ok);
+    }
+#pragma unroll 1
+    for (int e = tid; e < BK * S::DH * S::DW; e += S::T) {
+      const int x = e % S::DW, rr = e / S::DW, y = rr % S::DH, kk = rr / S::DH;
+      const int oy = 2 * ty0 + y, ox = 2 * tx0 + x, k = kblk + kk;
+      const bool ok = k < a.K && oy < a.OH && ox < a.OW;
+      ig_cp4(Dr + kk * S::DC + y * S::DW + x, ok ? yi + k * yplane + (size_t)oy * a.OW + ox : a.dy,
+             ok);
+    }
+    ig_cp_commit();
+  };
+
+  float acc[TK][TC];
+#pragma unroll
+  for (int i = 0; i < TK; i++)
+#pragma unroll
+    for (int j = 0; j < TC; j++) acc[i][j] = 0.0f;
+
+  if (blockIdx.x < (unsigned)a.rects) load(blockIdx.x, 0);
+  int it = 0;
+  for (int r = blockIdx.x; r < a.rects; r += a.splits, it++) {
+    const int b = it & 1;
+    if (r + a.splits < a.rects) {
+      load(r + a.splits, b ^ 1);
+      ig_cp_wait<1>();
+    } else {
+      ig_cp_wait<0>();
+    }
+    __syncthreads();
+    const float *Xr = wg_smem + b * S::RAW, *Dr = Xr + S::XRAW;
+    /* B^T x column by column, into Vs[point][tile][channel] */
+    for (int e = tid; e < 6 * BC * BT; e += S::T) {
+      const int c = e % BC, rr = e / BC, t = rr % BT, j = rr / BT;
+      const float *col = Xr + c * S::XC + 2 * (t / BX) * S::RW + 2 * (t % BX) + j;
+      float d[6];
+#pragma unroll
+      for (int i = 0; i < 6; i++) d[i] = col[i * S::RW];
+      wg_bt(d[0], d[1], d[2], d[3], d[4], d[5]);
+#pragma unroll
+      for (int i = 0; i < 6; i++) Vs[(i * 6 + j) * S::VS + t * BC + c] = d[i];
+    }
+    /* A dY A^T of each (channel, tile), into Zs[point][tile][channel] */
+    for (int e = tid; e < BK * BT; e += S::T) {
+      const int k = e % BK, t = e / BK;
+      const float *y = Dr + k * S::DC + 2 * (t / BX) * S::DW + 2 * (t % BX);
+      float z0[6], z1[6];
+      wg_a(y[0], y[S::DW], z0);
+      wg_a(y[1], y[S::DW + 1], z1);
+#pragma unroll
+      for (int i = 0; i < 6; i++) {
+        float z[6];
+        wg_a(z0[i], z1[i], z);
+#pragma unroll
+        for (int j = 0; j < 6; j++) Zs[(i * 6 + j) * S::ZS + t * BK + k] = z[j];
+      }
+    }
+    __syncthreads();
+    /* B^T x B: the rows, in place */
+    for (int e = tid; e < 6 * BC * BT; e += S::T) {
+      const int c = e % BC, rr = e / BC, t = rr % BT, i = rr / BT;
+      float *v = Vs + i * 6 * S::VS + t * BC + c;
+      float d[6];
+#pragma unroll
+      for (int j = 0; j < 6; j++) d[j] = v[j * S::VS];
+      wg_bt(d[0], d[1], d[2], d[3], d[4], d[5]);
+#pragma unroll
+      for (int j = 0; j < 6; j++) v[j * S::VS] = d[j];
+    }
+    __syncthreads();
+    /* point p's sums over the rectangle's tiles */
+    const float *zr = Zs + p * S::ZS + k0, *vr = Vs + p * S::VS + c0;
+#pragma unroll 2
+    for (int t = 0; t < BT; t++) {
+      float zv[TK], vv[TC];
+      wg_lds(zr + t * BK, zv);
+      wg_lds(vr + t * BC, vv);
+#pragma unroll
+      for (int i = 0; i < TK; i++)
+#pragma unroll
+        for (int j = 0; j < TC; j++) acc[i][j] = fmaf(zv[i], vv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  float *out = a.part + ((size_t)blockIdx.x * 36 + p) * a.K * a.C;
+#pragma unroll
+  for (int i = 0; i < TK; i++) {
+    const int k = kblk + k0 + i;
+    if (k >= a.K) continue;
+#pragma unroll
+    for (int j = 0; j < TC; j++) {
+      const int c = cblk + c0 + j;
+      if (c < a.C) out[(size_t)k * a.C + c] = acc[i][j];
+    }
+  }
+}
+
+/* sum[e] = the splits' part[s * n + e] added in split order, e < n. */
+__global__ void wg_wgrad_sum_kernel(const float *__restrict__ part, int splits, int n,
+                                    float *__restrict__ sum) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  float s = 0.0f;
+  for (int i = 0; i < splits; i++) s += WG_LDG(part + (size_t)i * n + e);
+  sum[e] = s;
+}
+
+/* dw[k][c] += G^T dU G for each (k, c) < K x C, dU = sum[point][k][c]. */
+__global__ void wg_wgrad_finish_kernel(const float *__restrict__ sum, int K, int C,
+                                       float *__restrict__ dw) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= K * C) return;
+  const size_t stride = (size_t)K * C;
+  float t[5][6];
+  for (int j = 0; j < 6; j++) {
+    float s[6], o[5];
+    for (int i = 0; i < 6; i++) s[i] = WG_LDG(sum + (size_t)(i * 6 + j) * stride + e);
+    wg_gt(s, o);
+    for (int u = 0; u < 5; u++) t[u][j] = o[u];
+  }
+  float *d = dw + (size_t)e * 25;
+  for (int u = 0; u < 5; u++) {
+    float o[5];
+    wg_gt(t[u], o);
+    for (int v = 0; v < 5; v++) d[u * 5 + v] += o[v];
+  }
+}
+
 #ifndef WG_HOST_EMULATION
 /* ---------------------------------------------------------------- launchers */
 
@@ -374,10 +597,19 @@ void ig_wino_allow_smem(void) {
                                      cudaSharedmemCarveoutMaxShared));
   IG_WINO_CONFIGS(WG_CARVE)
 #undef WG_CARVE
+#define WG_WATTR(BY, BX, BK, BC, TK, TC)                                                  \
+  CT_CUDA_CHECK(cudaFuncSetAttribute(                                                      \
+      wg_wgrad_kernel<BY, BX, BK, BC, TK, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize,\
+      (int)(wg_wshape<BY, BX, BK, BC, TK, TC>::FLOATS * sizeof(float))));                 \
+  CT_CUDA_CHECK(cudaFuncSetAttribute(wg_wgrad_kernel<BY, BX, BK, BC, TK, TC>,              \
+                                     cudaFuncAttributePreferredSharedMemoryCarveout,       \
+                                     cudaSharedmemCarveoutMaxShared));
+  IG_WINO_WGRAD_CONFIGS(WG_WATTR)
+#undef WG_WATTR
 }
 
 const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir) {
-  if (dir == CT_IGEMM_BWD_FILTER) return "Winograd: forward and backward data only";
+  (void)dir;
   if (g->kh != 5 || g->kw != 5) return "Winograd: 5x5 filters only";
   if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
     return "Winograd: stride 1 and dilation 1 only";
@@ -421,5 +653,73 @@ void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
                                                                    data ? 1 : 0, ws);
   CT_CUDA_LAUNCH_CHECK();
   k_launchers[index](st, a, g->n);
+}
+/* ---------------------------------------------------------------- the filter gradient's launchers */
+
+/* Each filter-gradient configuration's rectangle and channel blocks. */
+typedef struct wg_wcfg {
+  int by, bx, bk, bc;
+} wg_wcfg;
+#define WG_WCFG(BY, BX, BK, BC, TK, TC) {BY, BX, BK, BC},
+static const wg_wcfg k_wcfgs[] = {IG_WINO_WGRAD_CONFIGS(WG_WCFG)};
+#undef WG_WCFG
+
+/* The filter gradient's arguments for configuration `index` (the partial
+ * sums at ws); *blocks_y: its channel blocks. */
+static wg_wargs wgrad_args(int index, const ct_igemm_geom *g, int sms, int *blocks_y) {
+  const int n = (int)(sizeof k_wcfgs / sizeof k_wcfgs[0]);
+  CT_ASSERTF(index >= 0 && index < n, "Winograd filter-gradient configuration %d", index);
+  const wg_wcfg *cf = &k_wcfgs[index];
+  wg_wargs a;
+  memset(&a, 0, sizeof a);
+  a.C = g->c, a.H = g->h, a.W = g->w, a.K = g->m, a.OH = g->oh, a.OW = g->ow;
+  a.ph = g->ph, a.pw = g->pw;
+  a.TH = (a.OH + 1) / 2;
+  a.TW = (a.OW + 1) / 2;
+  a.NBY = (a.TH + cf->by - 1) / cf->by;
+  a.NBX = (a.TW + cf->bx - 1) / cf->bx;
+  a.rects = g->n * a.NBY * a.NBX;
+  *blocks_y = ((a.K + cf->bk - 1) / cf->bk) * ((a.C + cf->bc - 1) / cf->bc);
+  /* about two blocks per multiprocessor */
+  int splits = (2 * (sms > 0 ? sms : 1) + *blocks_y - 1) / *blocks_y;
+  if (splits > a.rects) splits = a.rects;
+  a.splits = splits < 1 ? 1 : splits;
+  return a;
+}
+
+size_t ig_wino_wgrad_workspace(const ct_igemm_geom *g, int index, int sms) {
+  int blocks_y;
+  const wg_wargs a = wgrad_args(index, g, sms, &blocks_y);
+  return ((size_t)a.splits + 1) * 36 * g->m * g->c * sizeof(float);
+}
+
+template <int BY, int BX, int BK, int BC, int TK, int TC>
+static void launch_wgrad(cudaStream_t st, const wg_wargs &a, int blocks_y) {
+  typedef wg_wshape<BY, BX, BK, BC, TK, TC> S;
+  wg_wgrad_kernel<BY, BX, BK, BC, TK, TC>
+      <<<dim3((unsigned)a.splits, (unsigned)blocks_y), S::T, S::FLOATS * sizeof(float), st>>>(a);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+typedef void (*wg_wlauncher)(cudaStream_t, const wg_wargs &, int);
+#define WG_WLAUNCHER(BY, BX, BK, BC, TK, TC) launch_wgrad<BY, BX, BK, BC, TK, TC>,
+static const wg_wlauncher k_wlaunchers[] = {IG_WINO_WGRAD_CONFIGS(WG_WLAUNCHER)};
+#undef WG_WLAUNCHER
+
+void ig_wino_wgrad(int index, cudaStream_t st, const ct_igemm_geom *g, int sms, const float *x,
+                   const float *dy, float *ws, float *dw) {
+  CT_ASSERT(!ig_wino_unsupported(g, CT_IGEMM_BWD_FILTER));
+  int blocks_y;
+  wg_wargs a = wgrad_args(index, g, sms, &blocks_y);
+  a.x = x;
+  a.dy = dy;
+  a.part = ws;
+  k_wlaunchers[index](st, a, blocks_y);
+  const int n = 36 * g->m * g->c, pairs = g->m * g->c;
+  float *sum = ws + (size_t)a.splits * n;
+  wg_wgrad_sum_kernel<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(ws, a.splits, n, sum);
+  CT_CUDA_LAUNCH_CHECK();
+  wg_wgrad_finish_kernel<<<(unsigned)((pairs + 127) / 128), 128, 0, st>>>(sum, g->m, g->c, dw);
+  CT_CUDA_LAUNCH_CHECK();
 }
 #endif
