@@ -280,81 +280,6 @@ static bool run_config(const Geom &g, bool data, const std::vector<float> &w,
   return rel <= 1e-5;
 }
 
-/* The filter gradient with configuration (BY, BX, BK, BC, TK, TC) and
- * `splits` blocks per channel block, added to dw0, against the reference. */
-template <int BY, int BX, int BK, int BC, int TK, int TC>
-static bool run_wgrad(const Geom &g, int splits) {
-  typedef wg_wshape<BY, BX, BK, BC, TK, TC> S;
-  const int OH = g.h + 2 * g.ph - 4, OW = g.w + 2 * g.pw - 4;
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> x((size_t)g.n * g.c * g.h * g.w), dy((size_t)g.n * g.m * OH * OW);
-  std::vector<float> dw((size_t)g.m * g.c * 25);
-  for (auto &v : x) v = dist(g_rng);
-  for (auto &v : dy) v = dist(g_rng);
-  for (auto &v : dw) v = dist(g_rng);
-  const std::vector<float> dw0 = dw;
-  wg_wargs a;
-  memset(&a, 0, sizeof a);
-  a.C = g.c, a.H = g.h, a.W = g.w, a.K = g.m, a.OH = OH, a.OW = OW, a.ph = g.ph, a.pw = g.pw;
-  a.TH = (OH + 1) / 2;
-  a.TW = (OW + 1) / 2;
-  a.NBY = (a.TH + BY - 1) / BY;
-  a.NBX = (a.TW + BX - 1) / BX;
-  a.rects = g.n * a.NBY * a.NBX;
-  a.splits = std::max(1, std::min(splits, a.rects));
-  const int blocks_y = ((g.m + BK - 1) / BK) * ((g.c + BC - 1) / BC);
-  const size_t n = (size_t)36 * g.m * g.c;
-  std::vector<float> part(a.splits * n, std::nanf("")), sum(n, std::nanf(""));
-  g_ranges.clear();
-  reg(x.data(), x.size() * 4);
-  reg(dy.data(), dy.size() * 4);
-  a.x = x.data();
-  a.dy = dy.data();
-  a.part = part.data();
-  run_grid(dim3(a.splits, blocks_y, 1), S::T, S::FLOATS,
-           [&] { wg_wgrad_kernel<BY, BX, BK, BC, TK, TC>(a); });
-  for (float v : part)
-    if (std::isnan(v)) {
-      printf("a partial sum left unwritten\n");
-      return false;
-    }
-  reg(part.data(), part.size() * 4);
-  run_grid(dim3((unsigned)((n + 255) / 256), 1, 1), 256, 0,
-           [&] { wg_wgrad_sum_kernel(part.data(), a.splits, (int)n, sum.data()); });
-  reg(sum.data(), sum.size() * 4);
-  const int pairs = g.m * g.c;
-  run_grid(dim3((pairs + 127) / 128, 1, 1), 128, 0,
-           [&] { wg_wgrad_finish_kernel(sum.data(), g.m, g.c, dw.data()); });
-  double most = 0.0, err = 0.0;
-  std::vector<double> ref(dw.size());
-  for (int k = 0; k < g.m; k++)
-    for (int c = 0; c < g.c; c++)
-      for (int u = 0; u < 5; u++)
-        for (int v = 0; v < 5; v++) {
-          double s = 0.0;
-          for (int i = 0; i < g.n; i++)
-            for (int oy = 0; oy < OH; oy++)
-              for (int ox = 0; ox < OW; ox++) {
-                const int y = oy + u - g.ph, xx = ox + v - g.pw;
-                if (y < 0 || y >= g.h || xx < 0 || xx >= g.w) continue;
-                s += (double)dy[(((size_t)i * g.m + k) * OH + oy) * OW + ox] *
-                     x[(((size_t)i * g.c + c) * g.h + y) * g.w + xx];
-              }
-          const size_t e = (((size_t)k * g.c + c) * 5 + u) * 5 + v;
-          ref[e] = s;
-          most = std::max(most, std::fabs(s));
-        }
-  for (size_t e = 0; e < dw.size(); e++)
-    err = std::max(err, std::fabs((double)dw[e] - dw0[e] - ref[e]));
-  const double rel = err / (most > 0 ? most : 1.0);
-  printf("%-12s filter  %dx%dx%dx%d_%dx%d splits %d%s: error %.2e of the largest value %s\n",
-         g.name, BY, BX, BK, BC, TK, TC, a.splits, g_eager ? "" : " late", rel,
-         rel <= 3e-5 ? "ok" : "FAIL");
-  /* longer FP32 sums than the other directions' (every tile of a block's
-   * rectangles): a looser bound */
-  return rel <= 3e-5;
-}
-
 int main(int argc, char **argv) {
   const Geom cases[] = {
       {"cifar conv1", 2, 3, 12, 12, 32, 2, 2},  {"cifar conv2", 2, 32, 8, 8, 32, 2, 2},
@@ -385,17 +310,6 @@ int main(int argc, char **argv) {
         IG_WINO_CONFIGS(WG_RUN)
 #undef WG_RUN
       }
-    for (int eager = 0; eager < 2; eager++) {
-      g_eager = eager != 0;
-      /* one split (every rectangle in one block), three, and more than there are */
-#define WG_WRUN(BY, BX, BK, BC, TK, TC)                                                  \
-  for (int sp : {1, 3, 1000}) {                                                            \
-    failures += !run_wgrad<BY, BX, BK, BC, TK, TC>(g, sp);                                 \
-    n++;                                                                                   \
-  }
-      IG_WINO_WGRAD_CONFIGS(WG_WRUN)
-#undef WG_WRUN
-    }
   }
   printf("%d runs\n%d failures\n", n, failures);
   return failures != 0;

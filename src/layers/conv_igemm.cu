@@ -346,20 +346,17 @@ typedef struct tile {
 #define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false},
 #define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false},
 #define IG_WINO(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, false, false, TK, true},
-#define IG_WINO_WGRAD(BY, BX, BK, BC, TK, TC) {BY * BX, BK, BC, TK, 0, false, false, TC, true},
 static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
                                         IG_PIPE_GEMM_CONFIGS(IG_PIPE)
                                             IG_WINO_CONFIGS(IG_WINO)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
                                          IG_TF32_WGRAD_CONFIGS(IG_TF32)
-                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)
-                                                 IG_WINO_WGRAD_CONFIGS(IG_WINO_WGRAD)};
+                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)};
 #undef IG_FP32_GEMM
 #undef IG_FP32_WGRAD
 #undef IG_TF32
 #undef IG_PIPE
 #undef IG_WINO
-#undef IG_WINO_WGRAD
 #define IG_COUNT(...) +1
 static_assert(0 IG_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_FP32_CONFIGS,
               "CT_IGEMM_GEMM_FP32_CONFIGS");
@@ -375,8 +372,6 @@ static_assert(0 IG_PIPE_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_PIPE_CONFIGS,
               "CT_IGEMM_WGRAD_PIPE_CONFIGS");
 static_assert(0 IG_WINO_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_WINO_CONFIGS,
               "CT_IGEMM_GEMM_WINO_CONFIGS");
-static_assert(0 IG_WINO_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_WINO_CONFIGS,
-              "CT_IGEMM_WGRAD_WINO_CONFIGS");
 #undef IG_COUNT
 static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
               "CT_IGEMM_GEMM_CONFIGS");
@@ -415,9 +410,7 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
     return buf;
   }
   const tile *t = tile_of(dir, choice);
-  if (t->wino && dir == CT_IGEMM_BWD_FILTER)
-    snprintf(buf, len, "IGEMM_WINO_%dx%dx%d_%dx%d", t->bm, t->bn, t->s, t->wn, t->tm);
-  else if (t->wino)
+  if (t->wino)
     snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
   else if (t->pipe)
     snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
@@ -630,8 +623,6 @@ static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits
 extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (dir != CT_IGEMM_BWD_FILTER)
     return tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
-  if (tile_of(dir, choice)->wino)
-    return ig_wino_wgrad_workspace(&p->g, family_index(dir, choice), p->sms);
   int splits, chunk;
   wgrad_split(&p->g, choice, p->sms, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;
@@ -662,11 +653,6 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
              choice);
   CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice),
              "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
-  if (t->wino) {
-    CT_ASSERT(ct_igemm_choice_runs(p, CT_IGEMM_BWD_FILTER, choice));
-    ig_wino_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, g, p->sms, x, dy, ws, dw);
-    return;
-  }
   int splits, chunk;
   wgrad_split(g, choice, p->sms, &splits, &chunk);
   const bool direct = splits == 1;

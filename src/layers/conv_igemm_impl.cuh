@@ -220,13 +220,9 @@ void ig_pipe_wgrad(int index, cudaStream_t st, const float *dy, int M, const int
   X(4, 4, 32, 8, 8, 8) X(4, 4, 32, 4, 8, 4) X(4, 8, 16, 8, 8, 4) X(2, 4, 32, 4, 8, 8)      \
   X(4, 4, 64, 8, 8, 4)
 
-/* Configurations of the Winograd filter gradient: a block takes BY x BX
- * rectangles of tiles, summing BK output x BC input channels per point,
- * each thread TK x TC of one point.  X(BY, BX, BK, BC, TK, TC). */
-#define IG_WINO_WGRAD_CONFIGS(X) X(2, 4, 32, 16, 8, 8) X(2, 4, 16, 32, 8, 8) X(4, 4, 32, 16, 8, 8)
-
-/* Why the Winograd kernels cannot run direction dir of g, or NULL: they
- * need 5x5 filters, stride and dilation 1, and pads up to 4. */
+/* Why the Winograd kernel cannot run direction dir of g, or NULL: it needs
+ * 5x5 filters, stride and dilation 1, pads up to 4, and runs forward and
+ * backward data only. */
 const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
 
 /* Its workspace bytes (the transformed filters), either direction. */
@@ -239,16 +235,6 @@ size_t ig_wino_workspace(const ct_igemm_geom *g);
 void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
                   const float *src, const float *w, const float *bias, bool relu, float *ws,
                   float *dst);
-
-/* The filter gradient's workspace bytes with configuration `index`
- * (0-based in IG_WINO_WGRAD_CONFIGS) on a device of sms multiprocessors:
- * the blocks' partial sums and their total. */
-size_t ig_wino_wgrad_workspace(const ct_igemm_geom *g, int index, int sms);
-
-/* dw += the filter gradient of g for x and dy with configuration `index`;
- * ws holds ig_wino_wgrad_workspace(g, index, sms) bytes. */
-void ig_wino_wgrad(int index, cudaStream_t st, const ct_igemm_geom *g, int sms, const float *x,
-                   const float *dy, float *ws, float *dw);
 
 /* Lets the Winograd kernels use the shared memory they need (more than the
  * default 48 KiB) on the current device. */
