@@ -253,6 +253,12 @@ static size_t most_workspace(const ct_igemm *p) {
   return most;
 }
 
+/* A convolution for the direct checks, and its name in their lines. */
+typedef struct named_geom {
+  const char *name;
+  ct_igemm_geom g;
+} named_geom;
+
 /* Every configuration of every direction that g supports (only the
  * Winograd ones when wino_only), on a TF32 plan, against the reference,
  * twice for the same bits. */
@@ -359,10 +365,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_onl
  * reduction (3x3 outputs: a step crosses several), stride 2, dilation,
  * rectangles, and 25600 columns for the filter gradient's split sums. */
 static void test_direct(void **state) {
-  const struct {
-    const char *name;
-    ct_igemm_geom g;
-  } cases[] = {
+  const named_geom cases[] = {
       {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv3", geom(3, 32, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1)},
@@ -381,10 +384,7 @@ static void test_direct(void **state) {
  * shapes (a short run for compute-sanitizer's racecheck and memcheck; the
  * full test_direct runs them too). */
 static void test_winograd(void **state) {
-  const struct {
-    const char *name;
-    ct_igemm_geom g;
-  } cases[] = {
+  const named_geom cases[] = {
       {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv3", geom(3, 32, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1)},

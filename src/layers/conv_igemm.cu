@@ -357,21 +357,17 @@ static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
 #undef IG_TF32
 #undef IG_PIPE
 #undef IG_WINO
+/* Each list holds as many configurations as its count says. */
 #define IG_COUNT(...) +1
-static_assert(0 IG_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_FP32_CONFIGS,
-              "CT_IGEMM_GEMM_FP32_CONFIGS");
-static_assert(0 IG_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_FP32_CONFIGS,
-              "CT_IGEMM_WGRAD_FP32_CONFIGS");
-static_assert(0 IG_TF32_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_TF32_CONFIGS,
-              "CT_IGEMM_GEMM_TF32_CONFIGS");
-static_assert(0 IG_TF32_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_TF32_CONFIGS,
-              "CT_IGEMM_WGRAD_TF32_CONFIGS");
-static_assert(0 IG_PIPE_GEMM_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_PIPE_CONFIGS,
-              "CT_IGEMM_GEMM_PIPE_CONFIGS");
-static_assert(0 IG_PIPE_WGRAD_CONFIGS(IG_COUNT) == CT_IGEMM_WGRAD_PIPE_CONFIGS,
-              "CT_IGEMM_WGRAD_PIPE_CONFIGS");
-static_assert(0 IG_WINO_CONFIGS(IG_COUNT) == CT_IGEMM_GEMM_WINO_CONFIGS,
-              "CT_IGEMM_GEMM_WINO_CONFIGS");
+#define IG_CHECK_COUNT(LIST, COUNT) static_assert(0 LIST(IG_COUNT) == COUNT, #COUNT);
+IG_CHECK_COUNT(IG_GEMM_CONFIGS, CT_IGEMM_GEMM_FP32_CONFIGS)
+IG_CHECK_COUNT(IG_WGRAD_CONFIGS, CT_IGEMM_WGRAD_FP32_CONFIGS)
+IG_CHECK_COUNT(IG_TF32_GEMM_CONFIGS, CT_IGEMM_GEMM_TF32_CONFIGS)
+IG_CHECK_COUNT(IG_TF32_WGRAD_CONFIGS, CT_IGEMM_WGRAD_TF32_CONFIGS)
+IG_CHECK_COUNT(IG_PIPE_GEMM_CONFIGS, CT_IGEMM_GEMM_PIPE_CONFIGS)
+IG_CHECK_COUNT(IG_PIPE_WGRAD_CONFIGS, CT_IGEMM_WGRAD_PIPE_CONFIGS)
+IG_CHECK_COUNT(IG_WINO_CONFIGS, CT_IGEMM_GEMM_WINO_CONFIGS)
+#undef IG_CHECK_COUNT
 #undef IG_COUNT
 static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
               "CT_IGEMM_GEMM_CONFIGS");
@@ -532,9 +528,6 @@ static void launch_gemm(cudaStream_t st, const float *A, int a_stride, const int
   CT_CUDA_LAUNCH_CHECK();
 }
 
-typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
-                              const ig_gather &, int, int, float *, const float *, bool);
-
 /* Runs `choice` of forward or backward data: an FP32 launcher, the
  * pipelined FP32 one, or the TF32 one (which p's math must allow); not a
  * Winograd one. */
@@ -542,7 +535,7 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
                  const int4 *table, int K, const ig_gather &g, int N, int M, float *out,
                  const float *bias, bool relu) {
 #define IG_LAUNCHER(BM, BN, S) launch_gemm<BM, BN, S>,
-  static const gemm_launcher launchers[] = {IG_GEMM_CONFIGS(IG_LAUNCHER)};
+  static const ig_gemm_launcher launchers[] = {IG_GEMM_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
   const tile *t = tile_of(CT_IGEMM_FWD, choice);
   CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
@@ -629,9 +622,6 @@ extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int ch
   return splits > 1 ? (size_t)splits * g->m * g->c * g->kh * g->kw * sizeof(float) : 0;
 }
 
-typedef void (*wgrad_launcher)(cudaStream_t, const float *, int, const int4 *, int,
-                               const ig_gather &, int, int, int, float *, bool);
-
 template <int BM, int BN>
 static void launch_wgrad(cudaStream_t st, const float *dy, int M, const int4 *table, int K,
                          const ig_gather &g, int N, int chunk, int splits, float *out,
@@ -659,7 +649,7 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   float *out = direct ? dw : ws;
   const ig_gather v = fwd_gather(g, x);
 #define IG_LAUNCHER(BM, BN) launch_wgrad<BM, BN>,
-  static const wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
+  static const ig_wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
   if (t->tf32)
     ig_tf32_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,

@@ -379,29 +379,22 @@ static void launch_wgrad(cudaStream_t st, const float *dy, int M, const int4 *ta
   CT_CUDA_LAUNCH_CHECK();
 }
 
-typedef void (*gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
-                              const ig_gather &, int, int, float *, const float *, bool);
-typedef void (*wgrad_launcher)(cudaStream_t, const float *, int, const int4 *, int,
-                               const ig_gather &, int, int, int, float *, bool);
-
 #define IG_GEMM_LAUNCHER(BM, BN, TM, S, BK, STAGES) launch_gemm<BM, BN, TM, S, BK, STAGES>,
 #define IG_WGRAD_LAUNCHER(BM, BN, TM, S, BK, STAGES) launch_wgrad<BM, BN, TM, S, BK, STAGES>,
-static const gemm_launcher k_gemm_launchers[] = {IG_PIPE_GEMM_CONFIGS(IG_GEMM_LAUNCHER)};
-static const wgrad_launcher k_wgrad_launchers[] = {IG_PIPE_WGRAD_CONFIGS(IG_WGRAD_LAUNCHER)};
+static const ig_gemm_launcher k_gemm_launchers[] = {IG_PIPE_GEMM_CONFIGS(IG_GEMM_LAUNCHER)};
+static const ig_wgrad_launcher k_wgrad_launchers[] = {IG_PIPE_WGRAD_CONFIGS(IG_WGRAD_LAUNCHER)};
 #undef IG_GEMM_LAUNCHER
 #undef IG_WGRAD_LAUNCHER
 
 void ig_pipe_gemm(int index, cudaStream_t st, const float *A, int a_stride, const int4 *table,
                   int K, const ig_gather &g, int N, int M, float *out, const float *bias,
                   bool relu) {
-  const int n = (int)(sizeof k_gemm_launchers / sizeof k_gemm_launchers[0]);
-  CT_ASSERTF(index >= 0 && index < n, "pipelined implicit GEMM configuration %d", index);
-  k_gemm_launchers[index](st, A, a_stride, table, K, g, N, M, out, bias, relu);
+  ig_launcher_at(k_gemm_launchers, index, "pipelined implicit GEMM")(st, A, a_stride, table, K, g, N,
+                                                                 M, out, bias, relu);
 }
 
 void ig_pipe_wgrad(int index, cudaStream_t st, const float *dy, int M, const int4 *table, int K,
                    const ig_gather &g, int N, int chunk, int splits, float *out, bool accumulate) {
-  const int n = (int)(sizeof k_wgrad_launchers / sizeof k_wgrad_launchers[0]);
-  CT_ASSERTF(index >= 0 && index < n, "pipelined implicit GEMM filter configuration %d", index);
-  k_wgrad_launchers[index](st, dy, M, table, K, g, N, chunk, splits, out, accumulate);
+  ig_launcher_at(k_wgrad_launchers, index, "pipelined implicit GEMM filter")(
+      st, dy, M, table, K, g, N, chunk, splits, out, accumulate);
 }

@@ -23,6 +23,21 @@ typedef struct ig_gather {
   int sy, sx, y_off, x_off;
 } ig_gather;
 
+/* A configuration's launcher: forward and backward data (out = A x the
+ * gathered columns, + bias, then ReLU), and backward filter's block sums
+ * (see ig_tf32_gemm and ig_tf32_wgrad below). */
+typedef void (*ig_gemm_launcher)(cudaStream_t, const float *, int, const int4 *, int,
+                                 const ig_gather &, int, int, float *, const float *, bool);
+typedef void (*ig_wgrad_launcher)(cudaStream_t, const float *, int, const int4 *, int,
+                                  const ig_gather &, int, int, int, float *, bool);
+
+/* table[index], which must exist (family names the list in the failure). */
+template <typename F, size_t N>
+static inline F ig_launcher_at(F const (&table)[N], int index, const char *family) {
+  CT_ASSERTF(index >= 0 && (size_t)index < N, "%s configuration %d", family, index);
+  return table[index];
+}
+
 /* pos, y0 and x0 of column n (which must be in range). */
 __device__ __forceinline__ void ig_column(const ig_gather &g, int n, int *pos, int *y0, int *x0) {
   const int img = n / g.P, pix = n - img * g.P;

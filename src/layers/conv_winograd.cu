@@ -397,8 +397,7 @@ size_t ig_wino_workspace(const ct_igemm_geom *g) {
 void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
                   const float *src, const float *w, const float *bias, bool relu, float *ws,
                   float *dst) {
-  const int n = (int)(sizeof k_launchers / sizeof k_launchers[0]);
-  CT_ASSERTF(index >= 0 && index < n, "Winograd configuration %d", index);
+  const wg_launcher launch = ig_launcher_at(k_launchers, index, "Winograd");
   CT_ASSERT(!ig_wino_unsupported(g, data ? CT_IGEMM_BWD_DATA : CT_IGEMM_FWD));
   wg_args a;
   a.src = src;
@@ -420,6 +419,6 @@ void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
   wg_filter_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, a.coutp,
                                                                    data ? 1 : 0, ws);
   CT_CUDA_LAUNCH_CHECK();
-  k_launchers[index](st, a, g->n);
+  launch(st, a, g->n);
 }
 #endif

@@ -117,6 +117,14 @@ static ip_gemm_args ip_gemm_shape(const ip_state *s, int which) {
   }
 }
 
+#ifdef CORTADO_HAVE_CUDA
+/* Whether gp's plans were made for the layer's batch and its context's math. */
+static bool plans_fit(const ip_gpu *gp, const ct_layer *l) {
+  const ip_state *s = l->priv;
+  return gp && gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32;
+}
+#endif
+
 /* C = A B (+ beta C) (+ bias on every row) for product `which`, on ctx's
  * device (ctx: the layer's, or its gradient stream's view): the cuBLASLt
  * plan when there is one for this math, else the backend's GEMM and bias. */
@@ -126,8 +134,7 @@ static void ip_gemm(ct_layer *l, ct_context *ctx, int which, const float *A, con
   const ip_gemm_args g = ip_gemm_shape(s, which);
 #ifdef CORTADO_HAVE_CUDA
   const ip_gpu *gp = l->gpu_priv;
-  if (gp && gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32 &&
-      ct_gemm_lt_run(gp->plan[which], ctx, 1.0f, A, B, bias, beta, C))
+  if (plans_fit(gp, l) && ct_gemm_lt_run(gp->plan[which], ctx, 1.0f, A, B, bias, beta, C))
     return;
 #endif
   const ct_conv_backend *be = ct_conv_backend_of(ctx);
@@ -182,7 +189,7 @@ static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor
     gp = ct_xcalloc(1, sizeof *gp);
     l->gpu_priv = gp;
   }
-  if (gp->planned && gp->M == s->M && gp->ctx_tf32 == l->ctx->tf32) return CT_OK;
+  if (plans_fit(gp, l)) return CT_OK;
   ip_free_plans(gp);
   const bool tf32 = ct_gemm_lt_tf32(l->ctx);
   for (int i = 0; i < IP_NGEMM; i++) {

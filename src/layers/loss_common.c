@@ -120,3 +120,11 @@ void ct_loss_scratch_free(ct_loss_scratch *s) {
   ct_tensor_free(s->inv_norm);
   memset(s, 0, sizeof *s);
 }
+
+void ct_loss_scratch_record(ct_loss_scratch *s, size_t n, const ct_loss_finish *f) {
+  s->label = f->label;
+  s->nlabels = n;
+  s->nclass = f->nclass;
+  s->has_ignore = f->has_ignore;
+  s->ignore_label = f->ignore_label;
+}

@@ -135,11 +135,7 @@ __global__ static void loss_finish(size_t n, const float *value, const float *fl
 extern "C" void ct_loss_finish_gpu(ct_context *ctx, ct_loss_scratch *s, size_t n,
                                    const float *value, const float *flag, const ct_loss_finish *f,
                                    float *top) {
-  s->label = f->label;
-  s->nlabels = n;
-  s->nclass = f->nclass;
-  s->has_ignore = f->has_ignore;
-  s->ignore_label = f->ignore_label;
+  ct_loss_scratch_record(s, n, f);
   unsigned blocks = ct_cuda_blocks(n ? n : 1);
   if (blocks > CT_LOSS_REDUCE_BLOCKS) blocks = CT_LOSS_REDUCE_BLOCKS;
   double *partial = (double *)s->partials->data;

@@ -150,6 +150,11 @@ typedef struct ct_loss_finish {
   int ignore_label;
 } ct_loss_finish;
 
+/* Records in s the labels that f names, n of them, for the deferred label
+ * check (ct_loss_finish_gpu does; a layer that finishes its loss in its
+ * own kernel calls it directly). */
+void ct_loss_scratch_record(ct_loss_scratch *s, size_t n, const ct_loss_finish *f);
+
 /* On ctx's stream, without waiting: sums value (or its squares) over n
  * positions in double in a fixed order, counts flags (1 valid, 0 ignored, -1
  * a bad label; flag may be NULL: all valid), and writes

@@ -66,6 +66,21 @@ __device__ static void window(const ct_pool_geom &g, int ph, int pw, int *h0, in
   *w1 = min(we, g.W);
 }
 
+/* STOCHASTIC at test time: s1 = FLT_MIN + the window's sum, s2 = the sum
+ * of its squares (output s2 / s1; Caffe's order of sums). */
+__device__ static void sto_sums(const ct_pool_geom &g, const float *xp, int h0, int h1, int w0,
+                                int w1, float *s1, float *s2) {
+  float a = FLT_MIN, b = 0.0f;
+  for (int h = h0; h < h1; h++)
+    for (int w = w0; w < w1; w++) {
+      const float v = xp[h * g.W + w];
+      a += v;
+      b += v * v;
+    }
+  *s1 = a;
+  *s2 = b;
+}
+
 #define POOL_LOOP(I, i, n) \
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (I)blockDim.x * gridDim.x)
 
@@ -113,13 +128,8 @@ __global__ static void pool_fwd(I n, ct_pool_geom g, pool_divs d, bool train, co
       idx[i] = (float)pick;
       out = xp[pick];
     } else {
-      float s1 = FLT_MIN, s2 = 0.0f;
-      for (int h = h0; h < h1; h++)
-        for (int w = w0; w < w1; w++) {
-          float v = xp[h * g.W + w];
-          s1 += v;
-          s2 += v * v;
-        }
+      float s1, s2;
+      sto_sums(g, xp, h0, h1, w0, w1, &s1, &s2);
       out = s2 / s1;
     }
     if (g.bias) out += g.bias[nc - div_of(nc, d.C) * (I)g.C];
@@ -163,19 +173,13 @@ __global__ static void pool_bwd(I n, ct_pool_geom g, pool_divs d, bool train, co
         if (g.method == POOL_MAX || (g.method == POOL_STO && train)) {
           if ((int)idxp[o] == self) grad += dyp[o];
         } else if (g.method == POOL_AVE) {
-          const int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
-          const int size = (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+          const int size = ave_divisor(g, ph, pw);
           if (size > 0) grad += dyp[o] / size;
         } else {
           int h0, h1, w0, w1, size;
           window(g, ph, pw, &h0, &h1, &w0, &w1, &size);
-          float s1 = FLT_MIN, s2 = 0.0f;
-          for (int hh = h0; hh < h1; hh++)
-            for (int ww = w0; ww < w1; ww++) {
-              float v = xp[hh * g.W + ww];
-              s1 += v;
-              s2 += v * v;
-            }
+          float s1, s2;
+          sto_sums(g, xp, h0, h1, w0, w1, &s1, &s2);
           grad += dyp[o] * (2.0f * xp[self] * s1 - s2) / (s1 * s1);
         }
       }

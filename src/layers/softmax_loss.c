@@ -128,13 +128,11 @@ static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   softmax_loss_priv *p = l->priv;
   size_t n = p->outer * p->inner;
   float *prob_top = l->ntop >= 2 ? top[1]->data : NULL;
+  const ct_loss_finish f = {.norm = p->norm, .outer = p->outer, .inner = p->inner, .scale = 1.0,
+                            .label = bottom[1], .nclass = p->channels,
+                            .has_ignore = p->has_ignore, .ignore_label = p->ignore_label};
   if (ct_softmax_loss_fused_fits(p->outer, p->channels, p->inner)) {
-    /* what ct_loss_finish_gpu records for the deferred label check */
-    p->gpu.label = bottom[1];
-    p->gpu.nlabels = n;
-    p->gpu.nclass = p->channels;
-    p->gpu.has_ignore = p->has_ignore;
-    p->gpu.ignore_label = p->ignore_label;
+    ct_loss_scratch_record(&p->gpu, n, &f);
     ct_softmax_loss_fused_forward_gpu(l->ctx, p->outer, p->channels, p->inner, bottom[0]->data,
                                       bottom[1]->data, p->has_ignore, p->ignore_label,
                                       (int)p->norm, p->prob->data, prob_top, top[0]->data,
@@ -145,9 +143,6 @@ static ct_status softmax_loss_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
   ct_softmax_loss_forward_gpu(l->ctx, p->outer, p->channels, p->inner, p->prob->data,
                               bottom[1]->data, p->has_ignore, p->ignore_label, p->gpu.value->data,
                               p->gpu.flag->data);
-  ct_loss_finish f = {.norm = p->norm, .outer = p->outer, .inner = p->inner, .scale = 1.0,
-                      .label = bottom[1], .nclass = p->channels, .has_ignore = p->has_ignore,
-                      .ignore_label = p->ignore_label};
   ct_loss_finish_gpu(l->ctx, &p->gpu, n, p->gpu.value->data, p->gpu.flag->data, &f, top[0]->data);
   if (prob_top) ct_gpu_copy(l->ctx, p->prob->count, p->prob->data, prob_top);
   return CT_OK;

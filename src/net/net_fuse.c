@@ -60,28 +60,29 @@ static bool scale_fusable(const ct_net *net, int bi, int si) {
          beta->shape[0] == x->shape[1];
 }
 
-/* Layer ri is a ReLU with slope 0 in place on the only top of layer ci,
- * neither with a loss weight. */
-static bool relu_in_place_after(const ct_net *net, int ci, int ri) {
-  const ct_layer *c = net->layers[ci], *r = net->layers[ri];
-  if (strcmp(r->ops->type, "ReLU") != 0 || c->ntop != 1 || r->nbottom != 1) return false;
+/* Layer ri is a ReLU with slope 0, one bottom and no loss weight, in place
+ * on its bottom. */
+static bool plain_relu_in_place(const ct_net *net, int ri) {
+  const ct_layer *r = net->layers[ri];
+  if (strcmp(r->ops->type, "ReLU") != 0 || r->nbottom != 1 || r->ntop != 1) return false;
   if (r->param->relu_param && r->param->relu_param->negative_slope != 0.0f) return false;
-  if (c->loss_weight[0] != 0.0f || r->loss_weight[0] != 0.0f) return false;
-  int blob = net->top_ids[ci][0];
-  return net->bottom_ids[ri][0] == blob && net->top_ids[ri][0] == blob;
+  return r->loss_weight[0] == 0.0f && net->bottom_ids[ri][0] == net->top_ids[ri][0];
 }
 
-/* Layer ri is a ReLU with slope 0 in place on blob B, not absorbed, no
- * loss weight, and layer pi's only bottom is B. */
+/* Layer ri is such a ReLU on the only top of layer ci, which has no loss
+ * weight. */
+static bool relu_in_place_after(const ct_net *net, int ci, int ri) {
+  const ct_layer *c = net->layers[ci];
+  return plain_relu_in_place(net, ri) && c->ntop == 1 && c->loss_weight[0] == 0.0f &&
+         net->bottom_ids[ri][0] == net->top_ids[ci][0];
+}
+
+/* Layer ri is such a ReLU, not absorbed, on the blob that is layer pi's
+ * only bottom. */
 static bool relu_in_place_before(const ct_net *net, int ri, int pi) {
-  const ct_layer *r = net->layers[ri], *p = net->layers[pi];
-  if (strcmp(r->ops->type, "ReLU") != 0 || r->absorbed || r->nbottom != 1 || r->ntop != 1 ||
-      p->nbottom != 1)
-    return false;
-  if (r->param->relu_param && r->param->relu_param->negative_slope != 0.0f) return false;
-  if (r->loss_weight[0] != 0.0f) return false;
-  int blob = net->top_ids[ri][0];
-  return net->bottom_ids[ri][0] == blob && net->bottom_ids[pi][0] == blob;
+  const ct_layer *p = net->layers[pi];
+  return plain_relu_in_place(net, ri) && !net->layers[ri]->absorbed && p->nbottom == 1 &&
+         net->bottom_ids[pi][0] == net->top_ids[ri][0];
 }
 
 /* Layer ci is a Convolution with a bias, one bottom, one top and no loss
