@@ -259,10 +259,10 @@ typedef struct named_geom {
   ct_igemm_geom g;
 } named_geom;
 
-/* Every configuration of every direction that g supports (only the
- * Winograd ones when wino_only), on a TF32 plan, against the reference,
+/* Every configuration of every direction that g supports (only those whose
+ * name holds `only`, unless NULL), on a TF32 plan, against the reference,
  * twice for the same bits. */
-static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_only) {
+static void check_direct(const char *name, const ct_igemm_geom *g, const char *only) {
   ct_context ctx;
   ct_error err;
   if (ct_context_init(&ctx, 0, 5, &err) != CT_OK) fail_msg("%s", err.msg);
@@ -294,7 +294,11 @@ static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_onl
   /* the Winograd configurations run 5x5 stride-1 forwards and data gradients */
   const bool wino = g->kh == 5 && g->kw == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
                     g->dw == 1 && g->ph <= 4 && g->pw <= 4;
-  int ran = 0, ran_wino = 0;
+  /* the direct filter gradients run 5x5 stride-1 ones; all of them where
+   * the output rows are at most 8 wide */
+  const bool direct = g->kh == 5 && g->kw == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+                      g->dw == 1;
+  int ran = 0, ran_wino = 0, ran_direct = 0;
   char what[160], cname[48];
   for (int dir = 0; dir < 3; dir++) {
     const ct_igemm_dir d = (ct_igemm_dir)dir;
@@ -302,7 +306,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_onl
     const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
     for (int c = 1; c <= n; c++) {
       if (!ct_igemm_choice_runs(p, d, c)) continue;
-      if (wino_only && !strstr(ct_igemm_choice_name(d, c, cname, sizeof cname), "WINO")) continue;
+      if (only && !strstr(ct_igemm_choice_name(d, c, cname, sizeof cname), only)) continue;
       const bool tf32 = ct_igemm_choice_tf32(d, c);
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
@@ -329,15 +333,20 @@ static void check_direct(const char *name, const ct_igemm_geom *g, bool wino_onl
       }
       ran++;
       if (strstr(cname, "WINO")) ran_wino++;
+      if (strstr(cname, "DIRECT")) ran_direct++;
     }
   }
   const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS);
-  const int want =
-      wino_only ? ran_wino : gemm * (data ? 2 : 1) + CT_IGEMM_WGRAD_CONFIGS;
+  const int wgrad = CT_IGEMM_WGRAD_CONFIGS - CT_IGEMM_WGRAD_DIRECT_CONFIGS + ran_direct;
+  const int want = !only ? gemm * (data ? 2 : 1) + wgrad : ran_wino + ran_direct;
   assert_int_equal(ran, want);
-  assert_int_equal(ran_wino, wino ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
-  printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd)\n",
-         name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino);
+  const bool wino_runs = wino && (!only || !strcmp(only, "WINO"));
+  assert_int_equal(ran_wino, wino_runs ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
+  if (!direct || (only && strcmp(only, "DIRECT"))) assert_int_equal(ran_direct, 0);
+  else if (g->ow <= 8) assert_int_equal(ran_direct, CT_IGEMM_WGRAD_DIRECT_CONFIGS);
+  printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd, "
+         "%d direct)\n",
+         name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino, ran_direct);
   ct_igemm_free(p);
   ct_gpu_free(0, ws);
   ct_gpu_free(0, out_w);
@@ -377,13 +386,14 @@ static void test_direct(void **state) {
       {"3x3 images", geom(7, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1)},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g, false);
+    check_direct(cases[i].name, &cases[i].g, NULL);
 }
 
-/* The Winograd configurations alone on cifar10_quick's 5x5 layers and odd
- * shapes (a short run for compute-sanitizer's racecheck and memcheck; the
- * full test_direct runs them too). */
-static void test_winograd(void **state) {
+/* The Winograd configurations (only "WINO") or the direct filter-gradient
+ * ones ("DIRECT") alone on cifar10_quick's 5x5 layers and odd shapes (short
+ * runs for compute-sanitizer's racecheck and memcheck; the full test_direct
+ * runs them too). */
+static void check_5x5_alone(const char *only) {
   const named_geom cases[] = {
       {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
@@ -392,18 +402,30 @@ static void test_winograd(void **state) {
       {"pads 4 and 1", geom(1, 17, 5, 6, 33, 5, 5, 1, 1, 4, 1, 1, 1)},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g, true);
+    check_direct(cases[i].name, &cases[i].g, only);
+}
+
+static void test_winograd(void **state) {
+  (void)state;
+  check_5x5_alone("WINO");
+}
+
+static void test_direct_wgrad(void **state) {
+  (void)state;
+  check_5x5_alone("DIRECT");
 }
 
 /* A strict FP32 plan times and picks only FP32 configurations (the
- * register-prefetch and the pipelined ones); a TF32 plan times all of them.
+ * register-prefetch, pipelined, Winograd and direct ones that can run); a
+ * TF32 plan times all of those that can run.
  * The choices' math and names. */
 static void test_strict_plan(void **state) {
   const int gemm_pipe = CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + 1;
   const int wgrad_pipe = CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + 1;
   const int gemm_wino = gemm_pipe + CT_IGEMM_GEMM_PIPE_CONFIGS;
   assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_wino - 1 + CT_IGEMM_GEMM_WINO_CONFIGS);
-  assert_int_equal(CT_IGEMM_WGRAD_CONFIGS, wgrad_pipe - 1 + CT_IGEMM_WGRAD_PIPE_CONFIGS);
+  const int wgrad_direct = wgrad_pipe + CT_IGEMM_WGRAD_PIPE_CONFIGS;
+  assert_int_equal(CT_IGEMM_WGRAD_CONFIGS, wgrad_direct - 1 + CT_IGEMM_WGRAD_DIRECT_CONFIGS);
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, 0));
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS));
   assert_true(ct_igemm_choice_tf32(CT_IGEMM_FWD, CT_IGEMM_GEMM_FP32_CONFIGS + 1));
@@ -433,9 +455,15 @@ static void test_strict_plan(void **state) {
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, gemm_wino));
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_pipe, buf, sizeof buf),
                       "IGEMM_PIPE_32x32x4t4");
-  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_direct - 1, buf,
                                            sizeof buf),
                       "IGEMM_PIPE_64x64x4");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_direct, buf, sizeof buf),
+                      "IGEMM_DIRECT5_16x2_4x16r16");
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, wgrad_direct));
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,
+                                           sizeof buf),
+                      "IGEMM_DIRECT5_8x1_4x16r8");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS + 1, buf,
                                            sizeof buf),
                       "?");
@@ -465,7 +493,8 @@ static void test_strict_plan(void **state) {
     const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
     ct_igemm_time_each(&ctx, strict, d, x, w, y, ws, ws_bytes, ms);
     for (int c = 1; c <= n; c++)
-      if ((ms[c - 1] >= 0.0f) == ct_igemm_choice_tf32(d, c))
+      if ((ms[c - 1] >= 0.0f) !=
+          (!ct_igemm_choice_tf32(d, c) && ct_igemm_choice_runs(strict, d, c)))
         fail_msg("strict plan, direction %d, choice %d: %g ms", dir, c, ms[c - 1]);
     int choice = 0;
     float best = 0.0f;
@@ -476,7 +505,8 @@ static void test_strict_plan(void **state) {
            ct_igemm_choice_name(d, choice, (char[48]){0}, 48), best);
     ct_igemm_time_each(&ctx, tf32, d, x, w, y, ws, ws_bytes, ms);
     for (int c = 1; c <= n; c++)
-      if (ms[c - 1] < 0.0f) fail_msg("TF32 plan, direction %d, choice %d not timed", dir, c);
+      if ((ms[c - 1] >= 0.0f) != ct_igemm_choice_runs(tf32, d, c))
+        fail_msg("TF32 plan, direction %d, choice %d: %g ms", dir, c, ms[c - 1]);
     assert_true(ct_igemm_time(&ctx, tf32, d, x, w, y, ws, ws_bytes, &choice, &best));
     printf("direction %d: fastest on a TF32 plan %s, %.4f ms\n", dir,
            ct_igemm_choice_name(d, choice, (char[48]){0}, 48), best);
@@ -526,6 +556,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fused_relu),
       cmocka_unit_test(test_direct),
       cmocka_unit_test(test_winograd),
+      cmocka_unit_test(test_direct_wgrad),
       cmocka_unit_test(test_strict_plan),
       cmocka_unit_test(test_layer_tf32),
   };

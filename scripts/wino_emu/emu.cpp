@@ -1,166 +1,18 @@
 // Host emulator of the Winograd F(2x2, 5x5) convolution kernels
 // (src/layers/conv_winograd.cu), for checking their index arithmetic
 // without a GPU (scripts/wino-emu.sh builds and runs it).  The kernels' own
-// source is included here with WG_HOST_EMULATION: each CUDA thread of a
-// block is a fiber (ucontext), and all of a block's fibers advance in
-// rounds from one __syncthreads to the next, in an order shuffled per
-// round; cp.async copies land either at issue or as late as the waits
-// allow (both orders are run).  Every global read is checked against the
-// registered buffers,
-// every output carries guard zones and starts as NaN, and the results are
-// compared with a double reference.  Rounds cannot show a race between
-// threads that a missing __syncthreads would cause on a GPU
-// (compute-sanitizer's racecheck on the device does).
+// source is included here with WG_HOST_EMULATION and runs on the fibers of
+// scripts/emu/fibers.h, with cp.async copies landing early and late (both
+// orders are run).  Every output carries guard zones and starts as NaN, and
+// the results are compared with a double reference.
 #include <cuda_runtime.h>
-#include <ucontext.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstdint>
-#include <cstring>
-#include <random>
-#include <vector>
-
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __align__
-#undef __restrict__
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(x)
-#define __restrict__
-
-struct Range {
-  const void *lo, *hi;
-};
-static std::vector<Range> g_ranges;
-static void reg(const void *p, size_t bytes) { g_ranges.push_back({p, (const char *)p + bytes}); }
-static float checked_read(const float *p) {
-  for (auto &r : g_ranges)
-    if ((const void *)p >= r.lo && (const void *)(p + 1) <= r.hi) return *p;
-  fprintf(stderr, "global read out of bounds at %p\n", (const void *)p);
-  abort();
-}
-
-struct Copy {
-  float *dst;
-  float v[4];
-  int n;
-};
-struct Fiber {
-  ucontext_t ctx;
-  std::vector<char> stack;
-  bool done = false;
-  dim3 tidx;
-  std::vector<Copy> open;
-  std::vector<std::vector<Copy>> groups;
-};
-static ucontext_t g_sched;
-static Fiber *g_cur;
-static dim3 blockIdx, blockDim;
-#define threadIdx (g_cur->tidx)
-static std::vector<float> g_smem;
-static void __syncthreads() { swapcontext(&g_cur->ctx, &g_sched); }
-
-static bool g_eager;
-static void cp(float *dst, const float *src, bool full, int n) {
-  if (dst < g_smem.data() || dst + n > g_smem.data() + g_smem.size()) {
-    fprintf(stderr, "shared write out of range\n");
-    abort();
-  }
-  Copy c{dst, {0, 0, 0, 0}, n};
-  for (int i = 0; i < n; i++) c.v[i] = full ? checked_read(src + i) : 0.0f;
-  if (g_eager)
-    memcpy(dst, c.v, n * sizeof(float));
-  else
-    g_cur->open.push_back(c);
-}
-static void ig_cp4(float *dst, const float *src, bool full) { cp(dst, src, full, 1); }
-static void ig_cp16(float *dst, const float *src, bool full) {
-  if (((uintptr_t)dst | (uintptr_t)src) % 16) {
-    fprintf(stderr, "a 16-byte copy not aligned\n");
-    abort();
-  }
-  cp(dst, src, full, 4);
-}
-static void ig_cp_commit() {
-  g_cur->groups.push_back(g_cur->open);
-  g_cur->open.clear();
-}
-template <int N>
-static void ig_cp_wait() {
-  while ((int)g_cur->groups.size() > N) {
-    for (auto &c : g_cur->groups.front()) memcpy(c.dst, c.v, c.n * sizeof(float));
-    g_cur->groups.erase(g_cur->groups.begin());
-  }
-}
+#include "../emu/fibers.h"
 
 #define WG_HOST_EMULATION
 #define WG_LDG(p) checked_read(p)
 #define WG_SMEM_DECL float *wg_smem = g_smem.data()
 #include "layers/conv_winograd.cu"
-
-static std::mt19937 g_rng(7);
-
-/* Runs kernel(args) over grid x block threads, block by block. */
-template <typename F>
-static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
-  static F *k;
-  k = &kernel;
-  std::vector<Fiber> fib(threads);
-  for (unsigned by = 0; by < grid.y; by++)
-    for (unsigned bx = 0; bx < grid.x; bx++) {
-      blockIdx = dim3(bx, by, 0);
-      blockDim = dim3(threads, 1, 1);
-      g_smem.assign(smem_floats, std::nanf(""));
-      for (int t = 0; t < threads; t++) {
-        Fiber &f = fib[t];
-        f.done = false;
-        f.open.clear();
-        f.groups.clear();
-        f.tidx = dim3(t, 0, 0);
-        f.stack.resize(1 << 16);
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack.data();
-        f.ctx.uc_stack.ss_size = f.stack.size();
-        f.ctx.uc_link = &g_sched;
-        makecontext(&f.ctx, (void (*)())+[] {
-          (*k)();
-          g_cur->done = true;
-        }, 0);
-      }
-      std::vector<int> order(threads);
-      for (int t = 0; t < threads; t++) order[t] = t;
-      for (;;) {
-        std::shuffle(order.begin(), order.end(), g_rng);
-        int done = 0;
-        for (int t : order) {
-          if (fib[t].done) {
-            done++;
-            continue;
-          }
-          g_cur = &fib[t];
-          swapcontext(&g_sched, &fib[t].ctx);
-          if (fib[t].done) done++;
-        }
-        if (done == threads) break;
-        /* a round ends with every live fiber at the same barrier */
-        for (int t = 0; t < threads; t++)
-          if (fib[t].done) {
-            fprintf(stderr, "a thread returned while others wait at a barrier\n");
-            abort();
-          }
-      }
-    }
-}
 
 struct Geom {
   const char *name;

@@ -316,6 +316,7 @@ struct ct_igemm {
   ct_igemm_geom g;
   int4 *fwd_table;  /* c * kh * kw entries */
   int4 *bwd_table;  /* m * kh * kw entries; NULL unless stride 1 */
+  ig_direct_plan direct[CT_IGEMM_WGRAD_DIRECT_CONFIGS]; /* the direct filter gradients' */
 };
 
 /* The strict FP32 tile configurations of each direction, one list each:
@@ -330,33 +331,40 @@ struct ct_igemm {
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
 /* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
- * reduction, TF32, pipelined FP32, rows per thread (pipelined), Winograd}.
- * A Winograd one's BM x BN are its tiles x channels per block (in a
- * rectangle of tiles), S its input channels per step, wn x tm its tiles x
- * channels per thread. */
+ * reduction, TF32, pipelined FP32, rows per thread (pipelined), Winograd,
+ * direct filter gradient}.  A Winograd one's BM x BN are its tiles x
+ * channels per block (in a rectangle of tiles), S its input channels per
+ * step, wn x tm its tiles x channels per thread.  A direct one's BM x BN
+ * are its output x input channels per block, S its lanes along a row, wn
+ * its filter width, step its output channels per thread and tm its rows
+ * per unit. */
 typedef struct tile {
   int bm, bn, s, wn, step;
   bool tf32, pipe;
   int tm;
-  bool wino;
+  bool wino, direct;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false},
-#define IG_TF32(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false},
-#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false},
-#define IG_WINO(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, false, false, TK, true},
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false, false},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false, false},
+#define IG_TF32(BM, BN, WN, S, STAGES) \
+  {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false, false},
+#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false, false},
+#define IG_WINO(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, false, false, TK, true, false},
+#define IG_DIRECT(KW, OWL, TM, CB, MB, R) {MB, CB, OWL, KW, TM, false, false, R, false, true},
 static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
                                         IG_PIPE_GEMM_CONFIGS(IG_PIPE)
                                             IG_WINO_CONFIGS(IG_WINO)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
                                          IG_TF32_WGRAD_CONFIGS(IG_TF32)
-                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)};
+                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)
+                                                 IG_DIRECT_WGRAD_CONFIGS(IG_DIRECT)};
 #undef IG_FP32_GEMM
 #undef IG_FP32_WGRAD
 #undef IG_TF32
 #undef IG_PIPE
 #undef IG_WINO
+#undef IG_DIRECT
 /* Each list holds as many configurations as its count says. */
 #define IG_COUNT(...) +1
 #define IG_CHECK_COUNT(LIST, COUNT) static_assert(0 LIST(IG_COUNT) == COUNT, #COUNT);
@@ -367,6 +375,7 @@ IG_CHECK_COUNT(IG_TF32_WGRAD_CONFIGS, CT_IGEMM_WGRAD_TF32_CONFIGS)
 IG_CHECK_COUNT(IG_PIPE_GEMM_CONFIGS, CT_IGEMM_GEMM_PIPE_CONFIGS)
 IG_CHECK_COUNT(IG_PIPE_WGRAD_CONFIGS, CT_IGEMM_WGRAD_PIPE_CONFIGS)
 IG_CHECK_COUNT(IG_WINO_CONFIGS, CT_IGEMM_GEMM_WINO_CONFIGS)
+IG_CHECK_COUNT(IG_DIRECT_WGRAD_CONFIGS, CT_IGEMM_WGRAD_DIRECT_CONFIGS)
 #undef IG_CHECK_COUNT
 #undef IG_COUNT
 static_assert(sizeof k_gemm_tiles / sizeof k_gemm_tiles[0] == CT_IGEMM_GEMM_CONFIGS,
@@ -388,7 +397,7 @@ extern "C" bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice) {
   return choice >= 1 && choice <= configs_of(dir) && tile_of(dir, choice)->tf32;
 }
 
-/* The index of `choice` (a TF32, pipelined or Winograd one) in its
+/* The index of `choice` (a TF32, pipelined, Winograd or direct one) in its
  * family's list. */
 static int family_index(ct_igemm_dir dir, int choice) {
   const bool filter = dir == CT_IGEMM_BWD_FILTER;
@@ -396,7 +405,7 @@ static int family_index(ct_igemm_dir dir, int choice) {
   const int tf32 = filter ? CT_IGEMM_WGRAD_TF32_CONFIGS : CT_IGEMM_GEMM_TF32_CONFIGS;
   const int pipe = filter ? CT_IGEMM_WGRAD_PIPE_CONFIGS : CT_IGEMM_GEMM_PIPE_CONFIGS;
   const tile *t = tile_of(dir, choice);
-  if (t->wino) return choice - 1 - fp32 - tf32 - pipe;
+  if (t->wino || t->direct) return choice - 1 - fp32 - tf32 - pipe;
   return t->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
 }
 
@@ -408,6 +417,9 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
   const tile *t = tile_of(dir, choice);
   if (t->wino)
     snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
+  else if (t->direct)
+    snprintf(buf, len, "IGEMM_DIRECT%d_%dx%d_%dx%dr%d", t->wn, t->s, t->step, t->bn, t->bm,
+             t->tm);
   else if (t->pipe)
     snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
   else if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
@@ -501,6 +513,12 @@ extern "C" ct_igemm *ct_igemm_new(ct_context *ctx, const ct_igemm_geom *g, bool 
   if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(ctx->device));
   if (tf32) ig_tf32_allow_smem();
   if (!ig_wino_unsupported(g, CT_IGEMM_FWD)) ig_wino_allow_smem();
+  bool direct = false;
+  for (int i = 0; i < CT_IGEMM_WGRAD_DIRECT_CONFIGS; i++) {
+    ig_direct_prepare(i, g, p->sms, &p->direct[i]);
+    direct = direct || !p->direct[i].why;
+  }
+  if (direct) ig_direct_allow_smem();
   if (cur != ctx->device) CT_CUDA_CHECK(cudaSetDevice(cur));
   return p;
 }
@@ -553,7 +571,8 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
 extern "C" bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (choice < 1 || choice > configs_of(dir) || ct_igemm_unsupported(&p->g, dir)) return false;
   const tile *t = tile_of(dir, choice);
-  return (!t->tf32 || p->tf32) && (!t->wino || !ig_wino_unsupported(&p->g, dir));
+  return (!t->tf32 || p->tf32) && (!t->wino || !ig_wino_unsupported(&p->g, dir)) &&
+         (!t->direct || !p->direct[family_index(dir, choice)].why);
 }
 
 /* Checks a call of direction dir with `choice` and ws_bytes of workspace. */
@@ -597,9 +616,18 @@ extern "C" void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int c
 
 /* Backward filter's split of the N = n * oh * ow columns: about four
  * blocks per multiprocessor, slices of at least 256 columns, each a
- * multiple of the configuration's reduction step. */
-static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits, int *chunk) {
+ * multiple of the configuration's reduction step (a direct configuration
+ * splits bands of rows: its plan's). */
+static void wgrad_split(const ct_igemm *p, int choice, int *splits, int *chunk) {
+  const ct_igemm_geom *g = &p->g;
+  const int sms = p->sms;
   const tile *t = tile_of(CT_IGEMM_BWD_FILTER, choice);
+  if (t->direct) {
+    const ig_direct_plan *d = &p->direct[family_index(CT_IGEMM_BWD_FILTER, choice)];
+    *splits = d->splits;
+    *chunk = d->chunk;
+    return;
+  }
   const int BM = t->bm, BN = t->bn;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
   const long tiles = (long)((K + BN - 1) / BN) * ((g->m + BM - 1) / BM);
@@ -616,8 +644,10 @@ static void wgrad_split(const ct_igemm_geom *g, int choice, int sms, int *splits
 extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (dir != CT_IGEMM_BWD_FILTER)
     return tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
+  /* a direct configuration has no split where it cannot run */
+  if (tile_of(dir, choice)->direct && !ct_igemm_choice_runs(p, dir, choice)) return 0;
   int splits, chunk;
-  wgrad_split(&p->g, choice, p->sms, &splits, &chunk);
+  wgrad_split(p, choice, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;
   return splits > 1 ? (size_t)splits * g->m * g->c * g->kh * g->kw * sizeof(float) : 0;
 }
@@ -644,14 +674,17 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice),
              "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
   int splits, chunk;
-  wgrad_split(g, choice, p->sms, &splits, &chunk);
+  wgrad_split(p, choice, &splits, &chunk);
   const bool direct = splits == 1;
   float *out = direct ? dw : ws;
   const ig_gather v = fwd_gather(g, x);
 #define IG_LAUNCHER(BM, BN) launch_wgrad<BM, BN>,
   static const ig_wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
-  if (t->tf32)
+  if (t->direct)
+    ig_direct_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, g,
+                    &p->direct[family_index(CT_IGEMM_BWD_FILTER, choice)], x, dy, out, direct);
+  else if (t->tf32)
     ig_tf32_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,
                   chunk, splits, out, direct);
   else if (t->pipe)

@@ -43,8 +43,8 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
 
 /* Tile configurations of forward and backward data, and of backward
  * filter: the strict FP32 register-prefetch ones first, then the TF32 ones,
- * then the strict FP32 pipelined ones, then (forward and backward data)
- * the Winograd ones; each family after the earlier ones, so that those
+ * then the strict FP32 pipelined ones, then the Winograd ones (forward and
+ * backward data) or the direct ones (backward filter); each family after the earlier ones, so that those
  * keep their numbers in saved algorithm tables.  A choice is 1 + the
  * configuration's index (0: cuDNN). */
 #define CT_IGEMM_GEMM_FP32_CONFIGS 8
@@ -57,8 +57,10 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
 #define CT_IGEMM_WGRAD_FP32_CONFIGS 4
 #define CT_IGEMM_WGRAD_TF32_CONFIGS 6
 #define CT_IGEMM_WGRAD_PIPE_CONFIGS 6
-#define CT_IGEMM_WGRAD_CONFIGS \
-  (CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + CT_IGEMM_WGRAD_PIPE_CONFIGS)
+#define CT_IGEMM_WGRAD_DIRECT_CONFIGS 10
+#define CT_IGEMM_WGRAD_CONFIGS                                                            \
+  (CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + CT_IGEMM_WGRAD_PIPE_CONFIGS + \
+   CT_IGEMM_WGRAD_DIRECT_CONFIGS)
 
 /* A choice's name for logs and tables, in buf: "IGEMM_32x64x4" (tile rows,
  * columns, thread groups) for forward and backward data, "IGEMM_32x64"
@@ -68,7 +70,10 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
  * "t4" after it for threads of 4 x 8 outputs instead of 8 x 8) for the
  * pipelined FP32 ones of any direction, "IGEMM_WINO_16x32_8x8c8" (2x2
  * tiles x output channels per block, tiles x channels per thread, input
- * channels per step) for the Winograd ones, "?" out of range.  Every name of a
+ * channels per step) for the Winograd ones, "IGEMM_DIRECT5_16x2_4x16r16"
+ * (filter width, lanes along a row x output channels per thread, input x
+ * output channels per block, rows per unit) for the direct filter-gradient
+ * ones, "?" out of range.  Every name of a
  * direction is its own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);
 /* Whether choice (1-based) of direction dir is a TF32 configuration (false

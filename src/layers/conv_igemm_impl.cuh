@@ -255,4 +255,41 @@ void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
  * default 48 KiB) on the current device. */
 void ig_wino_allow_smem(void);
 
+/* ---------------------------------------------------------------- direct filter-gradient configurations */
+
+/* Configurations of the strict-FP32 direct filter gradient
+ * (conv_wgrad_direct.cu) of KW x KW, stride-1 convolutions: OWL lanes
+ * along an output row (at least its width), TM output channels per thread,
+ * MB output channels x CB input channels per block, bands of R output rows.
+ * X(KW, OWL, TM, CB, MB, R). */
+#define IG_DIRECT_WGRAD_CONFIGS(X)                                                       \
+  X(5, 16, 2, 4, 16, 16) X(5, 16, 2, 2, 16, 16) X(5, 8, 2, 4, 16, 8) X(5, 8, 2, 8, 16, 8)  \
+  X(5, 32, 2, 1, 16, 8) X(5, 32, 2, 2, 16, 8) X(5, 16, 1, 4, 8, 16) X(5, 16, 1, 2, 16, 16)     \
+  X(5, 8, 1, 8, 8, 8) X(5, 8, 1, 4, 16, 8)
+
+/* A direct configuration's plan for one geometry: why it cannot run (NULL
+ * when it can: KW x KW filters, stride and dilation 1, rows that fit its
+ * lanes and shared memory), its shared memory, and its slices of
+ * the units (bands of rows) among `splits` blocks along z, `chunk` units
+ * each. */
+typedef struct ig_direct_plan {
+  const char *why;
+  size_t smem_bytes;
+  int splits, chunk;
+} ig_direct_plan;
+
+/* Configuration `index`'s (0-based in IG_DIRECT_WGRAD_CONFIGS) plan for g
+ * on a device of `sms` multiprocessors. */
+void ig_direct_prepare(int index, const ct_igemm_geom *g, int sms, ig_direct_plan *plan);
+
+/* Its block sums by `plan` (which must run): each slice into out + z * M *
+ * C * KW * KW, or added to out when accumulate (one slice). */
+void ig_direct_wgrad(int index, cudaStream_t st, const ct_igemm_geom *g,
+                     const ig_direct_plan *plan, const float *x, const float *dy, float *out,
+                     bool accumulate);
+
+/* Lets the direct filter-gradient kernels use up to 227 KiB of shared
+ * memory on the current device. */
+void ig_direct_allow_smem(void);
+
 #endif
