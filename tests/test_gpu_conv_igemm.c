@@ -463,7 +463,7 @@ static void test_strict_plan(void **state) {
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_BWD_FILTER, wgrad_direct));
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, CT_IGEMM_WGRAD_CONFIGS, buf,
                                            sizeof buf),
-                      "IGEMM_DIRECT5_8x1_4x16r8");
+                      "IGEMM_DIRECT5_8x2_8x16r8");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS + 1, buf,
                                            sizeof buf),
                       "?");
