@@ -24,6 +24,14 @@
  * workspace (summed over the slices in a fixed order afterwards by
  * conv_igemm.cu) or, for a single slice, onto dW.  Deterministic.
  *
+ * On an H100 (session 12, conv_bench, ms per call with the slices' sum)
+ * it wins cifar10_quick's conv2: 0.065 against 0.074-0.075 for cuDNN's best
+ * and 0.078 for the best implicit GEMM, about 20 TFLOP/s.  It loses conv3
+ * narrowly (0.046 against 0.043).  Nsight Compute on an earlier version:
+ * 4 warps per scheduler (109 registers), 2.8 instructions issued per cycle,
+ * half of them FMAs; the copies into shared memory were most of the rest
+ * (16-byte dY copies then took conv2 from 0.077 to 0.065 ms).
+ *
  * scripts/dwgrad-emu.sh compiles the kernel on the host (DW_HOST_EMULATION)
  * and runs it, thread by thread, against a double reference. */
 #ifndef DW_HOST_EMULATION
