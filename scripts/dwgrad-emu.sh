@@ -7,13 +7,4 @@
 # shape.
 #
 # Usage: scripts/dwgrad-emu.sh [CASE]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-cuda=${CUDA_HOME:-/usr/local/cuda}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# the configurations come from the implicit-GEMM kernels' shared header
-sed -n '/^#define IG_DIRECT_WGRAD_CONFIGS/,/^$/p' src/layers/conv_igemm_impl.cuh >"$work/configs.h"
-g++ -std=c++17 -O2 -w -I"$cuda/include" -Isrc -include "$work/configs.h" \
-  scripts/dwgrad_emu/emu.cpp -o "$work/emu"
-"$work/emu" "${1:--1}"
+exec bash "$(dirname "$0")/emu/run.sh" dwgrad_emu IG_DIRECT_WGRAD_CONFIGS "$@"

@@ -7,13 +7,4 @@
 # runs one shape.
 #
 # Usage: scripts/wino-emu.sh [CASE]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-cuda=${CUDA_HOME:-/usr/local/cuda}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# the configurations come from the implicit-GEMM kernels' shared header
-sed -n '/^#define IG_WINO_CONFIGS/,/^$/p' src/layers/conv_igemm_impl.cuh >"$work/wino_configs.h"
-g++ -std=c++17 -O2 -w -I"$cuda/include" -Isrc -include "$work/wino_configs.h" \
-  scripts/wino_emu/emu.cpp -o "$work/emu"
-"$work/emu" "${1:--1}"
+exec bash "$(dirname "$0")/emu/run.sh" wino_emu IG_WINO_CONFIGS "$@"
