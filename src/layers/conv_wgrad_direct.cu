@@ -6,10 +6,10 @@
  *   dW[m, c, ky, kx] = sum over images, oy, ox of
  *                      dY[image, m, oy, ox] * X[image, c, oy + ky - ph, ox + kx - pw]
  *
- * The lanes of a warp take neighbouring output columns ox (OWL of them, the
- * row's width rounded up to 8, 16 or 32), so that every shared-memory read
- * of a warp is of neighbouring words: no broadcasts, which cost a
- * shared-memory cycle per value.  A thread owns TM output channels x one
+ * The lanes of a warp take neighbouring output columns ox (OWL of them, at
+ * least the row's width: 8 or 16 in the configurations), so that every
+ * shared-memory read of a warp is of neighbouring words: no broadcasts,
+ * which cost a shared-memory cycle per value.  A thread owns TM output channels x one
  * input channel x all KW x KW taps (TM * KW * KW sums in registers) at its
  * column, and walks down it: per output row it reads TM values of dY and
  * one new row of KW values of X into a window of KW rows (rotated by
