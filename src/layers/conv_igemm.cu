@@ -644,8 +644,6 @@ static void wgrad_split(const ct_igemm *p, int choice, int *splits, int *chunk) 
 extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (dir != CT_IGEMM_BWD_FILTER)
     return tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
-  /* a direct configuration has no split where it cannot run */
-  if (tile_of(dir, choice)->direct && !ct_igemm_choice_runs(p, dir, choice)) return 0;
   int splits, chunk;
   wgrad_split(p, choice, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;

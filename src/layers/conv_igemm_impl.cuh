@@ -273,7 +273,7 @@ void ig_wino_allow_smem(void);
  * when it can: KW x KW filters, stride and dilation 1, rows that fit its
  * lanes and shared memory), its shared memory, and its slices of
  * the units (bands of rows) among `splits` blocks along z, `chunk` units
- * each. */
+ * each (both 0 where it cannot run, so no workspace). */
 typedef struct ig_direct_plan {
   const char *why;
   size_t smem_bytes;
