@@ -14,6 +14,7 @@
  * configuration and never a TF32 one; and the layer in TF32 math.  Exits
  * 77 (skipped) without a GPU. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cudnntest.h"
 #include "layers/conv_common.h"
@@ -150,6 +151,70 @@ static void test_fused_relu(void **state) {
   free(got);
   tu_layer_case_free(&cpu);
   tu_layer_case_free(&gpu);
+}
+
+/* y (forward) and dx (backward for a fixed dy) of layer case g, in host
+ * memory (free them). */
+static void run_layer(tu_layer_case *g, bool prepare, const float *dy, float **y, float **dx) {
+  if (prepare) assert_true(ct_layer_prepare_async(g->l, g->l->ctx));
+  tu_forward(g);
+  ct_tensor_upload_diff(g->top[0], dy);
+  const bool down = true;
+  ct_layer_backward(g->l, g->top, &down, g->bottom);
+  *y = tu_values(g->top[0]);
+  *dx = malloc(g->bottom[0]->count * sizeof(float));
+  ct_tensor_download_diff(g->bottom[0], *dx);
+}
+
+static void expect_bits(const char *what, const float *a, const float *b, size_t n, bool same) {
+  const bool equal = memcmp(a, b, n * sizeof(float)) == 0;
+  if (equal != same) fail_msg("%s: %s", what, same ? "differ" : "are the same");
+}
+
+/* Winograd's filter transforms done ahead of the layer (ct_layer_prepare_async,
+ * as a net does at a pass's start) give the bits of the transforms done in
+ * the calls; a preparation feeds the next forward and the backward after it
+ * only, so a forward without one, after the weights changed, and its
+ * backward use the weights as they are. */
+static void test_prepared_layer(void **state) {
+  conv_cfg c = {"prepared", "10,32,16,16", 1, 2, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {1, 1, 1}, 1,
+                32, true};
+  conv_param st;
+  conv_make_param(&st, &c, "Convolution");
+  tu_layer_case g;
+  cd_gpu_case(&g, &st.lp, CT_PHASE_TRAIN, c.shape, 1, false, false);
+  char algos[256];
+  printf("%s\n", ct_conv_cudnn_describe(g.l, algos, sizeof algos));
+  if (!ct_layer_prepare_async(g.l, NULL)) {
+    /* the race picked no Winograd configuration here: nothing to prepare */
+    printf("no Winograd configuration chosen: nothing prepared\n");
+    tu_layer_case_free(&g);
+    return;
+  }
+  const size_t ny = g.top[0]->count, nx = g.bottom[0]->count, nw = g.l->params[0]->count;
+  float *dy = malloc(ny * sizeof(float)), *w = malloc(nw * sizeof(float));
+  tu_fill(g.bottom[0], -1.0f, 1.0f, 41);
+  for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 7919) % 201) / 100.0f - 1.0f;
+  float *y0, *dx0, *y1, *dx1, *y2, *dx2, *y3, *dx3;
+  run_layer(&g, false, dy, &y0, &dx0);
+  run_layer(&g, true, dy, &y1, &dx1);
+  expect_bits("prepared forward", y0, y1, ny, true);
+  expect_bits("prepared backward data", dx0, dx1, nx, true);
+  /* prepared, then new weights and a pass without a preparation */
+  assert_true(ct_layer_prepare_async(g.l, g.l->ctx));
+  tu_forward(&g);
+  ct_tensor_download(g.l->params[0], w);
+  for (size_t i = 0; i < nw; i++) w[i] = -2.0f * w[i];
+  ct_tensor_upload(g.l->params[0], w);
+  run_layer(&g, false, dy, &y2, &dx2); /* the preparation above fed its forward only */
+  run_layer(&g, false, dy, &y3, &dx3);
+  expect_bits("forward after new weights", y2, y0, ny, false);
+  expect_bits("forward after new weights, again", y2, y3, ny, true);
+  expect_bits("backward data after new weights", dx2, dx0, nx, false);
+  expect_bits("backward data after new weights, again", dx2, dx3, nx, true);
+  free(y0), free(dx0), free(y1), free(dx1), free(y2), free(dx2), free(y3), free(dx3);
+  free(dy), free(w);
+  tu_layer_case_free(&g);
 }
 
 /* ---------------------------------------------------------------- the kernels called directly */
@@ -290,6 +355,10 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
   ct_igemm *p = ct_igemm_new(&ctx, g, true);
   const size_t ws_bytes = most_workspace(p);
   float *ws = ct_gpu_malloc(0, ws_bytes ? ws_bytes : 4);
+  /* a prepared configuration's second run takes its weight-only work from
+   * here, done ahead by ct_igemm_prepare (the first run does it in the call) */
+  float *prep = ct_gpu_malloc(0, ws_bytes ? ws_bytes : 4);
+  int ran_prepared = 0;
   const bool data = !ct_igemm_unsupported(g, CT_IGEMM_BWD_DATA);
   /* the Winograd configurations run 5x5 stride-1 forwards and data gradients */
   const bool wino = g->kh == 5 && g->kw == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
@@ -314,16 +383,25 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
       for (int run = 0; run < 2; run++) {
         const float *same = run ? first : NULL;
         float *keep = run ? got : first;
+        const float *pre = NULL;
+        if (run && d != CT_IGEMM_BWD_FILTER && ct_igemm_prepared_bytes(p, d, c) > 0) {
+          assert_true(ct_igemm_prepared_bytes(p, d, c) <= ws_bytes);
+          ct_gpu_memset(0, prep, 0xff, ws_bytes); /* NaN where nothing is written */
+          ct_igemm_prepare(&ctx, p, d, c, w_dev, prep);
+          ct_gpu_memset(0, ws, 0xff, ws_bytes); /* nothing left from the first run */
+          pre = prep;
+          ran_prepared++;
+        }
         if (d == CT_IGEMM_FWD) {
           /* odd choices with bias and ReLU, even ones without */
           const bool epilogue = c % 2 == 1;
           ct_gpu_memset(0, out_y, 0xff, ny * sizeof(float)); /* NaN where nothing is written */
-          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, epilogue ? b_dev : NULL, epilogue, ws,
+          ct_igemm_forward(&ctx, p, c, x_dev, w_dev, pre, epilogue ? b_dev : NULL, epilogue, ws,
                            ws_bytes, out_y);
           expect_result(what, out_y, ny, epilogue ? r.y : r.y_plain, tol, keep, same);
         } else if (d == CT_IGEMM_BWD_DATA) {
           ct_gpu_memset(0, out_x, 0xff, nx * sizeof(float));
-          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, ws, ws_bytes, out_x);
+          ct_igemm_backward_data(&ctx, p, c, dy_dev, w_dev, pre, ws, ws_bytes, out_x);
           expect_result(what, out_x, nx, r.dx, tol, keep, same);
         } else {
           ct_gpu_memcpy(0, out_w, CT_DEVICE_CPU, dw0, nw * sizeof(float));
@@ -342,6 +420,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
   assert_int_equal(ran, want);
   const bool wino_runs = wino && (!only || !strcmp(only, "WINO"));
   assert_int_equal(ran_wino, wino_runs ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
+  assert_int_equal(ran_prepared, ran_wino); /* the Winograd ones, and only they */
   if (!direct || (only && strcmp(only, "DIRECT"))) assert_int_equal(ran_direct, 0);
   else if (g->ow <= 8) assert_int_equal(ran_direct, CT_IGEMM_WGRAD_DIRECT_CONFIGS);
   printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd, "
@@ -349,6 +428,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
          name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino, ran_direct);
   ct_igemm_free(p);
   ct_gpu_free(0, ws);
+  ct_gpu_free(0, prep);
   ct_gpu_free(0, out_w);
   ct_gpu_free(0, out_x);
   ct_gpu_free(0, out_y);
@@ -554,6 +634,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_not_for_others),
       cmocka_unit_test(test_fused_relu),
+      cmocka_unit_test(test_prepared_layer),
       cmocka_unit_test(test_direct),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_direct_wgrad),

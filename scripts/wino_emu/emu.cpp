@@ -61,29 +61,31 @@ static bool run_config(const Geom &g, bool data, const std::vector<float> &w,
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> src((size_t)g.n * cin * a.H * a.W);
   for (auto &v : src) v = dist(g_rng);
-  a.coutp = (cout + 3) / 4 * 4;
   a.TH = (a.OH + 1) / 2;
   a.TW = (a.OW + 1) / 2;
   a.NBY = (a.TH + BY - 1) / BY;
   a.NBX = (a.TW + BX - 1) / BX;
+  a.nch = (cin + CC - 1) / CC;
+  const int nkb = (cout + BK - 1) / BK;
   /* the filter transform, every thread of its grid (16-byte aligned) */
-  std::vector<float> ubuf((size_t)36 * cin * a.coutp + 4, std::nanf(""));
+  const size_t nu = wg_filter_floats(cin, cout, BK, CC);
+  std::vector<float> ubuf(nu + 4, std::nanf(""));
   float *up = ubuf.data();
   while ((uintptr_t)up % 16) up++;
-  std::vector<float> u(up, up + (size_t)36 * cin * a.coutp);
   g_ranges.clear();
   reg(w.data(), w.size() * 4);
   reg(src.data(), src.size() * 4);
   reg(bias.data(), bias.size() * 4);
-  const int rows = 6 * cin * a.coutp;
-  run_grid(dim3((rows + 127) / 128, 1, 1), 128, 0,
-           [&] { wg_filter_kernel(w.data(), cin, cout, a.coutp, data ? 1 : 0, up); });
-  for (size_t i = 0; i < u.size(); i++)
+  const int rows = 6 * a.nch * CC * nkb * BK;
+  run_grid(dim3((rows + 127) / 128, 1, 1), 128, 0, [&] {
+    wg_filter_kernel(w.data(), cin, cout, data ? 1 : 0, BK, CC, a.nch, nkb, up);
+  });
+  for (size_t i = 0; i < nu; i++)
     if (std::isnan(up[i])) {
       printf("filter transform left a value unwritten\n");
       return false;
     }
-  reg(up, u.size() * 4);
+  reg(up, nu * 4);
   const size_t ny = (size_t)g.n * cout * a.OH * a.OW, guard = 64;
   std::vector<float> out(ny + 2 * guard, std::nanf(""));
   for (size_t i = 0; i < guard; i++) out[i] = out[ny + guard + i] = 12345.0f;
@@ -92,7 +94,7 @@ static bool run_config(const Geom &g, bool data, const std::vector<float> &w,
   a.bias = epilogue ? bias.data() : nullptr;
   a.relu = epilogue ? 1 : 0;
   a.dst = out.data() + guard;
-  dim3 grid(g.n * a.NBY * a.NBX, (cout + BK - 1) / BK, 1);
+  dim3 grid(g.n * a.NBY * a.NBX, nkb, 1);
   run_grid(grid, S::T, S::FLOATS, [&] { wg_conv_kernel<BY, BX, BK, TT, TK, CC>(a); });
   std::vector<double> ref;
   if (!data)

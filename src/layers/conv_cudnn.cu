@@ -27,6 +27,13 @@ typedef struct conv_cudnn {
   size_t top_spatial;
   float *bias_scratch;
   size_t bias_scratch_count;
+  /* the weight-only work of the forward (0) and backward-data (1)
+   * configurations that have some (ct_igemm_prepare): prep_bytes[d] > 0
+   * then, done into prep[d] by ct_conv_cudnn_prepare; prepared: it was, for
+   * the next forward; prepared_bwd: for the backward after this forward */
+  float *prep[2];
+  size_t prep_bytes[2], prep_alloc[2];
+  bool prepared, prepared_bwd;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -54,6 +61,8 @@ extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
   cudnnDestroyConvolutionDescriptor(s->bwd_data);
   cudnnDestroyConvolutionDescriptor(s->bwd_filter);
   if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
+  for (int d = 0; d < 2; d++)
+    if (s->prep[d]) ct_mem_free(l->ctx->device, s->prep[d]);
   ct_igemm_free(s->ig);
   free(s);
   l->gpu_priv = NULL;
@@ -250,6 +259,19 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
     s->bias_scratch_count = bias_count;
   }
+  /* the Winograd configurations' transformed filters, in buffers of the
+   * layer's own: ct_conv_cudnn_prepare fills them beside the layers below */
+  const int rivals[2] = {s->algos.fwd_rival, s->algos.bwd_data_rival};
+  const ct_igemm_dir dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
+  for (int d = 0; d < 2; d++) {
+    s->prep_bytes[d] = rivals[d] ? ct_igemm_prepared_bytes(s->ig, dirs[d], rivals[d]) : 0;
+    if (s->prep_bytes[d] > s->prep_alloc[d]) {
+      if (s->prep[d]) ct_mem_free(l->ctx->device, s->prep[d]);
+      s->prep[d] = (float *)ct_mem_alloc(l->ctx->device, s->prep_bytes[d]);
+      s->prep_alloc[d] = s->prep_bytes[d];
+    }
+  }
+  s->prepared = s->prepared_bwd = false;
   ct_context_workspace(l->ctx, ws);
   if (s->wgrad_side) ct_context_grad_workspace(l->ctx, s->algos.bwd_filter_bytes);
   return CT_OK;
@@ -307,7 +329,8 @@ static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const
 static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
                    float *x) {
   if (s->algos.bwd_data_rival) {
-    ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w,
+    const float *prep = s->prepared_bwd && s->prep_bytes[1] ? s->prep[1] : NULL;
+    ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w, prep,
                            (float *)l->ctx->workspace, l->ctx->workspace_bytes, x);
     return;
   }
@@ -348,16 +371,34 @@ extern "C" bool ct_conv_cudnn_defer_bias(ct_layer *l) {
   return true;
 }
 
+extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side) {
+  conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
+  if (!s->prep_bytes[0] && !s->prep_bytes[1]) return false;
+  if (!side) return true;
+  const int rivals[2] = {s->algos.fwd_rival, s->algos.bwd_data_rival};
+  const ct_igemm_dir dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
+  for (int d = 0; d < 2; d++)
+    if (s->prep_bytes[d])
+      ct_igemm_prepare(side, s->ig, dirs[d], rivals[d], l->params[0]->data, s->prep[d]);
+  s->prepared = true;
+  return true;
+}
+
 extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom,
                                            ct_tensor *const *top, ct_error *err) {
   const ct_conv *c = (const ct_conv *)l->priv;
-  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   const float *w = l->params[0]->data;
+  /* a preparation feeds this forward and the backward after it, no other */
+  const bool prepared = s->prepared;
+  s->prepared = false;
+  s->prepared_bwd = prepared;
   if (s->algos.fwd_rival) {
     /* bias, and the fused ReLU, in the kernel's epilogue */
     CT_ASSERT(!c->relu_fused || (l->nbottom == 1 && c->bias_term));
+    const float *prep = prepared && s->prep_bytes[0] ? s->prep[0] : NULL;
     for (int i = 0; i < l->nbottom; i++)
-      ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w,
+      ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w, prep,
                        c->bias_term && !c->bias_deferred ? l->params[1]->data : NULL,
                        c->relu_fused, (float *)l->ctx->workspace, l->ctx->workspace_bytes,
                        top[i]->data);
@@ -384,7 +425,7 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
 extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
                                        const bool *propagate_down, ct_tensor *const *bottom) {
   const ct_conv *c = (const ct_conv *)l->priv;
-  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
+  conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   const bool wgrad = l->param_propagate_down[0];
   const bool bgrad = c->bias_term && l->param_propagate_down[1];
   const float *w = l->params[0]->data;
@@ -423,6 +464,7 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
       ct_bias_grad_gpu(bias_beside ? l->ctx : pctx, dtop, c->num, c->num_output, s->top_spatial,
                        s->bias_scratch, l->params[1]->diff);
   }
+  s->prepared_bwd = false;
   if (bias_beside || wctx != pctx) ct_context_grad_begin(l->ctx);
   if (pctx != l->ctx && !l->grad_side) ct_context_grad_join(l->ctx);
 }

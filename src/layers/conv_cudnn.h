@@ -38,6 +38,10 @@ ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
 void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                             ct_tensor *const *bottom);
 void ct_conv_cudnn_destroy(ct_layer *l);
+/* prepare_gpu of Convolution (layers/layer.h): the filter transforms of
+ * the directions that run a Winograd configuration, enqueued with side
+ * into buffers of the layer's own; l->gpu_priv must be set. */
+bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side);
 /* Net fusion (net_fuse.c): makes the forward of Convolution l compute
  * y = max(conv(x) + bias, 0), the ReLU (negative_slope 0) that follows it in
  * place, adding the bias and clamping in one pass (ct_bias_relu_gpu) instead

@@ -133,18 +133,32 @@ bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int choice);
  * the others. */
 size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice);
 
+/* Bytes of the work of direction dir with configuration `choice` that
+ * depends on the weights only and that ct_igemm_prepare can do ahead of the
+ * call (a Winograd configuration's transformed filters); 0 when it has
+ * none. */
+size_t ct_igemm_prepared_bytes(const ct_igemm *p, ct_igemm_dir dir, int choice);
+/* That work for weights w into prep (ct_igemm_prepared_bytes of them),
+ * asynchronous on ctx's stream: a call of the same direction and choice
+ * given prep skips it (and does not read w), so that it may run on another
+ * stream, beside the layers below (conv_cudnn.cu). */
+void ct_igemm_prepare(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int choice,
+                      const float *w, float *prep);
+
 /* y = conv(x, w) (+ bias when bias is not NULL, then max(., 0) when relu),
- * overwriting y.  Asynchronous on ctx's stream.  Here and below, choice
- * must be a configuration that can run the direction
+ * overwriting y.  Asynchronous on ctx's stream.  prep: NULL, or
+ * ct_igemm_prepare's output for w and this choice when it has one.  Here
+ * and below, choice must be a configuration that can run the direction
  * (ct_igemm_choice_runs), and ws must hold at least
  * ct_igemm_workspace(p, dir, choice) bytes: anything else is a bug
  * (CT_ASSERT). */
 void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
-                      const float *w, const float *bias, bool relu, float *ws, size_t ws_bytes,
-                      float *y);
-/* dx = conv^T(dy, w), overwriting dx (stride 1 only). */
+                      const float *w, const float *prep, const float *bias, bool relu, float *ws,
+                      size_t ws_bytes, float *y);
+/* dx = conv^T(dy, w), overwriting dx (stride 1 only); prep as above. */
 void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int choice, const float *dy,
-                            const float *w, float *ws, size_t ws_bytes, float *dx);
+                            const float *w, const float *prep, float *ws, size_t ws_bytes,
+                            float *dx);
 /* dw += the weight gradient for x and dy; ws holds at least
  * ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice) bytes. */
 void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, const float *x,
@@ -154,7 +168,8 @@ void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, co
  * geometry's sizes, w the filter's, ws of ws_bytes; their contents are
  * overwritten), every configuration that can run it and whose workspace
  * fits: writes the fastest one's choice (1-based) and its
- * milliseconds per call.  False (nothing written) when dir is unsupported
+ * milliseconds per call.  A configuration with weight-only work
+ * (ct_igemm_prepared_bytes) is timed without it, as a net runs it.  False (nothing written) when dir is unsupported
  * or no configuration fits.  Synchronises ctx's stream. */
 bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
                    float *y, float *ws, size_t ws_bytes, int *choice, float *ms);

@@ -243,13 +243,17 @@ const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
 /* Its workspace bytes (the transformed filters), either direction. */
 size_t ig_wino_workspace(const ct_igemm_geom *g);
 
-/* Forward (data false: dst = y, src = x, + bias, then ReLU when relu) or
- * backward data (data true: dst = dx, src = dy; bias NULL, relu false) of
- * g with Winograd configuration `index` (0-based in IG_WINO_CONFIGS),
- * overwriting dst; ws holds ig_wino_workspace(g) bytes. */
-void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
-                  const float *src, const float *w, const float *bias, bool relu, float *ws,
-                  float *dst);
+/* Winograd configuration `index` (0-based in IG_WINO_CONFIGS) of g,
+ * forward (data false) or backward data (data true), in two halves: the
+ * filter transform of w into u (ig_wino_workspace(g) bytes, in the
+ * configuration's layout), which depends on the weights only; then the
+ * convolution from u, overwriting dst.  Forward: src = x, dst = y, + bias
+ * when not NULL, then ReLU when relu.  Backward data: src = dy, dst = dx,
+ * bias NULL and relu false. */
+void ig_wino_filters(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                     const float *w, float *u);
+void ig_wino_apply(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                   const float *src, const float *u, const float *bias, bool relu, float *dst);
 
 /* Lets the Winograd kernels use the shared memory they need (more than the
  * default 48 KiB) on the current device. */

@@ -47,6 +47,7 @@
  * reference. */
 #ifndef WG_HOST_EMULATION
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 #include "layers/conv_igemm.h"
@@ -113,27 +114,41 @@ __host__ __device__ __forceinline__ void wg_filter_row(const float *g, bool flip
   for (int j = 0; j < 6; j++) u[(size_t)j * stride] = o[j];
 }
 
-/* The workspace's filters: u[(p * cin + ci) * coutp + co] = the transform
- * of w's filter for that pair, coutp = cout rounded up to 4 (zeros past
- * cout), so that a block copies them 16 bytes at a time; one thread per
- * row of a transform, output channels fastest (writes side by side; one
- * thread per pair took 6-8 us for cifar10_quick's 32 x 32 pairs on an
- * H100, on the iteration's critical path four times).  Forward (flip
- * false): w is (cout, cin, 5, 5).  Backward data (flip true): w is the
- * forward's (cin, cout, 5, 5), read turned 180 degrees. */
-__global__ void wg_filter_kernel(const float *__restrict__ w, int cin, int cout, int coutp,
-                                 int flip, float *__restrict__ u) {
+/* The workspace's filters, in the order the fused kernel copies them: for
+ * output-channel block kb (BK channels) and input-channel chunk ch (CC
+ * channels), the 36 points' CC x BK transforms side by side,
+ *   u[((kb * nch + ch) * 36 + point) * CC * BK + cc * BK + k]
+ * for output channel kb * BK + k and input channel ch * CC + cc, zero past
+ * cout and cin: a block's chunk is one contiguous run that it copies 16
+ * bytes at a time with no bounds to test (the copies' index arithmetic took
+ * as many instructions as the products when the filters were laid out by
+ * channel).  One thread per row of a transform, output channels fastest
+ * (writes side by side; one thread per pair took 6-8 us for cifar10_quick's
+ * 32 x 32 pairs on an H100).  Forward (flip false): w is (cout, cin, 5, 5).
+ * Backward data (flip true): w is the forward's (cin, cout, 5, 5), read
+ * turned 180 degrees. */
+__global__ void wg_filter_kernel(const float *__restrict__ w, int cin, int cout, int flip, int bk,
+                                 int cc_per_chunk, int nch, int nkb, float *__restrict__ u) {
+  const int cols = nkb * bk, rows = nch * cc_per_chunk;
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= 6 * cin * coutp) return;
-  const int co = e % coutp, r = e / coutp, ci = r % cin, i = r / cin;
-  const size_t stride = (size_t)cin * coutp;
-  float *dst = u + (size_t)i * 6 * stride + (size_t)ci * coutp + co;
-  if (co >= cout) {
-    for (int j = 0; j < 6; j++) dst[j * stride] = 0.0f;
+  if (e >= 6 * rows * cols) return;
+  const int co = e % cols, r = e / cols, ci = r % rows, i = r / rows;
+  const size_t run = (size_t)cc_per_chunk * bk; /* one point's floats in a chunk */
+  const int kb = co / bk, ch = ci / cc_per_chunk;
+  float *dst = u + ((size_t)(kb * nch + ch) * 36 + (size_t)i * 6) * run +
+               (size_t)(ci - ch * cc_per_chunk) * bk + (co - kb * bk);
+  if (co >= cout || ci >= cin) {
+    for (int j = 0; j < 6; j++) dst[j * run] = 0.0f;
     return;
   }
   const float *g = flip ? w + ((size_t)ci * cout + co) * 25 : w + ((size_t)co * cin + ci) * 25;
-  wg_filter_row(g, flip != 0, i, dst, stride);
+  wg_filter_row(g, flip != 0, i, dst, run);
+}
+
+/* Floats of the transformed filters for cin -> cout with output-channel
+ * blocks of bk and input-channel chunks of cc (wg_filter_kernel's layout). */
+__host__ __device__ inline size_t wg_filter_floats(int cin, int cout, int bk, int cc) {
+  return (size_t)36 * ((cout + bk - 1) / bk * bk) * ((cin + cc - 1) / cc * cc);
 }
 
 /* N values (a multiple of 4) of shared memory, 16-byte aligned, into v. */
@@ -152,13 +167,13 @@ __device__ __forceinline__ void wg_lds(const float *src, float (&v)[N]) {
 /* ---------------------------------------------------------------- the fused kernel */
 
 /* One convolution: src (n, cin, H, W) -> dst (n, cout, OH, OW) with 5x5
- * filters at stride 1 and pads ph, pw, through u (coutp apart, see
- * wg_filter_kernel); TH x TW tiles per image, the blocks' rectangles of
- * tiles NBY x NBX per image. */
+ * filters at stride 1 and pads ph, pw, through u (wg_filter_kernel's layout
+ * for the configuration's BK and CC, nch chunks of input channels); TH x TW
+ * tiles per image, the blocks' rectangles of tiles NBY x NBX per image. */
 typedef struct wg_args {
   const float *src, *u, *bias;
   float *dst;
-  int cin, H, W, cout, coutp, OH, OW, ph, pw;
+  int cin, H, W, cout, nch, OH, OW, ph, pw;
   int TH, TW, NBY, NBX;
   int relu;
 } wg_args;
@@ -191,7 +206,9 @@ struct wg_shape {
   }
   static constexpr int SL = slices(GK);
   static constexpr int OUT = SL * TK * BT * 37;
-  static constexpr int FLOATS = CHUNK > OUT ? CHUNK : OUT;
+  /* after both, the raw rectangle's offsets in the image (int, -1 outside) */
+  static constexpr int TAB_OFF = CHUNK > OUT ? CHUNK : OUT;
+  static constexpr int FLOATS = TAB_OFF + RH * RW;
   static_assert(BT % TT == 0 && BK % TK == 0 && TT % 4 == 0 && TK % 4 == 0, "wg_shape");
   static_assert((CC * BT) % 32 == 0 && (CC * BK) % 32 == 0, "wg_shape: padded strides");
   static_assert(RAW % 4 == 0 && BK % 4 == 0, "wg_shape: 16-byte alignment");
@@ -213,30 +230,36 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
   const int ty0 = (rb / a.NBX) * BY, tx0 = (rb - (rb / a.NBX) * a.NBX) * BX;
   const int kblk = blockIdx.y * BK;
   const int iy0 = 2 * ty0 - a.ph, ix0 = 2 * tx0 - a.pw; /* the raw rectangle's origin */
-  const size_t plane = (size_t)a.H * a.W;
-  const float *src_img = a.src + (size_t)img * a.cin * plane;
+  const int plane = a.H * a.W;
 
-  /* chunk c0's copies into buffer b: the raw rectangle (zeros outside the
-   * image and past cin) and the filters (zeros past cin) */
-  auto load = [&](int c0, int b) {
+  /* the raw rectangle's offsets in an image plane, once: -1 outside */
+  int *tab = (int *)(wg_smem + S::TAB_OFF);
+  for (int e = tid; e < S::RH * S::RW; e += S::T) {
+    const int yy = iy0 + e / S::RW, xx = ix0 + e % S::RW;
+    tab[e] = (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W ? yy * a.W + xx : -1;
+  }
+  __syncthreads();
+
+  /* chunk k's copies into buffer b: the raw rectangle (zeros outside the
+   * image and past cin) and the chunk's filters (one contiguous run) */
+  auto load = [&](int k, int b) {
     float *Rs = wg_smem + S::R_OFF + b * S::RAW;
+    const int c0 = k * CC, ci0 = img * a.cin + c0; /* the chunk's first plane */
     /* not unrolled: unrolled, their addresses stay live across the chunk
      * loop and take registers that the products need */
 #pragma unroll 1
     for (int e = tid; e < S::RAW; e += S::T) {
-      const int x = e % S::RW, r = e / S::RW, y = r % S::RH, cc = r / S::RH;
-      const int yy = iy0 + y, xx = ix0 + x, c = c0 + cc;
-      const bool ok = c < a.cin && (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
-      ig_cp4(Rs + e, ok ? src_img + c * plane + (size_t)yy * a.W + xx : a.src, ok);
+      const int cc = (unsigned)e / (S::RH * S::RW), o = tab[e - cc * (S::RH * S::RW)];
+      const bool ok = o >= 0 && c0 + cc < a.cin;
+      ig_cp4(Rs + e, ok ? a.src + (size_t)(ci0 + cc) * plane + o : a.src, ok);
     }
     float *Us = wg_smem + S::U_OFF + b * S::U_FLOATS;
+    const float *uk = a.u + (size_t)(blockIdx.y * a.nch + k) * 36 * (CC * BK);
+    constexpr int RUN4 = CC * BK / 4; /* one point's 16-byte copies */
 #pragma unroll 1
-    for (int e = tid; e < 36 * CC * (BK / 4); e += S::T) {
-      const int k4 = e % (BK / 4), r = e / (BK / 4), cc = r % CC, q = r / CC;
-      const int c = c0 + cc, co = kblk + 4 * k4;
-      const bool ok = c < a.cin && co < a.coutp;
-      ig_cp16(Us + q * S::US + cc * BK + 4 * k4,
-              ok ? a.u + ((size_t)q * a.cin + c) * a.coutp + co : a.u, ok);
+    for (int e = tid; e < 36 * RUN4; e += S::T) {
+      const int q = (unsigned)e / RUN4;
+      ig_cp16(Us + q * S::US + 4 * (e - q * RUN4), uk + 4 * e, true);
     }
     ig_cp_commit();
   };
@@ -252,7 +275,7 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
   for (int k = 0; k < chunks; k++) {
     const int b = k & 1;
     if (k + 1 < chunks) {
-      load((k + 1) * CC, b ^ 1);
+      load(k + 1, b ^ 1);
       ig_cp_wait<1>();
     } else {
       ig_cp_wait<0>();
@@ -262,8 +285,8 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
      * (one column of one (channel, tile) per thread), then B^T d B row by
      * row, in place */
     const float *Rs = wg_smem + S::R_OFF + b * S::RAW;
-    for (int e = tid; e < 6 * CC * BT; e += S::T) {
-      const int t = e % BT, r = e / BT, cc = r % CC, j = r / CC;
+    for (unsigned e = tid; e < 6 * CC * BT; e += S::T) {
+      const unsigned t = e % BT, r = e / BT, cc = r % CC, j = r / CC;
       const float *col = Rs + (cc * S::RH + 2 * (t / BX)) * S::RW + 2 * (t % BX) + j;
       float d[6];
 #pragma unroll
@@ -273,8 +296,8 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
       for (int i = 0; i < 6; i++) Vs[(i * 6 + j) * S::VS + cc * BT + t] = d[i];
     }
     __syncthreads();
-    for (int e = tid; e < 6 * CC * BT; e += S::T) {
-      const int t = e % BT, r = e / BT, cc = r % CC, i = r / CC;
+    for (unsigned e = tid; e < 6 * CC * BT; e += S::T) {
+      const unsigned t = e % BT, r = e / BT, cc = r % CC, i = r / CC;
       float *v = Vs + i * 6 * S::VS + cc * BT + t;
       float d[6];
 #pragma unroll
@@ -312,7 +335,7 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
 #pragma unroll
         for (int j = 0; j < TT; j++) Ms[((mine * TK + i) * BT + t0 + j) * 37 + p] = acc[i][j];
     __syncthreads();
-    for (int e = tid; e < S::SL * TK * BT; e += S::T) {
+    for (unsigned e = tid; e < S::SL * TK * BT; e += S::T) {
       const int t = e % BT, i = e / BT;
       const int co = kblk + s0 * TK + i, ty = ty0 + t / BX, tx = tx0 + t % BX;
       if (co >= a.cout || ty >= a.TH || tx >= a.TW) continue;
@@ -345,9 +368,21 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
 #ifndef WG_HOST_EMULATION
 /* ---------------------------------------------------------------- launchers */
 
+/* Configuration (.., BK, .., CC)'s filter transform of w into u, and its
+ * fused kernel from u: a's cin and cout set. */
 template <int BY, int BX, int BK, int TT, int TK, int CC>
-static void launch(cudaStream_t st, wg_args a, int n) {
+static void filters(cudaStream_t st, const wg_args &a, const float *w, bool flip, float *u) {
+  const int nch = (a.cin + CC - 1) / CC, nkb = (a.cout + BK - 1) / BK;
+  const int rows = 6 * nch * CC * nkb * BK;
+  wg_filter_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, flip ? 1 : 0,
+                                                                   BK, CC, nch, nkb, u);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+template <int BY, int BX, int BK, int TT, int TK, int CC>
+static void apply(cudaStream_t st, wg_args a, int n) {
   typedef wg_shape<BY, BX, BK, TT, TK, CC> S;
+  a.nch = (a.cin + CC - 1) / CC;
   a.NBY = (a.TH + BY - 1) / BY;
   a.NBX = (a.TW + BX - 1) / BX;
   dim3 grid((unsigned)(n * a.NBY * a.NBX), (unsigned)((a.cout + BK - 1) / BK));
@@ -355,10 +390,14 @@ static void launch(cudaStream_t st, wg_args a, int n) {
   CT_CUDA_LAUNCH_CHECK();
 }
 
-typedef void (*wg_launcher)(cudaStream_t, wg_args, int);
-#define WG_LAUNCHER(BY, BX, BK, TT, TK, CC) launch<BY, BX, BK, TT, TK, CC>,
-static const wg_launcher k_launchers[] = {IG_WINO_CONFIGS(WG_LAUNCHER)};
-#undef WG_LAUNCHER
+typedef void (*wg_filters_fn)(cudaStream_t, const wg_args &, const float *, bool, float *);
+typedef void (*wg_apply_fn)(cudaStream_t, wg_args, int);
+#define WG_FILTERS(BY, BX, BK, TT, TK, CC) filters<BY, BX, BK, TT, TK, CC>,
+#define WG_APPLY(BY, BX, BK, TT, TK, CC) apply<BY, BX, BK, TT, TK, CC>,
+static const wg_filters_fn k_filters[] = {IG_WINO_CONFIGS(WG_FILTERS)};
+static const wg_apply_fn k_apply[] = {IG_WINO_CONFIGS(WG_APPLY)};
+#undef WG_FILTERS
+#undef WG_APPLY
 
 void ig_wino_allow_smem(void) {
 #define WG_ATTR(BY, BX, BK, TT, TK, CC)                                                   \
@@ -385,26 +424,23 @@ const char *ig_wino_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir) {
   return NULL;
 }
 
-/* cout rounded up to 4 */
-static int padded(int cout) { return (cout + 3) / 4 * 4; }
+static size_t wider(size_t a, size_t b) { return a > b ? a : b; }
 
 size_t ig_wino_workspace(const ct_igemm_geom *g) {
-  /* either direction's: cin x coutp pairs */
-  const size_t fwd = (size_t)g->c * padded(g->m), data = (size_t)g->m * padded(g->c);
-  return 36 * (fwd > data ? fwd : data) * sizeof(float);
+  /* the largest layout of either direction in any configuration */
+  size_t most = 0;
+#define WG_FLOATS(BY, BX, BK, TT, TK, CC) \
+  most = wider(most, wider(wg_filter_floats(g->c, g->m, BK, CC), wg_filter_floats(g->m, g->c, BK, CC)));
+  IG_WINO_CONFIGS(WG_FLOATS)
+#undef WG_FLOATS
+  return most * sizeof(float);
 }
 
-void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
-                  const float *src, const float *w, const float *bias, bool relu, float *ws,
-                  float *dst) {
-  const wg_launcher launch = ig_launcher_at(k_launchers, index, "Winograd");
+/* The arguments of g's direction (data: backward data) but the tensors. */
+static wg_args args_of(const ct_igemm_geom *g, bool data) {
   CT_ASSERT(!ig_wino_unsupported(g, data ? CT_IGEMM_BWD_DATA : CT_IGEMM_FWD));
   wg_args a;
-  a.src = src;
-  a.u = ws;
-  a.bias = bias;
-  a.dst = dst;
-  a.relu = relu ? 1 : 0;
+  memset(&a, 0, sizeof a);
   if (!data) {
     a.cin = g->c, a.H = g->h, a.W = g->w, a.cout = g->m, a.OH = g->oh, a.OW = g->ow;
     a.ph = g->ph, a.pw = g->pw;
@@ -412,13 +448,27 @@ void ig_wino_conv(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
     a.cin = g->m, a.H = g->oh, a.W = g->ow, a.cout = g->c, a.OH = g->h, a.OW = g->w;
     a.ph = 4 - g->ph, a.pw = 4 - g->pw;
   }
-  a.coutp = padded(a.cout);
   a.TH = (a.OH + 1) / 2;
   a.TW = (a.OW + 1) / 2;
-  const int rows = 6 * a.cin * a.coutp;
-  wg_filter_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, st>>>(w, a.cin, a.cout, a.coutp,
-                                                                   data ? 1 : 0, ws);
-  CT_CUDA_LAUNCH_CHECK();
-  launch(st, a, g->n);
+  return a;
 }
+
+void ig_wino_filters(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                     const float *w, float *u) {
+  const wg_filters_fn f = ig_launcher_at(k_filters, index, "Winograd");
+  f(st, args_of(g, data), w, data, u);
+}
+
+void ig_wino_apply(int index, cudaStream_t st, const ct_igemm_geom *g, bool data,
+                   const float *src, const float *u, const float *bias, bool relu, float *dst) {
+  const wg_apply_fn f = ig_launcher_at(k_apply, index, "Winograd");
+  wg_args a = args_of(g, data);
+  a.src = src;
+  a.u = u;
+  a.bias = bias;
+  a.relu = relu ? 1 : 0;
+  a.dst = dst;
+  f(st, a, g->n);
+}
+
 #endif

@@ -98,6 +98,10 @@ static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   if (l->gpu_priv) ct_conv_cudnn_backward(l, top, propagate_down, bottom);
   else conv_backward(l, top, propagate_down, bottom);
 }
+
+static bool conv_prepare_gpu(ct_layer *l, ct_context *side) {
+  return l->gpu_priv && ct_conv_cudnn_prepare(l, side);
+}
 #endif
 
 /* The host: oneDNN for the whole batch when planned, else the reference. */
@@ -146,6 +150,7 @@ const ct_layer_ops ct_convolution_ops = {
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = conv_forward_gpu,
     .backward_gpu = conv_backward_gpu,
+    .prepare_gpu = conv_prepare_gpu,
     .reshape_gpu = ct_conv_cudnn_reshape,
     .destroy_gpu = ct_conv_cudnn_destroy,
 #endif

@@ -109,6 +109,15 @@ typedef struct ct_layer_ops {
    * destroy_gpu frees l->gpu_priv. */
   ct_layer_shape_fn reshape_gpu;
   void (*destroy_gpu)(ct_layer *l);
+  /* GPU only, optional: the work of a pass that depends on the layer's
+   * parameters only (Winograd's transformed filters), enqueued with side
+   * (another stream's context) so that it runs beside the layers below;
+   * returns whether there is any (with side NULL it only answers, enqueuing
+   * nothing).  The net calls it at a pass's start and makes the compute
+   * stream wait for side before the layer's forward
+   * (ct_net_prepare_async).  It feeds that pass's next forward and the
+   * backward after it; a forward not preceded by it does the work itself. */
+  bool (*prepare_gpu)(ct_layer *l, ct_context *side);
   /* Data layers only (may be NULL): where the layer is in its source, so a
    * snapshot can save it and a resumed run continue exactly.  get_position
    * fills pos (layer is strdup'd into pos->layer: free it with free());
@@ -188,6 +197,8 @@ bool ct_layer_has_gpu(const ct_layer *l);
  * filler, Filter (shapes from values), Embed (reads its index check back),
  * stochastic Pooling in TRAIN (host draws), Python. */
 bool ct_layer_capturable(const ct_layer *l);
+/* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
+bool ct_layer_prepare_async(ct_layer *l, ct_context *side);
 
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */

@@ -248,6 +248,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->name = filtered->name ? filtered->name : "";
   net->phase = opts->phase;
   net->ctx = ctx;
+  net->prep_first = net->prep_launch = net->prep_at = -1;
   int nl = (int)filtered->n_layer;
   net->layers = ct_xcalloc((size_t)nl + 1, sizeof(ct_layer *));
   net->bottom_ids = ct_xcalloc((size_t)nl + 1, sizeof(int *));
@@ -371,8 +372,47 @@ void ct_net_zero_loss(ct_net *net) {
   if (net->loss_dev) ct_net_loss_zero_gpu(net->ctx, net->loss_dev);
 }
 
+void ct_net_prepare_async(ct_net *net) {
+  if (net->ctx->device == CT_DEVICE_CPU) return;
+  /* the work of a pass before that was never joined (a forward that
+   * stopped below its layers) is joined first */
+  if (net->prep_first >= 0) ct_context_grad_join(net->ctx);
+  net->prep_first = net->prep_launch = -1;
+  int first = -1;
+  for (int i = 0; i < net->nlayers && first < 0; i++)
+    if (ct_layer_prepare_async(net->layers[i], NULL)) first = i;
+  if (first < 0) return;
+  /* Enqueued at the forward of the lowest layer of the capturable run that
+   * ends below the first such layer: a CUDA graph segment ends at a layer
+   * that cannot be captured (a data layer), joining every stream, which
+   * would put the work back on the critical path. */
+  int launch = first;
+  while (launch > 0 && ct_layer_capturable(net->layers[launch - 1]) &&
+         !(net->feeds && net->feeds[launch - 1]))
+    launch--;
+  net->prep_launch = launch;
+  net->prep_at = first;
+}
+
+/* The work armed by ct_net_prepare_async, enqueued at layer i's forward
+ * when it is due, and joined before the first layer it serves. */
+static void prepare_step(ct_net *net, int i) {
+  if (net->prep_launch >= 0 && i >= net->prep_launch) {
+    /* the gradient stream waits for what came before (the last update) */
+    ct_context *side = ct_context_grad_begin(net->ctx);
+    for (int j = net->prep_at; j < net->nlayers; j++) ct_layer_prepare_async(net->layers[j], side);
+    net->prep_launch = -1;
+    net->prep_first = net->prep_at;
+  }
+  if (net->prep_first >= 0 && i >= net->prep_first) {
+    ct_context_grad_join(net->ctx);
+    net->prep_first = -1;
+  }
+}
+
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
   ct_layer *l = net->layers[i];
+  prepare_step(net, i);
   if (net->feeds && net->feeds[i]) {
     /* a fed data layer: the staged batch, and the next one staged at once */
     CT_TRY(ct_net_feed_copy(net->feeds[i], err));
@@ -414,7 +454,13 @@ ct_status ct_net_readback_take(ct_net *net, unsigned seq, double *loss, ct_error
 ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err) {
   CT_ASSERT(start >= 0 && end <= net->nlayers);
   ct_net_zero_loss(net);
+  if (start == 0) ct_net_prepare_async(net);
   for (int i = start; i < end; i++) CT_TRY(ct_net_forward_layer_async(net, i, err));
+  net->prep_launch = -1; /* stopped below the prepared layers */
+  if (net->prep_first >= 0) {
+    ct_context_grad_join(net->ctx);
+    net->prep_first = -1;
+  }
   ct_net_readback_async(net);
   return ct_net_readback_finish(net, loss, err);
 }

@@ -126,6 +126,10 @@ typedef struct ct_net {
 
   bool quiet_build;           /* built with opts.quiet */
   int grad_side_last;          /* the lowest layer with grad_side (layers/layer.h), -1 when none */
+  /* ct_net_prepare_async's work: enqueued at layer prep_launch's forward
+   * (-1: not armed), for layers from prep_at up; prep_first: prep_at while
+   * the work is enqueued and not yet joined, else -1 */
+  int prep_launch, prep_at, prep_first;
   ct_grad_hook grad_hook;
   void *grad_hook_user;
 
@@ -199,6 +203,13 @@ void ct_net_backward(ct_net *net);
  *                               may be running.
  * On the CPU the same calls run synchronously. */
 void ct_net_zero_loss(ct_net *net);
+/* At a pass's start on a GPU: arms the work of the layers that depends on
+ * their parameters only (ct_layer_prepare_async: Winograd's filter
+ * transforms), which ct_net_forward_layer_async enqueues on the gradient
+ * stream beside the forward of the layers below them, and makes the compute
+ * stream wait for before the first such layer.  Nothing on the CPU or
+ * without such layers.  ct_net_forward and the programs' begin call it. */
+void ct_net_prepare_async(ct_net *net);
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err);
 void ct_net_backward_layer(ct_net *net, int i);
 void ct_net_readback_async(ct_net *net);

@@ -11,6 +11,7 @@ static ct_status step_begin(void *user, int arg, ct_error *err) {
   ct_net *net = user;
   if (arg) ct_net_clear_param_diffs(net);
   ct_net_zero_loss(net);
+  ct_net_prepare_async(net);
   return CT_OK;
 }
 
