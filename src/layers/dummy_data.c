@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mem.h"
 #include "layers/dummy_data.h"
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/shape_util.h"
+#include "math/math.h"
 
 typedef struct {
   int nfill;                              /* 1 (shared by the tops) or ntop */
@@ -21,6 +23,7 @@ typedef struct {
   bool *refill;                           /* (nfill) refill on every forward */
   float **filled_at;                      /* (ntop) storage a constant top was filled in */
   ct_tensor *host;                        /* host staging for tops on a GPU */
+  uint64_t *seed_dev;                     /* GPU: (ntop) each top's last draw's seed */
 } dummy_priv;
 
 static bool is_constant(const Caffe__FillerParameter *fp) {
@@ -32,21 +35,25 @@ static const Caffe__FillerParameter *filler_of(const dummy_priv *d, int top) {
 }
 
 /* Fills top i from its filler.  On a GPU, uniform and (dense) gaussian
- * fillers draw on the device from a seed taken from the context's RNG, so a
- * refill costs one kernel, not a host fill and an upload (the values differ
- * from the CPU's, as any two generators' do); other fillers run on the host
- * and are uploaded. */
+ * fillers draw on the device from a seed that a kernel takes from the
+ * context's device draw counter (ct_context_next_draw_gpu, like Dropout), so
+ * a refill costs two kernels, not a host fill and an upload, and a CUDA
+ * graph captures it (the values differ from the CPU's, as any two
+ * generators' do); other fillers run on the host and are uploaded. */
 static ct_status fill_top(ct_layer *l, ct_tensor *top, int i, ct_error *err) {
   dummy_priv *d = l->priv;
   const Caffe__FillerParameter *fp = filler_of(d, i);
   if (top->device == CT_DEVICE_CPU) return ct_filler_fill(fp, top, &l->ctx->rng, err);
 #ifdef CORTADO_HAVE_CUDA
-  if (fp && fp->type && strcmp(fp->type, "uniform") == 0) {
-    ct_dummy_fill_gpu(l->ctx, top->count, top->data, false, fp->min, fp->max, ct_rng_next(&l->ctx->rng));
+  if (is_constant(fp)) { /* a constant top written again where the net moved it */
+    ct_dev_set(l->ctx, top->count, fp ? fp->value : 0.0f, top->data);
     return CT_OK;
   }
-  if (fp && fp->type && strcmp(fp->type, "gaussian") == 0 && fp->sparse < 0) {
-    ct_dummy_fill_gpu(l->ctx, top->count, top->data, true, fp->mean, fp->std, ct_rng_next(&l->ctx->rng));
+  if (ct_dummy_filler_on_device(fp)) {
+    const bool gaussian = strcmp(fp->type, "gaussian") == 0;
+    ct_context_next_draw_gpu(l->ctx, d->seed_dev + i);
+    ct_dummy_fill_gpu(l->ctx, top->count, top->data, gaussian, gaussian ? fp->mean : fp->min,
+                      gaussian ? fp->std : fp->max, d->seed_dev + i);
     return CT_OK;
   }
 #endif
@@ -54,6 +61,11 @@ static ct_status fill_top(ct_layer *l, ct_tensor *top, int i, ct_error *err) {
   CT_TRY(ct_filler_fill(filler_of(d, i), d->host, &l->ctx->rng, err));
   ct_stream_upload(l->ctx, top->data, d->host->data, top->count * sizeof(float));
   return CT_OK;
+}
+
+bool ct_dummy_filler_on_device(const Caffe__FillerParameter *fp) {
+  return fp && fp->type &&
+         (strcmp(fp->type, "uniform") == 0 || (strcmp(fp->type, "gaussian") == 0 && fp->sparse < 0));
 }
 
 static ct_status check_legacy_count(size_t n, const char *field, int ntop, ct_error *err) {
@@ -124,6 +136,8 @@ static ct_status dummy_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
   d->fillers = ct_xcalloc((size_t)d->nfill, sizeof *d->fillers);
   d->refill = ct_xcalloc((size_t)d->nfill, sizeof *d->refill);
   d->filled_at = ct_xcalloc((size_t)nt, sizeof *d->filled_at);
+  if (l->ctx->device != CT_DEVICE_CPU)
+    d->seed_dev = ct_mem_alloc(l->ctx->device, (size_t)nt * sizeof(uint64_t));
   for (int f = 0; f < d->nfill; f++) {
     d->fillers[f] = p->n_data_filler ? p->data_filler[f] : NULL;
     d->refill[f] = !is_constant(d->fillers[f]);
@@ -180,6 +194,7 @@ static void dummy_destroy(ct_layer *l) {
   free(d->refill);
   free(d->filled_at);
   ct_tensor_free(d->host);
+  if (d->seed_dev) ct_mem_free(l->ctx->device, d->seed_dev);
   free(d);
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/context.h"
+#include "caffe.pb-c.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,9 +14,13 @@ extern "C" {
 
 /* x(n) = uniform in [a, b) (gaussian = false) or normal with mean a and
  * standard deviation b (gaussian = true), from a counter-based hash of
- * (seed, index): on the device, without host work or a copy. */
+ * (*seed_dev, index): on the device, without host work or a copy, reading
+ * the seed (device memory) when it runs. */
 void ct_dummy_fill_gpu(ct_context *ctx, size_t n, float *x, bool gaussian, float a, float b,
-                       uint64_t seed);
+                       const uint64_t *seed_dev);
+/* Whether a GPU DummyData draws filler fp's values on the device (uniform,
+ * dense gaussian): a CUDA graph can capture its refills. */
+bool ct_dummy_filler_on_device(const Caffe__FillerParameter *fp);
 
 #ifdef __cplusplus
 }

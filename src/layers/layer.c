@@ -1,4 +1,5 @@
 #include "layers/layer.h"
+#include "layers/dummy_data.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -140,12 +141,19 @@ bool ct_layer_prepare_async(ct_layer *l, ct_context *side) {
 
 bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }
 
-static bool random_dummy_data(const ct_layer *l) {
+/* A DummyData whose refills draw on the host (and upload): its forward
+ * cannot be captured.  Device-drawn refills (ct_dummy_filler_on_device)
+ * can, on a GPU. */
+static bool host_drawn_dummy_data(const ct_layer *l) {
   const Caffe__DummyDataParameter *p = l->param->dummy_data_param;
   if (!p) return false;
   for (size_t i = 0; i < p->n_data_filler; i++) {
-    const char *t = p->data_filler[i]->type;
-    if (t && strcmp(t, "constant") != 0) return true;
+    const Caffe__FillerParameter *f = p->data_filler[i];
+    if (!f->type || strcmp(f->type, "constant") == 0) continue;
+#ifdef CORTADO_HAVE_CUDA
+    if (l->ctx->device != CT_DEVICE_CPU && ct_dummy_filler_on_device(f)) continue;
+#endif
+    return true;
   }
   return false;
 }
@@ -157,6 +165,9 @@ static bool stochastic_pooling(const ct_layer *l) {
 }
 
 bool ct_layer_capturable(const ct_layer *l) {
+  /* DummyData is a data layer without a source: on a GPU, with its
+   * refills drawn on the device, a graph captures it */
+  if (strcmp(l->ops->type, "DummyData") == 0) return !host_drawn_dummy_data(l);
   if (l->ops->flags & (CT_LAYER_NO_GRAPH | CT_LAYER_DATA)) return false;
   /* Layers that draw (Dropout) are captured: each takes its draw from the
    * device counter inside the graph, so a replay draws afresh (see
@@ -165,7 +176,6 @@ bool ct_layer_capturable(const ct_layer *l) {
    * ops tables, after which these lines go. */
   const char *t = l->ops->type;
   if (strcmp(t, "Filter") == 0 || strcmp(t, "Embed") == 0 || strcmp(t, "Python") == 0) return false;
-  if (strcmp(t, "DummyData") == 0 && random_dummy_data(l)) return false;
   if (strcmp(t, "Pooling") == 0 && stochastic_pooling(l)) return false;
   return true;
 }
