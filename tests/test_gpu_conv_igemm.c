@@ -373,7 +373,10 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
    * the output rows are at most 8 wide */
   const bool direct = g->kh == 5 && g->kw == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
                       g->dw == 1;
-  int ran = 0, ran_wino = 0, ran_direct = 0;
+  /* the direct forward runs 5x5 stride-1 ones with at most 4 input
+   * channels and rows of at most 32 outputs */
+  const bool fdirect = direct && g->c <= 4 && g->ow <= 32;
+  int ran = 0, ran_wino = 0, ran_direct = 0, ran_fdirect = 0;
   char what[160], cname[48];
   for (int dir = 0; dir < 3; dir++) {
     const ct_igemm_dir d = (ct_igemm_dir)dir;
@@ -381,7 +384,8 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
     const int n = d == CT_IGEMM_BWD_FILTER ? CT_IGEMM_WGRAD_CONFIGS : CT_IGEMM_GEMM_CONFIGS;
     for (int c = 1; c <= n; c++) {
       if (!ct_igemm_choice_runs(p, d, c)) continue;
-      if (only && !strstr(ct_igemm_choice_name(d, c, cname, sizeof cname), only)) continue;
+      ct_igemm_choice_name(d, c, cname, sizeof cname);
+      if (only && strncmp(cname + 6, only, strlen(only)) != 0) continue; /* "IGEMM_" + only */
       const bool tf32 = ct_igemm_choice_tf32(d, c);
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
@@ -416,22 +420,29 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
         }
       }
       ran++;
-      if (strstr(cname, "WINO")) ran_wino++;
-      if (strstr(cname, "DIRECT")) ran_direct++;
+      if (!strncmp(cname, "IGEMM_WINO", 10)) ran_wino++;
+      if (!strncmp(cname, "IGEMM_DIRECT", 12)) ran_direct++;
+      if (!strncmp(cname, "IGEMM_FDIRECT", 13)) ran_fdirect++;
     }
   }
-  const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS);
+  /* forward and backward data share the list; the direct forward is
+   * forward only */
+  const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS) -
+                   CT_IGEMM_GEMM_FDIRECT_CONFIGS;
   const int wgrad = CT_IGEMM_WGRAD_CONFIGS - CT_IGEMM_WGRAD_DIRECT_CONFIGS + ran_direct;
-  const int want = !only ? gemm * (data ? 2 : 1) + wgrad : ran_wino + ran_direct;
+  const int want = !only ? gemm * (data ? 2 : 1) + ran_fdirect + wgrad
+                         : ran_wino + ran_direct + ran_fdirect;
   assert_int_equal(ran, want);
+  const bool fdirect_runs = fdirect && (!only || !strcmp(only, "FDIRECT"));
+  assert_int_equal(ran_fdirect, fdirect_runs ? CT_IGEMM_GEMM_FDIRECT_CONFIGS : 0);
   const bool wino_runs = wino && (!only || !strcmp(only, "WINO"));
   assert_int_equal(ran_wino, wino_runs ? 2 * CT_IGEMM_GEMM_WINO_CONFIGS : 0);
   assert_int_equal(ran_prepared, ran_wino); /* the Winograd ones, and only they */
   if (!direct || (only && strcmp(only, "DIRECT"))) assert_int_equal(ran_direct, 0);
   else if (g->ow <= 8) assert_int_equal(ran_direct, CT_IGEMM_WGRAD_DIRECT_CONFIGS);
   printf("%-12s n %d c %d %dx%d m %d: %d configurations against the reference (%d Winograd, "
-         "%d direct)\n",
-         name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino, ran_direct);
+         "%d direct filter gradients, %d direct forwards)\n",
+         name, g->n, g->c, g->h, g->w, g->m, ran, ran_wino, ran_direct, ran_fdirect);
   ct_igemm_free(p);
   ct_gpu_free(0, ws);
   ct_gpu_free(0, prep);
@@ -496,6 +507,21 @@ static void test_winograd(void **state) {
   check_5x5_alone("WINO");
 }
 
+/* The direct forward alone on few-channel 5x5 layers: cifar10_quick's and
+ * LeNet's first (pad 0, 24-wide rows, 20 channels), and rows that are no
+ * multiple of 4 with more channels than a block's 32. */
+static void test_direct_forward(void **state) {
+  (void)state;
+  const named_geom cases[] = {
+      {"cifar conv1", geom(3, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+      {"lenet conv1", geom(4, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1)},
+      {"odd rows", geom(2, 4, 9, 7, 40, 5, 5, 1, 1, 1, 2, 1, 1)},
+      {"one pixel", geom(5, 2, 1, 1, 7, 5, 5, 1, 1, 2, 2, 1, 1)},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_direct(cases[i].name, &cases[i].g, "FDIRECT");
+}
+
 static void test_direct_wgrad(void **state) {
   (void)state;
   check_5x5_alone("DIRECT");
@@ -509,7 +535,8 @@ static void test_strict_plan(void **state) {
   const int gemm_pipe = CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + 1;
   const int wgrad_pipe = CT_IGEMM_WGRAD_FP32_CONFIGS + CT_IGEMM_WGRAD_TF32_CONFIGS + 1;
   const int gemm_wino = gemm_pipe + CT_IGEMM_GEMM_PIPE_CONFIGS;
-  assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_wino - 1 + CT_IGEMM_GEMM_WINO_CONFIGS);
+  const int gemm_fdirect = gemm_wino + CT_IGEMM_GEMM_WINO_CONFIGS;
+  assert_int_equal(CT_IGEMM_GEMM_CONFIGS, gemm_fdirect - 1 + CT_IGEMM_GEMM_FDIRECT_CONFIGS);
   const int wgrad_direct = wgrad_pipe + CT_IGEMM_WGRAD_PIPE_CONFIGS;
   assert_int_equal(CT_IGEMM_WGRAD_CONFIGS, wgrad_direct - 1 + CT_IGEMM_WGRAD_DIRECT_CONFIGS);
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, 0));
@@ -539,6 +566,13 @@ static void test_strict_plan(void **state) {
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_wino, buf, sizeof buf),
                       "IGEMM_WINO_16x32_8x8c8");
   assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, gemm_wino));
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_fdirect - 1, buf, sizeof buf),
+                      "IGEMM_WINO_16x64_8x8c4");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, gemm_fdirect, buf, sizeof buf),
+                      "IGEMM_FDIRECT5_r2");
+  assert_string_equal(ct_igemm_choice_name(CT_IGEMM_FWD, CT_IGEMM_GEMM_CONFIGS, buf, sizeof buf),
+                      "IGEMM_FDIRECT5_r8");
+  assert_false(ct_igemm_choice_tf32(CT_IGEMM_FWD, gemm_fdirect));
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_pipe, buf, sizeof buf),
                       "IGEMM_PIPE_32x32x4t4");
   assert_string_equal(ct_igemm_choice_name(CT_IGEMM_BWD_FILTER, wgrad_direct - 1, buf,
@@ -643,6 +677,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_prepared_layer),
       cmocka_unit_test(test_direct),
       cmocka_unit_test(test_winograd),
+      cmocka_unit_test(test_direct_forward),
       cmocka_unit_test(test_direct_wgrad),
       cmocka_unit_test(test_strict_plan),
       cmocka_unit_test(test_layer_tf32),

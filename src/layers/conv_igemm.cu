@@ -342,19 +342,21 @@ typedef struct tile {
   int bm, bn, s, wn, step;
   bool tf32, pipe;
   int tm;
-  bool wino, direct;
+  bool wino, direct, fdirect;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false, false},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false, false},
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false, false, false},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false, false, false},
 #define IG_TF32(BM, BN, WN, S, STAGES) \
-  {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false, false},
-#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false, false},
-#define IG_WINO(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, false, false, TK, true, false},
-#define IG_DIRECT(KW, OWL, TM, CB, MB, R) {MB, CB, OWL, KW, TM, false, false, R, false, true},
+  {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false, false, false},
+#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false, false, false},
+#define IG_WINO(BY, BX, BK, TT, TK, CC) \
+  {BY * BX, BK, CC, TT, CC, false, false, TK, true, false, false},
+#define IG_FDIRECT(RB) {RB, 32, 1, 5, 1, false, false, 0, false, false, true},
+#define IG_DIRECT(KW, OWL, TM, CB, MB, R) {MB, CB, OWL, KW, TM, false, false, R, false, true, false},
 static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
-                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE)
-                                            IG_WINO_CONFIGS(IG_WINO)};
+                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE) IG_WINO_CONFIGS(IG_WINO)
+                                            IG_FDIRECT_CONFIGS(IG_FDIRECT)};
 static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
                                          IG_TF32_WGRAD_CONFIGS(IG_TF32)
                                              IG_PIPE_WGRAD_CONFIGS(IG_PIPE)
@@ -364,6 +366,7 @@ static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
 #undef IG_TF32
 #undef IG_PIPE
 #undef IG_WINO
+#undef IG_FDIRECT
 #undef IG_DIRECT
 /* Each list holds as many configurations as its count says. */
 #define IG_COUNT(...) +1
@@ -375,6 +378,7 @@ IG_CHECK_COUNT(IG_TF32_WGRAD_CONFIGS, CT_IGEMM_WGRAD_TF32_CONFIGS)
 IG_CHECK_COUNT(IG_PIPE_GEMM_CONFIGS, CT_IGEMM_GEMM_PIPE_CONFIGS)
 IG_CHECK_COUNT(IG_PIPE_WGRAD_CONFIGS, CT_IGEMM_WGRAD_PIPE_CONFIGS)
 IG_CHECK_COUNT(IG_WINO_CONFIGS, CT_IGEMM_GEMM_WINO_CONFIGS)
+IG_CHECK_COUNT(IG_FDIRECT_CONFIGS, CT_IGEMM_GEMM_FDIRECT_CONFIGS)
 IG_CHECK_COUNT(IG_DIRECT_WGRAD_CONFIGS, CT_IGEMM_WGRAD_DIRECT_CONFIGS)
 #undef IG_CHECK_COUNT
 #undef IG_COUNT
@@ -405,6 +409,7 @@ static int family_index(ct_igemm_dir dir, int choice) {
   const int tf32 = filter ? CT_IGEMM_WGRAD_TF32_CONFIGS : CT_IGEMM_GEMM_TF32_CONFIGS;
   const int pipe = filter ? CT_IGEMM_WGRAD_PIPE_CONFIGS : CT_IGEMM_GEMM_PIPE_CONFIGS;
   const tile *t = tile_of(dir, choice);
+  if (t->fdirect) return choice - 1 - fp32 - tf32 - pipe - CT_IGEMM_GEMM_WINO_CONFIGS;
   if (t->wino || t->direct) return choice - 1 - fp32 - tf32 - pipe;
   return t->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
 }
@@ -417,6 +422,8 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
   const tile *t = tile_of(dir, choice);
   if (t->wino)
     snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
+  else if (t->fdirect)
+    snprintf(buf, len, "IGEMM_FDIRECT%d_r%d", t->wn, t->bm);
   else if (t->direct)
     snprintf(buf, len, "IGEMM_DIRECT%d_%dx%d_%dx%dr%d", t->wn, t->s, t->step, t->bn, t->bm,
              t->tm);
@@ -572,6 +579,7 @@ extern "C" bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int ch
   if (choice < 1 || choice > configs_of(dir) || ct_igemm_unsupported(&p->g, dir)) return false;
   const tile *t = tile_of(dir, choice);
   return (!t->tf32 || p->tf32) && (!t->wino || !ig_wino_unsupported(&p->g, dir)) &&
+         (!t->fdirect || !ig_fdirect_unsupported(&p->g, dir)) &&
          (!t->direct || !p->direct[family_index(dir, choice)].why);
 }
 
@@ -600,6 +608,11 @@ extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice,
                                  float *ws, size_t ws_bytes, float *y) {
   const ct_igemm_geom *g = &p->g;
   check_call(p, CT_IGEMM_FWD, choice, ws_bytes);
+  if (tile_of(CT_IGEMM_FWD, choice)->fdirect) {
+    ig_fdirect_forward(family_index(CT_IGEMM_FWD, choice), (cudaStream_t)ctx->stream, g, x, w,
+                       bias, relu, y);
+    return;
+  }
   if (tile_of(CT_IGEMM_FWD, choice)->wino) {
     const int index = family_index(CT_IGEMM_FWD, choice);
     if (!prep) ig_wino_filters(index, (cudaStream_t)ctx->stream, g, false, w, ws);

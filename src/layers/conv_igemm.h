@@ -44,16 +44,18 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
 /* Tile configurations of forward and backward data, and of backward
  * filter: the strict FP32 register-prefetch ones first, then the TF32 ones,
  * then the strict FP32 pipelined ones, then the Winograd ones (forward and
- * backward data) or the direct ones (backward filter); each family after the earlier ones, so that those
+ * backward data) and the direct forward ones, or the direct ones (backward
+ * filter); each family after the earlier ones, so that those
  * keep their numbers in saved algorithm tables.  A choice is 1 + the
  * configuration's index (0: cuDNN). */
 #define CT_IGEMM_GEMM_FP32_CONFIGS 8
 #define CT_IGEMM_GEMM_TF32_CONFIGS 10
 #define CT_IGEMM_GEMM_PIPE_CONFIGS 8
 #define CT_IGEMM_GEMM_WINO_CONFIGS 5
+#define CT_IGEMM_GEMM_FDIRECT_CONFIGS 3
 #define CT_IGEMM_GEMM_CONFIGS                                                          \
   (CT_IGEMM_GEMM_FP32_CONFIGS + CT_IGEMM_GEMM_TF32_CONFIGS + CT_IGEMM_GEMM_PIPE_CONFIGS + \
-   CT_IGEMM_GEMM_WINO_CONFIGS)
+   CT_IGEMM_GEMM_WINO_CONFIGS + CT_IGEMM_GEMM_FDIRECT_CONFIGS)
 #define CT_IGEMM_WGRAD_FP32_CONFIGS 4
 #define CT_IGEMM_WGRAD_TF32_CONFIGS 6
 #define CT_IGEMM_WGRAD_PIPE_CONFIGS 6
@@ -73,6 +75,7 @@ typedef enum { CT_IGEMM_FWD = 0, CT_IGEMM_BWD_DATA = 1, CT_IGEMM_BWD_FILTER = 2 
  * channels per step) for the Winograd ones, "IGEMM_DIRECT5_16x2_4x16r16"
  * (filter width, lanes along a row x output channels per thread, input x
  * output channels per block, rows per unit) for the direct filter-gradient
+ * ones, "IGEMM_FDIRECT5_r4" (output rows per block) for the direct forward
  * ones, "?" out of range.  Every name of a
  * direction is its own.  Returns buf. */
 const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len);

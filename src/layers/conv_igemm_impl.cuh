@@ -259,6 +259,24 @@ void ig_wino_apply(int index, cudaStream_t st, const ct_igemm_geom *g, bool data
  * default 48 KiB) on the current device. */
 void ig_wino_allow_smem(void);
 
+/* ---------------------------------------------------------------- direct forward configurations */
+
+/* Configurations of the strict-FP32 direct forward of 5x5 stride-1
+ * convolutions with at most IG_FDIRECT_MAX_CHANNELS input channels and rows
+ * of at most 32 outputs (conv_fwd_direct.cu): a block computes RB output
+ * rows of one image x 32 output channels.  X(RB). */
+#define IG_FDIRECT_CONFIGS(X) X(2) X(4) X(8)
+#define IG_FDIRECT_MAX_CHANNELS 4
+
+/* Why the direct forward cannot run direction dir of g, or NULL. */
+const char *ig_fdirect_unsupported(const ct_igemm_geom *g, ct_igemm_dir dir);
+
+/* y = conv(x, w) (+ bias when not NULL, then max(., 0) when relu) of g
+ * with direct-forward configuration `index` (0-based in
+ * IG_FDIRECT_CONFIGS), overwriting y; no workspace. */
+void ig_fdirect_forward(int index, cudaStream_t st, const ct_igemm_geom *g, const float *x,
+                        const float *w, const float *bias, bool relu, float *y);
+
 /* ---------------------------------------------------------------- direct filter-gradient configurations */
 
 /* Configurations of the strict-FP32 direct filter gradient
