@@ -385,9 +385,13 @@ void ct_net_prepare_async(ct_net *net) {
   /* Enqueued at the forward of the lowest layer of the capturable run that
    * ends below the first such layer: a CUDA graph segment ends at a layer
    * that cannot be captured (a data layer), joining every stream, which
-   * would put the work back on the critical path. */
+   * would put the work back on the critical path.  Above the data layers
+   * even when they are captured (DummyData): a graph's GPU ran the branch's
+   * kernels ahead of them, and they hold up the first layer (8 us on an
+   * H100). */
   int launch = first;
   while (launch > 0 && ct_layer_capturable(net->layers[launch - 1]) &&
+         !(net->layers[launch - 1]->ops->flags & CT_LAYER_DATA) &&
          !(net->feeds && net->feeds[launch - 1]))
     launch--;
   net->prep_launch = launch;
