@@ -76,7 +76,7 @@ typedef struct {
 } ip_case;
 
 static const ip_case k_ip_cases[] = {
-    /* forward (100x64x1024) left to cuBLAS's split K; both gradients */
+    /* forward (100x64x1024) in one kernel (math/gemm_short.h); both gradients */
     {"cifar ip1", {"100,64,4,4", 1, 64, true, false, 100, 1024}, 2},
     {"cifar ip2", {"100,64", 1, 10, true, false, 100, 64}, -1},
     {"transposed, no bias", {"100,64", 1, 10, false, true, 100, 64}, -1},
@@ -84,6 +84,9 @@ static const ip_case k_ip_cases[] = {
     {"axis 2, no bias", {"2,3,4,5", 2, 4, false, false, 6, 20}, -1},
     {"axis -1, transposed", {"2,3,4,5", -1, 3, true, true, 24, 5}, -1},
     {"1200 rows", {"1200,16", 1, 8, true, false, 1200, 16}, -1},
+    /* the same kernel with a reduction no multiple of 4 (one value at a time)
+     * and rows and columns that fill no 4 x 4 block, no bias */
+    {"short, odd", {"13,1030", 1, 7, false, false, 13, 1030}, -1},
 };
 
 /* GPU against CPU with the math given; the cuBLASLt products in use are

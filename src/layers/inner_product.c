@@ -5,7 +5,9 @@
  * through the context's backend on the host (and as a GPU's fallback), and
  * on a GPU through cuBLASLt plans made at reshape for the current batch and
  * math (math/gemm_lt.h), whose forward adds the bias in the GEMM's epilogue
- * and which never split K into a second reduction kernel.
+ * and which never split K into a second reduction kernel; a forward with a
+ * long reduction and a small top (which cuBLASLt's plans leave to cuBLAS's
+ * split K, three kernels) runs as one (math/gemm_short.h).
  *
  * The bias gradient stays a kernel of its own: cuBLASLt's bias-gradient
  * epilogues (BGRADB for the weight gradient dW (N,K) = dY^T X, BGRADA for
@@ -19,6 +21,7 @@
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/inner_product.h"
 #include "math/gemm_lt.h"
+#include "math/gemm_short.h"
 #endif
 
 typedef struct ip_state {
@@ -126,13 +129,20 @@ static bool plans_fit(const ip_gpu *gp, const ct_layer *l) {
 #endif
 
 /* C = A B (+ beta C) (+ bias on every row) for product `which`, on ctx's
- * device (ctx: the layer's, or its gradient stream's view): the cuBLASLt
- * plan when there is one for this math, else the backend's GEMM and bias. */
+ * device (ctx: the layer's, or its gradient stream's view): on a GPU, a
+ * forward with a long reduction and a small top in one kernel
+ * (math/gemm_short.h), else the cuBLASLt plan when there is one for this
+ * math, else the backend's GEMM and bias. */
 static void ip_gemm(ct_layer *l, ct_context *ctx, int which, const float *A, const float *B,
                     const float *bias, float beta, float *C) {
   const ip_state *s = l->priv;
   const ip_gemm_args g = ip_gemm_shape(s, which);
 #ifdef CORTADO_HAVE_CUDA
+  if (ctx->device != CT_DEVICE_CPU && which == IP_FORWARD && beta == 0.0f && !g.trans_a &&
+      g.trans_b && ct_gemm_short_fits(g.M, g.N, g.K)) {
+    ct_gemm_short_nt(ctx, g.M, g.N, g.K, A, B, bias, C);
+    return;
+  }
   const ip_gpu *gp = l->gpu_priv;
   if (plans_fit(gp, l) && ct_gemm_lt_run(gp->plan[which], ctx, 1.0f, A, B, bias, beta, C))
     return;
