@@ -162,7 +162,7 @@ static void test_fused_relu(void **state) {
 /* y (forward) and dx (backward for a fixed dy) of layer case g, in host
  * memory (free them). */
 static void run_layer(tu_layer_case *g, bool prepare, const float *dy, float **y, float **dx) {
-  if (prepare) assert_true(ct_layer_prepare_async(g->l, g->l->ctx));
+  if (prepare) assert_true(ct_layer_prepare_async(g->l, g->l->ctx, true));
   tu_forward(g);
   ct_tensor_upload_diff(g->top[0], dy);
   const bool down = true;
@@ -191,7 +191,7 @@ static void test_prepared_layer(void **state) {
   cd_gpu_case(&g, &st.lp, CT_PHASE_TRAIN, c.shape, 1, false, false);
   char algos[256];
   printf("%s\n", ct_conv_cudnn_describe(g.l, algos, sizeof algos));
-  if (!ct_layer_prepare_async(g.l, NULL)) {
+  if (!ct_layer_prepare_async(g.l, NULL, true)) {
     /* the race picked no Winograd configuration here: nothing to prepare */
     printf("no Winograd configuration chosen: nothing prepared\n");
     tu_layer_case_free(&g);
@@ -207,7 +207,7 @@ static void test_prepared_layer(void **state) {
   expect_bits("prepared forward", y0, y1, ny, true);
   expect_bits("prepared backward data", dx0, dx1, nx, true);
   /* prepared, then new weights and a pass without a preparation */
-  assert_true(ct_layer_prepare_async(g.l, g.l->ctx));
+  assert_true(ct_layer_prepare_async(g.l, g.l->ctx, true));
   tu_forward(&g);
   ct_tensor_download(g.l->params[0], w);
   for (size_t i = 0; i < nw; i++) w[i] = -2.0f * w[i];
@@ -218,6 +218,20 @@ static void test_prepared_layer(void **state) {
   expect_bits("forward after new weights, again", y2, y3, ny, true);
   expect_bits("backward data after new weights", dx2, dx0, nx, false);
   expect_bits("backward data after new weights, again", dx2, dx3, nx, true);
+  /* prepared without the bottom gradient's transform (a net's first
+   * layer): the backward must not take the one left from the old weights */
+  float *y4, *dx4;
+  ct_layer_prepare_async(g.l, g.l->ctx, false);
+  tu_forward(&g);
+  ct_tensor_upload_diff(g.top[0], dy);
+  const bool down = true;
+  ct_layer_backward(g.l, g.top, &down, g.bottom);
+  y4 = tu_values(g.top[0]);
+  dx4 = malloc(nx * sizeof(float));
+  ct_tensor_download_diff(g.bottom[0], dx4);
+  expect_bits("forward prepared without backward data", y4, y2, ny, true);
+  expect_bits("backward data not prepared", dx4, dx2, nx, true);
+  free(y4), free(dx4);
   free(y0), free(dx0), free(y1), free(dx1), free(y2), free(dx2), free(y3), free(dx3);
   free(dy), free(w);
   tu_layer_case_free(&g);

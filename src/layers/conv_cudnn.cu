@@ -34,6 +34,7 @@ typedef struct conv_cudnn {
   float *prep[2];
   size_t prep_bytes[2], prep_alloc[2];
   bool prepared, prepared_bwd;
+  bool prepared_data; /* the preparation included backward data's */
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -271,7 +272,7 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
       s->prep_alloc[d] = s->prep_bytes[d];
     }
   }
-  s->prepared = s->prepared_bwd = false;
+  s->prepared = s->prepared_bwd = s->prepared_data = false;
   ct_context_workspace(l->ctx, ws);
   if (s->wgrad_side) ct_context_grad_workspace(l->ctx, s->algos.bwd_filter_bytes);
   return CT_OK;
@@ -329,7 +330,7 @@ static void x_to_y(const ct_layer *l, const conv_cudnn *s, const float *w, const
 static void y_to_x(const ct_layer *l, const conv_cudnn *s, const float *w, const float *y,
                    float *x) {
   if (s->algos.bwd_data_rival) {
-    const float *prep = s->prepared_bwd && s->prep_bytes[1] ? s->prep[1] : NULL;
+    const float *prep = s->prepared_bwd && s->prepared_data ? s->prep[1] : NULL;
     ct_igemm_backward_data(l->ctx, s->ig, s->algos.bwd_data_rival, y, w, prep,
                            (float *)l->ctx->workspace, l->ctx->workspace_bytes, x);
     return;
@@ -371,16 +372,20 @@ extern "C" bool ct_conv_cudnn_defer_bias(ct_layer *l) {
   return true;
 }
 
-extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side) {
+extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom_grad) {
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
-  if (!s->prep_bytes[0] && !s->prep_bytes[1]) return false;
+  /* a net's first convolution computes no bottom gradient: its backward
+   * data's transform (raced all the same) would be wasted, and would make
+   * the layer the first that waits for the gradient stream */
+  const bool want[2] = {s->prep_bytes[0] > 0, s->prep_bytes[1] > 0 && bottom_grad};
+  if (!want[0] && !want[1]) return false;
   if (!side) return true;
   const int rivals[2] = {s->algos.fwd_rival, s->algos.bwd_data_rival};
   const ct_igemm_dir dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
   for (int d = 0; d < 2; d++)
-    if (s->prep_bytes[d])
-      ct_igemm_prepare(side, s->ig, dirs[d], rivals[d], l->params[0]->data, s->prep[d]);
+    if (want[d]) ct_igemm_prepare(side, s->ig, dirs[d], rivals[d], l->params[0]->data, s->prep[d]);
   s->prepared = true;
+  s->prepared_data = want[1];
   return true;
 }
 

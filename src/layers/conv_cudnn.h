@@ -39,9 +39,10 @@ void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
                             ct_tensor *const *bottom);
 void ct_conv_cudnn_destroy(ct_layer *l);
 /* prepare_gpu of Convolution (layers/layer.h): the filter transforms of
- * the directions that run a Winograd configuration, enqueued with side
- * into buffers of the layer's own; l->gpu_priv must be set. */
-bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side);
+ * the directions that run a Winograd configuration (backward data only
+ * with bottom_grad), enqueued with side into buffers of the layer's own;
+ * l->gpu_priv must be set. */
+bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom_grad);
 /* Net fusion (net_fuse.c): makes the forward of Convolution l compute
  * y = max(conv(x) + bias, 0), the ReLU (negative_slope 0) that follows it in
  * place, adding the bias and clamping in one pass (ct_bias_relu_gpu) instead

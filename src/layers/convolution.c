@@ -99,8 +99,8 @@ static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   else conv_backward(l, top, propagate_down, bottom);
 }
 
-static bool conv_prepare_gpu(ct_layer *l, ct_context *side) {
-  return l->gpu_priv && ct_conv_cudnn_prepare(l, side);
+static bool conv_prepare_gpu(ct_layer *l, ct_context *side, bool bottom_grad) {
+  return l->gpu_priv && ct_conv_cudnn_prepare(l, side, bottom_grad);
 }
 #endif
 

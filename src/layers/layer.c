@@ -132,11 +132,11 @@ void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate
   }
 }
 
-bool ct_layer_prepare_async(ct_layer *l, ct_context *side) {
+bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad) {
   if (l->ctx->device == CT_DEVICE_CPU || !l->ops->prepare_gpu || l->absorbed ||
       l->forward_absorbed)
     return false;
-  return l->ops->prepare_gpu(l, side);
+  return l->ops->prepare_gpu(l, side, bottom_grad);
 }
 
 bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }

@@ -112,12 +112,14 @@ typedef struct ct_layer_ops {
   /* GPU only, optional: the work of a pass that depends on the layer's
    * parameters only (Winograd's transformed filters), enqueued with side
    * (another stream's context) so that it runs beside the layers below;
-   * returns whether there is any (with side NULL it only answers, enqueuing
-   * nothing).  The net calls it at a pass's start and makes the compute
-   * stream wait for side before the layer's forward
-   * (ct_net_prepare_async).  It feeds that pass's next forward and the
-   * backward after it; a forward not preceded by it does the work itself. */
-  bool (*prepare_gpu)(ct_layer *l, ct_context *side);
+   * bottom_grad: the pass's backward will compute a bottom gradient (else
+   * that direction's work is left out).  Returns whether there is any (with
+   * side NULL it only answers, enqueuing nothing).  The net calls it at a
+   * pass's start and makes the compute stream wait for side before the
+   * layer's forward (ct_net_prepare_async).  It feeds that pass's next
+   * forward and the backward after it; a forward not preceded by it does
+   * the work itself. */
+  bool (*prepare_gpu)(ct_layer *l, ct_context *side, bool bottom_grad);
   /* Data layers only (may be NULL): where the layer is in its source, so a
    * snapshot can save it and a resumed run continue exactly.  get_position
    * fills pos (layer is strdup'd into pos->layer: free it with free());
@@ -198,7 +200,7 @@ bool ct_layer_has_gpu(const ct_layer *l);
  * stochastic Pooling in TRAIN (host draws), Python. */
 bool ct_layer_capturable(const ct_layer *l);
 /* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
-bool ct_layer_prepare_async(ct_layer *l, ct_context *side);
+bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
 
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */

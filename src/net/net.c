@@ -372,6 +372,14 @@ void ct_net_zero_loss(ct_net *net) {
   if (net->loss_dev) ct_net_loss_zero_gpu(net->ctx, net->loss_dev);
 }
 
+/* Whether a backward pass computes a bottom gradient of layer i. */
+static bool bottom_grad(const ct_net *net, int i) {
+  if (!net->layer_need_backward[i]) return false;
+  for (int b = 0; b < net->layers[i]->nbottom; b++)
+    if (net->bottom_need_backward[i][b]) return true;
+  return false;
+}
+
 void ct_net_prepare_async(ct_net *net) {
   if (net->ctx->device == CT_DEVICE_CPU) return;
   /* the work of a pass before that was never joined (a forward that
@@ -380,7 +388,7 @@ void ct_net_prepare_async(ct_net *net) {
   net->prep_first = net->prep_launch = -1;
   int first = -1;
   for (int i = 0; i < net->nlayers && first < 0; i++)
-    if (ct_layer_prepare_async(net->layers[i], NULL)) first = i;
+    if (ct_layer_prepare_async(net->layers[i], NULL, bottom_grad(net, i))) first = i;
   if (first < 0) return;
   /* Enqueued at the forward of the lowest layer of the capturable run that
    * ends below the first such layer: a CUDA graph segment ends at a layer
@@ -404,7 +412,8 @@ static void prepare_step(ct_net *net, int i) {
   if (net->prep_launch >= 0 && i >= net->prep_launch) {
     /* the gradient stream waits for what came before (the last update) */
     ct_context *side = ct_context_grad_begin(net->ctx);
-    for (int j = net->prep_at; j < net->nlayers; j++) ct_layer_prepare_async(net->layers[j], side);
+    for (int j = net->prep_at; j < net->nlayers; j++)
+      ct_layer_prepare_async(net->layers[j], side, bottom_grad(net, j));
     net->prep_launch = -1;
     net->prep_first = net->prep_at;
   }
