@@ -11,6 +11,15 @@
 #define FD_HOST_EMULATION
 #define FD_LDG(p) checked_read(p)
 #define FD_SMEM_DECL float *fd_smem = g_smem.data()
+/* a 16-byte store must be aligned, as on a GPU */
+#define FD_ST4(p, v)                                         \
+  do {                                                       \
+    if ((uintptr_t)(p) % 16) {                               \
+      fprintf(stderr, "a 16-byte store not aligned\n");      \
+      abort();                                               \
+    }                                                        \
+    *(float4 *)(p) = (v);                                    \
+  } while (0)
 #include "layers/conv_fwd_direct.cu"
 
 struct Geom {
@@ -37,8 +46,10 @@ struct Guarded {
   }
 };
 
+/* shift: the output starts that many floats past a 16-byte boundary (a top
+ * that is a view). */
 template <int RB>
-static bool run_config(const Geom &g, bool epilogue) {
+static bool run_config(const Geom &g, bool epilogue, int shift) {
   const int OH = g.h + 2 * g.ph - 4, OW = g.w + 2 * g.pw - 4;
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> x((size_t)g.n * g.c * g.h * g.w), w((size_t)g.m * g.c * 25), bias(g.m);
@@ -46,12 +57,13 @@ static bool run_config(const Geom &g, bool epilogue) {
   for (auto &v : w) v = dist(g_rng) * 0.5f;
   for (auto &v : bias) v = dist(g_rng);
   const size_t ny = (size_t)g.n * g.m * OH * OW;
-  Guarded y(ny);
+  Guarded y(ny + shift);
+  float *yp = y.p + shift;
   g_ranges.clear();
   reg(x.data(), x.size() * 4);
   reg(w.data(), w.size() * 4);
   reg(bias.data(), bias.size() * 4);
-  const fd_args a = {x.data(), w.data(), epilogue ? bias.data() : nullptr, y.p, g.c, g.h, g.w,
+  const fd_args a = {x.data(), w.data(), epilogue ? bias.data() : nullptr, yp, g.c, g.h, g.w,
                      g.m, OH, OW, g.ph, g.pw, epilogue ? 1 : 0};
   dim3 grid(g.n * ((OH + RB - 1) / RB), (g.m + 31) / 32, 1);
   run_grid(grid, 32 * RB, fd_smem_floats(RB, g.c), [&] { fd_conv_kernel<RB>(a); });
@@ -74,7 +86,7 @@ static bool run_config(const Geom &g, bool epilogue) {
                      w[(((size_t)co * g.c + c) * 5 + u) * 5 + v];
               }
           if (epilogue) s = std::max(s + bias[co], 0.0);
-          const float got = y.p[(((size_t)i * g.m + co) * OH + oy) * OW + ox];
+          const float got = yp[(((size_t)i * g.m + co) * OH + oy) * OW + ox];
           if (std::isnan(got)) {
             printf("output (%d, %d, %d, %d) unwritten\n", i, co, oy, ox);
             return false;
@@ -83,8 +95,8 @@ static bool run_config(const Geom &g, bool epilogue) {
           err = std::max(err, std::fabs(got - s));
         }
   const double rel = err / (most > 0 ? most : 1.0);
-  printf("%-12s r%d%s: error %.2e of the largest value %s\n", g.name, RB,
-         epilogue ? " +bias+relu" : "", rel, rel <= 1e-5 ? "ok" : "FAIL");
+  printf("%-12s r%d%s%s: error %.2e of the largest value %s\n", g.name, RB,
+         epilogue ? " +bias+relu" : "", shift ? " unaligned" : "", rel, rel <= 1e-5 ? "ok" : "FAIL");
   return rel <= 1e-5;
 }
 
@@ -98,9 +110,9 @@ int main(int argc, char **argv) {
   int failures = 0, n = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (only >= 0 && (int)i != only) continue;
-    for (int epi = 0; epi < 2; epi++) {
-#define FD_RUN(RB)                                      \
-  failures += !run_config<RB>(cases[i], epi != 0);      \
+    for (int epi = 0; epi < 3; epi++) { /* plain, bias and ReLU, an unaligned top */
+#define FD_RUN(RB)                                                  \
+  failures += !run_config<RB>(cases[i], epi == 1, epi == 2 ? 1 : 0); \
   n++;
       IG_FDIRECT_CONFIGS(FD_RUN)
 #undef FD_RUN

@@ -31,6 +31,7 @@
 #include "layers/conv_igemm_impl.cuh"
 #define FD_LDG(p) __ldg(p)
 #define FD_SMEM_DECL extern __shared__ __align__(16) float fd_smem[]
+#define FD_ST4(p, v) (*(float4 *)(p) = (v))
 #endif
 
 /* Output columns per block row (8 groups of 4), and the width of an input
@@ -106,7 +107,9 @@ __global__ void __launch_bounds__(32 * RB, 1024 / (32 * RB)) fd_conv_kernel(fd_a
 
   const int oy = oy0 + r, ox0 = 4 * xg;
   if (oy >= a.OH || ox0 >= a.OW) return;
-  const bool whole = a.OW % 4 == 0; /* 16-byte rows: four columns at once */
+  /* rows of whole 16-byte words (a top that is a view may start anywhere):
+   * four columns at once */
+  const bool whole = a.OW % 4 == 0 && (uintptr_t)a.y % 16 == 0;
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     const int co = m0 + 8 * mg + i;
@@ -120,7 +123,7 @@ __global__ void __launch_bounds__(32 * RB, 1024 / (32 * RB)) fd_conv_kernel(fd_a
     }
     float *dst = a.y + (((size_t)img * a.cout + co) * a.OH + oy) * a.OW + ox0;
     if (whole) {
-      *(float4 *)dst = make_float4(v[0], v[1], v[2], v[3]);
+      FD_ST4(dst, make_float4(v[0], v[1], v[2], v[3]));
     } else {
 #pragma unroll
       for (int j = 0; j < 4; j++)
