@@ -27,14 +27,14 @@ typedef struct conv_cudnn {
   size_t top_spatial;
   float *bias_scratch;
   size_t bias_scratch_count;
-  /* the weight-only work of the forward (0) and backward-data (1)
-   * configurations that have some (ct_igemm_prepare): prep_bytes[d] > 0
-   * then, done into prep[d] by ct_conv_cudnn_prepare; prepared: it was, for
-   * the next forward; prepared_bwd: for the backward after this forward */
+  /* The weight-only work of the forward (0) and backward-data (1)
+   * configurations that have some (ct_igemm_prepare; prep_bytes[d] > 0),
+   * done into prep[d] by ct_conv_cudnn_prepare.  prepared: done, for the
+   * next forward; prepared_bwd: that forward took it, and the backward after
+   * it may; prepared_data: it included backward data's. */
   float *prep[2];
   size_t prep_bytes[2], prep_alloc[2];
-  bool prepared, prepared_bwd;
-  bool prepared_data; /* the preparation included backward data's */
+  bool prepared, prepared_bwd, prepared_data;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
