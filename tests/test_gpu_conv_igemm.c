@@ -160,9 +160,14 @@ static void test_fused_relu(void **state) {
 }
 
 /* y (forward) and dx (backward for a fixed dy) of layer case g, in host
- * memory (free them). */
-static void run_layer(tu_layer_case *g, bool prepare, const float *dy, float **y, float **dx) {
-  if (prepare) assert_true(ct_layer_prepare_async(g->l, g->l->ctx, true));
+ * memory (free them); prepared first when prepare (with the bottom
+ * gradient's transform when bottom_grad, which must then have work). */
+static void run_layer(tu_layer_case *g, bool prepare, bool bottom_grad, const float *dy,
+                      float **y, float **dx) {
+  if (prepare) {
+    const bool work = ct_layer_prepare_async(g->l, g->l->ctx, bottom_grad);
+    if (bottom_grad) assert_true(work);
+  }
   tu_forward(g);
   ct_tensor_upload_diff(g->top[0], dy);
   const bool down = true;
@@ -202,8 +207,8 @@ static void test_prepared_layer(void **state) {
   tu_fill(g.bottom[0], -1.0f, 1.0f, 41);
   for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 7919) % 201) / 100.0f - 1.0f;
   float *y0, *dx0, *y1, *dx1, *y2, *dx2, *y3, *dx3;
-  run_layer(&g, false, dy, &y0, &dx0);
-  run_layer(&g, true, dy, &y1, &dx1);
+  run_layer(&g, false, true, dy, &y0, &dx0);
+  run_layer(&g, true, true, dy, &y1, &dx1);
   expect_bits("prepared forward", y0, y1, ny, true);
   expect_bits("prepared backward data", dx0, dx1, nx, true);
   /* prepared, then new weights and a pass without a preparation */
@@ -212,8 +217,8 @@ static void test_prepared_layer(void **state) {
   ct_tensor_download(g.l->params[0], w);
   for (size_t i = 0; i < nw; i++) w[i] = -2.0f * w[i];
   ct_tensor_upload(g.l->params[0], w);
-  run_layer(&g, false, dy, &y2, &dx2); /* the preparation above fed its forward only */
-  run_layer(&g, false, dy, &y3, &dx3);
+  run_layer(&g, false, true, dy, &y2, &dx2); /* the preparation above fed its forward only */
+  run_layer(&g, false, true, dy, &y3, &dx3);
   expect_bits("forward after new weights", y2, y0, ny, false);
   expect_bits("forward after new weights, again", y2, y3, ny, true);
   expect_bits("backward data after new weights", dx2, dx0, nx, false);
@@ -221,14 +226,7 @@ static void test_prepared_layer(void **state) {
   /* prepared without the bottom gradient's transform (a net's first
    * layer): the backward must not take the one left from the old weights */
   float *y4, *dx4;
-  ct_layer_prepare_async(g.l, g.l->ctx, false);
-  tu_forward(&g);
-  ct_tensor_upload_diff(g.top[0], dy);
-  const bool down = true;
-  ct_layer_backward(g.l, g.top, &down, g.bottom);
-  y4 = tu_values(g.top[0]);
-  dx4 = malloc(nx * sizeof(float));
-  ct_tensor_download_diff(g.bottom[0], dx4);
+  run_layer(&g, true, false, dy, &y4, &dx4);
   expect_bits("forward prepared without backward data", y4, y2, ny, true);
   expect_bits("backward data not prepared", dx4, dx2, nx, true);
   free(y4), free(dx4);
@@ -478,6 +476,11 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
   ct_context_free(&ctx);
 }
 
+/* check_direct on each of n named geometries. */
+static void check_list(const named_geom *cases, size_t n, const char *only) {
+  for (size_t i = 0; i < n; i++) check_direct(cases[i].name, &cases[i].g, only);
+}
+
 /* cifar10_quick's three convolutions at small batches, and the edges:
  * reductions of 27, 75 and 180 (not multiples of the 16- and 32-deep
  * steps), output channels that fill no tile (5, 6, 12, 70), columns that
@@ -496,8 +499,7 @@ static void test_direct(void **state) {
       {"split sums", geom(64, 3, 20, 20, 8, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"3x3 images", geom(7, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1)},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g, NULL);
+  check_list(cases, sizeof cases / sizeof cases[0], NULL);
 }
 
 /* The Winograd configurations (only "WINO") or the direct filter-gradient
@@ -512,8 +514,7 @@ static void check_5x5_alone(const char *only) {
       {"odd, pad 0", geom(2, 10, 9, 11, 20, 5, 5, 1, 1, 0, 0, 1, 1)},
       {"pads 4 and 1", geom(1, 17, 5, 6, 33, 5, 5, 1, 1, 4, 1, 1, 1)},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g, only);
+  check_list(cases, sizeof cases / sizeof cases[0], only);
 }
 
 static void test_winograd(void **state) {
@@ -532,8 +533,7 @@ static void test_direct_forward(void **state) {
       {"odd rows", geom(2, 4, 9, 7, 40, 5, 5, 1, 1, 1, 2, 1, 1)},
       {"one pixel", geom(5, 2, 1, 1, 7, 5, 5, 1, 1, 2, 2, 1, 1)},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_direct(cases[i].name, &cases[i].g, "FDIRECT");
+  check_list(cases, sizeof cases / sizeof cases[0], "FDIRECT");
 }
 
 static void test_direct_wgrad(void **state) {

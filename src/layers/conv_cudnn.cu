@@ -39,6 +39,13 @@ typedef struct conv_cudnn {
 
 static const float k_one = 1.0f, k_zero = 0.0f;
 
+/* The directions that may prepare work (conv_cudnn.prep), and the chosen
+ * kernel of direction d (0 forward, 1 backward data; 0: cuDNN's). */
+static const ct_igemm_dir k_prep_dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
+static int prep_rival(const conv_cudnn *s, int d) {
+  return d == 0 ? s->algos.fwd_rival : s->algos.bwd_data_rival;
+}
+
 static conv_cudnn *state_new(void) {
   conv_cudnn *s = (conv_cudnn *)ct_xcalloc(1, sizeof *s);
   CT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s->x));
@@ -262,10 +269,9 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   }
   /* the Winograd configurations' transformed filters, in buffers of the
    * layer's own: ct_conv_cudnn_prepare fills them beside the layers below */
-  const int rivals[2] = {s->algos.fwd_rival, s->algos.bwd_data_rival};
-  const ct_igemm_dir dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
   for (int d = 0; d < 2; d++) {
-    s->prep_bytes[d] = rivals[d] ? ct_igemm_prepared_bytes(s->ig, dirs[d], rivals[d]) : 0;
+    const int rival = prep_rival(s, d);
+    s->prep_bytes[d] = rival ? ct_igemm_prepared_bytes(s->ig, k_prep_dirs[d], rival) : 0;
     if (s->prep_bytes[d] > s->prep_alloc[d]) {
       if (s->prep[d]) ct_mem_free(l->ctx->device, s->prep[d]);
       s->prep[d] = (float *)ct_mem_alloc(l->ctx->device, s->prep_bytes[d]);
@@ -380,10 +386,10 @@ extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom
   const bool want[2] = {s->prep_bytes[0] > 0, s->prep_bytes[1] > 0 && bottom_grad};
   if (!want[0] && !want[1]) return false;
   if (!side) return true;
-  const int rivals[2] = {s->algos.fwd_rival, s->algos.bwd_data_rival};
-  const ct_igemm_dir dirs[2] = {CT_IGEMM_FWD, CT_IGEMM_BWD_DATA};
   for (int d = 0; d < 2; d++)
-    if (want[d]) ct_igemm_prepare(side, s->ig, dirs[d], rivals[d], l->params[0]->data, s->prep[d]);
+    if (want[d])
+      ct_igemm_prepare(side, s->ig, k_prep_dirs[d], prep_rival(s, d), l->params[0]->data,
+                       s->prep[d]);
   s->prepared = true;
   s->prepared_data = want[1];
   return true;

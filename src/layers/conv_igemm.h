@@ -172,8 +172,9 @@ void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int choice, co
  * overwritten), every configuration that can run it and whose workspace
  * fits: writes the fastest one's choice (1-based) and its
  * milliseconds per call.  A configuration with weight-only work
- * (ct_igemm_prepared_bytes) is timed without it, as a net runs it.  False (nothing written) when dir is unsupported
- * or no configuration fits.  Synchronises ctx's stream. */
+ * (ct_igemm_prepared_bytes) is timed without it, as a net runs it.  False
+ * (nothing written) when dir is unsupported or no configuration fits.
+ * Synchronises ctx's stream. */
 bool ct_igemm_time(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, float *x, float *w,
                    float *y, float *ws, size_t ws_bytes, int *choice, float *ms);
 /* The same, writing each configuration's milliseconds per call to

@@ -270,11 +270,10 @@ __global__ void __launch_bounds__(wg_shape<BY, BX, BK, TT, TK, CC>::T,
 #pragma unroll
     for (int j = 0; j < TT; j++) acc[i][j] = 0.0f;
 
-  const int chunks = (a.cin + CC - 1) / CC;
   load(0, 0);
-  for (int k = 0; k < chunks; k++) {
+  for (int k = 0; k < a.nch; k++) {
     const int b = k & 1;
-    if (k + 1 < chunks) {
+    if (k + 1 < a.nch) {
       load(k + 1, b ^ 1);
       ig_cp_wait<1>();
     } else {

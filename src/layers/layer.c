@@ -150,9 +150,7 @@ static bool host_drawn_dummy_data(const ct_layer *l) {
   for (size_t i = 0; i < p->n_data_filler; i++) {
     const Caffe__FillerParameter *f = p->data_filler[i];
     if (!f->type || strcmp(f->type, "constant") == 0) continue;
-#ifdef CORTADO_HAVE_CUDA
     if (l->ctx->device != CT_DEVICE_CPU && ct_dummy_filler_on_device(f)) continue;
-#endif
     return true;
   }
   return false;

@@ -114,9 +114,10 @@ typedef struct ct_layer_ops {
    * (another stream's context) so that it runs beside the layers below;
    * bottom_grad: the pass's backward will compute a bottom gradient (else
    * that direction's work is left out).  Returns whether there is any (with
-   * side NULL it only answers, enqueuing nothing).  The net calls it at a
-   * pass's start and makes the compute stream wait for side before the
-   * layer's forward (ct_net_prepare_async).  It feeds that pass's next
+   * side NULL it only answers, enqueuing nothing).  The net arms it at a
+   * pass's start, calls it beside the forward of the layers below, and
+   * makes the compute stream wait for side before the layer's forward
+   * (ct_net_prepare_async).  It feeds that pass's next
    * forward and the backward after it; a forward not preceded by it does
    * the work itself. */
   bool (*prepare_gpu)(ct_layer *l, ct_context *side, bool bottom_grad);
@@ -194,10 +195,11 @@ ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
 /* True when the layer type has a GPU implementation. */
 bool ct_layer_has_gpu(const ct_layer *l);
 /* False when the layer's GPU forward or backward cannot be captured into a
- * CUDA graph: CT_LAYER_NO_GRAPH, data layers, and the types (of other
- * folders) known to read the host every call: a DummyData with a random
- * filler, Filter (shapes from values), Embed (reads its index check back),
- * stochastic Pooling in TRAIN (host draws), Python. */
+ * CUDA graph: CT_LAYER_NO_GRAPH, data layers (but a DummyData whose
+ * refills are drawn on the device), and the types (of other folders) known
+ * to read the host every call: a DummyData with a host-drawn filler, Filter
+ * (shapes from values), Embed (reads its index check back), stochastic
+ * Pooling in TRAIN (host draws), Python. */
 bool ct_layer_capturable(const ct_layer *l);
 /* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
 bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);

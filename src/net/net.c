@@ -380,12 +380,20 @@ static bool bottom_grad(const ct_net *net, int i) {
   return false;
 }
 
+/* The compute stream waits for the prepared work when it is enqueued and
+ * not yet joined. */
+static void prepare_join(ct_net *net) {
+  if (net->prep_first < 0) return;
+  ct_context_grad_join(net->ctx);
+  net->prep_first = -1;
+}
+
 void ct_net_prepare_async(ct_net *net) {
   if (net->ctx->device == CT_DEVICE_CPU) return;
   /* the work of a pass before that was never joined (a forward that
    * stopped below its layers) is joined first */
-  if (net->prep_first >= 0) ct_context_grad_join(net->ctx);
-  net->prep_first = net->prep_launch = -1;
+  prepare_join(net);
+  net->prep_launch = -1;
   int first = -1;
   for (int i = 0; i < net->nlayers && first < 0; i++)
     if (ct_layer_prepare_async(net->layers[i], NULL, bottom_grad(net, i))) first = i;
@@ -417,10 +425,7 @@ static void prepare_step(ct_net *net, int i) {
     net->prep_launch = -1;
     net->prep_first = net->prep_at;
   }
-  if (net->prep_first >= 0 && i >= net->prep_first) {
-    ct_context_grad_join(net->ctx);
-    net->prep_first = -1;
-  }
+  if (i >= net->prep_first) prepare_join(net);
 }
 
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
@@ -470,10 +475,7 @@ ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct
   if (start == 0) ct_net_prepare_async(net);
   for (int i = start; i < end; i++) CT_TRY(ct_net_forward_layer_async(net, i, err));
   net->prep_launch = -1; /* stopped below the prepared layers */
-  if (net->prep_first >= 0) {
-    ct_context_grad_join(net->ctx);
-    net->prep_first = -1;
-  }
+  prepare_join(net);
   ct_net_readback_async(net);
   return ct_net_readback_finish(net, loss, err);
 }
