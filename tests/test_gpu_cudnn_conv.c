@@ -140,7 +140,10 @@ static void test_tf32(void **state) {
     }
 }
 
-int main(void) {
+/* argv[1], when given, runs only the tests whose names match it (a cmocka
+ * pattern), e.g. one test alone under compute-sanitizer. */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   /* cuDNN's own algorithms: Cortado's kernels (raced by default) have
    * test_gpu_conv_igemm */
   setenv("CORTADO_OWN_CONV", "0", 1);
