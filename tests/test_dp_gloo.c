@@ -176,6 +176,14 @@ static void test_file_store_2_shards_iter_size(void **state) {
   check_equivalence("dp_gloo_file2_iter_size", 2, 3, "iter_size: 2", flags, NULL);
 }
 
+/* 8 shards (an 8-GPU machine's rank count, here on the CPU) with 256-byte
+ * buckets: Gloo's ring over 8 processes with several all-reduces in flight. */
+static void test_file_store_8_shards_small_buckets(void **state) {
+  char flags[4400];
+  snprintf(flags, sizeof flags, "--file_store_path=%s --bucket_mb=0.000244140625", tu_tmpdir("dp_gloo_store8"));
+  check_equivalence("dp_gloo_file8", 8, 2, NULL, flags, NULL);
+}
+
 /* Shard 0 gives the password as a flag, the others through REDIS_PASSWORD. */
 static void test_redis_3_shards_equal_triple_batch(void **state) {
   need_redis();
@@ -308,6 +316,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_file_store_3_shards_equal_triple_batch),
       cmocka_unit_test(test_file_store_2_shards_iter_size),
+      cmocka_unit_test(test_file_store_8_shards_small_buckets),
       cmocka_unit_test(test_redis_3_shards_equal_triple_batch),
       cmocka_unit_test(test_redis_missing_shard_is_named),
       cmocka_unit_test(test_redis_wrong_password_fails_at_once),

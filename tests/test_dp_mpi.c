@@ -1,7 +1,8 @@
 /* Data parallelism across processes: `mpirun -np W cortado train` with CPU
  * workers (gradients through MPI) ends with the same parameters as one
- * `cortado train` with W times the batch on the same records, for W = 2
- * and 3 and with iter_size; a rank that fails ends the job with a message
+ * `cortado train` with W times the batch on the same records, for W = 2,
+ * 3, 4 and 8 (the rank counts of the 4- and 8-GPU machines, here on the
+ * CPU) and with iter_size; a rank that fails ends the job with a message
  * naming the rank and the cause. */
 #include <math.h>
 #include <sys/stat.h>
@@ -64,6 +65,14 @@ static void check_equivalence(const char *name, int ranks, int b, const char *ex
 static void test_np2_equals_double_batch(void **state) { check_equivalence("dp_mpi_2", 2, 4, NULL, NULL); }
 
 static void test_np3_equals_triple_batch(void **state) { check_equivalence("dp_mpi_3", 3, 3, NULL, NULL); }
+
+static void test_np4_equals_4x_batch(void **state) { check_equivalence("dp_mpi_4", 4, 2, NULL, NULL); }
+
+/* 8 ranks with 256-byte buckets: several all-reduces in flight at once
+ * among 8 processes on a 2-core machine. */
+static void test_np8_small_buckets_equal_8x_batch(void **state) {
+  check_equivalence("dp_mpi_8", 8, 2, NULL, "--bucket_mb=0.000244140625");
+}
 
 /* iter_size 2 with 256-byte buckets (4 all-reduces launched from the
  * gradient hook on the last pass only). */
@@ -144,6 +153,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_np2_equals_double_batch),
       cmocka_unit_test(test_np3_equals_triple_batch),
+      cmocka_unit_test(test_np4_equals_4x_batch),
+      cmocka_unit_test(test_np8_small_buckets_equal_8x_batch),
       cmocka_unit_test(test_np2_iter_size_small_buckets),
       cmocka_unit_test(test_np2_test_outputs_are_averaged),
       cmocka_unit_test(test_failing_rank_ends_the_job),
