@@ -118,7 +118,10 @@ static void test_gpu_memory_data_layer(void **state) {
   run_free(&gpu);
 }
 
-int main(void) {
+/* argv[1], when given, runs only the tests whose names match it (a cmocka
+ * pattern), e.g. one test alone under compute-sanitizer. */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   tu_require_gpu();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpu_data_layer),

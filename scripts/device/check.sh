@@ -6,10 +6,12 @@
 #                                         every net, fp32 on GPU 0 and tf32 on
 #                                         GPU 1 at the same time (one GPU
 #                                         each); then the two-GPU tests
-#   bash scripts/device/check.sh tests    the single-GPU tests on GPU 1, and
-#                                         compute-sanitizer memcheck on every
-#                                         single-GPU test binary (GPU 0), then
-#                                         racecheck on two
+#   bash scripts/device/check.sh tests    the single-GPU tests on GPU 1
+#                                         (TEST_GPU), and compute-sanitizer
+#                                         memcheck, then racecheck, on every
+#                                         test of every single-GPU test
+#                                         binary, one test per process, on
+#                                         GPU 0 (SAN_GPU)
 #   bash scripts/device/check.sh scaling  allreduce_bw on each GPU set and
 #                                         bench/scaling.sh (DATA=dummy|lmdb|both,
 #                                         NETS, GPUS="0,1" or "0,1,2,3 0,...,7")
@@ -44,25 +46,32 @@ table)
   ;;
 tests)
   (
-    export CUDA_VISIBLE_DEVICES=1
+    export CUDA_VISIBLE_DEVICES=${TEST_GPU:-1}
     cd $b && timeout "${TESTS_S:-300}" ctest -L gpu -E "gpu_dp|gloo" --timeout 250 --output-on-failure \
       >"$out/gpu_tests.log" 2>&1
     echo "ctest rc=$?" >>"$out/gpu_tests.log"
   ) &
   (
-    export CUDA_VISIBLE_DEVICES=0
-    for t in $b/tests/test_gpu_*; do
-      n=$(basename "$t")
-      [[ $n == test_gpu_dp ]] && continue
-      timeout "${SAN_S:-240}" "$sanitizer" --tool memcheck --leak-check no --error-exitcode 9 "$t" \
-        >"$out/memcheck_$n.log" 2>&1 &
-    done
-    wait
-    for n in test_gpu_runtime_update test_gpu_layer_vision; do
-      timeout 120 "$sanitizer" --tool racecheck --error-exitcode 9 $b/tests/$n >"$out/racecheck_$n.log" 2>&1
-    done
-    for f in "$out"/memcheck_*.log "$out"/racecheck_*.log; do
-      printf '%s: %s\n' "$(basename "$f" .log)" "$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1)"
+    # One test per process (argv[1] is each binary's test filter): a whole
+    # binary can outlast any limit under racecheck. Every memcheck first,
+    # then every racecheck (SAN_TOOLS), SAN_P processes at once, SAN_S
+    # seconds each.
+    export CUDA_VISIBLE_DEVICES=${SAN_GPU:-0} sanitizer b
+    logs=/tmp/cortado_san
+    mkdir -p "$logs"
+    for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+      for src in tests/test_gpu_*.c; do
+        n=$(basename "$src" .c)
+        [[ $n == test_gpu_dp ]] && continue
+        grep -oE 'cmocka_unit_test\([A-Za-z0-9_]+\)' "$src" | sed "s/.*(\(.*\))/$tool $n \1/"
+      done
+    done | xargs -P "${SAN_P:-8}" -L 1 bash -c '
+      extra=; [[ $0 == memcheck ]] && extra="--leak-check no"
+      timeout "${SAN_S:-300}" "$sanitizer" --tool $0 $extra --error-exitcode 9 "$b/tests/$1" "$2" \
+        >"'"$logs"'/$0_$1_$2.log" 2>&1'
+    for f in "$logs"/*.log; do
+      s=$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1 | sed 's/^=* *//')
+      printf '%s: %s\n' "$(basename "$f" .log)" "${s:-no summary (time limit)}"
     done >"$out/sanitizers.txt"
   ) &
   wait
