@@ -94,4 +94,5 @@ esac
 grep -hE "tests passed|tests failed|rc=|\*\*\*Failed|Timeout" "$out"/*.log 2>/dev/null
 cat "$out/sanitizers.txt" "$out/table.md" 2>/dev/null
 tail -n 25 "$out/scaling.log" "$out/allreduce.log" 2>/dev/null
-tar czf "$out/logs_$1.tgz" /tmp/gvp_* /tmp/sc 2>/dev/null
+logs=$(ls -d /tmp/gvp_* /tmp/sc /tmp/cortado_san 2>/dev/null)
+[[ -z $logs ]] || tar czf "$out/logs_$1.tgz" $logs 2>/dev/null|| true
