@@ -676,12 +676,10 @@ static void test_layer_tf32(void **state) {
 }
 #endif
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern): e.g. test_direct alone under compute-sanitizer. */
 int main(int argc, char **argv) {
   tu_require_gpu();
 #ifdef CORTADO_HAVE_CUDA
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   ct_igemm_set_mode(CT_IGEMM_FORCE);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vision_cases),

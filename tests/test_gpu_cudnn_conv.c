@@ -140,10 +140,8 @@ static void test_tf32(void **state) {
     }
 }
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern), e.g. one test alone under compute-sanitizer. */
 int main(int argc, char **argv) {
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   /* cuDNN's own algorithms: Cortado's kernels (raced by default) have
    * test_gpu_conv_igemm */
   setenv("CORTADO_OWN_CONV", "0", 1);

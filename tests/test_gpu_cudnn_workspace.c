@@ -30,10 +30,8 @@ static void test_no_workspace(void **state) {
 #endif
 }
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern), e.g. one test alone under compute-sanitizer. */
 int main(int argc, char **argv) {
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   setenv("CORTADO_CUDNN_WORKSPACE_MB", "0", 1);
   tu_require_gpu();
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_workspace)};

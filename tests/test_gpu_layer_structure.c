@@ -292,10 +292,8 @@ static void test_gpu_batch_reindex_filter(void **state) {
   check(&p, "4,3; 4,2,2; 4,1", 2, filter_selector, &of);
 }
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern), e.g. one test alone under compute-sanitizer. */
 int main(int argc, char **argv) {
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   tu_require_gpu();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpu_input_dummy_parameter), cmocka_unit_test(test_gpu_dummy_device_fill),

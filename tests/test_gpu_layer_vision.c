@@ -153,10 +153,8 @@ static void test_lrn(void **state) {
   }
 }
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern), e.g. one test alone under compute-sanitizer. */
 int main(int argc, char **argv) {
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   /* Contexts default to TF32 GEMMs (10-bit mantissas, ~1e-3 relative);
    * these comparisons are for the FP32 arithmetic, so turn TF32 off in
    * cuBLAS before anything loads it. */

@@ -194,10 +194,8 @@ static void test_gpu_fuse_trains_same(void **state) {
   ct_context_free(&cc);
 }
 
-/* argv[1], when given, runs only the tests whose names match it (a cmocka
- * pattern), e.g. one test alone under compute-sanitizer. */
 int main(int argc, char **argv) {
-  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  tu_filter_tests(argc, argv);
   setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
   tu_require_gpu();
   ct_log_set_level(CT_LOG_WARNING);

@@ -42,4 +42,11 @@ double tu_max_rel_err(const float *a, const float *b, size_t n, double floor);
 bool tu_have_gpu(void);
 void tu_require_gpu(void);
 
+/* argv[1], when given, limits the run to the tests whose names match it (a
+ * cmocka pattern: * and ? wildcards), e.g. one test alone under
+ * compute-sanitizer (scripts/device/check.sh tests). */
+static inline void tu_filter_tests(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+}
+
 #endif
