@@ -1,15 +1,20 @@
-// The host emulation of CUDA blocks that scripts/wino_emu and
-// scripts/dwgrad_emu run kernels on: each CUDA thread of a block is a fiber
-// (ucontext), and all of a block's fibers advance in rounds from one
-// __syncthreads to the next, in an order shuffled per round; cp.async
-// copies (ig_cp4, ig_cp16) land either at issue (g_eager) or as late as the
-// waits allow.  Every global read through checked_read must fall in a
-// buffer registered with reg.  Rounds cannot show a race between threads
+// The host emulation of CUDA blocks that the kernel emulators of scripts/
+// (igemm_emu, wino_emu, dwgrad_emu, fdirect_emu) run kernels on: each CUDA
+// thread of a block is a fiber (ucontext), and all of a block's fibers
+// advance in rounds from one __syncthreads (or other yield) to the next, in
+// an order shuffled per round; cp.async copies (ig_cp4, ig_cp16) land
+// either at issue (g_eager) or as late as the waits allow.  Every global
+// read through check_read / checked_read must fall in a buffer registered
+// with reg.  A fiber's stack is FIBER_STACK_BYTES (define it first for
+// kernels with larger frames).  Rounds cannot show a race between threads
 // that a missing __syncthreads would cause on a GPU (compute-sanitizer's
 // racecheck on the device does).  Include after <cuda_runtime.h>, before
 // the kernels' source.
 #ifndef CT_SCRIPTS_EMU_FIBERS_H
 #define CT_SCRIPTS_EMU_FIBERS_H
+#ifndef FIBER_STACK_BYTES
+#define FIBER_STACK_BYTES (64 * 1024)
+#endif
 #include <ucontext.h>
 
 #include <algorithm>
@@ -41,11 +46,15 @@ struct Range {
 };
 static std::vector<Range> g_ranges;
 static void reg(const void *p, size_t bytes) { g_ranges.push_back({p, (const char *)p + bytes}); }
-static float checked_read(const float *p) {
+static void check_read(const void *p, size_t bytes) {
   for (auto &r : g_ranges)
-    if ((const void *)p >= r.lo && (const void *)(p + 1) <= r.hi) return *p;
-  fprintf(stderr, "global read out of bounds at %p\n", (const void *)p);
+    if (p >= r.lo && (const char *)p + bytes <= (const char *)r.hi) return;
+  fprintf(stderr, "global read out of bounds at %p\n", p);
   abort();
+}
+static float checked_read(const float *p) {
+  check_read(p, sizeof *p);
+  return *p;
 }
 
 struct Copy {
@@ -121,7 +130,7 @@ static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
         f.open.clear();
         f.groups.clear();
         f.tidx = dim3(t, 0, 0);
-        f.stack.resize(1 << 16);
+        f.stack.resize(FIBER_STACK_BYTES);
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.data();
         f.ctx.uc_stack.ss_size = f.stack.size();

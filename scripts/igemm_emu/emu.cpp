@@ -1,106 +1,36 @@
 // Host emulator of the TF32 implicit-GEMM kernels (src/layers/
 // conv_igemm_tf32.cu) and the filter gradient's split sum (conv_igemm.cu),
 // for checking their index arithmetic without a GPU (scripts/igemm-emu.sh
-// builds and runs it).  The kernels' own source runs here: each CUDA
-// thread is a fiber (ucontext), all of a block's fibers advance in
-// lock-step rounds from one sync point to the next (__syncthreads, and
-// every mma, whose warp exchange needs the 32 lanes' fragments); mma
+// builds and runs it).  The kernels' own source runs here on the fibers of
+// scripts/emu/fibers.h: all of a block's threads advance in rounds from one
+// sync point to the next (__syncthreads, and every mma, whose warp
+// exchange needs the 32 lanes' fragments); mma
 // follows the PTX ISA's m16n8k8 .tf32 fragment layouts, cvt.rna rounds to
 // TF32; cp.async copies land either at issue or as late as the waits allow
 // (both orders are run); every global read is checked against the
 // registered buffers, every shared write against the pipeline's size, and
 // outputs carry guard zones.  Results are compared with a double reference
-// at TF32's tolerance.  Lock-step rounds cannot show a race between warps
-// that a missing __syncthreads would cause on a GPU.
+// at TF32's tolerance.  Rounds cannot show a race between warps that a
+// missing __syncthreads would cause on a GPU.
 #include <cuda_runtime.h>
-#include <ucontext.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <vector>
+/* the TF32 kernels' frames need more than the default stack */
+#define FIBER_STACK_BYTES (128 * 1024)
+#include "../emu/fibers.h"
 
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __align__
 #undef __shared__
-#undef __restrict__
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(x)
-#define __restrict__
 using std::min;
 
-struct Range {
-  const void *lo, *hi;
-};
-static std::vector<Range> g_ranges;
-static void reg(const void *p, size_t bytes) { g_ranges.push_back({p, (const char *)p + bytes}); }
-static void check_read(const void *p, size_t bytes) {
-  for (auto &r : g_ranges)
-    if (p >= r.lo && (const char *)p + bytes <= (const char *)r.hi) return;
-  fprintf(stderr, "global read out of bounds at %p\n", p);
-  abort();
-}
 template <typename T>
 static T __ldg(const T *p) {
   check_read(p, sizeof(T));
   return *p;
 }
-
-struct Fiber {
-  ucontext_t ctx;
-  std::vector<char> stack;
-  bool done = false;
-  dim3 tidx;
-  std::vector<std::pair<float *, float>> open;
-  std::vector<std::vector<std::pair<float *, float>>> groups;
-};
-static ucontext_t g_sched;
-static Fiber *g_cur;
-static dim3 blockIdx;
-#define threadIdx (g_cur->tidx)
-static bool g_eager = false;
-static float *emu_smem;
-static size_t emu_smem_floats;
+/* extract.py's stand-in for the kernels' dynamic shared memory */
+#define emu_smem (g_smem.data())
 
 static void yield_() { swapcontext(&g_cur->ctx, &g_sched); }
-static void __syncthreads() { yield_(); }
 
-static void ig_cp4(float *dst, const float *src, bool full) {
-  if (dst < emu_smem || dst >= emu_smem + emu_smem_floats) {
-    fprintf(stderr, "smem write out of range\n");
-    abort();
-  }
-  float v = 0.0f;
-  if (full) {
-    check_read(src, 4);
-    v = *src;
-  }
-  if (g_eager)
-    *dst = v;
-  else
-    g_cur->open.push_back({dst, v});
-}
-static void ig_cp_commit() {
-  g_cur->groups.push_back(g_cur->open);
-  g_cur->open.clear();
-}
-template <int N>
-static void ig_cp_wait() {
-  while ((int)g_cur->groups.size() > N) {
-    for (auto &c : g_cur->groups.front()) *c.first = c.second;
-    g_cur->groups.erase(g_cur->groups.begin());
-  }
-}
 static uint32_t ig_tf32(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
@@ -113,6 +43,9 @@ static float f_of(uint32_t u) {
   return f;
 }
 
+/* mma's warp exchange: each lane posts its fragments, yields until the
+ * whole block has, computes its outputs from its warp's, and yields again
+ * before anyone posts the next */
 struct Slot {
   uint32_t a[4], b[2];
 };
@@ -141,49 +74,6 @@ static void ig_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
 #include "layers/conv_igemm_impl.cuh"
 #include "body.inc"
 #include "sum.inc"
-
-static std::function<void()> g_body;
-static void trampoline() {
-  g_body();
-  g_cur->done = true;
-}
-
-// Runs body for every thread of every block of grid.
-static void run_grid(dim3 grid, int T, size_t smem_bytes, std::function<void()> body) {
-  std::vector<float> smem(smem_bytes / 4 + 1);
-  emu_smem = smem.data();
-  emu_smem_floats = smem_bytes / 4;
-  g_body = body;
-  for (unsigned bz = 0; bz < grid.z; bz++)
-    for (unsigned by = 0; by < grid.y; by++)
-      for (unsigned bx = 0; bx < grid.x; bx++) {
-        blockIdx = dim3(bx, by, bz);
-        for (auto &v : smem) v = NAN;
-        static std::vector<std::vector<char>> stacks;
-        while ((int)stacks.size() < T) stacks.emplace_back(128 * 1024);
-        std::vector<Fiber> f(T);
-        for (int t = 0; t < T; t++) {
-          f[t].stack.swap(stacks[t]);
-          getcontext(&f[t].ctx);
-          f[t].ctx.uc_stack.ss_sp = f[t].stack.data();
-          f[t].ctx.uc_stack.ss_size = f[t].stack.size();
-          f[t].ctx.uc_link = &g_sched;
-          makecontext(&f[t].ctx, trampoline, 0);
-          f[t].tidx = dim3(t, 0, 0);
-        }
-        for (;;) {
-          int live = 0;
-          for (int t = 0; t < T; t++) {
-            if (f[t].done) continue;
-            g_cur = &f[t];
-            swapcontext(&g_sched, &f[t].ctx);
-            live++;
-          }
-          if (!live) break;
-        }
-        for (int t = 0; t < T; t++) f[t].stack.swap(stacks[t]);
-      }
-}
 
 // ---------------------------------------------------------------- reference and checks
 
@@ -293,7 +183,7 @@ static void run_gemm_cfg(const char *name, const Geom &g, const std::vector<floa
     const int4 *tp = t.data();
     float *out = y.p();
     const float *bp = bias.data();
-    run_grid(dim3((N + BN - 1) / BN, (g.m + BM - 1) / BM), C::T, smem, [&] {
+    run_grid(dim3((N + BN - 1) / BN, (g.m + BM - 1) / BM), C::T, smem / 4, [&] {
       ig_tf32_gemm_kernel<BM, BN, WN, S, STAGES>(A, K, tp, K, gg, N, g.m, out, bp, 1);
     });
     snprintf(what, sizeof what, "%s fwd %dx%dx%d wn%d st%d %s", name, BM, BN, S, WN, STAGES,
@@ -310,7 +200,7 @@ static void run_gemm_cfg(const char *name, const Geom &g, const std::vector<floa
     const float *A = w.data();
     const int4 *tp = t.data();
     float *out = dx.p();
-    run_grid(dim3((N + BN - 1) / BN, (g.c + BM - 1) / BM), C::T, smem, [&] {
+    run_grid(dim3((N + BN - 1) / BN, (g.c + BM - 1) / BM), C::T, smem / 4, [&] {
       ig_tf32_gemm_kernel<BM, BN, WN, S, STAGES>(A, g.kh * g.kw, tp, K, gg, N, g.c, out, nullptr,
                                                  0);
     });
@@ -338,7 +228,7 @@ static void run_wgrad_cfg(const char *name, const Geom &g, const std::vector<flo
   const int4 *tp = t.data();
   float *out = part.p();
   const float *dyp = dy.data();
-  run_grid(dim3((K + BN - 1) / BN, (M + BM - 1) / BM, splits), C::T, smem, [&] {
+  run_grid(dim3((K + BN - 1) / BN, (M + BM - 1) / BM, splits), C::T, smem / 4, [&] {
     ig_tf32_wgrad_kernel<BM, BN, WN, S, STAGES>(dyp, M, tp, K, gg, N, chunk, out, direct ? 1 : 0);
   });
   std::vector<float> dw(dw0);
@@ -349,7 +239,7 @@ static void run_wgrad_cfg(const char *name, const Geom &g, const std::vector<flo
     float *dwp = dw.data();
     const float *pp = part.p();
     reg(pp, (size_t)splits * MK * 4);
-    run_grid(dim3((MK + 31) / 32), 32 * IG_SUM_LANES, 4,
+    run_grid(dim3((MK + 31) / 32), 32 * IG_SUM_LANES, 1,
              [&] { ig_wgrad_sum_kernel(MK, splits, pp, dwp); });
   }
   char what[200];
