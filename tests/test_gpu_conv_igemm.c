@@ -10,7 +10,8 @@
  * configuration of every direction called directly (register-prefetch
  * FP32, TF32 at a looser tolerance, pipelined FP32, Winograd) against a CPU
  * reference in double on cifar10_quick's shapes and the edge shapes, each
- * run twice for the same bits; a strict plan times every FP32
+ * run twice for the same bits (and each family alone, in short runs for
+ * compute-sanitizer); a strict plan times every FP32
  * configuration and never a TF32 one; and the layer in TF32 math.  Exits
  * 77 (skipped) without a GPU. */
 #include <stdio.h>
@@ -442,8 +443,13 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
   const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS) -
                    CT_IGEMM_GEMM_FDIRECT_CONFIGS;
   const int wgrad = CT_IGEMM_WGRAD_CONFIGS - CT_IGEMM_WGRAD_DIRECT_CONFIGS + ran_direct;
-  const int want = !only ? gemm * (data ? 2 : 1) + ran_fdirect + wgrad
-                         : ran_wino + ran_direct + ran_fdirect;
+  /* the TF32 and the pipelined FP32 configurations run on every geometry */
+  const int tf32_all = CT_IGEMM_GEMM_TF32_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_TF32_CONFIGS;
+  const int pipe_all = CT_IGEMM_GEMM_PIPE_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_PIPE_CONFIGS;
+  const int want = !only                  ? gemm * (data ? 2 : 1) + ran_fdirect + wgrad
+                   : !strcmp(only, "TF32") ? tf32_all
+                   : !strcmp(only, "PIPE") ? pipe_all
+                                           : ran_wino + ran_direct + ran_fdirect;
   assert_int_equal(ran, want);
   const bool fdirect_runs = fdirect && (!only || !strcmp(only, "FDIRECT"));
   assert_int_equal(ran_fdirect, fdirect_runs ? CT_IGEMM_GEMM_FDIRECT_CONFIGS : 0);
@@ -481,17 +487,24 @@ static void check_list(const named_geom *cases, size_t n, const char *only) {
   for (size_t i = 0; i < n; i++) check_direct(cases[i].name, &cases[i].g, only);
 }
 
-/* cifar10_quick's three convolutions at small batches, and the edges:
- * reductions of 27, 75 and 180 (not multiples of the 16- and 32-deep
- * steps), output channels that fill no tile (5, 6, 12, 70), columns that
- * fill no tile, images smaller than a step of the filter gradient's
- * reduction (3x3 outputs: a step crosses several), stride 2, dilation,
- * rectangles, and 25600 columns for the filter gradient's split sums. */
-static void test_direct(void **state) {
+/* cifar10_quick's three convolutions at small batches (configurations whose
+ * names hold `only`, unless NULL). */
+static void check_cifar(const char *only) {
   const named_geom cases[] = {
       {"cifar conv1", geom(2, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv2", geom(2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"cifar conv3", geom(3, 32, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1)},
+  };
+  check_list(cases, sizeof cases / sizeof cases[0], only);
+}
+
+/* The edges: reductions of 27, 75 and 180 (not multiples of the 16- and
+ * 32-deep steps), output channels that fill no tile (5, 6, 12, 70), columns
+ * that fill no tile, images smaller than a step of the filter gradient's
+ * reduction (3x3 outputs: a step crosses several), stride 2, dilation,
+ * rectangles, and 25600 columns for the filter gradient's split sums. */
+static void check_edges(const char *only) {
+  const named_geom cases[] = {
       {"70 outputs", geom(2, 20, 6, 5, 70, 3, 3, 1, 1, 1, 1, 1, 1)},
       {"5x5 pad 2", geom(3, 5, 12, 10, 12, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"stride 2", geom(3, 4, 11, 9, 5, 4, 3, 2, 1, 1, 2, 1, 1)},
@@ -499,7 +512,37 @@ static void test_direct(void **state) {
       {"split sums", geom(64, 3, 20, 20, 8, 5, 5, 1, 1, 2, 2, 1, 1)},
       {"3x3 images", geom(7, 3, 3, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1)},
   };
-  check_list(cases, sizeof cases / sizeof cases[0], NULL);
+  check_list(cases, sizeof cases / sizeof cases[0], only);
+}
+
+/* Every configuration on cifar10_quick's shapes and the edges. */
+static void test_direct(void **state) {
+  (void)state;
+  check_cifar(NULL);
+  check_edges(NULL);
+}
+
+/* test_direct's TF32 configurations alone and its pipelined FP32 ones
+ * alone, each on the cifar shapes and the edges apart: short runs for
+ * compute-sanitizer's racecheck (test_direct runs them all too). */
+static void test_tf32_cifar(void **state) {
+  (void)state;
+  check_cifar("TF32");
+}
+
+static void test_tf32_edges(void **state) {
+  (void)state;
+  check_edges("TF32");
+}
+
+static void test_pipe_cifar(void **state) {
+  (void)state;
+  check_cifar("PIPE");
+}
+
+static void test_pipe_edges(void **state) {
+  (void)state;
+  check_edges("PIPE");
 }
 
 /* The Winograd configurations (only "WINO") or the direct filter-gradient
@@ -688,6 +731,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fused_relu),
       cmocka_unit_test(test_prepared_layer),
       cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_tf32_cifar),
+      cmocka_unit_test(test_tf32_edges),
+      cmocka_unit_test(test_pipe_cifar),
+      cmocka_unit_test(test_pipe_edges),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_direct_forward),
       cmocka_unit_test(test_direct_wgrad),
