@@ -343,8 +343,18 @@ typedef struct named_geom {
   ct_igemm_geom g;
 } named_geom;
 
-/* Every configuration of every direction that g supports (only those whose
- * name holds `only`, unless NULL), on a TF32 plan, against the reference,
+/* The family of a configuration's name: "TF32", "PIPE", "WINO", "DIRECT" or
+ * "FDIRECT" after "IGEMM_", else "FP32" (the register-prefetch ones, e.g.
+ * "IGEMM_32x64x1"). */
+static const char *family(const char *cname) {
+  static const char *const named[] = {"TF32", "PIPE", "WINO", "DIRECT", "FDIRECT"};
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+    if (!strncmp(cname + 6, named[i], strlen(named[i]))) return named[i];
+  return "FP32";
+}
+
+/* Every configuration of every direction that g supports (only those of
+ * family `only`, unless NULL), on a TF32 plan, against the reference,
  * twice for the same bits. */
 static void check_direct(const char *name, const ct_igemm_geom *g, const char *only) {
   ct_context ctx;
@@ -398,7 +408,7 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
     for (int c = 1; c <= n; c++) {
       if (!ct_igemm_choice_runs(p, d, c)) continue;
       ct_igemm_choice_name(d, c, cname, sizeof cname);
-      if (only && strncmp(cname + 6, only, strlen(only)) != 0) continue; /* "IGEMM_" + only */
+      if (only && strcmp(family(cname), only) != 0) continue;
       const bool tf32 = ct_igemm_choice_tf32(d, c);
       const double tol = tf32 ? TF32_TOL : TOL;
       snprintf(what, sizeof what, "%s direction %d %s", name, dir,
@@ -443,12 +453,16 @@ static void check_direct(const char *name, const ct_igemm_geom *g, const char *o
   const int gemm = CT_IGEMM_GEMM_CONFIGS - (wino ? 0 : CT_IGEMM_GEMM_WINO_CONFIGS) -
                    CT_IGEMM_GEMM_FDIRECT_CONFIGS;
   const int wgrad = CT_IGEMM_WGRAD_CONFIGS - CT_IGEMM_WGRAD_DIRECT_CONFIGS + ran_direct;
-  /* the TF32 and the pipelined FP32 configurations run on every geometry */
-  const int tf32_all = CT_IGEMM_GEMM_TF32_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_TF32_CONFIGS;
-  const int pipe_all = CT_IGEMM_GEMM_PIPE_CONFIGS * (data ? 2 : 1) + CT_IGEMM_WGRAD_PIPE_CONFIGS;
-  const int want = !only                  ? gemm * (data ? 2 : 1) + ran_fdirect + wgrad
-                   : !strcmp(only, "TF32") ? tf32_all
-                   : !strcmp(only, "PIPE") ? pipe_all
+  /* the register-prefetch, TF32 and pipelined configurations run on every
+   * geometry */
+  const int mul = data ? 2 : 1;
+  const int want = !only                  ? gemm * mul + ran_fdirect + wgrad
+                   : !strcmp(only, "FP32") ? CT_IGEMM_GEMM_FP32_CONFIGS * mul +
+                                                 CT_IGEMM_WGRAD_FP32_CONFIGS
+                   : !strcmp(only, "TF32") ? CT_IGEMM_GEMM_TF32_CONFIGS * mul +
+                                                 CT_IGEMM_WGRAD_TF32_CONFIGS
+                   : !strcmp(only, "PIPE") ? CT_IGEMM_GEMM_PIPE_CONFIGS * mul +
+                                                 CT_IGEMM_WGRAD_PIPE_CONFIGS
                                            : ran_wino + ran_direct + ran_fdirect;
   assert_int_equal(ran, want);
   const bool fdirect_runs = fdirect && (!only || !strcmp(only, "FDIRECT"));
@@ -522,9 +536,20 @@ static void test_direct(void **state) {
   check_edges(NULL);
 }
 
-/* test_direct's TF32 configurations alone and its pipelined FP32 ones
- * alone, each on the cifar shapes and the edges apart: short runs for
- * compute-sanitizer's racecheck (test_direct runs them all too). */
+/* test_direct's register-prefetch FP32 configurations alone, its TF32 ones
+ * alone and its pipelined FP32 ones alone, each on the cifar shapes and the
+ * edges apart: short runs for compute-sanitizer's racecheck (test_direct
+ * runs them all too). */
+static void test_fp32_cifar(void **state) {
+  (void)state;
+  check_cifar("FP32");
+}
+
+static void test_fp32_edges(void **state) {
+  (void)state;
+  check_edges("FP32");
+}
+
 static void test_tf32_cifar(void **state) {
   (void)state;
   check_cifar("TF32");
@@ -731,6 +756,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fused_relu),
       cmocka_unit_test(test_prepared_layer),
       cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_fp32_cifar),
+      cmocka_unit_test(test_fp32_edges),
       cmocka_unit_test(test_tf32_cifar),
       cmocka_unit_test(test_tf32_edges),
       cmocka_unit_test(test_pipe_cifar),
