@@ -55,10 +55,16 @@ tests)
     # One test per process (argv[1] is each binary's test filter): a whole
     # binary can outlast any limit under racecheck. Every memcheck first,
     # then every racecheck (SAN_TOOLS), SAN_P processes at once, SAN_S
-    # seconds each.
-    export CUDA_VISIBLE_DEVICES=${SAN_GPU:-0} sanitizer b
+    # seconds each.  SAN_TABLE=1: each test first runs plainly with
+    # CORTADO_CUDNN_ALGOS=FILE (its convolution choices written), then under
+    # the tool with the same FILE (read back), so the checked run skips the
+    # benchmark of every cuDNN algorithm and the race of Cortado's own
+    # configurations (checked themselves by test_gpu_conv_igemm's direct
+    # tests) and runs the kernels the plain run chose; test_algorithm_table,
+    # which counts the table's new entries, runs without.
+    export CUDA_VISIBLE_DEVICES=${SAN_GPU:-0} sanitizer b SAN_TABLE=${SAN_TABLE:-0}
     logs=/tmp/cortado_san
-    mkdir -p "$logs"
+    mkdir -p "$logs/algos"
     for tool in ${SAN_TOOLS:-memcheck racecheck}; do
       for src in tests/test_gpu_*.c; do
         n=$(basename "$src" .c)
@@ -67,6 +73,10 @@ tests)
       done
     done | xargs -P "${SAN_P:-8}" -L 1 bash -c '
       extra=; [[ $0 == memcheck ]] && extra="--leak-check no"
+      if [[ $SAN_TABLE == 1 && $2 != test_algorithm_table ]]; then
+        export CORTADO_CUDNN_ALGOS="'"$logs"'/algos/$0_$1_$2.bin"
+        timeout "${SAN_S:-300}" "$b/tests/$1" "$2" >"'"$logs"'/plain_$0_$1_$2.txt" 2>&1
+      fi
       timeout "${SAN_S:-300}" "$sanitizer" --tool $0 $extra --error-exitcode 9 "$b/tests/$1" "$2" \
         >"'"$logs"'/$0_$1_$2.log" 2>&1'
     for f in "$logs"/*.log; do
