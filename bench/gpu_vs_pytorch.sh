@@ -42,6 +42,8 @@ nets=(
 repeat=${REPEAT:-3}
 rows=()
 runs=()
+# the larger of a running peak (nan: none yet) and a run's peak (empty: none)
+peak() { python3 -c 'import sys; a,b=sys.argv[1],sys.argv[2]; print(a if not b else b if a=="nan" else max(float(a), float(b)))' "$1" "$2"; }
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:] if x not in ("","nan")]; print(statistics.median(v) if v else "nan")' "$@"; }
 for mode in $modes; do
   for entry in "${nets[@]}"; do
@@ -56,14 +58,15 @@ for mode in $modes; do
         --iterations="$iters" --math="$mode" >"$log" 2>&1
       cs+=("$(sed -n 's/.*Average training iteration (forward, backward, update): \([0-9.e+-]*\) ms.*/\1/p' "$log" | tail -1)")
       m=$(sed -n 's/.*Peak GPU memory: \([0-9.]*\) MB.*/\1/p' "$log" | tail -1)
-      [ -n "$m" ] && c_mem=$(python3 -c 'import sys; a=sys.argv[1]; print(sys.argv[2] if a=="nan" else max(float(a), float(sys.argv[2])))' "$c_mem" "$m")
+      c_mem=$(peak "$c_mem" "$m")
       plog="$out/torch_${name}_${mode}.log"
       [ "$r" -gt 1 ] && plog="$out/torch_${name}_${mode}_$r.log"
       python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$mode" \
         --steps "$iters" >"$plog" 2>&1
       json=$(grep '^{' "$plog" | tail -1)
       ps+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_iter"])' "$json" 2>/dev/null)")
-      p_mem=$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["peak_gib"]*1024,1))' "$json" 2>/dev/null || echo nan)
+      m=$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["peak_gib"]*1024,1))' "$json" 2>/dev/null || true)
+      p_mem=$(peak "$p_mem" "$m")
     done
     c_ms=$(median "${cs[@]}")
     p_ms=$(median "${ps[@]}")
