@@ -330,44 +330,52 @@ struct ct_igemm {
   X(64, 128, 2)
 #define IG_WGRAD_CONFIGS(X) X(32, 64) X(32, 128) X(64, 64) X(64, 128)
 
+/* The families of configurations, each a contiguous run of its
+ * direction's list (conv_igemm.h): the register-prefetch FP32 ones, the
+ * TF32 ones, the pipelined FP32 ones, the Winograd ones and the direct
+ * forward ones (forward and backward data), the direct filter-gradient ones
+ * (backward filter). */
+typedef enum { IG_FP32, IG_TF32, IG_PIPE, IG_WINO, IG_FDIRECT, IG_DIRECT } ig_family;
+
 /* A choice's tile: {BM, BN, S, columns per warp (TF32), step of the
- * reduction, TF32, pipelined FP32, rows per thread (pipelined), Winograd,
- * direct filter gradient}.  A Winograd one's BM x BN are its tiles x
- * channels per block (in a rectangle of tiles), S its input channels per
- * step, wn x tm its tiles x channels per thread.  A direct one's BM x BN
- * are its output x input channels per block, S its lanes along a row, wn
- * its filter width, step its output channels per thread and tm its rows
- * per unit. */
+ * reduction, rows per thread (pipelined), family}.  A Winograd one's
+ * BM x BN are its tiles x channels per block (in a rectangle of tiles), S
+ * its input channels per step, wn x tm its tiles x channels per thread.  A
+ * direct forward one's BM is its output rows per block, BN its output
+ * channels per block, wn its filter width.  A direct filter-gradient one's
+ * BM x BN are its output x input channels per block, S its lanes along a
+ * row, wn its filter width, step its output channels per thread and tm its
+ * rows per unit. */
 typedef struct tile {
-  int bm, bn, s, wn, step;
-  bool tf32, pipe;
-  int tm;
-  bool wino, direct, fdirect;
+  int bm, bn, s, wn, step, tm;
+  ig_family family;
 } tile;
 
-#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, false, false, 0, false, false, false},
-#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, false, false, 0, false, false, false},
-#define IG_TF32(BM, BN, WN, S, STAGES) \
-  {BM, BN, S, WN, IG_TF32_STEP, true, false, 0, false, false, false},
-#define IG_PIPE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, false, true, TM, false, false, false},
-#define IG_WINO(BY, BX, BK, TT, TK, CC) \
-  {BY * BX, BK, CC, TT, CC, false, false, TK, true, false, false},
-#define IG_FDIRECT(RB) {RB, 32, 1, 5, 1, false, false, 0, false, false, true},
-#define IG_DIRECT(KW, OWL, TM, CB, MB, R) {MB, CB, OWL, KW, TM, false, false, R, false, true, false},
-static const tile k_gemm_tiles[] = {IG_GEMM_CONFIGS(IG_FP32_GEMM) IG_TF32_GEMM_CONFIGS(IG_TF32)
-                                        IG_PIPE_GEMM_CONFIGS(IG_PIPE) IG_WINO_CONFIGS(IG_WINO)
-                                            IG_FDIRECT_CONFIGS(IG_FDIRECT)};
-static const tile k_wgrad_tiles[] = {IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
-                                         IG_TF32_WGRAD_CONFIGS(IG_TF32)
-                                             IG_PIPE_WGRAD_CONFIGS(IG_PIPE)
-                                                 IG_DIRECT_WGRAD_CONFIGS(IG_DIRECT)};
+#define IG_FP32_GEMM(BM, BN, S) {BM, BN, S, 0, IG_BK, 0, IG_FP32},
+#define IG_FP32_WGRAD(BM, BN) {BM, BN, 1, 0, IG_BR, 0, IG_FP32},
+#define IG_TF32_TILE(BM, BN, WN, S, STAGES) {BM, BN, S, WN, IG_TF32_STEP, 0, IG_TF32},
+#define IG_PIPE_TILE(BM, BN, TM, S, BK, STAGES) {BM, BN, S, 0, BK, TM, IG_PIPE},
+#define IG_WINO_TILE(BY, BX, BK, TT, TK, CC) {BY * BX, BK, CC, TT, CC, TK, IG_WINO},
+#define IG_FDIRECT_TILE(RB) {RB, 32, 1, 5, 1, 0, IG_FDIRECT},
+#define IG_DIRECT_TILE(KW, OWL, TM, CB, MB, R) {MB, CB, OWL, KW, TM, R, IG_DIRECT},
+static const tile k_gemm_tiles[] = {
+    IG_GEMM_CONFIGS(IG_FP32_GEMM)
+    IG_TF32_GEMM_CONFIGS(IG_TF32_TILE)
+    IG_PIPE_GEMM_CONFIGS(IG_PIPE_TILE)
+    IG_WINO_CONFIGS(IG_WINO_TILE)
+    IG_FDIRECT_CONFIGS(IG_FDIRECT_TILE)};
+static const tile k_wgrad_tiles[] = {
+    IG_WGRAD_CONFIGS(IG_FP32_WGRAD)
+    IG_TF32_WGRAD_CONFIGS(IG_TF32_TILE)
+    IG_PIPE_WGRAD_CONFIGS(IG_PIPE_TILE)
+    IG_DIRECT_WGRAD_CONFIGS(IG_DIRECT_TILE)};
 #undef IG_FP32_GEMM
 #undef IG_FP32_WGRAD
-#undef IG_TF32
-#undef IG_PIPE
-#undef IG_WINO
-#undef IG_FDIRECT
-#undef IG_DIRECT
+#undef IG_TF32_TILE
+#undef IG_PIPE_TILE
+#undef IG_WINO_TILE
+#undef IG_FDIRECT_TILE
+#undef IG_DIRECT_TILE
 /* Each list holds as many configurations as its count says. */
 #define IG_COUNT(...) +1
 #define IG_CHECK_COUNT(LIST, COUNT) static_assert(0 LIST(IG_COUNT) == COUNT, #COUNT);
@@ -398,20 +406,16 @@ static const tile *tile_of(ct_igemm_dir dir, int choice) {
 }
 
 extern "C" bool ct_igemm_choice_tf32(ct_igemm_dir dir, int choice) {
-  return choice >= 1 && choice <= configs_of(dir) && tile_of(dir, choice)->tf32;
+  return choice >= 1 && choice <= configs_of(dir) && tile_of(dir, choice)->family == IG_TF32;
 }
 
-/* The index of `choice` (a TF32, pipelined, Winograd or direct one) in its
- * family's list. */
+/* The index of `choice` in its family's list (its family's launchers):
+ * how many of the same family come before it. */
 static int family_index(ct_igemm_dir dir, int choice) {
-  const bool filter = dir == CT_IGEMM_BWD_FILTER;
-  const int fp32 = filter ? CT_IGEMM_WGRAD_FP32_CONFIGS : CT_IGEMM_GEMM_FP32_CONFIGS;
-  const int tf32 = filter ? CT_IGEMM_WGRAD_TF32_CONFIGS : CT_IGEMM_GEMM_TF32_CONFIGS;
-  const int pipe = filter ? CT_IGEMM_WGRAD_PIPE_CONFIGS : CT_IGEMM_GEMM_PIPE_CONFIGS;
   const tile *t = tile_of(dir, choice);
-  if (t->fdirect) return choice - 1 - fp32 - tf32 - pipe - CT_IGEMM_GEMM_WINO_CONFIGS;
-  if (t->wino || t->direct) return choice - 1 - fp32 - tf32 - pipe;
-  return t->pipe ? choice - 1 - fp32 - tf32 : choice - 1 - fp32;
+  int i = 0;
+  while (i < choice - 1 && t[-i - 1].family == t->family) i++;
+  return i;
 }
 
 extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *buf, size_t len) {
@@ -420,23 +424,27 @@ extern "C" const char *ct_igemm_choice_name(ct_igemm_dir dir, int choice, char *
     return buf;
   }
   const tile *t = tile_of(dir, choice);
-  if (t->wino)
-    snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
-  else if (t->fdirect)
-    snprintf(buf, len, "IGEMM_FDIRECT%d_r%d", t->wn, t->bm);
-  else if (t->direct)
-    snprintf(buf, len, "IGEMM_DIRECT%d_%dx%d_%dx%dr%d", t->wn, t->s, t->step, t->bn, t->bm,
-             t->tm);
-  else if (t->pipe)
-    snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
-  else if (!t->tf32 && dir == CT_IGEMM_BWD_FILTER)
-    snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
-  else if (!t->tf32)
-    snprintf(buf, len, "IGEMM_%dx%dx%d", t->bm, t->bn, t->s);
-  else if (t->wn == 32)
-    snprintf(buf, len, "IGEMM_TF32_%dx%dx%d", t->bm, t->bn, t->s);
-  else
-    snprintf(buf, len, "IGEMM_TF32_%dx%dx%dw%d", t->bm, t->bn, t->s, t->wn);
+  switch (t->family) {
+    case IG_FP32:
+      if (dir == CT_IGEMM_BWD_FILTER) snprintf(buf, len, "IGEMM_%dx%d", t->bm, t->bn);
+      else snprintf(buf, len, "IGEMM_%dx%dx%d", t->bm, t->bn, t->s);
+      break;
+    case IG_TF32:
+      if (t->wn == 32) snprintf(buf, len, "IGEMM_TF32_%dx%dx%d", t->bm, t->bn, t->s);
+      else snprintf(buf, len, "IGEMM_TF32_%dx%dx%dw%d", t->bm, t->bn, t->s, t->wn);
+      break;
+    case IG_PIPE:
+      snprintf(buf, len, "IGEMM_PIPE_%dx%dx%d%s", t->bm, t->bn, t->s, t->tm == 4 ? "t4" : "");
+      break;
+    case IG_WINO:
+      snprintf(buf, len, "IGEMM_WINO_%dx%d_%dx%dc%d", t->bm, t->bn, t->wn, t->tm, t->s);
+      break;
+    case IG_FDIRECT: snprintf(buf, len, "IGEMM_FDIRECT%d_r%d", t->wn, t->bm); break;
+    case IG_DIRECT:
+      snprintf(buf, len, "IGEMM_DIRECT%d_%dx%d_%dx%dr%d", t->wn, t->s, t->step, t->bn, t->bm,
+               t->tm);
+      break;
+  }
   return buf;
 }
 
@@ -562,13 +570,13 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
 #define IG_LAUNCHER(BM, BN, S) launch_gemm<BM, BN, S>,
   static const ig_gemm_launcher launchers[] = {IG_GEMM_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
-  const tile *t = tile_of(CT_IGEMM_FWD, choice);
-  CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
+  const ig_family f = tile_of(CT_IGEMM_FWD, choice)->family;
+  CT_ASSERTF(f != IG_TF32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
              choice);
-  if (t->tf32)
+  if (f == IG_TF32)
     ig_tf32_gemm(family_index(CT_IGEMM_FWD, choice), st, A, a_stride, table, K, g, N, M, out,
                  bias, relu);
-  else if (t->pipe)
+  else if (f == IG_PIPE)
     ig_pipe_gemm(family_index(CT_IGEMM_FWD, choice), st, A, a_stride, table, K, g, N, M, out,
                  bias, relu);
   else
@@ -577,10 +585,13 @@ static void gemm(const ct_igemm *p, int choice, cudaStream_t st, const float *A,
 
 extern "C" bool ct_igemm_choice_runs(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (choice < 1 || choice > configs_of(dir) || ct_igemm_unsupported(&p->g, dir)) return false;
-  const tile *t = tile_of(dir, choice);
-  return (!t->tf32 || p->tf32) && (!t->wino || !ig_wino_unsupported(&p->g, dir)) &&
-         (!t->fdirect || !ig_fdirect_unsupported(&p->g, dir)) &&
-         (!t->direct || !p->direct[family_index(dir, choice)].why);
+  switch (tile_of(dir, choice)->family) {
+    case IG_TF32: return p->tf32;
+    case IG_WINO: return !ig_wino_unsupported(&p->g, dir);
+    case IG_FDIRECT: return !ig_fdirect_unsupported(&p->g, dir);
+    case IG_DIRECT: return !p->direct[family_index(dir, choice)].why;
+    default: return true;
+  }
 }
 
 /* Checks a call of direction dir with `choice` and ws_bytes of workspace. */
@@ -593,7 +604,7 @@ static void check_call(const ct_igemm *p, ct_igemm_dir dir, int choice, size_t w
 
 extern "C" size_t ct_igemm_prepared_bytes(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   CT_ASSERT(ct_igemm_choice_runs(p, dir, choice));
-  return dir != CT_IGEMM_BWD_FILTER && tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
+  return tile_of(dir, choice)->family == IG_WINO ? ig_wino_workspace(&p->g) : 0;
 }
 
 extern "C" void ct_igemm_prepare(ct_context *ctx, const ct_igemm *p, ct_igemm_dir dir, int choice,
@@ -619,12 +630,13 @@ extern "C" void ct_igemm_forward(ct_context *ctx, const ct_igemm *p, int choice,
                                  float *ws, size_t ws_bytes, float *y) {
   const ct_igemm_geom *g = &p->g;
   check_call(p, CT_IGEMM_FWD, choice, ws_bytes);
-  if (tile_of(CT_IGEMM_FWD, choice)->fdirect) {
+  const ig_family f = tile_of(CT_IGEMM_FWD, choice)->family;
+  if (f == IG_FDIRECT) {
     ig_fdirect_forward(family_index(CT_IGEMM_FWD, choice), (cudaStream_t)ctx->stream, g, x, w,
                        bias, relu, y);
     return;
   }
-  if (tile_of(CT_IGEMM_FWD, choice)->wino) {
+  if (f == IG_WINO) {
     wino(ctx, p, CT_IGEMM_FWD, choice, false, x, w, prep, bias, relu, ws, y);
     return;
   }
@@ -638,7 +650,7 @@ extern "C" void ct_igemm_backward_data(ct_context *ctx, const ct_igemm *p, int c
   const ct_igemm_geom *g = &p->g;
   CT_ASSERT(p->bwd_table);
   check_call(p, CT_IGEMM_BWD_DATA, choice, ws_bytes);
-  if (tile_of(CT_IGEMM_BWD_DATA, choice)->wino) {
+  if (tile_of(CT_IGEMM_BWD_DATA, choice)->family == IG_WINO) {
     wino(ctx, p, CT_IGEMM_BWD_DATA, choice, true, dy, w, prep, NULL, false, ws, dx);
     return;
   }
@@ -656,7 +668,7 @@ static void wgrad_split(const ct_igemm *p, int choice, int *splits, int *chunk) 
   const ct_igemm_geom *g = &p->g;
   const int sms = p->sms;
   const tile *t = tile_of(CT_IGEMM_BWD_FILTER, choice);
-  if (t->direct) {
+  if (t->family == IG_DIRECT) {
     const ig_direct_plan *d = &p->direct[family_index(CT_IGEMM_BWD_FILTER, choice)];
     *splits = d->splits;
     *chunk = d->chunk;
@@ -677,7 +689,7 @@ static void wgrad_split(const ct_igemm *p, int choice, int *splits, int *chunk) 
 
 extern "C" size_t ct_igemm_workspace(const ct_igemm *p, ct_igemm_dir dir, int choice) {
   if (dir != CT_IGEMM_BWD_FILTER)
-    return tile_of(dir, choice)->wino ? ig_wino_workspace(&p->g) : 0;
+    return tile_of(dir, choice)->family == IG_WINO ? ig_wino_workspace(&p->g) : 0;
   int splits, chunk;
   wgrad_split(p, choice, &splits, &chunk);
   const ct_igemm_geom *g = &p->g;
@@ -701,8 +713,8 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const int K = g->c * g->kh * g->kw, N = g->n * g->oh * g->ow;
   const tile *t = tile_of(CT_IGEMM_BWD_FILTER, choice);
-  CT_ASSERTF(!t->tf32 || p->tf32, "TF32 implicit GEMM configuration %d on a strict FP32 plan",
-             choice);
+  CT_ASSERTF(t->family != IG_TF32 || p->tf32,
+             "TF32 implicit GEMM configuration %d on a strict FP32 plan", choice);
   CT_ASSERTF(ws_bytes >= ct_igemm_workspace(p, CT_IGEMM_BWD_FILTER, choice),
              "implicit GEMM filter gradient: %zu workspace bytes", ws_bytes);
   int splits, chunk;
@@ -713,13 +725,13 @@ extern "C" void ct_igemm_backward_filter(ct_context *ctx, const ct_igemm *p, int
 #define IG_LAUNCHER(BM, BN) launch_wgrad<BM, BN>,
   static const ig_wgrad_launcher launchers[] = {IG_WGRAD_CONFIGS(IG_LAUNCHER)};
 #undef IG_LAUNCHER
-  if (t->direct)
+  if (t->family == IG_DIRECT)
     ig_direct_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, g,
                     &p->direct[family_index(CT_IGEMM_BWD_FILTER, choice)], x, dy, out, direct);
-  else if (t->tf32)
+  else if (t->family == IG_TF32)
     ig_tf32_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,
                   chunk, splits, out, direct);
-  else if (t->pipe)
+  else if (t->family == IG_PIPE)
     ig_pipe_wgrad(family_index(CT_IGEMM_BWD_FILTER, choice), st, dy, g->m, p->fwd_table, K, v, N,
                   chunk, splits, out, direct);
   else
