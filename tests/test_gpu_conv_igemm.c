@@ -539,36 +539,19 @@ static void test_direct(void **state) {
 /* test_direct's register-prefetch FP32 configurations alone, its TF32 ones
  * alone and its pipelined FP32 ones alone, each on the cifar shapes and the
  * edges apart: short runs for compute-sanitizer's racecheck (test_direct
- * runs them all too). */
-static void test_fp32_cifar(void **state) {
-  (void)state;
-  check_cifar("FP32");
-}
-
-static void test_fp32_edges(void **state) {
-  (void)state;
-  check_edges("FP32");
-}
-
-static void test_tf32_cifar(void **state) {
-  (void)state;
-  check_cifar("TF32");
-}
-
-static void test_tf32_edges(void **state) {
-  (void)state;
-  check_edges("TF32");
-}
-
-static void test_pipe_cifar(void **state) {
-  (void)state;
-  check_cifar("PIPE");
-}
-
-static void test_pipe_edges(void **state) {
-  (void)state;
-  check_edges("PIPE");
-}
+ * runs them all too).  test_<fam>_<shapes> runs check_<shapes>(FAMILY). */
+#define FAMILY_TEST(fam, shapes, FAMILY)              \
+  static void test_##fam##_##shapes(void **state) { \
+    (void)state;                                    \
+    check_##shapes(FAMILY);                         \
+  }
+FAMILY_TEST(fp32, cifar, "FP32")
+FAMILY_TEST(fp32, edges, "FP32")
+FAMILY_TEST(tf32, cifar, "TF32")
+FAMILY_TEST(tf32, edges, "TF32")
+FAMILY_TEST(pipe, cifar, "PIPE")
+FAMILY_TEST(pipe, edges, "PIPE")
+#undef FAMILY_TEST
 
 /* The Winograd configurations (only "WINO") or the direct filter-gradient
  * ones ("DIRECT") alone on cifar10_quick's 5x5 layers and odd shapes (short
