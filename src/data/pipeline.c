@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
 #include "core/mem.h"
 
 #define PERM_CACHE 4
@@ -91,8 +92,7 @@ int ct_pipeline_default_threads(void) {
     int n = atoi(env);
     if (n > 0) return n;
   }
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
+  long cores = ct_cpu_count();
   long workers = g_local_workers;
   const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int local_size = local ? atoi(local) : 0;
@@ -141,6 +141,7 @@ static void *worker_main(void *arg_) {
   ct_pipeline *p = arg->p;
   void *tstate = p->tstates[arg->index];
   free(arg);
+  ct_cpu_flush_subnormals(); /* decoding and transforms compute in floats */
   const int B = p->cfg.batch_size;
   ct_error err;
   pthread_mutex_lock(&p->mu);

@@ -87,9 +87,10 @@ typedef struct ct_data_position {
 typedef struct ct_pipeline ct_pipeline;
 
 /* Threads used when a config says 0: CORTADO_DATA_THREADS from the
- * environment when set to a positive number, else the online cores shared
- * among the pipelines' workers on this host (ct_pipeline_set_local_workers
- * times Open MPI's local rank count), between 1 and 16. */
+ * environment when set to a positive number, else the CPUs this process may
+ * use (ct_cpu_count: affinity and cgroup quota) shared among the
+ * pipelines' workers on this host (ct_pipeline_set_local_workers times Open
+ * MPI's local rank count), between 1 and 16. */
 int ct_pipeline_default_threads(void);
 /* How many data-parallel workers of this process read data at once (the
  * GPUs of `--gpu=0,1`; 1 by default): they share the cores. */
