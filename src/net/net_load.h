@@ -7,12 +7,16 @@
 #include "caffe.pb-c.h"
 #include "core/status.h"
 
-/* Reads a NetParameter prototxt and upgrades it (V0/V1 layers, net inputs,
- * BatchNorm param specs) in memory.  *out is freed with
+/* Reads a NetParameter prototxt, with the source positions of its messages
+ * (proto/srcpos.h), and upgrades it (V0/V1 layers, net inputs, BatchNorm
+ * param specs) in memory.  *out is freed with
  * protobuf_c_message_free_unpacked.  Errors name the file (and line/column
- * for parse errors). */
+ * for parse errors); several unknown fields are each logged (ERROR), and a
+ * file that reads as a solver says so ("PATH looks like a solver (a
+ * SolverParameter), not a net: ..."). */
 ct_status ct_net_param_read(const char *path, Caffe__NetParameter **out, ct_error *err);
-/* The same for a SolverParameter (solver_type enum -> type string). */
+/* The same for a SolverParameter (solver_type enum -> type string, inline
+ * nets upgraded); a file that reads as a net says so. */
 ct_status ct_solver_param_read(const char *path, Caffe__SolverParameter **out, ct_error *err);
 
 /* Replaces each data layer (Data, ImageData, HDF5Data, MemoryData,

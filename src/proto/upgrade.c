@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "proto/legacy_types.h"
 #include "proto/reflect.h"
+#include "proto/srcpos.h"
 
 typedef Caffe__NetParameter Net;
 typedef Caffe__LayerParameter Layer;
@@ -273,6 +274,7 @@ static bool ends_with(const char *s, const char *suffix) {
 /* Builds the LayerParameter for V1 layer `v1` (which it frees). */
 static Layer *v1_to_v2(V1 *v1) {
   Layer *l = (Layer *)ct_pb_new(LAYER_DESC);
+  ct_srcpos_copy_by_name(&l->base, &v1->base); /* name, type, bottom, top, ... keep their lines */
   static const char *const k_same[] = {"name",    "bottom", "top",        "include",
                                        "exclude", "blobs",  "loss_weight"};
   for (size_t i = 0; i < sizeof k_same / sizeof k_same[0]; i++)
