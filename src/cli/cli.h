@@ -103,7 +103,7 @@ const ct_cli_command *ct_cli_find_command(const char *name);
 /* Turns a parsed --gpu value into device ids: `all` becomes every visible
  * device, and every id is checked against the devices present.  An empty
  * request (the CPU) stays empty.  Fails with ct_gpu_check_device's message
- * ("no CUDA device found", ...) when a device is missing. */
+ * ("no CUDA device: ...", naming the cause) when a device is missing. */
 ct_status ct_cli_resolve_gpus(const ct_gpu_list *requested, ct_gpu_list *out, ct_error *err);
 
 /* Prints "cortado: error: <message>" to stderr and returns exit_code, so that
