@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/settings.h"
 #include "gpu/iter_slots.h"
 #include "math/math.h"
 #include "net/net_feed.h"
@@ -206,14 +207,12 @@ void ct_net_mark_grad_side(ct_net *net);                                   /* ne
 
 static bool fusion_wanted(const ct_net_opts *o) {
   if (o->no_fusion) return false;
-  const char *env = getenv("CORTADO_FUSE");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_FUSE");
 }
 
 static bool planning_wanted(const ct_net_opts *o) {
   if (o->keep_blob_diffs) return false;
-  const char *env = getenv("CORTADO_DIFF_PLANNING");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_DIFF_PLANNING");
 }
 
 /* GPU: the device loss sum and its pinned copy. */
