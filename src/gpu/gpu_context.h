@@ -13,7 +13,6 @@ extern "C" {
 ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err);
 void ct_gpu_context_free(ct_context *ctx);
 void ct_gpu_context_sync(ct_context *ctx);
-bool ct_gpu_context_capturing(const ct_context *ctx);
 /* Applies ctx->tf32 to the cuBLAS handles (the context's and its gradient
  * stream's). */
 void ct_gpu_context_set_math(ct_context *ctx);

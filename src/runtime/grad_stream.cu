@@ -11,6 +11,7 @@
 #include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
+#include "runtime/streams.h"
 
 typedef struct grad_stream {
   cudaStream_t stream;
@@ -45,7 +46,8 @@ extern "C" ct_status ct_gpu_grad_create(ct_context *ctx, ct_error *err) {
   ctx->grads = g;
   /* blocking, like the compute stream: the legacy stream's plain copies
    * order after it too */
-  cudaError_t ce = cudaStreamCreate(&g->stream);
+  cudaError_t ce = cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault,
+                                                ct_stream_priority(CT_STREAM_GRADIENTS));
   for (int i = 0; ce == cudaSuccess && i < 4; i++) {
     cudaEvent_t *ev = i == 0 ? &g->fork : i == 1 ? &g->join : &g->done[i - 2];
     ce = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
@@ -126,7 +128,7 @@ extern "C" void ct_gpu_grad_join(ct_context *ctx) {
 extern "C" void ct_gpu_grad_workspace(ct_context *ctx, size_t bytes) {
   grad_stream *g = state(ctx);
   if (bytes <= g->workspace_bytes) return;
-  CT_ASSERTF(!ct_gpu_context_capturing(ctx),
+  CT_ASSERTF(!ct_context_capturing(ctx),
              "the gradient workspace grew to %zu bytes while a CUDA graph was being captured",
              bytes);
   CT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
