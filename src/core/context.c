@@ -6,7 +6,7 @@
 
 #include "core/mem.h"
 #include "core/settings.h"
-#include "gpu/gpu_context.h"
+#include "core/device.h"
 
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err) {
   memset(ctx, 0, sizeof *ctx);
