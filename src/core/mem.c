@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "gpu/gpu.h"
+#include "core/device.h"
 
 /* Bytes of host memory held through ct_mem_alloc, and their peak (the
  * allocator's usable sizes, so that a free can subtract what its alloc added). */

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
+#include "runtime/streams.h"
 
 typedef struct grad_stream {
   cudaStream_t stream;
@@ -31,8 +33,7 @@ static cudaStream_t compute(const ct_context *ctx) { return (cudaStream_t)ctx->s
 
 /* On unless CORTADO_GRAD_STREAM=0. */
 static bool wanted(void) {
-  const char *env = getenv("CORTADO_GRAD_STREAM");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_GRAD_STREAM");
 }
 
 /* cuBLAS's workspace on the gradient stream: its GEMMs are weight gradients,
@@ -45,7 +46,8 @@ extern "C" ct_status ct_gpu_grad_create(ct_context *ctx, ct_error *err) {
   ctx->grads = g;
   /* blocking, like the compute stream: the legacy stream's plain copies
    * order after it too */
-  cudaError_t ce = cudaStreamCreate(&g->stream);
+  cudaError_t ce = cudaStreamCreateWithPriority(&g->stream, cudaStreamDefault,
+                                                ct_stream_priority(CT_STREAM_GRADIENTS));
   for (int i = 0; ce == cudaSuccess && i < 4; i++) {
     cudaEvent_t *ev = i == 0 ? &g->fork : i == 1 ? &g->join : &g->done[i - 2];
     ce = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
@@ -126,7 +128,7 @@ extern "C" void ct_gpu_grad_join(ct_context *ctx) {
 extern "C" void ct_gpu_grad_workspace(ct_context *ctx, size_t bytes) {
   grad_stream *g = state(ctx);
   if (bytes <= g->workspace_bytes) return;
-  CT_ASSERTF(!ct_gpu_context_capturing(ctx),
+  CT_ASSERTF(!ct_context_capturing(ctx),
              "the gradient workspace grew to %zu bytes while a CUDA graph was being captured",
              bytes);
   CT_CUDA_CHECK(cudaStreamSynchronize(g->stream));

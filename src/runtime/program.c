@@ -1,64 +1,71 @@
-/* The step program and its CUDA graphs (see net_exec.h). */
-#include "net/net_exec.h"
+/* The step program and its CUDA graphs (see program.h). */
+#include "runtime/program.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
-#include "gpu/graph.h"
+#include "runtime/graph.h"
 
 typedef enum {
-  EXEC_WARMUP = 0, /* the next run is plain */
-  EXEC_WATCH,      /* the next run is plain and watches the steps */
-  EXEC_CAPTURE,    /* the next run captures the segments */
-  EXEC_REPLAY      /* the graphs exist */
-} exec_state;
+  PROGRAM_WARMUP = 0, /* the next run is plain */
+  PROGRAM_WATCH,      /* the next run is plain and watches the steps */
+  PROGRAM_CAPTURE,    /* the next run captures the segments */
+  PROGRAM_REPLAY      /* the graphs exist */
+} program_state;
 
 typedef struct {
   int begin, end;    /* steps [begin, end) */
   bool graph;        /* a capturable segment */
-  ct_gpu_graph *g;   /* its graph once captured (NULL: captured nothing) */
+  ct_graph *g;   /* its graph once captured (NULL: captured nothing) */
 } segment;
 
-struct ct_exec {
+struct ct_program {
   ct_context *ctx;
   bool graphs;
   int nsteps, cap;
-  ct_exec_step *steps;
+  ct_program_step *steps;
   bool *waited;      /* (nsteps) the step made the host wait when watched */
-  exec_state state;
+  program_state state;
   uint64_t signature;
   int nsegs;
   segment *segs;
-  ct_exec_fn capture_end; /* enqueued last in every capture (may be NULL) */
+  ct_program_fn capture_end; /* enqueued last in every capture (may be NULL) */
   void *capture_end_user;
 };
 
-bool ct_exec_graphs_allowed(void) {
-  const char *env = getenv("CORTADO_CUDA_GRAPHS");
-  return !(env && strcmp(env, "0") == 0);
+const char *ct_step_kind_name(ct_step_kind kind) {
+  static const char *const names[CT_STEP_KINDS] = {
+      "clock", "begin", "feed", "forward", "loss", "backward", "reduce begin", "reduce", "reduce join",
+      "callback", "update", "readback", "prefetch"};
+  return kind >= 0 && kind < CT_STEP_KINDS ? names[kind] : "?";
 }
 
-ct_exec *ct_exec_new(ct_context *ctx, bool graphs) {
-  ct_exec *ex = ct_xcalloc(1, sizeof *ex);
+bool ct_program_graphs_allowed(void) {
+  return ct_setting_bool("CORTADO_CUDA_GRAPHS");
+}
+
+ct_program *ct_program_new(ct_context *ctx, bool graphs) {
+  ct_program *ex = ct_xcalloc(1, sizeof *ex);
   ex->ctx = ctx;
-  ex->graphs = graphs && ctx->device != CT_DEVICE_CPU && ct_exec_graphs_allowed();
+  ex->graphs = graphs && ctx->device != CT_DEVICE_CPU && ct_program_graphs_allowed();
   return ex;
 }
 
-static void drop_graphs(ct_exec *ex) {
+static void drop_graphs(ct_program *ex) {
   bool any = false;
   for (int i = 0; i < ex->nsegs; i++) any |= ex->segs[i].g != NULL;
   if (any) ct_context_sync(ex->ctx); /* no launch of them is still running */
-  for (int i = 0; i < ex->nsegs; i++) ct_gpu_graph_free(ex->segs[i].g);
+  for (int i = 0; i < ex->nsegs; i++) ct_graph_free(ex->segs[i].g);
   free(ex->segs);
   ex->segs = NULL;
   ex->nsegs = 0;
 }
 
-void ct_exec_free(ct_exec *ex) {
+void ct_program_free(ct_program *ex) {
   if (!ex) return;
   drop_graphs(ex);
   free(ex->steps);
@@ -66,13 +73,13 @@ void ct_exec_free(ct_exec *ex) {
   free(ex);
 }
 
-void ct_exec_set_capture_end(ct_exec *ex, ct_exec_fn fn, void *user) {
+void ct_program_set_capture_end(ct_program *ex, ct_program_fn fn, void *user) {
   ex->capture_end = fn;
   ex->capture_end_user = user;
-  ct_exec_invalidate(ex);
+  ct_program_invalidate(ex);
 }
 
-void ct_exec_add(ct_exec *ex, ct_exec_step step) {
+void ct_program_add(ct_program *ex, ct_program_step step) {
   if (ex->nsteps == ex->cap) {
     ex->cap = ex->cap ? 2 * ex->cap : 32;
     ex->steps = ct_xrealloc(ex->steps, (size_t)ex->cap * sizeof *ex->steps);
@@ -80,17 +87,17 @@ void ct_exec_add(ct_exec *ex, ct_exec_step step) {
   }
   ex->waited[ex->nsteps] = false;
   ex->steps[ex->nsteps++] = step;
-  ct_exec_invalidate(ex);
+  ct_program_invalidate(ex);
 }
 
-void ct_exec_invalidate(ct_exec *ex) {
+void ct_program_invalidate(ct_program *ex) {
   drop_graphs(ex);
-  if (ex->state != EXEC_WARMUP) ex->state = EXEC_WATCH;
+  if (ex->state != PROGRAM_WARMUP) ex->state = PROGRAM_WATCH;
 }
 
-static ct_status run_plain(ct_exec *ex, int begin, int end, bool watch, ct_error *err) {
+static ct_status run_plain(ct_program *ex, int begin, int end, bool watch, ct_error *err) {
   for (int i = begin; i < end; i++) {
-    const ct_exec_step *s = &ex->steps[i];
+    const ct_program_step *s = &ex->steps[i];
     unsigned long before = ct_gpu_host_waits();
     CT_TRY(s->run(s->user, s->arg, err));
     if (watch) ex->waited[i] = ct_gpu_host_waits() != before;
@@ -99,7 +106,7 @@ static ct_status run_plain(ct_exec *ex, int begin, int end, bool watch, ct_error
 }
 
 /* Cuts the program into maximal runs of capturable steps and the rest. */
-static void make_segments(ct_exec *ex) {
+static void make_segments(ct_program *ex) {
   drop_graphs(ex);
   ex->segs = ct_xcalloc((size_t)ex->nsteps + 1, sizeof *ex->segs);
   for (int i = 0; i < ex->nsteps; i++) {
@@ -118,28 +125,30 @@ static void make_segments(ct_exec *ex) {
 
 /* Captures segment s.  *refused tells a capture CUDA would not make from a
  * failing step (whose error is returned as it is). */
-static ct_status capture_segment(ct_exec *ex, segment *s, bool *refused, ct_error *err) {
+static ct_status capture_segment(ct_program *ex, segment *s, bool *refused, ct_error *err) {
   *refused = false;
-  ct_status st = ct_gpu_capture_begin(ex->ctx, err);
+  ct_status st = ct_graph_capture_begin(ex->ctx, err);
   if (st != CT_OK) {
     *refused = true;
     return st;
   }
+  ex->ctx->capturing = true;
   st = run_plain(ex, s->begin, s->end, false, err);
   if (st == CT_OK && ex->capture_end) st = ex->capture_end(ex->capture_end_user, 0, err);
   /* a capture must end with every stream it forked to joined */
   ct_context_grad_join(ex->ctx);
+  ex->ctx->capturing = false;
   if (st != CT_OK) {
-    ct_gpu_capture_abandon(ex->ctx);
+    ct_graph_capture_abandon(ex->ctx);
     return st;
   }
-  st = ct_gpu_capture_end(ex->ctx, &s->g, err);
+  st = ct_graph_capture_end(ex->ctx, &s->g, err);
   if (st != CT_OK) *refused = true;
   return st;
 }
 
 /* Captures every graph segment and runs the whole program once. */
-static ct_status capture_and_run(ct_exec *ex, ct_error *err) {
+static ct_status capture_and_run(ct_program *ex, ct_error *err) {
   for (int k = 0; k < ex->nsegs; k++) {
     segment *s = &ex->segs[k];
     if (!s->graph) {
@@ -162,16 +171,16 @@ static ct_status capture_and_run(ct_exec *ex, ct_error *err) {
       if (err) *err = cerr;
       return st;
     }
-    if (s->g) ct_gpu_graph_launch(ex->ctx, s->g);
+    if (s->g) ct_graph_launch(ex->ctx, s->g);
   }
   return CT_OK;
 }
 
-static ct_status replay(ct_exec *ex, ct_error *err) {
+static ct_status replay(ct_program *ex, ct_error *err) {
   for (int k = 0; k < ex->nsegs; k++) {
     segment *s = &ex->segs[k];
     if (s->graph) {
-      if (s->g) ct_gpu_graph_launch(ex->ctx, s->g);
+      if (s->g) ct_graph_launch(ex->ctx, s->g);
     } else {
       CT_TRY(run_plain(ex, s->begin, s->end, false, err));
     }
@@ -179,36 +188,36 @@ static ct_status replay(ct_exec *ex, ct_error *err) {
   return CT_OK;
 }
 
-ct_status ct_exec_run(ct_exec *ex, uint64_t signature, ct_error *err) {
+ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err) {
   if (!ex->graphs) return run_plain(ex, 0, ex->nsteps, false, err);
-  if (ex->state == EXEC_REPLAY && signature != ex->signature) ct_exec_invalidate(ex);
+  if (ex->state == PROGRAM_REPLAY && signature != ex->signature) ct_program_invalidate(ex);
   switch (ex->state) {
-    case EXEC_WARMUP:
+    case PROGRAM_WARMUP:
       CT_TRY(run_plain(ex, 0, ex->nsteps, false, err));
-      ex->state = EXEC_WATCH;
+      ex->state = PROGRAM_WATCH;
       return CT_OK;
-    case EXEC_WATCH:
+    case PROGRAM_WATCH:
       CT_TRY(run_plain(ex, 0, ex->nsteps, true, err));
       make_segments(ex);
-      ex->state = EXEC_CAPTURE;
+      ex->state = PROGRAM_CAPTURE;
       return CT_OK;
-    case EXEC_CAPTURE:
+    case PROGRAM_CAPTURE:
       ex->signature = signature;
       CT_TRY(capture_and_run(ex, err));
-      if (ex->graphs) ex->state = EXEC_REPLAY;
+      if (ex->graphs) ex->state = PROGRAM_REPLAY;
       return CT_OK;
-    case EXEC_REPLAY:
+    case PROGRAM_REPLAY:
       return replay(ex, err);
   }
   return CT_OK;
 }
 
-bool ct_exec_steady(const ct_exec *ex) { return !ex->graphs || ex->state == EXEC_REPLAY; }
+bool ct_program_steady(const ct_program *ex) { return !ex->graphs || ex->state == PROGRAM_REPLAY; }
 
-void ct_exec_get_stats(const ct_exec *ex, ct_exec_stats *st) {
+void ct_program_get_stats(const ct_program *ex, ct_program_stats *st) {
   memset(st, 0, sizeof *st);
   st->steps = ex->nsteps;
-  st->replaying = ex->graphs && ex->state == EXEC_REPLAY;
+  st->replaying = ex->graphs && ex->state == PROGRAM_REPLAY;
   if (!st->replaying) {
     st->plain_steps = ex->nsteps;
     return;
@@ -219,7 +228,7 @@ void ct_exec_get_stats(const ct_exec *ex, ct_exec_stats *st) {
     if (s->graph) {
       st->graph_steps += n;
       if (s->g) st->graphs++;
-      st->graph_nodes += ct_gpu_graph_nodes(s->g);
+      st->graph_nodes += ct_graph_nodes(s->g);
     } else {
       st->plain_steps += n;
     }

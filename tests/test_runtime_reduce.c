@@ -1,16 +1,15 @@
-/* The gradient reducer on its own, with a communicator that records what
- * it is asked: buckets cover the flat gradient in order, each launched
- * from the gradient hook as soon as its range is final (the first one
- * before the first layer's backward has run), exactly once per iteration
- * whatever iter_size, and a launch failure inside the hook is reported by
- * finish. */
+/* The runtime's reduce steps on the CPU, with a communicator that records
+ * what it is asked: buckets cover the flat gradient in order, each launched
+ * as soon as its range is final (the first one before the first layer's
+ * backward has run), exactly once per iteration whatever iter_size, and a
+ * failed launch is the iteration's error. */
 #include <stdio.h>
 
 #include "testutil.h"
 
 #include "net/net.h"
-#include "parallel/dp_reduce.h"
 #include "proto/textformat.h"
+#include "runtime/runtime.h"
 
 #define MAX_CALLS 64
 
@@ -75,7 +74,9 @@ typedef struct fixture {
   ct_context ctx;
   ct_net *net;
   ct_comm comm;
-  ct_dp_reducer *r;
+  size_t bucket_bytes;
+  int iter_size;  /* of rt */
+  ct_runtime *rt; /* made by iteration() for its iter_size */
 } fixture;
 
 static void setup_net(fixture *f, const char *text, size_t bucket_bytes) {
@@ -94,28 +95,34 @@ static void setup_net(fixture *f, const char *text, size_t bucket_bytes) {
   memset(&g_log, 0, sizeof g_log);
   g_log.net = f->net;
   g_log.fail_at = -1;
-  ct_dp_options dp = {.bucket_bytes = bucket_bytes};
-  assert_int_equal(ct_dp_reducer_create(&f->r, f->net, &f->ctx, &f->comm, &dp, false, &err), CT_OK);
+  f->bucket_bytes = bucket_bytes;
+  f->rt = NULL;
+  f->iter_size = 0;
 }
 
 static void setup(fixture *f, size_t bucket_bytes) { setup_net(f, k_net, bucket_bytes); }
 
 static void teardown(fixture *f) {
-  ct_dp_reducer_free(f->r);
+  ct_runtime_free(f->rt);
   ct_net_free(f->net);
   ct_context_free(&f->ctx);
 }
 
-/* One iteration as the solver runs it with the reducer's hooks. */
+/* One iteration of a runtime (forward, backward and the reduce steps; no
+ * update) with iter_size passes. */
 static ct_status iteration(fixture *f, int iter_size, ct_error *err) {
-  ct_net_clear_param_diffs(f->net);
-  for (int pass = 0; pass < iter_size; pass++) {
-    double loss;
-    CT_TRY(ct_net_forward(f->net, &loss, err));
-    ct_dp_reducer_before_backward(f->r, pass, iter_size);
-    ct_net_backward(f->net);
+  if (f->iter_size != iter_size) {
+    ct_runtime_free(f->rt);
+    ct_rt_opts o = {.iter_size = iter_size};
+    assert_int_equal(ct_runtime_new(&f->rt, f->net, &o, err), CT_OK);
+    ct_reduce_opts dp = {.bucket_bytes = f->bucket_bytes};
+    assert_int_equal(ct_runtime_set_reduce(f->rt, &f->comm, &dp, false, NULL, err), CT_OK);
+    f->iter_size = iter_size;
   }
-  return ct_dp_reducer_finish(f->r, err);
+  unsigned seq;
+  CT_TRY(ct_runtime_launch(f->rt, &seq, err));
+  ct_rt_result res;
+  return ct_runtime_finish(f->rt, seq, &res, err);
 }
 
 static void test_buckets_cover_the_gradient_in_order_during_backward(void **state) {
@@ -136,7 +143,7 @@ static void test_buckets_cover_the_gradient_in_order_during_backward(void **stat
   assert_true(g_log.tail_zero[0]);
   assert_false(g_log.tail_zero[g_log.ncalls - 1]);
   char line[256];
-  ct_dp_reducer_describe(f.r, line, sizeof line);
+  ct_runtime_describe_reduce(f.rt, line, sizeof line);
   char want[256];
   snprintf(want, sizeof want,
            "%d buckets of up to 0.0 MB over %zu parameters (0.00 MB), each averaged during backward as "
@@ -209,9 +216,9 @@ static void test_last_bucket_cut_at_layers(void **state) {
   teardown(&f);
 }
 
-/* A failed launch inside the hook stops later launches and is finish's
- * error; the next iteration starts afresh. */
-static void test_launch_failure_reported_by_finish(void **state) {
+/* A failed launch stops the iteration with its error; the next iteration
+ * starts afresh. */
+static void test_launch_failure_is_the_iterations_error(void **state) {
   fixture f;
   setup(&f, 256);
   g_log.fail_at = 1;
@@ -230,7 +237,7 @@ int main(void) {
       cmocka_unit_test(test_iter_size_reduces_once),
       cmocka_unit_test(test_default_bucket_is_one_call),
       cmocka_unit_test(test_last_bucket_cut_at_layers),
-      cmocka_unit_test(test_launch_failure_reported_by_finish),
+      cmocka_unit_test(test_launch_failure_is_the_iterations_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,16 +1,17 @@
+/* CUDA graph capture and replay (see graph.h). */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
 #include "gpu/gpu.h"
-#include "gpu/graph.h"
+#include "runtime/graph.h"
 
-struct ct_gpu_graph {
+struct ct_graph {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   size_t nodes;
 };
 
-extern "C" ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {
+extern "C" ct_status ct_graph_capture_begin(ct_context *ctx, ct_error *err) {
   cudaError_t e =
       cudaStreamBeginCapture((cudaStream_t)ctx->stream, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
@@ -21,7 +22,7 @@ extern "C" ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {
   return CT_OK;
 }
 
-extern "C" ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_error *err) {
+extern "C" ct_status ct_graph_capture_end(ct_context *ctx, ct_graph **out, ct_error *err) {
   *out = NULL;
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture((cudaStream_t)ctx->stream, &graph);
@@ -50,7 +51,7 @@ extern "C" ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot instantiate a CUDA graph: %s",
                         ctx->device, cudaGetErrorString(e));
   }
-  ct_gpu_graph *g = (ct_gpu_graph *)ct_xcalloc(1, sizeof *g);
+  ct_graph *g = (ct_graph *)ct_xcalloc(1, sizeof *g);
   g->graph = graph;
   g->exec = exec;
   g->nodes = nodes;
@@ -58,19 +59,19 @@ extern "C" ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_
   return CT_OK;
 }
 
-extern "C" void ct_gpu_capture_abandon(ct_context *ctx) {
+extern "C" void ct_graph_capture_abandon(ct_context *ctx) {
   cudaGraph_t graph = NULL;
   if (cudaStreamEndCapture((cudaStream_t)ctx->stream, &graph) != cudaSuccess) cudaGetLastError();
   if (graph) cudaGraphDestroy(graph);
 }
 
-extern "C" void ct_gpu_graph_launch(ct_context *ctx, ct_gpu_graph *g) {
+extern "C" void ct_graph_launch(ct_context *ctx, ct_graph *g) {
   CT_CUDA_CHECK(cudaGraphLaunch(g->exec, (cudaStream_t)ctx->stream));
 }
 
-extern "C" size_t ct_gpu_graph_nodes(const ct_gpu_graph *g) { return g ? g->nodes : 0; }
+extern "C" size_t ct_graph_nodes(const ct_graph *g) { return g ? g->nodes : 0; }
 
-extern "C" void ct_gpu_graph_free(ct_gpu_graph *g) {
+extern "C" void ct_graph_free(ct_graph *g) {
   if (!g) return;
   cudaGraphExecDestroy(g->exec);
   cudaGraphDestroy(g->graph);

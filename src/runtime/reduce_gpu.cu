@@ -1,18 +1,18 @@
-/* The CUDA side of the data-parallel reducer (see dp_gpu.h). */
+/* The CUDA side of the reduce step (see reduce_gpu.h). */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/cudnn_util.h"
 #include "gpu/gpu.h"
-#include "gpu/iter_slots.h"
-#include "parallel/dp_gpu.h"
+#include "runtime/reduce_gpu.h"
+#include "runtime/streams.h"
 extern "C" {
 #include "core/log.h"
 }
 
-struct ct_dp_gpu {
+struct ct_reduce_gpu {
   ct_context *ctx;
+  const ct_iter_clock *clock;
   ct_comm *comm;
   cudaStream_t comm_stream; /* high priority, non-blocking */
   cudaStream_t wait_stream; /* non-blocking: follows an iteration's end for the watchdog's wait */
@@ -27,9 +27,9 @@ struct ct_dp_gpu {
   cudaEvent_t *t_ready, *t_start, *t_done; /* (nbuckets) each */
   cudaEvent_t t_fin[2];     /* iteration ends (compute stream): end k in t_fin[k & 1] */
   int fins;                 /* ends recorded so far */
-  void *ctl_send;           /* iteration slots of CT_DP_GPU_CTL floats: the requests each carries */
+  void *ctl_send;           /* iteration slots of CT_REDUCE_GPU_CTL floats: the requests each carries */
   void *ctl_recv;           /* the same: their sums over ranks, written by the GPU */
-  float *ctl_dev;           /* (CT_DP_GPU_CTL) device */
+  float *ctl_dev;           /* (CT_REDUCE_GPU_CTL) device */
 };
 
 #define DP_CUDA_TRY(g, call)                                                                    \
@@ -40,18 +40,17 @@ struct ct_dp_gpu {
                           (g)->ctx->device, cudaGetErrorName(e_), cudaGetErrorString(e_), #call); \
   } while (0)
 
-static cudaStream_t compute_stream(const ct_dp_gpu *g) { return (cudaStream_t)g->ctx->stream; }
+static cudaStream_t compute_stream(const ct_reduce_gpu *g) { return (cudaStream_t)g->ctx->stream; }
 
-static ct_status create_events(ct_dp_gpu *g, cudaEvent_t *ev, int n, unsigned flags, ct_error *err) {
+static ct_status create_events(ct_reduce_gpu *g, cudaEvent_t *ev, int n, unsigned flags, ct_error *err) {
   for (int i = 0; i < n; i++) DP_CUDA_TRY(g, cudaEventCreateWithFlags(&ev[i], flags));
   return CT_OK;
 }
 
-static ct_status setup(ct_dp_gpu *g, ct_error *err) {
+static ct_status setup(ct_reduce_gpu *g, ct_error *err) {
   DP_CUDA_TRY(g, cudaSetDevice(g->ctx->device));
-  int least = 0, greatest = 0;
-  DP_CUDA_TRY(g, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
+  DP_CUDA_TRY(g, cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking,
+                                              ct_stream_priority(CT_STREAM_COMM)));
   DP_CUDA_TRY(g, cudaStreamCreateWithFlags(&g->wait_stream, cudaStreamNonBlocking));
   const int n = g->nbuckets;
   CT_TRY(create_events(g, g->ready, n, cudaEventDisableTiming, err));
@@ -64,18 +63,19 @@ static ct_status setup(ct_dp_gpu *g, ct_error *err) {
   CT_TRY(create_events(g, g->t_ready, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_start, n, cudaEventDefault, err));
   CT_TRY(create_events(g, g->t_done, n, cudaEventDefault, err));
-  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  g->ctl_send = ct_gpu_slots_new(ctl);
-  g->ctl_recv = ct_gpu_slots_new(ctl);
+  const size_t ctl = CT_REDUCE_GPU_CTL * sizeof(float);
+  g->ctl_send = ct_slots_new(g->ctx, ctl);
+  g->ctl_recv = ct_slots_new(g->ctx, ctl);
   DP_CUDA_TRY(g, cudaMalloc((void **)&g->ctl_dev, ctl));
   return CT_OK;
 }
 
-extern "C" ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm *comm, int nbuckets,
-                                      bool timing, ct_error *err) {
+extern "C" ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clock *clock,
+                                          ct_comm *comm, int nbuckets, bool timing, ct_error *err) {
   *out = NULL;
-  ct_dp_gpu *g = (ct_dp_gpu *)ct_xcalloc(1, sizeof *g);
-  g->ctx = ctx;
+  ct_reduce_gpu *g = (ct_reduce_gpu *)ct_xcalloc(1, sizeof *g);
+  g->ctx = clock->ctx;
+  g->clock = clock;
   g->comm = comm;
   g->nbuckets = nbuckets;
   g->timing = timing;
@@ -87,7 +87,7 @@ extern "C" ct_status ct_dp_gpu_create(ct_dp_gpu **out, ct_context *ctx, ct_comm 
   g->t_done = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   ct_status st = setup(g, err);
   if (st != CT_OK) {
-    ct_dp_gpu_free(g);
+    ct_reduce_gpu_free(g);
     return st;
   }
   *out = g;
@@ -99,7 +99,7 @@ static void destroy_events(cudaEvent_t *ev, int n) {
     if (ev[i]) cudaEventDestroy(ev[i]);
 }
 
-extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
+extern "C" void ct_reduce_gpu_free(ct_reduce_gpu *g) {
   if (!g) return;
   if (g->comm_stream) cudaStreamSynchronize(g->comm_stream);
   destroy_events(g->ready, g->nbuckets);
@@ -114,8 +114,8 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   destroy_events(g->t_fin, 2);
   if (g->comm_stream) cudaStreamDestroy(g->comm_stream);
   if (g->wait_stream) cudaStreamDestroy(g->wait_stream);
-  ct_gpu_slots_free(g->ctl_send);
-  ct_gpu_slots_free(g->ctl_recv);
+  ct_slots_free(g->ctx, g->ctl_send);
+  ct_slots_free(g->ctx, g->ctl_recv);
   if (g->ctl_dev) cudaFree(g->ctl_dev);
   free(g->ready);
   free(g->ready_grads);
@@ -123,10 +123,6 @@ extern "C" void ct_dp_gpu_free(ct_dp_gpu *g) {
   free(g->t_start);
   free(g->t_done);
   free(g);
-}
-
-extern "C" void ct_dp_gpu_begin(ct_dp_gpu *g) {
-  if (g->timing) CT_CUDA_CHECK(cudaEventRecord(g->t_begin, compute_stream(g)));
 }
 
 static bool capturing(cudaStream_t s) {
@@ -141,27 +137,31 @@ static cudaError_t mark(cudaEvent_t ev, cudaStream_t s) {
   return cudaEventRecord(ev, s);
 }
 
-/* The requests' round (see dp_gpu.h), enqueued on the communication stream:
+extern "C" void ct_reduce_gpu_begin(ct_reduce_gpu *g) {
+  if (g->timing) CT_CUDA_CHECK(mark(g->t_begin, compute_stream(g)));
+}
+
+/* The requests' round (see reduce_gpu.h), enqueued on the communication stream:
  * in and out of the slots of the device's iteration. */
-static ct_status launch_requests(ct_dp_gpu *g, ct_error *err) {
-  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  ct_gpu_slots_load_async(g->ctx, g->comm_stream, g->ctl_dev, g->ctl_send, ctl);
-  CT_TRY(ct_comm_allreduce(g->comm, g->ctl_dev, CT_DP_GPU_CTL, CT_COMM_SUM, g->comm_stream, err));
-  ct_gpu_slots_store_async(g->ctx, g->comm_stream, g->ctl_recv, g->ctl_dev, ctl);
+static ct_status launch_requests(ct_reduce_gpu *g, ct_error *err) {
+  const size_t ctl = CT_REDUCE_GPU_CTL * sizeof(float);
+  ct_slots_load_async(g->clock, g->comm_stream, g->ctl_dev, g->ctl_send, ctl);
+  CT_TRY(ct_comm_allreduce(g->comm, g->ctl_dev, CT_REDUCE_GPU_CTL, CT_COMM_SUM, g->comm_stream, err));
+  ct_slots_store_async(g->clock, g->comm_stream, g->ctl_recv, g->ctl_dev, ctl);
   return CT_OK;
 }
 
-extern "C" void ct_dp_gpu_set_requests(ct_dp_gpu *g, unsigned seq, const float req[CT_DP_GPU_CTL]) {
-  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  memcpy(ct_gpu_slot(g->ctl_send, ctl, seq), req, ctl);
+extern "C" void ct_reduce_gpu_set_requests(ct_reduce_gpu *g, unsigned seq, const float req[CT_REDUCE_GPU_CTL]) {
+  const size_t ctl = CT_REDUCE_GPU_CTL * sizeof(float);
+  memcpy(ct_slot(g->ctl_send, ctl, seq), req, ctl);
 }
 
-extern "C" void ct_dp_gpu_agreed(const ct_dp_gpu *g, unsigned seq, float sum[CT_DP_GPU_CTL]) {
-  const size_t ctl = CT_DP_GPU_CTL * sizeof(float);
-  memcpy(sum, ct_gpu_slot(g->ctl_recv, ctl, seq), ctl);
+extern "C" void ct_reduce_gpu_agreed(const ct_reduce_gpu *g, unsigned seq, float sum[CT_REDUCE_GPU_CTL]) {
+  const size_t ctl = CT_REDUCE_GPU_CTL * sizeof(float);
+  memcpy(sum, ct_slot(g->ctl_recv, ctl, seq), ctl);
 }
 
-extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t count, ct_error *err) {
+extern "C" ct_status ct_reduce_gpu_launch(ct_reduce_gpu *g, int b, float *buf, size_t count, ct_error *err) {
   CT_ASSERT(b >= 0 && b < g->nbuckets);
   if (capturing(compute_stream(g))) g->forked = true;
   /* t_ready before ready[b], so that the start (after the wait for ready[b])
@@ -186,7 +186,7 @@ extern "C" ct_status ct_dp_gpu_launch(ct_dp_gpu *g, int b, float *buf, size_t co
  * a capture only when this capture forked to it: earlier segments joined
  * their own launches, and an event recorded outside the capture cannot be
  * waited on inside it. */
-static ct_status join_comm(ct_dp_gpu *g, ct_error *err) {
+static ct_status join_comm(ct_reduce_gpu *g, ct_error *err) {
   if (capturing(compute_stream(g)) && !g->forked) return CT_OK;
   DP_CUDA_TRY(g, cudaEventRecord(g->done, g->comm_stream));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(compute_stream(g), g->done, 0));
@@ -194,50 +194,33 @@ static ct_status join_comm(ct_dp_gpu *g, ct_error *err) {
   return CT_OK;
 }
 
-extern "C" ct_status ct_dp_gpu_join(ct_dp_gpu *g, ct_error *err) {
+extern "C" ct_status ct_reduce_gpu_join(ct_reduce_gpu *g, ct_error *err) {
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_end, compute_stream(g)));
   return join_comm(g, err);
 }
 
-extern "C" ct_status ct_dp_gpu_capture_end(ct_dp_gpu *g, ct_error *err) { return join_comm(g, err); }
+extern "C" ct_status ct_reduce_gpu_capture_end(ct_reduce_gpu *g, ct_error *err) { return join_comm(g, err); }
 
-extern "C" ct_status ct_dp_gpu_wait(ct_dp_gpu *g, ct_error *err) {
+/* Blocks until the compute stream's enqueued work is done, under the
+ * communicator's watchdog. */
+static ct_status wait_all(ct_reduce_gpu *g, ct_error *err) {
   if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fins++ & 1], compute_stream(g)));
   return ct_comm_wait(g->comm, compute_stream(g), err);
 }
 
-extern "C" ct_status ct_dp_gpu_wait_iteration(ct_dp_gpu *g, unsigned seq, ct_error *err) {
-  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->wait_stream, (cudaEvent_t)ct_gpu_seq_end_event(g->ctx, seq), 0));
+extern "C" ct_status ct_reduce_gpu_wait_iteration(ct_reduce_gpu *g, unsigned seq, ct_error *err) {
+  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->wait_stream, (cudaEvent_t)ct_iter_clock_end_event(g->clock, seq), 0));
   if (g->timing) DP_CUDA_TRY(g, cudaEventRecord(g->t_fin[g->fins++ & 1], g->wait_stream));
   return ct_comm_wait(g->comm, g->wait_stream, err);
 }
 
-extern "C" ct_status ct_dp_gpu_broadcast(ct_dp_gpu *g, float *buf, size_t count, int root,
+extern "C" ct_status ct_reduce_gpu_broadcast(ct_reduce_gpu *g, float *buf, size_t count, int root,
                                          ct_error *err) {
   DP_CUDA_TRY(g, cudaEventRecord(g->sync, compute_stream(g)));
   DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->sync, 0));
   CT_TRY(ct_comm_broadcast(g->comm, buf, count, root, g->comm_stream, err));
-  CT_TRY(ct_dp_gpu_join(g, err));
-  return ct_dp_gpu_wait(g, err);
-}
-
-extern "C" ct_status ct_dp_gpu_share_conv_algos(ct_comm *comm, bool send, ct_error *err) {
-  double n = send ? (double)ct_cudnn_conv_table_export(NULL, 0) : 0.0;
-  CT_TRY(ct_comm_allreduce_host_f64(comm, &n, 1, err)); /* only root's count is not 0 */
-  const size_t count = (size_t)n;
-  if (count == 0) return CT_OK;
-  double *v = (double *)ct_xcalloc(count, sizeof *v);
-  if (send) ct_cudnn_conv_table_export(v, count);
-  ct_status st = ct_comm_allreduce_host_f64(comm, v, count, err);
-  if (st == CT_OK && !send) {
-    const long added = ct_cudnn_conv_table_import(v, count);
-    if (added < 0)
-      st = ct_error_set(err, CT_ERR_COMM, "rank 0's table of cuDNN algorithms arrived damaged");
-    else
-      LOG_INFO("took %ld cuDNN convolution algorithm choice%s from rank 0", added, added == 1 ? "" : "s");
-  }
-  free(v);
-  return st;
+  CT_TRY(ct_reduce_gpu_join(g, err));
+  return wait_all(g, err);
 }
 
 static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
@@ -249,7 +232,7 @@ static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
   return (double)ms;
 }
 
-extern "C" bool ct_dp_gpu_times(ct_dp_gpu *g, int nbuckets, ct_dp_bucket_time *t, ct_dp_iter_time *it) {
+extern "C" bool ct_reduce_gpu_times(ct_reduce_gpu *g, int nbuckets, ct_reduce_bucket_time *t, ct_reduce_iter_time *it) {
   if (!g->timing || g->fins == 0) return false;
   const int last = (g->fins - 1) & 1; /* t_fin[last ^ 1]: the end before */
   it->backward_ms = elapsed_ms(g->t_begin, g->t_end);
