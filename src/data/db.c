@@ -77,7 +77,7 @@ static ct_status not_a_database(const char *path, ct_db_backend backend, ct_erro
              lmdb ? "leveldb" : "lmdb");
   else if (empty)
     snprintf(what, sizeof what, "; the folder is empty");
-  return ct_error_set(err, CT_ERR_INVALID, "a folder, but not %s database (no %s in it)%s",
+  return ct_error_set(err, CT_ERR_IO, "a folder, but not %s database (no %s in it)%s",
                       lmdb ? "an LMDB" : "a LevelDB", marker, what);
 }
 
