@@ -13,6 +13,7 @@
 #ifndef CT_TESTS_RECURRENT_CASES_H
 #define CT_TESTS_RECURRENT_CASES_H
 
+#include "layertest.h"
 #include "recurrent_ref.h"
 #include "runtime_nets.h"
 
@@ -273,6 +274,90 @@ static inline void rc_run(const rc_config *cfg, ct_context *ctx, uint64_t seed) 
   }
   rr_free(&r);
   rc_free(&rc);
+}
+
+/* ---------------------------------------------------------------- layer cases
+ * One recurrent layer alone (layertest.h), for the gradient checks and the
+ * GPU-against-CPU comparisons: bottoms as the shape specs say (x, cont
+ * [, x_static] [, h_0 [, c_0]]; LSTMUnit: c_prev, x, cont), weights
+ * uniform in [-0.5, 0.5), biases uniform in [-0.2, 0.2). */
+typedef struct rl_case {
+  const char *type;
+  int H;             /* num_output (unused by LSTMUnit) */
+  bool expose;
+  const char *shapes;
+  int ntop;
+} rl_case;
+
+static const rl_case k_rl_cases[] = {
+    {"LSTM", 2, false, "3,2,3; 3,2", 1},
+    {"LSTM", 3, false, "4,2,2,2; 4,2", 1},
+    {"LSTM", 2, false, "3,2,3; 3,2; 2,2", 1},
+    {"LSTM", 2, true, "3,2,3; 3,2; 1,2,2; 1,2,2", 3},
+    {"LSTM", 2, true, "3,3,2; 3,3; 3,2,1; 1,3,2; 1,3,2", 3},
+    {"RNN", 2, false, "3,2,3; 3,2", 1},
+    {"RNN", 3, false, "4,2,2,2; 4,2; 2,3", 1},
+    {"RNN", 3, true, "3,2,3; 3,2; 1,2,3", 2},
+    {"LSTMUnit", 0, false, "1,3,2; 1,3,8; 1,3", 2},
+};
+
+typedef struct rl_param {
+  Caffe__LayerParameter lp;
+  Caffe__RecurrentParameter rp;
+  Caffe__FillerParameter wf, bf;
+} rl_param;
+
+static inline void rl_make(rl_param *p, const rl_case *c) {
+  memset(p, 0, sizeof *p);
+  p->lp = (Caffe__LayerParameter)CAFFE__LAYER_PARAMETER__INIT;
+  p->lp.name = "rec";
+  p->lp.type = (char *)c->type;
+  if (strcmp(c->type, "LSTMUnit") == 0) return;
+  p->rp = (Caffe__RecurrentParameter)CAFFE__RECURRENT_PARAMETER__INIT;
+  p->wf = (Caffe__FillerParameter)CAFFE__FILLER_PARAMETER__INIT;
+  p->bf = (Caffe__FillerParameter)CAFFE__FILLER_PARAMETER__INIT;
+  p->wf.type = "uniform";
+  p->wf.has_min = p->wf.has_max = 1;
+  p->wf.min = -0.5f;
+  p->wf.max = 0.5f;
+  p->bf = p->wf;
+  p->bf.min = -0.2f;
+  p->bf.max = 0.2f;
+  p->rp.has_num_output = 1;
+  p->rp.num_output = (uint32_t)c->H;
+  p->rp.has_expose_hidden = 1;
+  p->rp.expose_hidden = c->expose;
+  p->rp.weight_filler = &p->wf;
+  p->rp.bias_filler = &p->bf;
+  p->lp.recurrent_param = &p->rp;
+}
+
+/* The cont bottom of a layer case: (T, N) with 0 at the first step (for
+ * the even streams only when the initial state is a bottom, so that it
+ * matters) and in the middle of the last stream; LSTMUnit's (1, N):
+ * 0 for every third stream. */
+static inline void rl_cont(tu_layer_case *c) {
+  const bool unit = strcmp(c->l->ops->type, "LSTMUnit") == 0;
+  ct_tensor *cont = c->bottom[unit ? 2 : 1];
+  const int T = cont->shape[0], N = cont->shape[1];
+  const bool expose = !unit && c->l->ntop > 1;
+  float *v = malloc(cont->count * sizeof(float));
+  for (int t = 0; t < T; t++)
+    for (int n = 0; n < N; n++) {
+      bool reset = unit ? n % 3 == 0
+                        : (t == 0 && (!expose || n % 2 == 0)) || (t == T / 2 && n == N - 1);
+      v[t * N + n] = reset ? 0.0f : 1.0f;
+    }
+  tu_set_values(cont, v);
+  free(v);
+}
+
+/* The gradient-check options of the recurrent cases: Caffe's (step 1e-2,
+ * threshold 1e-3), cont never checked. */
+static inline ct_gradcheck_opts rl_gradcheck_opts(const rl_case *c) {
+  ct_gradcheck_opts o = ct_gradcheck_defaults();
+  o.skip_bottom[strcmp(c->type, "LSTMUnit") == 0 ? 2 : 1] = true;
+  return o;
 }
 
 #endif
