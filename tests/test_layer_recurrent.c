@@ -102,6 +102,22 @@ static void test_errors(void **state) {
   expect_error(&unit, "1,3,2; 1,3,8; 2,3", 2,
                "layer 'rec' (LSTMUnit): bottom 2 (cont) must have shape (1, N) with the N of "
                "bottom 0, got 2 3 (6)");
+  /* in place: the top replaces x, which backward needs */
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+  int xshape[3] = {3, 2, 2}, cshape[2] = {3, 2};
+  ct_tensor *b[2] = {ct_tensor_new_shape(CT_DEVICE_CPU, "x", 3, xshape, true),
+                     ct_tensor_new_shape(CT_DEVICE_CPU, "cont", 2, cshape, true)};
+  ct_layer *l;
+  rl_make(&p, &lstm);
+  assert_int_equal(ct_layer_create(&p.lp, CT_PHASE_TRAIN, &ctx, 2, 1, &l, &err), CT_OK);
+  assert_int_equal(ct_layer_setup(l, b, b, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "layer 'rec' (LSTM): top 0 is bottom 0: a recurrent layer cannot run "
+                               "in place (backward needs its inputs)");
+  ct_layer_free(l);
+  ct_tensor_free(b[0]);
+  ct_tensor_free(b[1]);
+  ct_context_free(&ctx);
   /* T may change between passes (Caffe refuses; a direct loop does not
    * care), N too; the carried state restarts from zeros */
   rl_make(&p, &lstm);

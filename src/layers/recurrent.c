@@ -45,6 +45,13 @@ ct_status ct_recurrent_setup(ct_recurrent *r, ct_layer *l, ct_tensor *const *bot
                         "recurrent_param.expose_hidden), got %d",
                         l->ntop);
   }
+  for (int t = 0; t < l->ntop; t++)
+    for (int b = 0; b < l->nbottom; b++)
+      if (top[t] == bottom[b])
+        return ct_error_set(err, CT_ERR_INVALID,
+                            "top %d is bottom %d: a recurrent layer cannot run in place (backward "
+                            "needs its inputs)",
+                            t, b);
   r->b_static = l->nbottom > min_bottoms ? 2 : -1;
   r->b_state = r->b_static >= 0 ? 3 : 2;
   if (!p->has_num_output || p->num_output == 0 || p->num_output > (1u << 24))
