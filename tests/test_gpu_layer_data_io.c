@@ -15,26 +15,27 @@
 static const char k_windows[] = "# 0\nim0.png\n3 16 16\n2\n1 0.9 0 0 7 7\n2 0.8 5 5 14 12\n"
                                 "# 1\nim1.jpg\n3 16 16\n2\n0 0.1 1 1 9 9\n0 0.0 6 2 15 15\n";
 
-/* The net text over the window file in dir (malloc'd). */
-static char *window_net(const char *dir, const char *source) {
+/* The net text over the window file source, its images in root (malloc'd). */
+static char *window_net(const char *root, const char *source) {
   char *t = malloc(4096);
   snprintf(t, 4096,
            "name: 'win'\n"
            "layer { name: 'data' type: 'WindowData' top: 'data' top: 'label'\n"
            "  transform_param { crop_size: 8 mirror: true mean_value: 100 }\n"
-           "  window_data_param { source: '%s' root_folder: '%s/' batch_size: 6 fg_fraction: 0.5\n"
+           "  window_data_param { source: '%s' root_folder: '%s' batch_size: 6 fg_fraction: 0.5\n"
            "    context_pad: 1 scale: 0.01 } }\n"
            "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip'\n"
            "  inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }\n"
            "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }\n",
-           source, dir);
+           source, root);
   return t;
 }
 
 static void test_window_data(void **state) {
   char src[600];
-  const char *dir = wf_make_dir("gpu_window", k_windows, src, sizeof src);
-  char *text = window_net(dir, src);
+  char root[620];
+  wf_make_dir("gpu_window", k_windows, src, root);
+  char *text = window_net(root, src);
   ct_context cctx, gctx;
   assert_int_equal(ct_context_init(&cctx, CT_DEVICE_CPU, 7, NULL), CT_OK);
   rn_gpu_context(&gctx, 7);

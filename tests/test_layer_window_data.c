@@ -121,10 +121,11 @@ static void expect_crop(const wd *r, int item, const ct_image *img, const expect
   if (!crop_matches(r, item, img, e)) fail_msg("item %d does not hold the expected crop", item);
 }
 
+/* Image `name` of the test folder root (with its trailing '/'), decoded. */
 static void read_image(const char *dir, const char *name, ct_image *img) {
-  char path[600];
+  char path[700];
   ct_error err;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, sizeof path, "%s%s", dir, name);
   assert_int_equal(ct_image_read_file(path, CT_COLOR_FORCE_COLOR, img, &err), CT_OK);
 }
 
@@ -132,9 +133,8 @@ static void read_image(const char *dir, const char *name, ct_image *img) {
  * window_data_param.scale apply; the label is the window's class. */
 static void test_exact_window(void **state) {
   char src[600];
-  const char *dir = wf_make_dir("window_exact", "# 0\nim0.png\n3 16 16\n1\n4 1.0 2 1 5 4\n", src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_exact", "# 0\nim0.png\n3 16 16\n1\n4 1.0 2 1 5 4\n", src, root);
   wd r;
   wd_init(&r, src, root, 2, 4);
   r.mean_value[0] = 10.0f;
@@ -150,7 +150,7 @@ static void test_exact_window(void **state) {
   assert_int_equal(r.top[1]->ndim, 1);
   wd_forward(&r);
   ct_image img;
-  read_image(dir, "im0.png", &img);
+  read_image(root, "im0.png", &img);
   for (int i = 0; i < 2; i++) {
     assert_float_equal(r.top[1]->data[i], 4, 0);
     expect_crop(&r, i, &img, &(expect_args){2, 1, 5, 4, 4, 4, 0, 0, false, 10.0f, 0.5f});
@@ -168,7 +168,7 @@ static void test_exact_window(void **state) {
   r.tp.scale = 2.0f;
   wd_ready(&r);
   wd_forward(&r);
-  read_image(dir, "im0.png", &img);
+  read_image(root, "im0.png", &img);
   expect_crop(&r, 0, &img, &(expect_args){2, 1, 5, 4, 4, 4, 0, 0, false, 0.0f, 2.0f});
   ct_image_free(&img);
   wd_free(&r);
@@ -179,9 +179,8 @@ static void test_exact_window(void **state) {
  * columns; mirrored, the padding moves to the right (Caffe's rule). */
 static void test_context_pad(void **state) {
   char src[600];
-  const char *dir = wf_make_dir("window_context", "# 0\nim0.png\n3 16 16\n1\n1 0.9 0 0 3 3\n", src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_context", "# 0\nim0.png\n3 16 16\n1\n1 0.9 0 0 3 3\n", src, root);
   wd r;
   wd_init(&r, src, root, 16, 8);
   r.wp.has_context_pad = 1;
@@ -191,7 +190,7 @@ static void test_context_pad(void **state) {
   wd_ready(&r);
   wd_forward(&r);
   ct_image img;
-  read_image(dir, "im0.png", &img);
+  read_image(root, "im0.png", &img);
   int plain = 0, flipped = 0;
   for (int i = 0; i < 16; i++) {
     if (crop_matches(&r, i, &img, &(expect_args){0, 0, 6, 6, 6, 6, 2, 2, false, 0, 1}))
@@ -210,16 +209,15 @@ static void test_context_pad(void **state) {
  * (2..10) about its centre, warped to 6x6. */
 static void test_square(void **state) {
   char src[600];
-  const char *dir = wf_make_dir("window_square", "# 0\nim0.png\n3 16 16\n1\n1 0.9 4 2 7 9\n", src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_square", "# 0\nim0.png\n3 16 16\n1\n1 0.9 4 2 7 9\n", src, root);
   wd r;
   wd_init(&r, src, root, 1, 6);
   r.wp.crop_mode = "square";
   wd_ready(&r);
   wd_forward(&r);
   ct_image img;
-  read_image(dir, "im0.png", &img);
+  read_image(root, "im0.png", &img);
   expect_crop(&r, 0, &img, &(expect_args){2, 2, 10, 10, 6, 6, 0, 0, false, 0, 1});
   ct_image_free(&img);
   wd_free(&r);
@@ -227,11 +225,10 @@ static void test_square(void **state) {
 
 /* A mean_file larger than the crop is centred on it ((6 - 4) / 2 = 1). */
 static void test_mean_file(void **state) {
-  char src[600], mean_path[620];
-  const char *dir = wf_make_dir("window_mean", "# 0\nim0.png\n3 16 16\n1\n1 0.9 3 3 6 6\n", src, sizeof src);
+  char src[600], mean_path[700];
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
-  snprintf(mean_path, sizeof mean_path, "%s/mean.binaryproto", dir);
+  wf_make_dir("window_mean", "# 0\nim0.png\n3 16 16\n1\n1 0.9 3 3 6 6\n", src, root);
+  snprintf(mean_path, sizeof mean_path, "%smean.binaryproto", root);
   float mean[3 * 6 * 6];
   for (int i = 0; i < 108; i++) mean[i] = (float)(i % 17) * 3.0f;
   Caffe__BlobProto b = CAFFE__BLOB_PROTO__INIT;
@@ -251,7 +248,7 @@ static void test_mean_file(void **state) {
     wd_ready(&r);
     wd_forward(&r);
     ct_image img;
-    read_image(dir, "im0.png", &img);
+    read_image(root, "im0.png", &img);
     expect_args e = {3, 3, 6, 6, 4, 4, 0, 0, false, 0, 1, mean, 6, 6, 1};
     expect_crop(&r, 0, &img, &e);
     ct_image_free(&img);
@@ -270,9 +267,8 @@ static void test_sampling(void **state) {
       "# 1\nim1.jpg\n3 16 16\n1\n"
       "7 0.8 2 3 9 12\n";     /* foreground, class 7 (JPEG) */
   char src[600];
-  const char *dir = wf_make_dir("window_sampling", text, src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_sampling", text, src, root);
   wd r;
   wd_init(&r, src, root, 8, 5);
   r.wp.fg_fraction = 0.25f;
@@ -281,8 +277,8 @@ static void test_sampling(void **state) {
   r.wp.bg_threshold = 0.3f;
   wd_ready(&r);
   ct_image im0, im1;
-  read_image(dir, "im0.png", &im0);
-  read_image(dir, "im1.jpg", &im1);
+  read_image(root, "im0.png", &im0);
+  read_image(root, "im1.jpg", &im1);
   int seen[8] = {0};
   for (int it = 0; it < 20; it++) {
     wd_forward(&r);
@@ -313,9 +309,8 @@ static void test_reproducible(void **state) {
   const char *text = "# 0\nim0.png\n3 16 16\n2\n1 0.9 0 0 7 7\n2 0.9 5 5 14 12\n"
                      "# 1\nim1.jpg\n3 16 16\n1\n0 0.0 1 1 9 9\n";
   char src[600];
-  const char *dir = wf_make_dir("window_repro", text, src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_repro", text, src, root);
   wd a, b;
   wd_init(&a, src, root, 6, 6);
   wd_init(&b, src, root, 6, 6);
@@ -361,9 +356,8 @@ static void expect_setup_error(wd *r, const char *msg) {
 
 static void test_errors(void **state) {
   char src[600], want[1400];
-  const char *dir = wf_make_dir("window_errors", "foo\n", src, sizeof src);
   char root[620];
-  snprintf(root, sizeof root, "%s/", dir);
+  wf_make_dir("window_errors", "foo\n", src, root);
   wd r;
   wd_init(&r, src, root, 2, 4);
   snprintf(want, sizeof want, "layer 'win' (WindowData): %s:1: expected '# 0' (the next image), got 'foo'", src);

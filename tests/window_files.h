@@ -30,17 +30,19 @@ static inline void wf_write_image(const char *path, int k, bool jpeg) {
 }
 
 /* A test folder with images im0.png (image 0), im1.jpg (image 1) and the
- * window file `text` as windows.txt; *source gets its path. */
-static inline const char *wf_make_dir(const char *name, const char *text, char *source, size_t n) {
+ * window file `text` as windows.txt: *source (600 bytes) gets its path and
+ * *root (620 bytes) the folder with a trailing '/', the root_folder of the
+ * window file's paths. */
+static inline void wf_make_dir(const char *name, const char *text, char *source, char *root) {
   const char *dir = tu_tmpdir(name);
   char path[600];
   snprintf(path, sizeof path, "%s/im0.png", dir);
   wf_write_image(path, 0, false);
   snprintf(path, sizeof path, "%s/im1.jpg", dir);
   wf_write_image(path, 1, true);
-  snprintf(source, n, "%s/windows.txt", dir);
+  snprintf(source, 600, "%s/windows.txt", dir);
   tu_write_file(source, text, strlen(text));
-  return dir;
+  snprintf(root, 620, "%s/", dir);
 }
 
 #endif
