@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "data/image.h"
 #include "layers/layer.h"
+#include "net/net.h"
 #include "net/net_load.h"
 #include "proto/textformat.h"
 #include "proto/io.h"
@@ -431,6 +432,63 @@ static void test_errors(void **state) {
   wd_free(&r);
 }
 
+/* A net in the form of Caffe's PASCAL fine-tuning example (transform_param
+ * with mirror, crop_size and mean_file; window_data_param with thresholds,
+ * fg_fraction, context_pad and crop_mode), TRAIN and TEST. */
+static void test_pascal_style_net(void **state) {
+  char src[600], root[620], mean_path[700], text[4096];
+  wf_make_dir("window_net", "# 0\nim0.png\n3 16 16\n2\n3 0.7 2 2 9 9\n0 0.2 4 0 15 11\n"
+                            "# 1\nim1.jpg\n3 16 16\n1\n5 0.5 0 3 12 15\n",
+              src, root);
+  snprintf(mean_path, sizeof mean_path, "%smean.binaryproto", root);
+  float mean[3 * 12 * 12] = {0};
+  for (int i = 0; i < 3 * 144; i++) mean[i] = 100.0f + (float)(i % 7);
+  Caffe__BlobProto b = CAFFE__BLOB_PROTO__INIT;
+  b.has_num = b.has_channels = b.has_height = b.has_width = 1;
+  b.num = 1;
+  b.channels = 3;
+  b.height = b.width = 12;
+  b.data = mean;
+  b.n_data = 3 * 144;
+  ct_error err;
+  assert_int_equal(ct_proto_write_binary(&b.base, mean_path, &err), CT_OK);
+  for (int phase = 0; phase < 2; phase++) {
+    snprintf(text, sizeof text,
+             "name: 'CaffeNet'\n"
+             "layer { name: 'data' type: 'WindowData' top: 'data' top: 'label'\n"
+             "  include { phase: %s }\n"
+             "  transform_param { mirror: true crop_size: 10 mean_file: '%s' }\n"
+             "  window_data_param { source: '%s' root_folder: '%s' batch_size: 8 fg_threshold: 0.5\n"
+             "    bg_threshold: 0.5 fg_fraction: 0.25 context_pad: 2 crop_mode: 'warp' } }\n"
+             "layer { name: 'fc' type: 'InnerProduct' bottom: 'data' top: 'fc'\n"
+             "  inner_product_param { num_output: 6 weight_filler { type: 'gaussian' std: 0.01 } } }\n"
+             "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'fc' bottom: 'label' }\n",
+             phase ? "TEST" : "TRAIN", mean_path, src, root);
+    ProtobufCMessage *m;
+    assert_int_equal(ct_text_parse(&caffe__net_parameter__descriptor, text, strlen(text), "net", &m, &err),
+                     CT_OK);
+    ct_context ctx;
+    assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
+    ct_net_opts o = {.phase = phase ? CT_PHASE_TEST : CT_PHASE_TRAIN, .quiet = true};
+    ct_net *net = NULL;
+    if (ct_net_init(&net, (Caffe__NetParameter *)m, &o, &ctx, &err) != CT_OK)
+      fail_msg("net: %s", err.msg);
+    protobuf_c_message_free_unpacked(m, NULL);
+    const ct_tensor *label = ct_net_blob(net, "label");
+    for (int it = 0; it < 3; it++) {
+      double loss = 0;
+      assert_int_equal(ct_net_forward(net, &loss, &err), CT_OK);
+      assert_true(isfinite(loss) && loss > 0);
+      for (int i = 0; i < 8; i++) {
+        const int want_fg = i >= 6, got = (int)label->data[i];
+        assert_true(want_fg ? got == 3 || got == 5 : got == 0);
+      }
+    }
+    ct_net_free(net);
+    ct_context_free(&ctx);
+  }
+}
+
 /* --dummy_data replaces a WindowData by a DummyData of its batch and crop,
  * the crop read from window_data_param when transform_param has none. */
 static void test_dummy_shape(void **state) {
@@ -459,6 +517,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_square),       cmocka_unit_test(test_mean_file),
       cmocka_unit_test(test_sampling),     cmocka_unit_test(test_reproducible),
       cmocka_unit_test(test_errors),       cmocka_unit_test(test_dummy_shape),
+      cmocka_unit_test(test_pascal_style_net),
   };
   tu_filter_tests(argc, argv);
   return cmocka_run_group_tests(tests, NULL, NULL);
