@@ -67,7 +67,8 @@ static inline void rc_expect(const char *what, const ct_tensor *t, bool diff, co
   free(got);
 }
 
-/* The net's prototxt for cfg (malloc'd). */
+/* The net's prototxt for cfg (malloc'd); its fillers are absurd on purpose: the
+ * tests set every weight themselves. */
 static inline char *rc_net_text(const rc_config *c) {
   char *t = malloc(8192);
   int o = snprintf(t, 8192,
@@ -88,8 +89,10 @@ static inline char *rc_net_text(const rc_config *c) {
                 " } }\n"
                 "layer { name: 'rec' type: '%s' bottom: 'x' bottom: 'cont'%s%s%s top: 'y'%s%s\n"
                 "  recurrent_param { num_output: %d expose_hidden: %s\n"
-                "    weight_filler { type: 'gaussian' std: 3 } bias_filler { type: 'constant' value: 7 } } }\n"
-                "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 'target' top: 'loss' }\n",
+                "    weight_filler { type: 'gaussian' std: 3 }\n"
+                "    bias_filler { type: 'constant' value: 7 } } }\n"
+                "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 'target'\n"
+                "  top: 'loss' }\n",
                 c->lstm ? "LSTM" : "RNN", c->S ? " bottom: 'xs'" : "",
                 c->expose ? " bottom: 'h0'" : "", c->expose && c->lstm ? " bottom: 'c0'" : "",
                 c->expose ? " top: 'hT'" : "", c->expose && c->lstm ? " top: 'cT'" : "", c->H,

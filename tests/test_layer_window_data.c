@@ -361,7 +361,8 @@ static void test_errors(void **state) {
   wf_make_dir("window_errors", "foo\n", src, root);
   wd r;
   wd_init(&r, src, root, 2, 4);
-  snprintf(want, sizeof want, "layer 'win' (WindowData): %s:1: expected '# 0' (the next image), got 'foo'", src);
+  snprintf(want, sizeof want,
+           "layer 'win' (WindowData): %s:1: expected '# 0' (the next image), got 'foo'", src);
   expect_setup_error(&r, want);
 
   struct {
@@ -370,12 +371,14 @@ static void test_errors(void **state) {
       {"# 1\nim0.png\n3 16 16\n0\n", ":1: image index 1 out of order (expected 0)"},
       {"# 0\nim0.png\n3 16 16\n1\n0 0.9 1 1 4 4\n",
        ":5: a foreground window (overlap 0.9 >= fg_threshold 0.5) needs a class above 0, got 0"},
-      {"# 0\nim0.png\n3 16 16\n1\n1 0.9 4 1 2 4\n", ":5: the window (4, 1, 2, 4) has x2 < x1 or y2 < y1"},
+      {"# 0\nim0.png\n3 16 16\n1\n1 0.9 4 1 2 4\n",
+       ":5: the window (4, 1, 2, 4) has x2 < x1 or y2 < y1"},
       {"# 0\nim0.png\n2 16 16\n0\n", ":3: image 0 has 2 channels (1 or 3)"},
       {"# 0\nim0.png\n3 16 16\n2\n1 0.9 1 1 4 4\n", ": the file ends where a class index should be"},
       {"# 0\nim0.png\n3 16 x\n", ":3: expected the width (an integer from 1 to 65536), got 'x'"},
       {"", ": the window file is empty"},
-      {"# 0\nim0.png\n3 16 16\n1\n0 0.1 1 1 4 4\n", ": no foreground windows (overlap >= fg_threshold 0.5) for the 2 per batch"},
+      {"# 0\nim0.png\n3 16 16\n1\n0 0.1 1 1 4 4\n",
+       ": no foreground windows (overlap >= fg_threshold 0.5) for the 2 per batch"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tu_write_file(src, bad[i].text, strlen(bad[i].text));
@@ -417,8 +420,8 @@ static void test_errors(void **state) {
   wd_ready(&r);
   ct_error err;
   assert_int_not_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
-  snprintf(want, sizeof want, "%s:6: the window (10, 10, 20, 20) is not inside the 16x16 image %sim0.png",
-           src, root);
+  snprintf(want, sizeof want,
+           "%s:6: the window (10, 10, 20, 20) is not inside the 16x16 image %sim0.png", src, root);
   if (!strstr(err.msg, want)) fail_msg("message '%s' lacks '%s'", err.msg, want);
   wd_free(&r);
   /* a missing image file */
@@ -465,8 +468,8 @@ static void test_pascal_style_net(void **state) {
              "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'fc' bottom: 'label' }\n",
              phase ? "TEST" : "TRAIN", mean_path, src, root);
     ProtobufCMessage *m;
-    assert_int_equal(ct_text_parse(&caffe__net_parameter__descriptor, text, strlen(text), "net", &m, &err),
-                     CT_OK);
+    assert_int_equal(
+        ct_text_parse(&caffe__net_parameter__descriptor, text, strlen(text), "net", &m, &err), CT_OK);
     ct_context ctx;
     assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
     ct_net_opts o = {.phase = phase ? CT_PHASE_TEST : CT_PHASE_TRAIN, .quiet = true};

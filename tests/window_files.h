@@ -10,7 +10,10 @@
 
 #define WF_IMG 16 /* the test images are WF_IMG x WF_IMG */
 
-static inline uint8_t wf_px(int k, int y, int x, int c) { return (uint8_t)(k * 40 + y * 13 + x * 5 + c * 70); }
+/* Pixel (y, x, c) of test image k. */
+static inline uint8_t wf_px(int k, int y, int x, int c) {
+  return (uint8_t)(k * 40 + y * 13 + x * 5 + c * 70);
+}
 
 /* Image k as PNG (lossless) or JPEG at path. */
 static inline void wf_write_image(const char *path, int k, bool jpeg) {

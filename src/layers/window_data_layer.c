@@ -140,8 +140,9 @@ static ct_status read_long(tokens *t, const char *src, const char *what, long lo
   errno = 0;
   long v = strtol(tok, &end, 10);
   if (end == tok || *end || errno || v < lo || v > hi)
-    return ct_error_set(err, CT_ERR_PARSE, "%s:%d: expected %s (an integer from %ld to %ld), got '%.40s'",
-                        src, t->tok_line, what, lo, hi, tok);
+    return ct_error_set(err, CT_ERR_PARSE,
+                        "%s:%d: expected %s (an integer from %ld to %ld), got '%.40s'", src,
+                        t->tok_line, what, lo, hi, tok);
   *out = v;
   return CT_OK;
 }
@@ -172,7 +173,8 @@ static ct_status read_window(window_priv *p, tokens *t, const char *src, int ima
   const int line = t->tok_line;
   CT_TRY(read_float(t, src, "an overlap", &overlap, err));
   static const char *const corner[4] = {"x1", "y1", "x2", "y2"};
-  for (int k = 1; k < 5; k++) CT_TRY(read_long(t, src, corner[k - 1], -(1L << 30), 1L << 30, &v[k], err));
+  for (int k = 1; k < 5; k++)
+    CT_TRY(read_long(t, src, corner[k - 1], -(1L << 30), 1L << 30, &v[k], err));
   window w = {image, (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], line};
   if (w.x2 < w.x1 || w.y2 < w.y1)
     return ct_error_set(err, CT_ERR_PARSE, "%s:%d: the window (%d, %d, %d, %d) has x2 < x1 or y2 < y1",
@@ -416,7 +418,8 @@ static ct_status pick_string(const char *name, const char *tp, const char *wp, c
 static ct_status read_settings(window_priv *p, const ct_layer *l,
                                const Caffe__WindowDataParameter *wp, ct_error *err) {
   static const Caffe__TransformationParameter k_tp = CAFFE__TRANSFORMATION_PARAMETER__INIT;
-  const Caffe__TransformationParameter *tp = l->param->transform_param ? l->param->transform_param : &k_tp;
+  const Caffe__TransformationParameter *tp =
+      l->param->transform_param ? l->param->transform_param : &k_tp;
   if (!wp->source || !wp->source[0])
     return ct_error_set(err, CT_ERR_INVALID, "window_data_param.source must be given");
   if (wp->batch_size == 0 || wp->batch_size > (1u << 24))
