@@ -94,7 +94,7 @@ static void test_errors(void **state) {
   assert_int_equal(tu_layer_case_try(&c, &p.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, "3,2,3; 3,2", 1, &err),
                    CT_ERR_INVALID);
   assert_string_equal(err.msg, "layer 'rec' (LSTM): recurrent_param.num_output must be given and "
-                               "positive (at most 2^24)");
+                               "positive (at most 16384)");
   tu_layer_case_free(&c);
   expect_error(&unit, "1,3,2; 1,3,6; 1,3", 2,
                "layer 'rec' (LSTMUnit): bottom 1 (x) must hold 4 gates of the 2 cells of bottom 0 "

@@ -54,9 +54,9 @@ ct_status ct_recurrent_setup(ct_recurrent *r, ct_layer *l, ct_tensor *const *bot
                             t, b);
   r->b_static = l->nbottom > min_bottoms ? 2 : -1;
   r->b_state = r->b_static >= 0 ? 3 : 2;
-  if (!p->has_num_output || p->num_output == 0 || p->num_output > (1u << 24))
+  if (!p->has_num_output || p->num_output == 0 || p->num_output > (1u << 14))
     return ct_error_set(err, CT_ERR_INVALID,
-                        "recurrent_param.num_output must be given and positive (at most 2^24)");
+                        "recurrent_param.num_output must be given and positive (at most 16384)");
   r->H = (int)p->num_output;
   r->G = gates * r->H;
   if (bottom[0]->ndim < 2)
@@ -72,8 +72,8 @@ ct_status ct_recurrent_setup(ct_recurrent *r, ct_layer *l, ct_tensor *const *bot
   r->I = (int)I;
   if (r->b_static >= 0) {
     const ct_tensor *xs = bottom[r->b_static];
-    const size_t S = ct_tensor_count_range(xs, 1, xs->ndim);
-    if (xs->ndim < 1 || S == 0 || S * (size_t)r->G > INT32_MAX)
+    const size_t S = xs->ndim < 1 ? 0 : ct_tensor_count_range(xs, 1, xs->ndim);
+    if (S == 0 || S * (size_t)r->G > INT32_MAX)
       return ct_error_set(err, CT_ERR_INVALID,
                           "bottom 2 (x_static) must be (N, ...) with values per stream, got %d "
                           "axes and %zu values",
