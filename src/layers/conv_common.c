@@ -57,43 +57,74 @@ static ct_status spatial_values(const char *name, const char *pair, size_t n,
   return CT_OK;
 }
 
-static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
-                             const ct_tensor *bottom, ct_error *err) {
-  if (ct_tensor_canonical_axis(bottom, p->axis, &c->axis, err) != CT_OK)
+ct_status ct_conv_window_parse(const Caffe__ConvolutionParameter *p, const ct_tensor *bottom,
+                               ct_conv_window *w, ct_error *err) {
+  memset(w, 0, sizeof *w);
+  if (ct_tensor_canonical_axis(bottom, p->axis, &w->axis, err) != CT_OK)
     return ct_error_prefix(err, "convolution_param");
-  c->bottom_ndim = bottom->ndim;
-  c->nspatial = bottom->ndim - c->axis - 1;
-  if (c->nspatial > CT_IM2COL_MAX_AXES)
+  w->nspatial = bottom->ndim - w->axis - 1;
+  if (w->nspatial > CT_IM2COL_MAX_AXES)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "convolution over %d spatial axes is not supported (at most %d)",
-                        c->nspatial, CT_IM2COL_MAX_AXES);
-  c->force_nd = p->force_nd_im2col;
+                        w->nspatial, CT_IM2COL_MAX_AXES);
+  w->force_nd = p->force_nd_im2col;
   CT_TRY(spatial_values("kernel_size", "kernel", p->n_kernel_size, p->kernel_size, p->has_kernel_h,
-                        p->kernel_h, p->has_kernel_w, p->kernel_w, c->nspatial, -1, c->kernel,
+                        p->kernel_h, p->has_kernel_w, p->kernel_w, w->nspatial, -1, w->kernel,
                         err));
   CT_TRY(spatial_values("stride", "stride", p->n_stride, p->stride, p->has_stride_h, p->stride_h,
-                        p->has_stride_w, p->stride_w, c->nspatial, 1, c->stride, err));
+                        p->has_stride_w, p->stride_w, w->nspatial, 1, w->stride, err));
   CT_TRY(spatial_values("pad", "pad", p->n_pad, p->pad, p->has_pad_h, p->pad_h, p->has_pad_w,
-                        p->pad_w, c->nspatial, 0, c->pad, err));
+                        p->pad_w, w->nspatial, 0, w->pad, err));
   CT_TRY(spatial_values("dilation", NULL, p->n_dilation, p->dilation, false, 0, false, 0,
-                        c->nspatial, 1, c->dilation, err));
-  c->is_1x1 = true;
-  for (int i = 0; i < c->nspatial; i++) {
-    if (c->kernel[i] <= 0)
+                        w->nspatial, 1, w->dilation, err));
+  for (int i = 0; i < w->nspatial; i++) {
+    if (w->kernel[i] <= 0)
       return ct_error_set(err, CT_ERR_INVALID,
                           "convolution_param: kernel size must be positive (spatial axis %d is %d)",
-                          i, c->kernel[i]);
-    if (c->stride[i] <= 0)
+                          i, w->kernel[i]);
+    if (w->stride[i] <= 0)
       return ct_error_set(err, CT_ERR_INVALID,
                           "convolution_param: stride must be positive (spatial axis %d is %d)", i,
-                          c->stride[i]);
-    if (c->dilation[i] <= 0)
+                          w->stride[i]);
+    if (w->dilation[i] <= 0)
       return ct_error_set(err, CT_ERR_INVALID,
                           "convolution_param: dilation must be positive (spatial axis %d is %d)",
-                          i, c->dilation[i]);
-    if (c->pad[i] < 0)
+                          i, w->dilation[i]);
+    if (w->pad[i] < 0)
       return ct_error_set(err, CT_ERR_INVALID,
                           "convolution_param: pad is too large (spatial axis %d)", i);
+  }
+  return CT_OK;
+}
+
+ct_status ct_conv_window_out(const ct_conv_window *w, int i, long in, bool reverse, int *out,
+                             ct_error *err) {
+  long extent = (long)w->dilation[i] * (w->kernel[i] - 1) + 1;
+  long o = reverse ? (long)w->stride[i] * (in - 1) + extent - 2L * w->pad[i]
+                   : (in + 2L * w->pad[i] - extent) / w->stride[i] + 1;
+  if (in <= 0 || o <= 0 || o > (1L << 30))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "output size %ld along spatial axis %d is not positive (input %ld, "
+                        "kernel extent %ld, pad %d, stride %d)",
+                        o, i, in, extent, w->pad[i], w->stride[i]);
+  *out = (int)o;
+  return CT_OK;
+}
+
+static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
+                             const ct_tensor *bottom, ct_error *err) {
+  ct_conv_window w;
+  CT_TRY(ct_conv_window_parse(p, bottom, &w, err));
+  c->axis = w.axis;
+  c->nspatial = w.nspatial;
+  c->force_nd = w.force_nd;
+  c->bottom_ndim = bottom->ndim;
+  c->is_1x1 = true;
+  for (int i = 0; i < c->nspatial; i++) {
+    c->kernel[i] = w.kernel[i];
+    c->stride[i] = w.stride[i];
+    c->pad[i] = w.pad[i];
+    c->dilation[i] = w.dilation[i];
     c->is_1x1 = c->is_1x1 && c->kernel[i] == 1 && c->stride[i] == 1 && c->pad[i] == 0;
   }
   c->channels = bottom->shape[c->axis];
@@ -191,6 +222,15 @@ static void choose_engine(ct_layer *l, ct_conv *c) {
     LOG_INFO("layer '%s' (%s): host engine im2col + GEMM (%s)", l->name, l->ops->type, why);
 }
 
+static ct_conv_window window_of(const ct_conv *c) {
+  ct_conv_window w = {.axis = c->axis, .nspatial = c->nspatial, .force_nd = c->force_nd};
+  memcpy(w.kernel, c->kernel, sizeof w.kernel);
+  memcpy(w.stride, c->stride, sizeof w.stride);
+  memcpy(w.pad, c->pad, sizeof w.pad);
+  memcpy(w.dilation, c->dilation, sizeof w.dilation);
+  return w;
+}
+
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err) {
   ct_conv *c = l->priv;
@@ -217,23 +257,17 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   g->nspatial = c->nspatial;
   g->force_nd = c->force_nd;
   g->channels = c->x_channels;
+  const ct_conv_window w = window_of(c);
   for (int i = 0; i < c->nspatial; i++) {
-    long in = b0->shape[c->axis + 1 + i];
-    long extent = (long)c->dilation[i] * (c->kernel[i] - 1) + 1;
-    long out = c->reverse ? (long)c->stride[i] * (in - 1) + extent - 2L * c->pad[i]
-                          : (in + 2L * c->pad[i] - extent) / c->stride[i] + 1;
-    if (in <= 0 || out <= 0 || out > (1L << 30))
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "output size %ld along spatial axis %d is not positive (input %ld, "
-                          "kernel extent %ld, pad %d, stride %d)",
-                          out, i, in, extent, c->pad[i], c->stride[i]);
-    tshape[c->axis + 1 + i] = (int)out;
+    int in = b0->shape[c->axis + 1 + i], out;
+    CT_TRY(ct_conv_window_out(&w, i, in, c->reverse, &out, err));
+    tshape[c->axis + 1 + i] = out;
     g->kernel[i] = c->kernel[i];
     g->pad[i] = c->pad[i];
     g->stride[i] = c->stride[i];
     g->dilation[i] = c->dilation[i];
-    g->in[i] = (int)(c->reverse ? out : in);  /* X is the top when reversed */
-    g->out[i] = (int)(c->reverse ? in : out);
+    g->in[i] = c->reverse ? out : in;  /* X is the top when reversed */
+    g->out[i] = c->reverse ? in : out;
   }
   for (int t = 0; t < l->ntop; t++) CT_TRY(ct_tensor_reshape(top[t], b0->ndim, tshape, err));
   c->x_spatial = ct_im2col_in_count(g);

@@ -74,6 +74,29 @@ void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, 
 void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S, float *y);
 #endif
 
+/* The sliding window of a ConvolutionParameter, what Convolution,
+ * Deconvolution and Im2col share: the channel axis and, for each spatial
+ * axis after it, kernel, stride, pad and dilation. */
+typedef struct ct_conv_window {
+  int axis;      /* channel axis of the bottom */
+  int nspatial;  /* spatial axes after it */
+  bool force_nd; /* force_nd_im2col */
+  int kernel[CT_IM2COL_MAX_AXES], stride[CT_IM2COL_MAX_AXES];
+  int pad[CT_IM2COL_MAX_AXES], dilation[CT_IM2COL_MAX_AXES];
+} ct_conv_window;
+
+/* Parses the window of p for bottom by Caffe's rules and defaults
+ * (kernel_size or kernel_h/_w required; stride 1, pad 0, dilation 1; a value
+ * given once or once per spatial axis).  Errors (CT_ERR_INVALID /
+ * CT_ERR_UNSUPPORTED) name the field. */
+ct_status ct_conv_window_parse(const Caffe__ConvolutionParameter *p, const ct_tensor *bottom,
+                               ct_conv_window *w, ct_error *err);
+/* The output size along spatial axis i for an input of `in`: Caffe's rule
+ * (in + 2 pad - dilated extent) / stride + 1, or its inverse for
+ * Deconvolution (reverse).  CT_ERR_INVALID when it is not positive. */
+ct_status ct_conv_window_out(const ct_conv_window *w, int i, long in, bool reverse, int *out,
+                             ct_error *err);
+
 typedef struct ct_conv_dnnl ct_conv_dnnl;
 
 typedef struct ct_conv {

@@ -73,6 +73,11 @@ bool ct_gpu_all_finite(ct_context *ctx, size_t n, const float *x);
 
 /* ---------------------------------------------------------------- either
  * Dispatch on ctx->device, for code (nets, solvers) that is device-neutral. */
+void ct_dev_gemm(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                 const float *A, const float *B, float beta, float *C);
+void ct_dev_gemv(ct_context *ctx, bool trans_a, int M, int N, float alpha, const float *A,
+                 const float *x, float beta, float *y);
+void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y);
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x);
 void ct_dev_scal(ct_context *ctx, size_t n, float alpha, float *x);
 void ct_dev_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y);

@@ -105,6 +105,20 @@ bool ct_cpu_all_finite(size_t n, const float *x) {
 #define CT_ON_GPU(call) ct_abort(__FILE__, __LINE__, "GPU math in a CPU-only build")
 #endif
 
+void ct_dev_gemm(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                 const float *A, const float *B, float beta, float *C) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+  else CT_ON_GPU(ct_gpu_gemm(ctx, trans_a, trans_b, M, N, K, alpha, A, B, beta, C));
+}
+void ct_dev_gemv(ct_context *ctx, bool trans_a, int M, int N, float alpha, const float *A,
+                 const float *x, float beta, float *y) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_gemv(trans_a, M, N, alpha, A, x, beta, y);
+  else CT_ON_GPU(ct_gpu_gemv(ctx, trans_a, M, N, alpha, A, x, beta, y));
+}
+void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_copy(n, x, y);
+  else CT_ON_GPU(ct_gpu_copy(ctx, n, x, y));
+}
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x) {
   if (ctx->device == CT_DEVICE_CPU) ct_cpu_set(n, value, x);
   else CT_ON_GPU(ct_gpu_set(ctx, n, value, x));
