@@ -6,7 +6,7 @@
  *  - an LSTM net trained on both devices, its iterations captured as CUDA
  *    graphs on the GPU: the same loss curve and parameters.
  * Skipped (exit 77) without a GPU. */
-#include "net/net_program.h"
+#include "runtime/runtime.h"
 #include "recurrent_cases.h"
 
 /* Sums over a few dozen products in another order (cuBLAS against the
@@ -104,9 +104,9 @@ static void test_training_cpu_vs_gpu(void **state) {
   if (!(e <= 5e-3)) fail_msg("parameters differ after 40 iterations: %g", e);
   free(pc);
   free(pg);
-  ct_exec_stats st;
-  ct_solver_exec_stats(s[1], &st);
-  if (ct_exec_graphs_allowed()) assert_int_equal(st.graph_steps, st.steps);
+  ct_program_stats st;
+  ct_solver_program_stats(s[1], &st);
+  if (ct_program_graphs_allowed()) assert_int_equal(st.graph_steps, st.steps);
   for (int d = 0; d < 2; d++) ct_solver_free(s[d]);
   ct_context_free(&cctx);
   ct_context_free(&gctx);

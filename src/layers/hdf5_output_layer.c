@@ -200,7 +200,7 @@ static ct_status h5out_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
 const ct_layer_ops ct_hdf5_output_ops = {
     .type = "HDF5Output",
     .min_bottoms = 2, .max_bottoms = 2, .min_tops = 0, .max_tops = 0,
-    .flags = CT_LAYER_NO_BACKWARD | CT_LAYER_NO_GRAPH,
+    .flags = CT_LAYER_NO_BACKWARD | CT_LAYER_HOST_WORK,
     .setup = h5out_setup,
     .reshape = h5out_reshape,
     .forward_cpu = h5out_forward,
