@@ -50,7 +50,6 @@ bool ct_cudnn_wanted(const char *name, int engine, const char *unsupported);
  * building layers.  Exists in CPU-only builds too (where it changes
  * nothing). */
 void ct_cudnn_set_enabled(bool enabled);
-bool ct_cudnn_enabled(void);
 
 /* The workspace limit in bytes on device (see above); fixed at the first
  * call.  GPU builds only. */
