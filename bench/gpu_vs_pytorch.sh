@@ -16,7 +16,11 @@
 # BASE=BUILD_DIR: a second build (say, of the commit before a change) runs
 # right after each run of BUILD_DIR's, against the same PyTorch runs; the
 # table then adds its img/s, its ratio to PyTorch and BUILD_DIR's img/s over
-# BASE's.
+# BASE's.  Both builds then run the cuDNN convolution algorithms that the
+# first run of each net and mode benchmarked (CORTADO_CUDNN_ALGOS, a file per
+# net and mode in OUT_DIR), so that what differs is the builds, not a
+# near-tie between algorithms that a benchmark resolves differently from
+# one run to the next.
 set -uo pipefail
 build=${1:?usage: $0 BUILD_DIR [OUT_DIR]}
 out=${2:-${OUT:-/tmp}}
@@ -58,6 +62,10 @@ for mode in $modes; do
     n=1
     [ "$name" = LeNet ] || [ "$name" = cifar10_quick ] && n=$repeat
     cs=() bs=() ps=() c_mem=nan p_mem=nan
+    if [ -n "$base" ]; then
+      export CORTADO_CUDNN_ALGOS="$out/${name}_${mode}.algos"
+      rm -f "$CORTADO_CUDNN_ALGOS"
+    fi
     for r in $(seq 1 "$n"); do
       log="$out/cortado_${name}_${mode}.log"
       [ "$r" -gt 1 ] && log="$out/cortado_${name}_${mode}_$r.log"
