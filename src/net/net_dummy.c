@@ -84,8 +84,11 @@ static void find_shape(const Caffe__LayerParameter *l, sample_shape *s) {
   const Caffe__TransformationParameter *t = l->transform_param;
   const Caffe__ImageDataParameter *ip = strcmp(l->type, "ImageData") == 0 ? l->image_data_param : NULL;
   const Caffe__MemoryDataParameter *mp = strcmp(l->type, "MemoryData") == 0 ? l->memory_data_param : NULL;
+  const Caffe__WindowDataParameter *wp = strcmp(l->type, "WindowData") == 0 ? l->window_data_param : NULL;
   if (t && t->has_crop_size && t->crop_size > 0) {
     s->h = s->w = (int)t->crop_size;
+  } else if (wp && wp->crop_size > 0) { /* its old place, which WindowData reads */
+    s->h = s->w = (int)wp->crop_size;
   } else if (ip && ip->new_height > 0 && ip->new_width > 0) {
     s->h = (int)ip->new_height;
     s->w = (int)ip->new_width;
