@@ -219,8 +219,9 @@ static Caffe__FillerParameter *uniform_filler(float min, float max) {
   const ProtobufCMessageDescriptor *d = &caffe__filler_parameter__descriptor;
   Caffe__FillerParameter *f = (Caffe__FillerParameter *)ct_pb_new(d);
   ct_pb_set_string(&f->base, ct_pb_field(d, "type"), "uniform");
-  ct_pb_set_scalar(&f->base, ct_pb_field(d, "min"), &min);
-  ct_pb_set_scalar(&f->base, ct_pb_field(d, "max"), &max);
+  f->has_min = f->has_max = 1;
+  f->min = min;
+  f->max = max;
   return f;
 }
 
