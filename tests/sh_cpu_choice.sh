@@ -84,7 +84,8 @@ if [ "$(ct_gpu_count)" -eq 0 ]; then
   else
     cause="no CUDA device: no NVIDIA driver is installed on this machine"
   fi
-  if "$BIN" device_query 2>&1 | grep -qF "this build has no CUDA"; then
+  dq=$("$BIN" device_query 2>&1 || true)
+  if grep -qF "this build has no CUDA" <<<"$dq"; then
     cause="no CUDA device (this build has no CUDA)"
   fi
   run train --solver=$solver
