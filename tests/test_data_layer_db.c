@@ -149,10 +149,10 @@ static void test_data_layer_batches(void **state) {
         assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
         for (int i = 0; i < 4; i++, stream++) {
           int k = stream % 10;
-          assert_float_equal(r.top[1]->data[i], (float)k, 0);
+          assert_float_equal(ct_f32(r.top[1])[i], (float)k, 0);
           float want[C * 25];
           expected(&r, phase, (uint64_t)stream / 10, k, mv, want);
-          assert_memory_equal(r.top[0]->data + i * C * 25, want, sizeof want);
+          assert_memory_equal(ct_f32(r.top[0]) + i * C * 25, want, sizeof want);
         }
       }
       run_free(&r);
@@ -177,7 +177,7 @@ static void test_data_layer_shards_by_rank(void **state) {
         assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
         for (int i = 0; i < 2; i++) {
           int m = it * 2 + i, want = ph ? m : (m * 3 + rank) % 9;
-          assert_float_equal(r.top[1]->data[i], (float)want, 0);
+          assert_float_equal(ct_f32(r.top[1])[i], (float)want, 0);
           if (m * 3 + rank < 9) seen[want]++;
         }
       }
@@ -221,7 +221,7 @@ static void test_data_layer_encoded_and_position(void **state) {
   assert_int_equal(ct_layer_forward(a.l, NULL, a.top, NULL, &err), CT_OK);
   /* gray from BGR with cvtColor's weights */
   int g = (pixel(0, 0, 0, 0) * 1868 + pixel(0, 1, 0, 0) * 9617 + pixel(0, 2, 0, 0) * 4899 + 8192) >> 14;
-  assert_float_equal(a.top[0]->data[0], (float)g, 0);
+  assert_float_equal(ct_f32(a.top[0])[0], (float)g, 0);
   assert_int_equal(ct_layer_forward(a.l, NULL, a.top, NULL, &err), CT_OK);
   Caffe__CortadoDataPosition pos = CAFFE__CORTADO_DATA_POSITION__INIT;
   assert_non_null(a.l->ops->get_position);

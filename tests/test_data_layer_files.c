@@ -93,11 +93,11 @@ static void test_image_data_layer(void **state) {
     assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
     for (int i = 0; i < 2; i++) {
       int k = (it * 2 + i) % 5;
-      assert_float_equal(r.top[1]->data[i], 10 + k, 0);
+      assert_float_equal(ct_f32(r.top[1])[i], 10 + k, 0);
       for (int c = 0; c < 3; c++)
         for (int y = 0; y < 6; y++)
           for (int x = 0; x < 4; x++)
-            assert_float_equal(r.top[0]->data[((i * 3 + c) * 6 + y) * 4 + x], img_px(k, y, x, c), 0);
+            assert_float_equal(ct_f32(r.top[0])[((i * 3 + c) * 6 + y) * 4 + x], img_px(k, y, x, c), 0);
     }
   }
   run_free(&r);
@@ -120,7 +120,7 @@ static void test_image_data_layer(void **state) {
     ct_pipeline_permutation(99, (uint64_t)e, true, 5, perm);
     for (int i = 0; i < 5; i++) {
       int k = (int)perm[i];
-      assert_float_equal(r.top[1]->data[i], 10 + k, 0);
+      assert_float_equal(ct_f32(r.top[1])[i], 10 + k, 0);
       int g[2][2];
       for (int dy = 0; dy < 2; dy++)
         for (int dx = 0; dx < 2; dx++) {
@@ -129,7 +129,7 @@ static void test_image_data_layer(void **state) {
           g[dy][dx] = (b * 1868 + gr * 9617 + rr * 4899 + 8192) >> 14;
         }
       int want = (g[0][0] + g[0][1] + g[1][0] + g[1][1] + 2) >> 2;
-      assert_float_equal(r.top[0]->data[i * 6 + 1 * 2 + 1], want, 0); /* output (1,1) */
+      assert_float_equal(ct_f32(r.top[0])[i * 6 + 1 * 2 + 1], want, 0); /* output (1,1) */
     }
   }
   run_free(&r);
@@ -234,9 +234,9 @@ static void test_hdf5_data_layer(void **state) {
       assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
       if (it == 2) memcpy(after, r.top[0]->data, sizeof after);
       for (int i = 0; i < 3; i++) {
-        int m = it * 3 + i, row = (int)r.top[1]->data[i];
+        int m = it * 3 + i, row = (int)ct_f32(r.top[1])[i];
         if (!shuffle) assert_int_equal(row, m % 7);
-        for (int j = 0; j < 6; j++) assert_float_equal(r.top[0]->data[i * 6 + j], row * 100 + j, 0);
+        for (int j = 0; j < 6; j++) assert_float_equal(ct_f32(r.top[0])[i * 6 + j], row * 100 + j, 0);
         if (m < 14) seen[m / 7][row]++;
       }
     }
@@ -312,7 +312,7 @@ static void test_memory_data_layer(void **state) {
     assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
     int first = (it % 2) * 2;
     assert_memory_equal(r.top[0]->data, data + first * 6, 12 * sizeof(float));
-    assert_float_equal(r.top[1]->data[1], labels[first + 1], 0);
+    assert_float_equal(ct_f32(r.top[1])[1], labels[first + 1], 0);
   }
   run_free(&r);
 

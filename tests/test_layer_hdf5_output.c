@@ -134,9 +134,9 @@ static void test_net_round_trip(void **state) {
   tu_forward(&c);
   assert_int_equal(c.top[0]->count, 12 * 3);
   for (int r = 0; r < 12; r++) {
-    assert_float_equal(c.top[1]->data[r], r, 0);
+    assert_float_equal(ct_f32(c.top[1])[r], r, 0);
     for (int j = 0; j < 3; j++)
-      assert_float_equal(c.top[0]->data[r * 3 + j], (r / 4) * 100 + (r % 4) * 3 + j, 0);
+      assert_float_equal(ct_f32(c.top[0])[r * 3 + j], (r / 4) * 100 + (r % 4) * 3 + j, 0);
   }
   tu_layer_case_free(&c);
   ct_context_free(&ctx);

@@ -98,7 +98,7 @@ static bool crop_matches(const wd *r, int item, const ct_image *img, const expec
       for (int c = 0; c < C; c++)
         roi.data[(y * roi.w + x) * C + c] = img->data[((e->y1 + y) * img->w + e->x1 + x) * C + c];
   ct_image_resize_bilinear(&roi, e->oh, e->ow, &warped);
-  const float *got = r->top[0]->data + (size_t)item * C * crop * crop;
+  const float *got = ct_f32(r->top[0]) + (size_t)item * C * crop * crop;
   bool ok = true;
   for (int c = 0; c < C && ok; c++)
     for (int h = 0; h < crop && ok; h++)
@@ -153,10 +153,10 @@ static void test_exact_window(void **state) {
   ct_image img;
   read_image(root, "im0.png", &img);
   for (int i = 0; i < 2; i++) {
-    assert_float_equal(r.top[1]->data[i], 4, 0);
+    assert_float_equal(ct_f32(r.top[1])[i], 4, 0);
     expect_crop(&r, i, &img, &(expect_args){2, 1, 5, 4, 4, 4, 0, 0, false, 10.0f, 0.5f});
     /* the pixels themselves: BGR as written */
-    assert_float_equal(r.top[0]->data[(size_t)i * 48], (wf_px(0, 1, 2, 0) - 10.0f) * 0.5f, 0);
+    assert_float_equal(ct_f32(r.top[0])[(size_t)i * 48], (wf_px(0, 1, 2, 0) - 10.0f) * 0.5f, 0);
   }
   ct_image_free(&img);
   wd_free(&r);
@@ -284,7 +284,7 @@ static void test_sampling(void **state) {
   for (int it = 0; it < 20; it++) {
     wd_forward(&r);
     for (int i = 0; i < 8; i++) {
-      const int label = (int)r.top[1]->data[i];
+      const int label = (int)ct_f32(r.top[1])[i];
       if (i < 6) {
         assert_int_equal(label, 0);
         expect_crop(&r, i, &im0, &(expect_args){4, 4, 11, 11, 5, 5, 0, 0, false, 0, 1});
@@ -483,7 +483,7 @@ static void test_pascal_style_net(void **state) {
       assert_int_equal(ct_net_forward(net, &loss, &err), CT_OK);
       assert_true(isfinite(loss) && loss > 0);
       for (int i = 0; i < 8; i++) {
-        const int want_fg = i >= 6, got = (int)label->data[i];
+        const int want_fg = i >= 6, got = (int)ct_f32(label)[i];
         assert_true(want_fg ? got == 3 || got == 5 : got == 0);
       }
     }

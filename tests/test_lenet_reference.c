@@ -119,15 +119,15 @@ static void test_lenet_matches_naive_reference(void **state) {
     double scale = 0;
     for (int k = 0; k < 10; k++) scale = fmax(scale, fabs(logits[k]));
     for (int k = 0; k < 10; k++) {
-      double rel = fabs(ip2->data[n * 10 + k] - logits[k]) / scale;
-      if (rel > 1e-5) fail_msg("image %d logit %d: cortado %.9g, reference %.9g", n, k, ip2->data[n * 10 + k], logits[k]);
+      double rel = fabs(ct_f32(ip2)[n * 10 + k] - logits[k]) / scale;
+      if (rel > 1e-5) fail_msg("image %d logit %d: cortado %.9g, reference %.9g", n, k, ct_f32(ip2)[n * 10 + k], logits[k]);
     }
     double mx = logits[0], z = 0, sum = 0;
     for (int k = 1; k < 10; k++) mx = fmax(mx, logits[k]);
     for (int k = 0; k < 10; k++) z += exp(logits[k] - mx);
     for (int k = 0; k < 10; k++) {
       double ref = exp(logits[k] - mx) / z;
-      double got = prob->data[n * 10 + k];
+      double got = ct_f32(prob)[n * 10 + k];
       sum += got;
       double rel = fabs(got - ref) / fmax(fabs(ref), 1e-6);
       if (rel > 1e-5 && fabs(got - ref) > 1e-7)

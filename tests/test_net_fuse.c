@@ -155,13 +155,13 @@ static void test_fuse_gradient(void **state) {
     float *grad = malloc(t->count * sizeof(float));
     memcpy(grad, t->diff, t->count * sizeof(float));
     for (size_t i = 0; i < t->count; i++) {
-      float keep = t->data[i];
+      float keep = ct_f32(t)[i];
       double up, down;
-      t->data[i] = keep + h;
+      ct_f32(t)[i] = keep + h;
       assert_int_equal(ct_net_forward(net, &up, &err), CT_OK);
-      t->data[i] = keep - h;
+      ct_f32(t)[i] = keep - h;
       assert_int_equal(ct_net_forward(net, &down, &err), CT_OK);
-      t->data[i] = keep;
+      ct_f32(t)[i] = keep;
       double numeric = (up - down) / (2 * h);
       double scale = fmax(1.0, fmax(fabs(numeric), fabs(grad[i])));
       if (fabs(numeric - grad[i]) > 2e-3 * scale)

@@ -59,7 +59,7 @@ static void test_plan_groups(void **state) {
   assert_ptr_equal(ct_net_blob(net, "ip1")->diff, net->diff_pool + 64);
   assert_ptr_equal(ct_net_blob(net, "ip1_ip1_0_split_1")->diff, net->diff_zero);
   assert_null(ct_net_blob(net, "data")->diff);
-  assert_float_equal(ct_net_blob(net, "loss")->diff[0], 1.0f, 0);
+  assert_float_equal(ct_f32_diff(ct_net_blob(net, "loss"))[0], 1.0f, 0);
   ct_net_free(net);
   ct_context_free(&ctx);
 }
@@ -396,13 +396,13 @@ static void test_split_gradient(void **state) {
   memcpy(grad, x->diff, x->count * sizeof(float));
   const float h = 1e-2f;
   for (size_t i = 0; i < x->count; i++) {
-    float keep = x->data[i];
+    float keep = ct_f32(x)[i];
     double up, down;
-    x->data[i] = keep + h;
+    ct_f32(x)[i] = keep + h;
     assert_int_equal(ct_net_forward(net, &up, &err), CT_OK);
-    x->data[i] = keep - h;
+    ct_f32(x)[i] = keep - h;
     assert_int_equal(ct_net_forward(net, &down, &err), CT_OK);
-    x->data[i] = keep;
+    ct_f32(x)[i] = keep;
     double numeric = (up - down) / (2 * h);
     double scale = fmax(1.0, fmax(fabs(numeric), fabs(grad[i])));
     if (fabs(numeric - grad[i]) > 2e-3 * scale)

@@ -91,8 +91,8 @@ static inline void tsf_fill(ct_net *net, const float *x, const float *y, int N, 
   assert_int_equal(tx->count, (size_t)copies * N * D);
   assert_int_equal(ty->count, (size_t)copies * N * K);
   for (int c = 0; c < copies; c++) {
-    memcpy(tx->data + (size_t)c * N * D, x, sizeof(float) * N * D);
-    memcpy(ty->data + (size_t)c * N * K, y, sizeof(float) * N * K);
+    memcpy(ct_f32(tx) + (size_t)c * N * D, x, sizeof(float) * N * D);
+    memcpy(ct_f32(ty) + (size_t)c * N * K, y, sizeof(float) * N * K);
   }
 }
 
@@ -131,7 +131,7 @@ static inline void tsf_ref_init(tsf_ref *r, ct_net *net, const float *x, const f
     r->h1[p] = calloc(r->count[p], sizeof(double));
     ct_tensor *t = tsf_param(net, "ip", p);
     assert_int_equal(t->count, r->count[p]);
-    for (size_t i = 0; i < r->count[p]; i++) r->w[p][i] = t->data[i];
+    for (size_t i = 0; i < r->count[p]; i++) r->w[p][i] = ct_f32(t)[i];
   }
 }
 
@@ -231,7 +231,7 @@ static inline double tsf_ref_err(const tsf_ref *r, ct_net *net, double floor) {
   for (int p = 0; p < 2; p++) {
     ct_tensor *t = tsf_param(net, "ip", p);
     for (size_t i = 0; i < r->count[p]; i++) {
-      double e = fabs(t->data[i] - r->w[p][i]) / (fabs(r->w[p][i]) + floor);
+      double e = fabs(ct_f32(t)[i] - r->w[p][i]) / (fabs(r->w[p][i]) + floor);
       if (e > worst) worst = e;
     }
   }

@@ -47,8 +47,8 @@ static double const_net_loss(ct_net *net) {
   const ct_tensor *w = tsf_param(net, "ip", 0), *b = tsf_param(net, "ip", 1);
   double loss = 0;
   for (int k = 0; k < 2; k++) {
-    double pred = b->data[k];
-    for (int d = 0; d < 3; d++) pred += 0.5 * w->data[k * 3 + d];
+    double pred = ct_f32(b)[k];
+    for (int d = 0; d < 3; d++) pred += 0.5 * ct_f32(w)[k * 3 + d];
     loss += (pred - 1) * (pred - 1);
   }
   return loss / 2;
@@ -270,7 +270,7 @@ static void test_nonfinite_loss(void **state) {
   ct_error err;
   assert_int_equal(ct_solver_step(s, 2, &err), CT_OK);
   ct_tensor *w = tsf_param(s->net, "ip", 0);
-  w->data[0] = INFINITY; /* with positive inputs, pred[.,0] = +inf */
+  ct_f32(w)[0] = INFINITY; /* with positive inputs, pred[.,0] = +inf */
   float before[K * D];
   memcpy(before, w->data, sizeof before);
   assert_int_equal(ct_solver_step(s, 3, &err), CT_ERR_NUMERIC);
@@ -280,8 +280,8 @@ static void test_nonfinite_loss(void **state) {
   assert_memory_equal(before, w->data, sizeof before);
 
   /* NaN inputs: the data layer is named */
-  ct_net_blob(s->net, "x")->data[1] = NAN;
-  w->data[0] = 0.5f;
+  ct_f32(ct_net_blob(s->net, "x"))[1] = NAN;
+  ct_f32(w)[0] = 0.5f;
   assert_int_equal(ct_solver_step(s, 1, &err), CT_ERR_NUMERIC);
   assert_string_equal(err.msg, "iteration 2: the loss is nan; the first non-finite output is from "
                                "layer 'data' (Input)");
@@ -297,7 +297,7 @@ static void test_nonfinite_loss(void **state) {
   protobuf_c_message_free_unpacked(&p->base, NULL);
   free(net);
   tsf_fill(s->net, g_x, g_y, N, D, K, 1);
-  ct_net_blob(s->net, "x")->data[0] = NAN;
+  ct_f32(ct_net_blob(s->net, "x"))[0] = NAN;
   assert_int_equal(ct_solver_step(s, 2, &err), CT_OK);
   assert_int_equal(s->iter, 2);
   ct_solver_free(s);

@@ -120,7 +120,7 @@ static void test_solverstate_contents(void **state) {
     for (int a = 0; a < ndims[i]; a++) assert_int_equal(bp->shape->dim[a], shapes[i][a]);
     const ct_tensor *t = tsf_param(s->net, "ip", i % 2);
     assert_int_equal(bp->n_data, t->count);
-    size_t offset = (t->data - s->net->flat_data) + (size_t)(i / 2) * s->net->flat_count;
+    size_t offset = (ct_f32(t) - s->net->flat_data) + (size_t)(i / 2) * s->net->flat_count;
     assert_memory_equal(bp->data, s->history + offset, t->count * sizeof(float));
   }
   /* Adam moved m and v away from zero */
@@ -188,7 +188,7 @@ static void test_snapshot_diff(void **state) {
     if (!strcmp(np->layer[i]->name, "ip")) {
       Caffe__BlobProto *bp = np->layer[i]->blobs[0];
       assert_int_equal(bp->n_diff, 6);
-      for (int k = 0; k < 6; k++) assert_float_equal(bp->diff[k], before[k] - w->data[k], 1e-6);
+      for (int k = 0; k < 6; k++) assert_float_equal(bp->diff[k], before[k] - ct_f32(w)[k], 1e-6);
     }
   protobuf_c_message_free_unpacked(m, NULL);
   ct_solver_free(s);
@@ -405,7 +405,7 @@ static void test_kill_during_snapshot(void **state) {
   s = tsf_solver(net, rest, &ctx);
   ct_cpu_set(s->net->flat_count, 5.0f, s->net->flat_data);
   assert_int_equal(ct_solver_restore(s, solverstate, &err), CT_OK);
-  assert_float_equal(tsf_param(s->net, "ip", 0)->data[count - 1], which == 1 ? 1.0f : 2.0f, 0);
+  assert_float_equal(ct_f32(tsf_param(s->net, "ip", 0))[count - 1], which == 1 ? 1.0f : 2.0f, 0);
   unlink(tmp_path);
   unlink(model);
   unlink(solverstate);

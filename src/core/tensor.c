@@ -48,11 +48,11 @@ static void ensure_storage(ct_tensor *t) {
     t->diff = NULL;
     t->owns_diff = false;
     t->capacity = t->count;
-    t->data = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->data = ct_mem_alloc(t->device, ct_tensor_bytes(t, t->capacity));
     t->owns_data = true;
   }
   if (t->has_diff && !t->diff) {
-    t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->diff = ct_mem_alloc(t->device, ct_tensor_bytes(t, t->capacity));
     t->owns_diff = true;
     t->diff_capacity = t->capacity;
   }
@@ -102,13 +102,32 @@ void ct_tensor_need_diff(ct_tensor *t) {
   t->has_diff = true;
   if (!t->diff && t->data && (t->owns_data || t->own_diff_on_view)) {
     size_t n = t->capacity > t->count ? t->capacity : t->count;
-    t->diff = ct_mem_alloc(t->device, n * sizeof(float));
+    t->diff = ct_mem_alloc(t->device, ct_tensor_bytes(t, n));
     t->owns_diff = true;
     t->diff_capacity = n;
   }
 }
 
-void ct_tensor_set_view(ct_tensor *t, float *data, float *diff) {
+void ct_tensor_set_dtype(ct_tensor *t, ct_dtype dtype) {
+  CT_ASSERT(dtype >= 0 && dtype < CT_DTYPES);
+  if (dtype == t->dtype) return;
+  const bool resize = ct_dtype_size(dtype) != ct_dtype_size(t->dtype);
+  if (resize && t->owns_data) {
+    ct_mem_free(t->device, t->data);
+    t->data = NULL;
+    t->owns_data = false;
+    t->capacity = 0;
+  }
+  if (resize && t->owns_diff) {
+    ct_mem_free(t->device, t->diff);
+    t->diff = NULL;
+    t->owns_diff = false;
+    t->diff_capacity = 0;
+  }
+  t->dtype = dtype;
+}
+
+void ct_tensor_set_view(ct_tensor *t, void *data, void *diff) {
   release(t);
   t->data = data;
   t->diff = diff;
@@ -149,7 +168,7 @@ void ct_tensor_alias_data(ct_tensor *t, const ct_tensor *src) {
     t->diff_capacity = 0;
   }
   if (t->has_diff && !t->diff) {
-    t->diff = ct_mem_alloc(t->device, t->count * sizeof(float));
+    t->diff = ct_mem_alloc(t->device, ct_tensor_bytes(t, t->count));
     t->owns_diff = true;
     t->diff_capacity = t->count;
   }
@@ -198,25 +217,44 @@ bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b) {
 }
 
 void ct_tensor_zero_diff(ct_tensor *t) {
-  if (t->diff) ct_mem_zero(t->device, t->diff, t->count * sizeof(float));
+  if (t->diff) ct_mem_zero(t->device, t->diff, ct_tensor_bytes(t, t->count));
 }
 
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src) {
-  CT_ASSERT(dst->count == src->count);
-  ct_mem_copy(dst->device, dst->data, src->device, src->data, src->count * sizeof(float));
+  CT_ASSERT(dst->count == src->count && dst->dtype == src->dtype);
+  ct_mem_copy(dst->device, dst->data, src->device, src->data, ct_tensor_bytes(src, src->count));
 }
 
-void ct_tensor_upload(ct_tensor *t, const float *host_data) {
-  ct_mem_copy(t->device, t->data, CT_DEVICE_CPU, host_data, t->count * sizeof(float));
+/* host (count float32 values) into mem (the tensor's type, on its device). */
+static void upload(const ct_tensor *t, void *mem, const float *host) {
+  if (t->dtype == CT_F32) {
+    ct_mem_copy(t->device, mem, CT_DEVICE_CPU, host, t->count * sizeof(float));
+    return;
+  }
+  void *tmp = ct_xcalloc(t->count + 1, ct_dtype_size(t->dtype));
+  ct_dtype_convert(t->dtype, tmp, CT_F32, host, t->count);
+  ct_mem_copy(t->device, mem, CT_DEVICE_CPU, tmp, ct_tensor_bytes(t, t->count));
+  free(tmp);
 }
-void ct_tensor_download(const ct_tensor *t, float *host_data) {
-  ct_mem_copy(CT_DEVICE_CPU, host_data, t->device, t->data, t->count * sizeof(float));
+
+static void download(const ct_tensor *t, const void *mem, float *host) {
+  if (t->dtype == CT_F32) {
+    ct_mem_copy(CT_DEVICE_CPU, host, t->device, mem, t->count * sizeof(float));
+    return;
+  }
+  void *tmp = ct_xcalloc(t->count + 1, ct_dtype_size(t->dtype));
+  ct_mem_copy(CT_DEVICE_CPU, tmp, t->device, mem, ct_tensor_bytes(t, t->count));
+  ct_dtype_convert(CT_F32, host, t->dtype, tmp, t->count);
+  free(tmp);
 }
+
+void ct_tensor_upload(ct_tensor *t, const float *host_data) { upload(t, t->data, host_data); }
+void ct_tensor_download(const ct_tensor *t, float *host_data) { download(t, t->data, host_data); }
 void ct_tensor_upload_diff(ct_tensor *t, const float *host_diff) {
   CT_ASSERT(t->diff);
-  ct_mem_copy(t->device, t->diff, CT_DEVICE_CPU, host_diff, t->count * sizeof(float));
+  upload(t, t->diff, host_diff);
 }
 void ct_tensor_download_diff(const ct_tensor *t, float *host_diff) {
   CT_ASSERT(t->diff);
-  ct_mem_copy(CT_DEVICE_CPU, host_diff, t->device, t->diff, t->count * sizeof(float));
+  download(t, t->diff, host_diff);
 }

@@ -1,6 +1,8 @@
-/* Tensors: Caffe's blobs.  An N-d shape (at most CT_MAX_AXES axes), a dtype,
- * the device the values live on, and two arrays of `count` values: data
- * (forward values) and diff (gradients).
+/* Tensors: Caffe's blobs.  An N-d shape (at most CT_MAX_AXES axes), an
+ * element type (core/dtype.h: float32, bfloat16, float16), the device the
+ * values live on, and two arrays of `count` values of that type: data
+ * (forward values) and diff (gradients).  Code that computes in float32
+ * takes the arrays through ct_f32 / ct_f32_diff, which check the type.
  *
  * A tensor lives on exactly one device; nothing is copied behind the caller's
  * back.  Its storage is either owned (grown on reshape, freed with the
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/mem.h"
 #include "core/status.h"
 
@@ -25,24 +28,38 @@ extern "C" {
 
 #define CT_MAX_AXES 32
 
-typedef enum ct_dtype { CT_F32 = 0 } ct_dtype;
-
 typedef struct ct_tensor {
   char *name;              /* owned; the blob's name in the net, may be NULL */
   int ndim;
   int shape[CT_MAX_AXES];  /* (ndim) */
   size_t count;            /* product of shape; 1 for a 0-d tensor */
   size_t capacity;         /* values allocated in data/diff when owned */
-  ct_dtype dtype;
+  ct_dtype dtype;          /* of data and diff (CT_F32 unless set) */
   int device;              /* CT_DEVICE_CPU or a GPU ordinal */
-  float *data;             /* (count) on device */
-  float *diff;             /* (count) on device; NULL until ct_tensor_need_diff */
+  void *data;              /* (count) values of dtype on device */
+  void *diff;              /* (count) on device; NULL until ct_tensor_need_diff */
   bool owns_data;
   bool owns_diff;
   bool has_diff;           /* diff wanted: allocated with data on reshape */
   bool own_diff_on_view;   /* data is another tensor's (ct_tensor_alias_data), the diff its own */
   size_t diff_capacity;    /* values allocated in diff when owned */
 } ct_tensor;
+
+/* The arrays as float32 values: the tensor must be CT_F32 (a bug otherwise). */
+static inline float *ct_f32(const ct_tensor *t) {
+  CT_ASSERTF(t->dtype == CT_F32, "%s holds %s values, read as float32", t->name ? t->name : "a tensor",
+             ct_dtype_name(t->dtype));
+  return (float *)t->data;
+}
+static inline float *ct_f32_diff(const ct_tensor *t) {
+  CT_ASSERTF(t->dtype == CT_F32, "%s holds %s gradients, read as float32",
+             t->name ? t->name : "a tensor", ct_dtype_name(t->dtype));
+  return (float *)t->diff;
+}
+/* Bytes of count values of t's type. */
+static inline size_t ct_tensor_bytes(const ct_tensor *t, size_t count) {
+  return count * ct_dtype_size(t->dtype);
+}
 
 /* A new empty (0 axes, count 1, nothing allocated) tensor on device. */
 ct_tensor *ct_tensor_new(int device, const char *name);
@@ -62,12 +79,17 @@ void ct_tensor_reshape_like(ct_tensor *t, const ct_tensor *other);
 /* 4-d shorthand, as Caffe's Reshape(n, c, h, w). */
 void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w);
 
+/* Sets the element type; storage the tensor owns is dropped when the
+ * element size changes (the next reshape allocates it again, values
+ * lost).  A view's type must be set before it is pointed at memory. */
+void ct_tensor_set_dtype(ct_tensor *t, ct_dtype dtype);
+
 /* Marks that this tensor needs a diff and allocates it for the current shape. */
 void ct_tensor_need_diff(ct_tensor *t);
 
 /* Points data (and diff, may be NULL) at external memory of at least count
- * values; the tensor will not free it. */
-void ct_tensor_set_view(ct_tensor *t, float *data, float *diff);
+ * values of the tensor's type; the tensor will not free it. */
+void ct_tensor_set_view(ct_tensor *t, void *data, void *diff);
 /* Makes t share other's data (and diff) as views (Caffe's ShareData/ShareDiff). */
 void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other);
 void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other);
@@ -95,9 +117,10 @@ bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b);
 
 /* Zero the diff (on the tensor's device). */
 void ct_tensor_zero_diff(ct_tensor *t);
-/* Copy data from src into dst, across devices; shapes' counts must match. */
+/* Copy data from src into dst, across devices; counts and types must match. */
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src);
-/* Host <-> tensor copies of count values. */
+/* Host <-> tensor copies of count values, as float32 on the host (converted
+ * from or to the tensor's type). */
 void ct_tensor_upload(ct_tensor *t, const float *host_data);
 void ct_tensor_download(const ct_tensor *t, float *host_data);
 void ct_tensor_upload_diff(ct_tensor *t, const float *host_diff);

@@ -102,7 +102,7 @@ static ct_status accuracy_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_
       }
     }
   }
-  top[0]->data[0] = valid ? (float)((double)correct / valid) : 0.0f;
+  ct_f32(top[0])[0] = valid ? (float)((double)correct / valid) : 0.0f;
   if (per_class)
     for (int c = 0; c < p->nclass; c++)
       per_class[c] = class_count[c] == 0.0f ? 0.0f : per_class[c] / class_count[c];

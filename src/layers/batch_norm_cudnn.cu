@@ -126,8 +126,8 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
   const size_t n = (size_t)s->N * s->C * s->S;
-  float *mean_sum = l->params[0]->data, *var_sum = l->params[1]->data;
-  float *factor = l->params[2]->data;
+  float *mean_sum = ct_f32(l->params[0]), *var_sum = ct_f32(l->params[1]);
+  float *factor = ct_f32(l->params[2]);
   if (s->use_global) {
     CT_ASSERT(!gamma && !beta);
     bn_global<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->eps, mean_sum, var_sum,

@@ -57,7 +57,7 @@ static ct_status reindex_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_t
   CT_TRY(ct_batch_reindex_check(idx->data, idx->count, b->shape[0], err));
   size_t inner = ct_tensor_count_range(b, 1, b->ndim);
   for (size_t j = 0; j < idx->count; j++)
-    ct_cpu_copy(inner, b->data + (size_t)idx->data[j] * inner, top[0]->data + j * inner);
+    ct_cpu_copy(inner, ct_f32(b) + (size_t)ct_f32(idx)[j] * inner, ct_f32(top[0]) + j * inner);
   return CT_OK;
 }
 
@@ -70,7 +70,7 @@ static void reindex_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   size_t inner = ct_tensor_count_range(b, 1, b->ndim);
   ct_cpu_set(b->count, 0.0f, b->diff);
   for (size_t j = 0; j < idx->count; j++)
-    ct_cpu_axpy(inner, 1.0f, top[0]->diff + j * inner, b->diff + (size_t)idx->data[j] * inner);
+    ct_cpu_axpy(inner, 1.0f, ct_f32_diff(top[0]) + j * inner, ct_f32_diff(b) + (size_t)ct_f32(idx)[j] * inner);
 }
 
 #ifdef CORTADO_HAVE_CUDA

@@ -64,7 +64,7 @@ static ct_status concat_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   size_t top_row = (size_t)top[0]->shape[axis] * inner, offset = 0;
   for (int i = 0; i < l->nbottom; i++) {
     size_t row = (size_t)bottom[i]->shape[axis] * inner;
-    ct_copy_rows(l->ctx, outer, row, bottom[i]->data, row, top[0]->data + offset, top_row);
+    ct_copy_rows(l->ctx, outer, row, ct_f32(bottom[i]), row, ct_f32(top[0]) + offset, top_row);
     offset += row;
   }
   return CT_OK;
@@ -79,7 +79,7 @@ static void concat_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
   for (int i = 0; i < l->nbottom; i++) {
     size_t row = (size_t)bottom[i]->shape[axis] * inner;
     if (propagate_down[i])
-      ct_copy_rows(l->ctx, outer, row, top[0]->diff + offset, top_row, bottom[i]->diff, row);
+      ct_copy_rows(l->ctx, outer, row, ct_f32_diff(top[0]) + offset, top_row, ct_f32_diff(bottom[i]), row);
     offset += row;
   }
 }

@@ -93,7 +93,7 @@ static ct_status contrastive_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
       loss += m * m;
     }
   }
-  top[0]->data[0] = (float)(loss / p->num / 2.0);
+  ct_f32(top[0])[0] = (float)(loss / p->num / 2.0);
   return CT_OK;
 }
 
@@ -103,10 +103,10 @@ static void contrastive_backward_cpu(ct_layer *l, ct_tensor *const *top,
   const float *y = bottom[2]->data, *dist_sq = p->dist_sq->data;
   for (int i = 0; i < 2; i++) {
     if (!propagate_down[i]) continue;
-    float alpha = (i == 0 ? 1.0f : -1.0f) * top[0]->diff[0] / (float)p->num;
+    float alpha = (i == 0 ? 1.0f : -1.0f) * ct_f32_diff(top[0])[0] / (float)p->num;
     for (int n = 0; n < p->num; n++) {
-      const float *d = p->diff->data + (size_t)n * p->channels;
-      float *dx = bottom[i]->diff + (size_t)n * p->channels;
+      const float *d = ct_f32(p->diff) + (size_t)n * p->channels;
+      float *dx = ct_f32_diff(bottom[i]) + (size_t)n * p->channels;
       float beta;
       if (similar(y[n])) {
         beta = alpha;

@@ -75,7 +75,7 @@ static ct_status crop_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   if (top[0]->count == 0) return CT_OK;
   size_t w = (size_t)g->top_shape[g->ndim - 1], rows = top[0]->count / w;
   for (size_t r = 0; r < rows; r++)
-    ct_cpu_copy(w, bottom[0]->data + bottom_row_start(g, r), top[0]->data + r * w);
+    ct_cpu_copy(w, ct_f32(bottom[0]) + bottom_row_start(g, r), ct_f32(top[0]) + r * w);
   return CT_OK;
 }
 
@@ -88,7 +88,7 @@ static void crop_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   if (top[0]->count == 0) return;
   size_t w = (size_t)g->top_shape[g->ndim - 1], rows = top[0]->count / w;
   for (size_t r = 0; r < rows; r++)
-    ct_cpu_copy(w, top[0]->diff + r * w, bottom[0]->diff + bottom_row_start(g, r));
+    ct_cpu_copy(w, ct_f32_diff(top[0]) + r * w, ct_f32_diff(bottom[0]) + bottom_row_start(g, r));
 }
 
 #ifdef CORTADO_HAVE_CUDA

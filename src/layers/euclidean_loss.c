@@ -41,7 +41,7 @@ static ct_status euclidean_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
   size_t n = bottom[0]->count;
   ct_cpu_sub(n, bottom[0]->data, bottom[1]->data, p->diff->data);
   double sumsq = ct_cpu_dot(n, p->diff->data, p->diff->data);
-  top[0]->data[0] = (float)(sumsq / bottom[0]->shape[0] / 2.0);
+  ct_f32(top[0])[0] = (float)(sumsq / bottom[0]->shape[0] / 2.0);
   return CT_OK;
 }
 
@@ -50,7 +50,7 @@ static void euclidean_backward_cpu(ct_layer *l, ct_tensor *const *top, const boo
   euclidean_priv *p = l->priv;
   for (int i = 0; i < 2; i++) {
     if (!propagate_down[i]) continue;
-    float alpha = (i == 0 ? 1.0f : -1.0f) * top[0]->diff[0] / (float)bottom[i]->shape[0];
+    float alpha = (i == 0 ? 1.0f : -1.0f) * ct_f32_diff(top[0])[0] / (float)bottom[i]->shape[0];
     const float *d = p->diff->data;
     float *dx = bottom[i]->diff;
     for (size_t k = 0; k < bottom[i]->count; k++) dx[k] = alpha * d[k];

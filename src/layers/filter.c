@@ -108,7 +108,7 @@ static ct_status filter_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_te
   for (int t = 0; t < l->ntop; t++) {
     size_t dim = ct_tensor_count_range(bottom[t], 1, bottom[t]->ndim);
     for (int j = 0; j < f->nkeep; j++)
-      ct_cpu_copy(dim, bottom[t]->data + (size_t)f->keep[j] * dim, top[t]->data + (size_t)j * dim);
+      ct_cpu_copy(dim, ct_f32(bottom[t]) + (size_t)f->keep[j] * dim, ct_f32(top[t]) + (size_t)j * dim);
   }
   return CT_OK;
 }
@@ -123,7 +123,7 @@ static void filter_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *
     size_t dim = ct_tensor_count_range(bottom[t], 1, bottom[t]->ndim);
     ct_cpu_set(bottom[t]->count, 0.0f, bottom[t]->diff);
     for (int j = 0; j < f->nkeep; j++)
-      ct_cpu_copy(dim, top[t]->diff + (size_t)j * dim, bottom[t]->diff + (size_t)f->keep[j] * dim);
+      ct_cpu_copy(dim, ct_f32_diff(top[t]) + (size_t)j * dim, ct_f32_diff(bottom[t]) + (size_t)f->keep[j] * dim);
   }
 }
 

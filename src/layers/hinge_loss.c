@@ -65,7 +65,7 @@ static ct_status hinge_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_ten
       loss += p->norm == CAFFE__HINGE_LOSS_PARAMETER__NORM__L1 ? t[i] : (double)t[i] * t[i];
     }
   }
-  top[0]->data[0] = (float)(loss / p->num);
+  ct_f32(top[0])[0] = (float)(loss / p->num);
   return CT_OK;
 }
 
@@ -75,7 +75,7 @@ static void hinge_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *p
   hinge_priv *p = l->priv;
   const float *t = p->margin->data, *label = bottom[1]->data;
   float *dx = bottom[0]->diff;
-  float scale = top[0]->diff[0] / (float)p->num;
+  float scale = ct_f32_diff(top[0])[0] / (float)p->num;
   bool l1 = p->norm == CAFFE__HINGE_LOSS_PARAMETER__NORM__L1;
   for (int n = 0; n < p->num; n++) {
     size_t y = (size_t)(int)label[n];

@@ -169,7 +169,7 @@ static ct_status infogain_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_
     }
   }
   p->valid = valid;
-  top[0]->data[0] = (float)(loss / ct_loss_normalizer(p->norm, p->outer, inner, valid));
+  ct_f32(top[0])[0] = (float)(loss / ct_loss_normalizer(p->norm, p->outer, inner, valid));
   if (l->ntop >= 2) ct_cpu_copy(p->prob->count, prob, top[1]->data);
   return CT_OK;
 }
@@ -186,7 +186,7 @@ static void infogain_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool
   float *dx = bottom[0]->diff;
   size_t inner = p->inner, dim = (size_t)p->nlabels * inner;
   float scale =
-      (float)(top[0]->diff[0] / ct_loss_normalizer(p->norm, p->outer, inner, p->valid));
+      (float)(ct_f32_diff(top[0])[0] / ct_loss_normalizer(p->norm, p->outer, inner, p->valid));
   for (size_t i = 0; i < p->outer; i++) {
     for (size_t k = 0; k < inner; k++) {
       int y = (int)label[i * inner + k];

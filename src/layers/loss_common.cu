@@ -142,6 +142,6 @@ extern "C" void ct_loss_finish_gpu(ct_context *ctx, ct_loss_scratch *s, size_t n
   unsigned *counter = (unsigned *)(s->partials->data + CT_LOSS_PARTIALS);
   loss_finish<<<blocks, CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
       n, value, flag, f->square, partial, counter, (int)f->norm, f->outer, f->inner, f->scale, top,
-      s->inv_norm->data, ctx->check_word, s->check_id);
+      ct_f32(s->inv_norm), ctx->check_word, s->check_id);
   CT_CUDA_LAUNCH_CHECK();
 }

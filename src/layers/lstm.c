@@ -80,7 +80,7 @@ static void lstm_backward(ct_layer *l, ct_tensor *const *top, const bool *propag
                                 .c_prev = ct_rec_row(r->cs, t),
                                 .acts = ct_rec_row(r->pre, t),
                                 .c = ct_rec_row(r->cs, t + 1),
-                                .dh_a = top[0]->diff ? top[0]->diff + (size_t)t * NH : NULL,
+                                .dh_a = ct_f32_diff(top[0]) ? ct_f32_diff(top[0]) + (size_t)t * NH : NULL,
                                 .dh_b = last ? ct_recurrent_final_diff(r, top, 0) : r->dhc->data,
                                 .cont_b = last ? NULL : cont + (size_t)(t + 1) * r->N,
                                 .dc_in = r->dc->data,

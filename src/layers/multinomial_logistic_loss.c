@@ -51,7 +51,7 @@ static ct_status multinomial_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
     size_t y = (size_t)(int)label[n];
     loss -= log(fmaxf(prob[(size_t)n * p->dim + y], CT_LOG_THRESHOLD));
   }
-  top[0]->data[0] = (float)(loss / p->num);
+  ct_f32(top[0])[0] = (float)(loss / p->num);
   return CT_OK;
 }
 
@@ -62,7 +62,7 @@ static void multinomial_backward_cpu(ct_layer *l, ct_tensor *const *top,
   const float *prob = bottom[0]->data, *label = bottom[1]->data;
   float *dx = bottom[0]->diff;
   ct_cpu_set(bottom[0]->count, 0.0f, dx);
-  float scale = -top[0]->diff[0] / (float)p->num;
+  float scale = -ct_f32_diff(top[0])[0] / (float)p->num;
   for (int n = 0; n < p->num; n++) {
     size_t i = (size_t)n * p->dim + (size_t)(int)label[n];
     dx[i] = scale / fmaxf(prob[i], CT_LOG_THRESHOLD);

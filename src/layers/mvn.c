@@ -49,8 +49,8 @@ static ct_status mvn_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tenso
   const size_t D = s->dim;
   float *std = s->std->data;
   for (size_t g = 0; g < s->groups; g++) {
-    const float *x = bottom[0]->data + g * D;
-    float *y = top[0]->data + g * D;
+    const float *x = ct_f32(bottom[0]) + g * D;
+    float *y = ct_f32(top[0]) + g * D;
     double sum = 0;
     for (size_t i = 0; i < D; i++) sum += x[i];
     float mean = (float)(sum / (double)D);
@@ -71,8 +71,8 @@ static void mvn_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pro
   const size_t D = s->dim;
   const float *std = s->std->data;
   for (size_t g = 0; g < s->groups; g++) {
-    const float *y = top[0]->data + g * D, *dy = top[0]->diff + g * D;
-    float *dx = bottom[0]->diff + g * D;
+    const float *y = ct_f32(top[0]) + g * D, *dy = ct_f32_diff(top[0]) + g * D;
+    float *dx = ct_f32_diff(bottom[0]) + g * D;
     double sum_dy = 0, sum_dy_y = 0;
     for (size_t i = 0; i < D; i++) {
       sum_dy += dy[i];

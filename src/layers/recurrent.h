@@ -120,7 +120,7 @@ void ct_recurrent_backward_end(ct_recurrent *r, ct_layer *l, const bool *propaga
 
 /* Row `row` of a (rows, N, D) buffer: step row's (N, D) slice. */
 static inline float *ct_rec_row(const ct_tensor *t, int row) {
-  return t->data + (size_t)row * (size_t)t->shape[1] * (size_t)t->shape[2];
+  return ct_f32(t) + (size_t)row * (size_t)t->shape[1] * (size_t)t->shape[2];
 }
 
 /* y (N, D) = cont (N) * x (N, D) row by row, on ctx's device. */

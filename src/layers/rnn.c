@@ -150,7 +150,7 @@ static void rnn_backward(ct_layer *l, ct_tensor *const *top, const bool *propaga
     const ct_rnn_step_bwd a = {.N = r->N,
                                .D = r->H,
                                .h = ct_rec_row(r->hs, t + 1),
-                               .dh_a = p->dh->data + (size_t)t * NH,
+                               .dh_a = ct_f32(p->dh) + (size_t)t * NH,
                                .dh_b = last ? ct_recurrent_final_diff(r, top, 0) : r->dhc->data,
                                .cont_b = last ? NULL : cont + (size_t)(t + 1) * r->N,
                                .dpre = ct_rec_row(r->dpre, t)};

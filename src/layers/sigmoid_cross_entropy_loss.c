@@ -71,7 +71,7 @@ static ct_status sigmoid_ce_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
     valid++;
   }
   p->normalizer = ct_loss_normalizer(p->norm, p->outer, p->inner, valid);
-  top[0]->data[0] = (float)(loss / p->normalizer);
+  ct_f32(top[0])[0] = (float)(loss / p->normalizer);
   return CT_OK;
 }
 
@@ -81,7 +81,7 @@ static void sigmoid_ce_backward_cpu(ct_layer *l, ct_tensor *const *top, const bo
   sigmoid_ce_priv *p = l->priv;
   const float *s = p->sigmoid->data, *t = bottom[1]->data;
   float *dx = bottom[0]->diff;
-  float scale = (float)(top[0]->diff[0] / p->normalizer);
+  float scale = (float)(ct_f32_diff(top[0])[0] / p->normalizer);
   for (size_t i = 0; i < bottom[0]->count; i++)
     dx[i] = ignored(p, t[i]) ? 0.0f : scale * (s[i] - t[i]);
 }

@@ -92,7 +92,7 @@ static ct_status slice_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   size_t bottom_row = (size_t)b->shape[s->axis] * inner, offset = 0;
   for (int i = 0; i < l->ntop; i++) {
     size_t row = (size_t)s->size[i] * inner;
-    ct_copy_rows(l->ctx, outer, row, b->data + offset, bottom_row, top[i]->data, row);
+    ct_copy_rows(l->ctx, outer, row, ct_f32(b) + offset, bottom_row, ct_f32(top[i]), row);
     offset += row;
   }
   return CT_OK;
@@ -108,7 +108,7 @@ static void slice_backward(ct_layer *l, ct_tensor *const *top, const bool *propa
   size_t bottom_row = (size_t)b->shape[s->axis] * inner, offset = 0;
   for (int i = 0; i < l->ntop; i++) {
     size_t row = (size_t)s->size[i] * inner;
-    ct_copy_rows(l->ctx, outer, row, top[i]->diff, row, b->diff + offset, bottom_row);
+    ct_copy_rows(l->ctx, outer, row, ct_f32_diff(top[i]), row, ct_f32_diff(b) + offset, bottom_row);
     offset += row;
   }
 }

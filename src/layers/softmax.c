@@ -74,8 +74,8 @@ static void softmax_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool 
   size_t inner = p->inner, dim = (size_t)p->channels * inner;
   float *dot = p->scratch->data;
   for (size_t i = 0; i < p->outer; i++) {
-    const float *y = top[0]->data + i * dim, *dy = top[0]->diff + i * dim;
-    float *dx = bottom[0]->diff + i * dim;
+    const float *y = ct_f32(top[0]) + i * dim, *dy = ct_f32_diff(top[0]) + i * dim;
+    float *dx = ct_f32_diff(bottom[0]) + i * dim;
     for (size_t k = 0; k < inner; k++) dot[k] = 0.0f;
     for (int c = 0; c < p->channels; c++)
       for (size_t k = 0; k < inner; k++) dot[k] += dy[c * inner + k] * y[c * inner + k];

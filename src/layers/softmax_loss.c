@@ -94,7 +94,7 @@ static ct_status softmax_loss_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
     }
   }
   p->valid = valid;
-  top[0]->data[0] = (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid));
+  ct_f32(top[0])[0] = (float)(loss / ct_loss_normalizer(p->norm, p->outer, p->inner, valid));
   if (l->ntop >= 2) ct_cpu_copy(p->prob->count, prob, top[1]->data);
   return CT_OK;
 }
@@ -118,7 +118,7 @@ static void softmax_loss_backward_cpu(ct_layer *l, ct_tensor *const *top,
       }
     }
   }
-  double scale = top[0]->diff[0] / ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
+  double scale = ct_f32_diff(top[0])[0] / ct_loss_normalizer(p->norm, p->outer, p->inner, p->valid);
   ct_cpu_scal(p->prob->count, (float)scale, dx);
 }
 

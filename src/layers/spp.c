@@ -163,8 +163,8 @@ static ct_status spp_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
     spp_level *v = &s->lv[i];
     CT_TRY(ct_layer_forward(v->pool, bottom, &v->out, NULL, err));
     for (int n = 0; n < s->N; n++)
-      dev_copy(l->ctx, v->block, v->out->data + n * v->block,
-               top[0]->data + n * s->row + v->offset);
+      dev_copy(l->ctx, v->block, ct_f32(v->out) + n * v->block,
+               ct_f32(top[0]) + n * s->row + v->offset);
   }
   return CT_OK;
 }
@@ -183,8 +183,8 @@ static void spp_backward(ct_layer *l, ct_tensor *const *top, const bool *propaga
   for (int i = 0; i < s->height; i++) {
     spp_level *v = &s->lv[i];
     for (int n = 0; n < s->N; n++)
-      dev_copy(l->ctx, v->block, top[0]->diff + n * s->row + v->offset,
-               v->out->diff + n * v->block);
+      dev_copy(l->ctx, v->block, ct_f32_diff(top[0]) + n * s->row + v->offset,
+               ct_f32_diff(v->out) + n * v->block);
     ct_layer_backward(v->pool, &v->out, propagate_down, bottom);
     if (i == 0) dev_copy(l->ctx, count, bottom[0]->diff, s->acc->data);
     else ct_dev_axpy(l->ctx, count, 1.0f, bottom[0]->diff, s->acc->data);

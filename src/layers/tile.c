@@ -57,7 +57,7 @@ static ct_status tile_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
   size_t outer, inner;
   tile_dims(l, bottom[0], &outer, &inner);
   for (int k = 0; k < t->tiles; k++)
-    ct_copy_rows(l->ctx, outer, inner, bottom[0]->data, inner, top[0]->data + (size_t)k * inner,
+    ct_copy_rows(l->ctx, outer, inner, ct_f32(bottom[0]), inner, ct_f32(top[0]) + (size_t)k * inner,
                  (size_t)t->tiles * inner);
   return CT_OK;
 }

@@ -9,6 +9,9 @@
  * views) form one group with one diff, as their diffs alias too; Split tops,
  * which view their bottom's data, keep diffs of their own.
  *
+ * Sizes and offsets count float-sized (4-byte) words, whatever the blobs'
+ * element types.
+ *
  * Kinds of groups:
  *  - pooled: written by some backward; an offset in the pool, given by a
  *    first-fit placement of the groups by decreasing size among those whose
@@ -44,10 +47,16 @@ static int cmp_root(const void *a, const void *b) {
   return x->root - y->root;
 }
 
-static size_t blob_extent(const ct_tensor *t) { return t->capacity > t->count ? t->capacity : t->count; }
+/* A blob's data extent in float-sized words, the plan's unit (a 16-bit
+ * blob takes half as many). */
+static size_t blob_extent(const ct_tensor *t) {
+  size_t n = t->capacity > t->count ? t->capacity : t->count;
+  return (ct_tensor_bytes(t, n) + sizeof(float) - 1) / sizeof(float);
+}
 
 static bool spans_meet(const ct_tensor *a, const ct_tensor *b) {
-  return a->data < b->data + blob_extent(b) && b->data < a->data + blob_extent(a);
+  const char *pa = a->data, *pb = b->data;
+  return pa < pb + blob_extent(b) * sizeof(float) && pb < pa + blob_extent(a) * sizeof(float);
 }
 
 static int root_of(int *parent, int b) {

@@ -388,7 +388,7 @@ extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom
   if (!side) return true;
   for (int d = 0; d < 2; d++)
     if (want[d])
-      ct_igemm_prepare(side, s->ig, k_prep_dirs[d], prep_rival(s, d), l->params[0]->data,
+      ct_igemm_prepare(side, s->ig, k_prep_dirs[d], prep_rival(s, d), ct_f32(l->params[0]),
                        s->prep[d]);
   s->prepared = true;
   s->prepared_data = want[1];
@@ -399,7 +399,7 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
                                            ct_tensor *const *top, ct_error *err) {
   const ct_conv *c = (const ct_conv *)l->priv;
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
-  const float *w = l->params[0]->data;
+  const float *w = ct_f32(l->params[0]);
   /* a preparation feeds this forward and the backward after it, no other */
   const bool prepared = s->prepared;
   s->prepared = false;
@@ -409,23 +409,23 @@ extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom
     CT_ASSERT(!c->relu_fused || (l->nbottom == 1 && c->bias_term));
     const float *prep = prepared && s->prep_bytes[0] ? s->prep[0] : NULL;
     for (int i = 0; i < l->nbottom; i++)
-      ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, bottom[i]->data, w, prep,
-                       c->bias_term && !c->bias_deferred ? l->params[1]->data : NULL,
+      ct_igemm_forward(l->ctx, s->ig, s->algos.fwd_rival, ct_f32(bottom[i]), w, prep,
+                       c->bias_term && !c->bias_deferred ? ct_f32(l->params[1]) : NULL,
                        c->relu_fused, (float *)l->ctx->workspace, l->ctx->workspace_bytes,
-                       top[i]->data);
+                       ct_f32(top[i]));
     return CT_OK;
   }
   if (c->relu_fused) {
     CT_ASSERT(l->nbottom == 1 && c->bias_term);
-    x_to_y(l, s, w, bottom[0]->data, top[0]->data);
-    ct_bias_relu_gpu(l->ctx, l->params[1]->data, c->num, c->y_channels, c->y_spatial, top[0]->data);
+    x_to_y(l, s, w, ct_f32(bottom[0]), ct_f32(top[0]));
+    ct_bias_relu_gpu(l->ctx, ct_f32(l->params[1]), c->num, c->y_channels, c->y_spatial, ct_f32(top[0]));
     return CT_OK;
   }
   /* The top is Y for Convolution and X for Deconvolution. */
   const cudnnTensorDescriptor_t top_desc = c->reverse ? s->x : s->y;
   for (int i = 0; i < l->nbottom; i++) {
-    if (c->reverse) y_to_x(l, s, w, bottom[i]->data, top[i]->data);
-    else x_to_y(l, s, w, bottom[i]->data, top[i]->data);
+    if (c->reverse) y_to_x(l, s, w, ct_f32(bottom[i]), ct_f32(top[i]));
+    else x_to_y(l, s, w, ct_f32(bottom[i]), ct_f32(top[i]));
     if (c->bias_term && !c->bias_deferred)
       CT_CUDNN_CHECK(cudnnAddTensor(handle(l->ctx), &k_one, s->bias, l->params[1]->data, &k_one,
                                     top_desc, top[i]->data));
@@ -439,7 +439,7 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   const bool wgrad = l->param_propagate_down[0];
   const bool bgrad = c->bias_term && l->param_propagate_down[1];
-  const float *w = l->params[0]->data;
+  const float *w = ct_f32(l->params[0]);
   /* The parameter gradients go on the gradient stream (forked here, where
    * the top diffs are final), beside the bottom gradients, which stay on the
    * compute stream: they are the critical path.  Without the net's grad_side
@@ -465,19 +465,19 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
   ct_context *bctx = first && wgrad && wctx == pctx ? l->ctx : pctx;
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
-    if (c->reverse) x_to_y(l, s, w, top[i]->diff, bottom[i]->diff); /* dbottom = conv(dtop) */
-    else y_to_x(l, s, w, top[i]->diff, bottom[i]->diff);
+    if (c->reverse) x_to_y(l, s, w, ct_f32_diff(top[i]), ct_f32_diff(bottom[i])); /* dbottom = conv(dtop) */
+    else y_to_x(l, s, w, ct_f32_diff(top[i]), ct_f32_diff(bottom[i]));
   }
   for (int i = 0; i < l->nbottom; i++) {
-    const float *dtop = top[i]->diff;
+    const float *dtop = ct_f32_diff(top[i]);
     /* Our own reduction, not cudnnConvolutionBackwardBias, which took a
      * fifth of cifar10_quick's iteration on an H100 (bench/kernel_profile.sh). */
     /* Deconvolution: top X = conv^T(bottom Y), so dW from (X = dtop, dY = bottom). */
-    if (wgrad && c->reverse) weight_grad(wctx, s, dtop, bottom[i]->data, l->params[0]->diff);
-    else if (wgrad) weight_grad(wctx, s, bottom[i]->data, dtop, l->params[0]->diff);
+    if (wgrad && c->reverse) weight_grad(wctx, s, dtop, ct_f32(bottom[i]), ct_f32_diff(l->params[0]));
+    else if (wgrad) weight_grad(wctx, s, ct_f32(bottom[i]), dtop, ct_f32_diff(l->params[0]));
     if (bgrad)
       ct_bias_grad_gpu(bctx, dtop, c->num, c->num_output, s->top_spatial, s->bias_scratch,
-                       l->params[1]->diff);
+                       ct_f32_diff(l->params[1]));
   }
   s->prepared_bwd = false;
   if ((bgrad && bctx != pctx) || (wgrad && wctx != pctx)) ct_context_grad_begin(l->ctx);

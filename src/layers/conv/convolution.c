@@ -46,9 +46,9 @@ static ct_status conv_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
   for (int i = 0; i < l->nbottom; i++) {
     for (int b0 = 0; b0 < c->num; b0 += c->chunk) {
       int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
-      float *y = top[i]->data + b0 * ydim;
+      float *y = ct_f32(top[i]) + b0 * ydim;
       float *rows = ct_conv_rows_out(c, y, B);
-      ct_conv_y_from_x(c, be, l->ctx, w, bottom[i]->data + b0 * xdim, B, false, rows);
+      ct_conv_y_from_x(c, be, l->ctx, w, ct_f32(bottom[i]) + b0 * xdim, B, false, rows);
       if (c->bias_term)
         be->add_bias(l->ctx, l->params[1]->data, 1, c->y_channels, B * c->y_spatial, rows);
       ct_conv_rows_store(c, be, l->ctx, rows, B, y);
@@ -72,15 +72,15 @@ static void conv_backward(ct_layer *l, ct_tensor *const *top, const bool *propag
     for (int k = nchunks - 1; k >= 0; k--) {
       int b0 = k * c->chunk;
       int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
-      const float *rows = ct_conv_rows_in(c, be, l->ctx, top[i]->diff + b0 * ydim, B);
+      const float *rows = ct_conv_rows_in(c, be, l->ctx, ct_f32_diff(top[i]) + b0 * ydim, B);
       if (bgrad)
         be->bias_grad(l->ctx, rows, 1, c->y_channels, B * c->y_spatial, l->params[1]->diff);
       if (wgrad)
-        ct_conv_weight_grad(c, be, l->ctx, rows, bottom[i]->data + b0 * xdim, B,
+        ct_conv_weight_grad(c, be, l->ctx, rows, ct_f32(bottom[i]) + b0 * xdim, B,
                             l->params[0]->diff);
       if (propagate_down[i])
         ct_conv_x_from_y(c, be, l->ctx, l->params[0]->data, rows, B,
-                         bottom[i]->diff + b0 * xdim);
+                         ct_f32_diff(bottom[i]) + b0 * xdim);
     }
   }
 }

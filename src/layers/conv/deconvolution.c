@@ -24,8 +24,8 @@ static ct_status deconv_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   for (int i = 0; i < l->nbottom; i++) {
     for (int b0 = 0; b0 < c->num; b0 += c->chunk) {
       int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
-      const float *rows = ct_conv_rows_in(c, be, l->ctx, bottom[i]->data + b0 * ydim, B);
-      float *x = top[i]->data + b0 * xdim;
+      const float *rows = ct_conv_rows_in(c, be, l->ctx, ct_f32(bottom[i]) + b0 * ydim, B);
+      float *x = ct_f32(top[i]) + b0 * xdim;
       ct_conv_x_from_y(c, be, l->ctx, l->params[0]->data, rows, B, x);
       if (c->bias_term)
         be->add_bias(l->ctx, l->params[1]->data, B, c->x_channels, c->x_spatial, x);
@@ -50,15 +50,15 @@ static void deconv_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
     for (int k = nchunks - 1; k >= 0; k--) {
       int b0 = k * c->chunk;
       int B = c->num - b0 < c->chunk ? c->num - b0 : c->chunk;
-      const float *dx = top[i]->diff + b0 * xdim;
+      const float *dx = ct_f32_diff(top[i]) + b0 * xdim;
       if (bgrad)
         be->bias_grad(l->ctx, dx, B, c->x_channels, c->x_spatial, l->params[1]->diff);
       if (wgrad) {
-        const float *rows = ct_conv_rows_in(c, be, l->ctx, bottom[i]->data + b0 * ydim, B);
+        const float *rows = ct_conv_rows_in(c, be, l->ctx, ct_f32(bottom[i]) + b0 * ydim, B);
         ct_conv_weight_grad(c, be, l->ctx, rows, dx, B, l->params[0]->diff);
       }
       if (propagate_down[i]) {
-        float *dy = bottom[i]->diff + b0 * ydim;
+        float *dy = ct_f32_diff(bottom[i]) + b0 * ydim;
         float *rows = ct_conv_rows_out(c, dy, B);
         ct_conv_y_from_x(c, be, l->ctx, l->params[0]->data, dx, B, true, rows);
         ct_conv_rows_store(c, be, l->ctx, rows, B, dy);

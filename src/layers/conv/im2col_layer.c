@@ -72,8 +72,8 @@ static ct_status im2col_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
                                 ct_error *err) {
   im2col_priv *s = l->priv;
   for (int n = 0; n < s->num; n++) {
-    const float *im = bottom[0]->data + (size_t)n * s->in_count;
-    float *col = top[0]->data + (size_t)n * s->out_count;
+    const float *im = ct_f32(bottom[0]) + (size_t)n * s->in_count;
+    float *col = ct_f32(top[0]) + (size_t)n * s->out_count;
     if (l->ctx->device == CT_DEVICE_CPU) ct_im2col_cpu(&s->g, 1, im, col);
 #ifdef CORTADO_HAVE_CUDA
     else ct_im2col_gpu(l->ctx, &s->g, 1, im, col);
@@ -87,8 +87,8 @@ static void im2col_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
   im2col_priv *s = l->priv;
   if (!propagate_down[0]) return;
   for (int n = 0; n < s->num; n++) {
-    const float *col = top[0]->diff + (size_t)n * s->out_count;
-    float *im = bottom[0]->diff + (size_t)n * s->in_count;
+    const float *col = ct_f32_diff(top[0]) + (size_t)n * s->out_count;
+    float *im = ct_f32_diff(bottom[0]) + (size_t)n * s->in_count;
     if (l->ctx->device == CT_DEVICE_CPU) ct_col2im_cpu(&s->g, 1, col, im);
 #ifdef CORTADO_HAVE_CUDA
     else ct_col2im_gpu(l->ctx, &s->g, 1, col, im);
