@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "core/status.h"
 
@@ -61,6 +62,11 @@ typedef struct ct_context {
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
   void *grads;           /* the parameter-gradient stream's state (below), NULL when off */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
+  /* The 16-bit type layers compute in where their type can (net_dtype.c),
+   * CT_F32 for none; precision_given: the user chose it (--precision), so it
+   * overrides the nets' default_forward_type. */
+  ct_dtype precision;
+  bool precision_given;
   bool capturing;        /* the runtime is recording the stream's work to replay it
                             (runtime/program.c): nothing may wait or allocate */
   bool deterministic;    /* only algorithms that give the same bits on every run (cuDNN's

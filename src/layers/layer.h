@@ -127,7 +127,20 @@ typedef struct ct_layer_ops {
    * set_position makes the next forward give the batch that followed pos. */
   ct_status (*get_position)(ct_layer *l, Caffe__CortadoDataPosition *pos);
   ct_status (*set_position)(ct_layer *l, const Caffe__CortadoDataPosition *pos, ct_error *err);
+  /* The element types the layer computes in besides float32, on the host
+   * and on a GPU: masks of CT_DTYPE_BIT(type).  The net (net_dtype.c) runs
+   * a layer in the net's 16-bit type when the mask has it, else in float32,
+   * and puts Cast layers where a layer reads a blob of another type.  A
+   * layer's type (l->dtype) is that of its tops and of all their and its
+   * bottoms' gradients; its learnable parameters stay float32 (the solver's
+   * master copy: a 16-bit layer converts them as it reads them, and adds
+   * its parameter gradients into their float32 diffs).  CT_DTYPES_ANY:
+   * every type, the type of bottom 0 (Split). */
+  unsigned dtypes_cpu, dtypes_gpu;
 } ct_layer_ops;
+
+#define CT_DTYPE_BIT(t) (1u << (unsigned)(t))
+#define CT_DTYPES_ANY (1u << 31)
 
 #define CT_LAYER_MAX_PARAMS 8
 
@@ -139,6 +152,7 @@ struct ct_layer {
   ct_context *ctx;
   int nbottom, ntop;
   int nparams;
+  ct_dtype dtype;                      /* what it computes in: its tops' type (set by the net) */
   ct_tensor *params[CT_LAYER_MAX_PARAMS]; /* learnable blobs, e.g. weights (K,C,kh,kw), bias (K) */
   bool param_propagate_down[CT_LAYER_MAX_PARAMS]; /* compute this parameter's gradient */
   float *loss_weight;                 /* (ntop) */

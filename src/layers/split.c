@@ -4,10 +4,12 @@
  * into the bottom's diff.  The net inserts Split layers where one blob feeds
  * several layers.  Not in place.  As in Caffe, a consumer that works in
  * place on a top changes the values every other top sees.  Device-neutral
- * (a copy and axpys on the context's device). */
+ * (a copy and axpys on the context's device), in any element type (its
+ * bottom's). */
 #include "layers/layer.h"
 #include "layers/shape_util.h"
 #include "math/math.h"
+#include "math/typed.h"
 
 static ct_status split_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                              ct_error *err) {
@@ -41,6 +43,13 @@ static void split_backward(ct_layer *l, ct_tensor *const *top, const bool *propa
                            ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
   size_t n = bottom[0]->count;
+  const ct_dtype t = bottom[0]->dtype;
+  if (t != CT_F32) {
+    if (l->ntop == 1) ct_dev_convert(l->ctx, n, t, top[0]->diff, t, bottom[0]->diff);
+    else ct_dev_add_typed(l->ctx, t, n, top[0]->diff, top[1]->diff, bottom[0]->diff);
+    for (int i = 2; i < l->ntop; i++) ct_dev_acc_typed(l->ctx, t, n, top[i]->diff, bottom[0]->diff);
+    return;
+  }
   float *dx = bottom[0]->diff;
   int i = 1;
   if (l->ntop == 1) {
@@ -67,4 +76,6 @@ const ct_layer_ops ct_split_ops = {
     .forward_gpu = split_forward,
     .backward_gpu = split_backward,
 #endif
+    .dtypes_cpu = CT_DTYPES_ANY,
+    .dtypes_gpu = CT_DTYPES_ANY,
 };

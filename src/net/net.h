@@ -271,6 +271,19 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
 /* Inserts Split layers (Caffe's naming) into net in place. */
 ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err);
 
+/* Element types (net_dtype.c): sets every layer's forward_type to the type
+ * it runs in on device (the wanted type, precision when precision_given,
+ * else the net's default_forward_type, where the layer's type has a path
+ * for it; float32 otherwise) and inserts Cast layers where a layer reads a
+ * blob of another type.  A net that asks for float32 everywhere is left as
+ * it is.  Errors (CT_ERR_UNSUPPORTED): a forward_type of INT or UINT. */
+ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype precision,
+                             bool precision_given, bool quiet, ct_error *err);
+/* NVCaffe's Type as an element type (DOUBLE: float32, logged); what names
+ * the field in messages.  Errors (CT_ERR_UNSUPPORTED): INT, UINT. */
+ct_status ct_dtype_from_proto(Caffe__Type t, const char *what, ct_dtype *out, ct_error *err);
+Caffe__Type ct_dtype_to_proto(ct_dtype t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,42 @@
+/* Element-wise work on arrays of any element type (core/dtype.h), on the
+ * host (ct_cpu_*), on a GPU (ct_gpu_*, on the context's stream) or on the
+ * context's device (ct_dev_*).  16-bit values are read as float32, computed
+ * in float32 and rounded once (to nearest, ties to even) when written. */
+#ifndef CT_MATH_TYPED_H
+#define CT_MATH_TYPED_H
+
+#include <stddef.h>
+
+#include "core/context.h"
+#include "core/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y (n values of type `to`) = x (n values of type `from`). */
+void ct_cpu_convert(size_t n, ct_dtype from, const void *x, ct_dtype to, void *y);
+void ct_gpu_convert(ct_context *ctx, size_t n, ct_dtype from, const void *x, ct_dtype to, void *y);
+void ct_dev_convert(ct_context *ctx, size_t n, ct_dtype from, const void *x, ct_dtype to, void *y);
+
+/* y (n float32 values) += alpha * x (n values of type from): a 16-bit
+ * layer's parameter gradient added into its float32 master's diff. */
+void ct_cpu_axpy_from(size_t n, float alpha, ct_dtype from, const void *x, float *y);
+void ct_gpu_axpy_from(ct_context *ctx, size_t n, float alpha, ct_dtype from, const void *x,
+                      float *y);
+void ct_dev_axpy_from(ct_context *ctx, size_t n, float alpha, ct_dtype from, const void *x,
+                      float *y);
+
+/* y = a + b, all n values of type t (y may be a or b). */
+void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *y);
+void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b, void *y);
+void ct_dev_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b, void *y);
+
+/* y += x, n values of type t. */
+void ct_dev_acc_typed(ct_context *ctx, ct_dtype t, size_t n, const void *x, void *y);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

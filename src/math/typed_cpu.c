@@ -1,0 +1,71 @@
+/* Element-wise work on typed arrays, host side, and the device dispatch. */
+#include "math/typed.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/status.h"
+
+static inline float load(ct_dtype t, const void *p, size_t i) {
+  switch (t) {
+    case CT_BF16: return ct_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CT_F16: return ct_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+  }
+}
+
+static inline void store(ct_dtype t, void *p, size_t i, float v) {
+  switch (t) {
+    case CT_BF16: ((uint16_t *)p)[i] = ct_f32_to_bf16(v); break;
+    case CT_F16: ((uint16_t *)p)[i] = ct_f32_to_f16(v); break;
+    default: ((float *)p)[i] = v; break;
+  }
+}
+
+/* Below this many values one thread does it all. */
+#define PAR_MIN 32768
+
+void ct_cpu_convert(size_t n, ct_dtype from, const void *x, ct_dtype to, void *y) {
+  if (from == to) {
+    if (x != y) memmove(y, x, n * ct_dtype_size(to));
+    return;
+  }
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+  for (size_t i = 0; i < n; i++) store(to, y, i, load(from, x, i));
+}
+
+void ct_cpu_axpy_from(size_t n, float alpha, ct_dtype from, const void *x, float *y) {
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] += alpha * load(from, x, i);
+}
+
+void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *y) {
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+  for (size_t i = 0; i < n; i++) store(t, y, i, load(t, a, i) + load(t, b, i));
+}
+
+#ifdef CORTADO_HAVE_CUDA
+#define ON_GPU(call) call
+#else
+#define ON_GPU(call) ct_abort(__FILE__, __LINE__, "GPU math in a CPU-only build")
+#endif
+
+void ct_dev_convert(ct_context *ctx, size_t n, ct_dtype from, const void *x, ct_dtype to, void *y) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_convert(n, from, x, to, y);
+  else ON_GPU(ct_gpu_convert(ctx, n, from, x, to, y));
+}
+
+void ct_dev_axpy_from(ct_context *ctx, size_t n, float alpha, ct_dtype from, const void *x,
+                      float *y) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_axpy_from(n, alpha, from, x, y);
+  else ON_GPU(ct_gpu_axpy_from(ctx, n, alpha, from, x, y));
+}
+
+void ct_dev_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b, void *y) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_add_typed(t, n, a, b, y);
+  else ON_GPU(ct_gpu_add_typed(ctx, t, n, a, b, y));
+}
+
+void ct_dev_acc_typed(ct_context *ctx, ct_dtype t, size_t n, const void *x, void *y) {
+  ct_dev_add_typed(ctx, t, n, x, y, y);
+}

@@ -1,0 +1,95 @@
+/* Element-wise work on typed arrays, GPU side: one grid-stride kernel per
+ * operation, templated on the element types. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "gpu/gpu.h"
+#include "math/typed.h"
+
+template <typename T> struct elem;
+template <> struct elem<float> {
+  static __device__ float load(float v) { return v; }
+  static __device__ float make(float v) { return v; }
+};
+template <> struct elem<__nv_bfloat16> {
+  static __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 make(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct elem<__half> {
+  static __device__ float load(__half v) { return __half2float(v); }
+  static __device__ __half make(float v) { return __float2half_rn(v); }
+};
+
+template <typename From, typename To>
+__global__ static void convert_k(size_t n, const From *x, To *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = elem<To>::make(elem<From>::load(x[i]));
+}
+
+template <typename From>
+__global__ static void axpy_from_k(size_t n, float alpha, const From *x, float *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] += alpha * elem<From>::load(x[i]);
+}
+
+template <typename T>
+__global__ static void add_k(size_t n, const T *a, const T *b, T *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = elem<T>::make(elem<T>::load(a[i]) + elem<T>::load(b[i]));
+}
+
+#define STREAM(ctx) ((cudaStream_t)(ctx)->stream)
+#define LAUNCH(k, ...)                                                           \
+  do {                                                                           \
+    k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, __VA_ARGS__);   \
+    CT_CUDA_LAUNCH_CHECK();                                                      \
+  } while (0)
+
+template <typename From>
+static void convert_from(ct_context *ctx, size_t n, const From *x, ct_dtype to, void *y) {
+  switch (to) {
+    case CT_F32: LAUNCH(convert_k, x, (float *)y); break;
+    case CT_BF16: LAUNCH(convert_k, x, (__nv_bfloat16 *)y); break;
+    case CT_F16: LAUNCH(convert_k, x, (__half *)y); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)to);
+  }
+}
+
+extern "C" void ct_gpu_convert(ct_context *ctx, size_t n, ct_dtype from, const void *x, ct_dtype to,
+                               void *y) {
+  if (!n) return;
+  if (from == to) {
+    if (x != y)
+      CT_CUDA_CHECK(cudaMemcpyAsync(y, x, n * ct_dtype_size(to), cudaMemcpyDeviceToDevice,
+                                    STREAM(ctx)));
+    return;
+  }
+  switch (from) {
+    case CT_F32: convert_from(ctx, n, (const float *)x, to, y); break;
+    case CT_BF16: convert_from(ctx, n, (const __nv_bfloat16 *)x, to, y); break;
+    case CT_F16: convert_from(ctx, n, (const __half *)x, to, y); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)from);
+  }
+}
+
+extern "C" void ct_gpu_axpy_from(ct_context *ctx, size_t n, float alpha, ct_dtype from,
+                                 const void *x, float *y) {
+  if (!n) return;
+  switch (from) {
+    case CT_F32: LAUNCH(axpy_from_k, alpha, (const float *)x, y); break;
+    case CT_BF16: LAUNCH(axpy_from_k, alpha, (const __nv_bfloat16 *)x, y); break;
+    case CT_F16: LAUNCH(axpy_from_k, alpha, (const __half *)x, y); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)from);
+  }
+}
+
+extern "C" void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a,
+                                 const void *b, void *y) {
+  if (!n) return;
+  switch (t) {
+    case CT_F32: LAUNCH(add_k, (const float *)a, (const float *)b, (float *)y); break;
+    case CT_BF16:
+      LAUNCH(add_k, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
+      break;
+    case CT_F16: LAUNCH(add_k, (const __half *)a, (const __half *)b, (__half *)y); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)t);
+  }
+}
