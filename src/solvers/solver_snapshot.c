@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "proto/io.h"
@@ -105,8 +106,20 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   return status;
 }
 
+/* Removes the snapshot files that writers killed in the middle of a write
+ * left under this run's prefix ("<prefix>_iter_N.caffemodel.tmp.PID.K"). */
+static void remove_dead_snapshot_temps(const ct_solver *s) {
+  const char *prefix = s->param->snapshot_prefix ? s->param->snapshot_prefix : "";
+  size_t n = strlen(prefix) + 8;
+  char *p = ct_xcalloc(n, 1);
+  snprintf(p, n, "%s_iter_", prefix);
+  ct_file_remove_stale_temps(p);
+  free(p);
+}
+
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   if (s->opts.replica) return CT_OK;
+  remove_dead_snapshot_temps(s);
   char *model = ct_solver_snapshot_filename(s, ".caffemodel");
   char *state = ct_solver_snapshot_filename(s, ".solverstate");
   LOG_INFO("Snapshotting to binary proto file %s", model);
