@@ -257,7 +257,13 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
  * file); CT_ERR_UNSUPPORTED for an HDF5 state (.h5); CT_ERR_INVALID for a
  * history count or shape that does not fit this solver and net, e.g.
  * "s.solverstate: 4 history blobs, but the Adam solver of this net keeps 8
- * (Incorrect length of history blobs.)". */
+ * (Incorrect length of history blobs.)", and for values no run of this
+ * solver writes: a negative iter or one past max_iter (when the solver sets
+ * max_iter), a negative current_step or, for multistep, one past the
+ * stepvalue count ("s.solverstate: current_step is 9, but lr_policy
+ * 'multistep' of this solver has 2 stepvalues (...)"), a non-finite history
+ * value, an impossible RNG state, a data position past any epoch.  All of
+ * these are checked before anything changes. */
 ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
 /* Caffe's --weights: copies the layers of each comma-separated .caffemodel
  * (or HDF5) file in `list`, in order, into the train net and every test net
