@@ -26,6 +26,9 @@ static const ct_flag_spec train_flags[] = {
      "Pretrained .caffemodel files to fine-tune from, separated by ','. Not together with "
      "--snapshot.",
      .meta = "FILES"},
+    {"strict_weights", CT_FLAG_BOOL, "false",
+     "A layer with parameters that gets no weights from --weights (or the solver's weights: "
+     "the file was cut short, or the layer renamed) is an error instead of a warning."},
     {"gpu", CT_FLAG_GPU_LIST, NULL,
      "Devices to train on: ids separated by ',' or 'all'. With several, training is data "
      "parallel and the effective batch size grows with the device count. Left out, the "
@@ -192,9 +195,10 @@ static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParamete
   return CT_OK;
 }
 
-/* The solver options that attach the CSV log (when there is one). */
-static ct_solver_opts csv_solver_opts(ct_csv_log *csv) {
+/* The solver options from the flags, and the CSV log (when there is one). */
+static ct_solver_opts solver_opts(const ct_cli_args *args, ct_csv_log *csv) {
   ct_solver_opts o = {0};
+  o.strict_weights = ct_cli_bool(args, "strict_weights");
   if (csv) {
     o.on_display = ct_csv_log_on_display;
     o.display_user = csv;
@@ -206,7 +210,7 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
                      ct_dp_job *job) {
   memset(job, 0, sizeof *job);
   job->solver_param = sp;
-  job->solver_opts = csv_solver_opts(csv);
+  job->solver_opts = solver_opts(args, csv);
   job->weights = ct_cli_is_set(args, "weights") ? ct_cli_string(args, "weights") : NULL;
   job->resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
   job->global_batch = ct_cli_bool(args, "global_batch");
@@ -388,7 +392,7 @@ static int train_single(const ct_cli_args *args, const Caffe__SolverParameter *s
     return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   int rc = CT_EXIT_OK;
   ct_solver *s = NULL;
-  ct_solver_opts opts = csv_solver_opts(csv);
+  ct_solver_opts opts = solver_opts(args, csv);
   if (ct_solver_init(&s, sp, &opts, &ctx, &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;

@@ -332,6 +332,7 @@ void ct_net_free(ct_net *net) {
   if (!net) return;
   for (int i = 0; net->feeds && i < net->nlayers; i++) ct_net_feed_free(net->feeds[i]);
   free(net->feeds);
+  free(net->weights_copied);
   for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
   for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
     free(net->bottom_ids[i]);

@@ -156,6 +156,10 @@ typedef struct ct_solver_opts {
    * step (or solve) with that status.  NULL: nothing is called. */
   ct_status (*on_display)(void *user, const ct_solver_display *d, ct_error *err);
   void *display_user;
+  /* A layer with parameters that gets no weights from the `weights` files
+   * (the solver's, or ct_solver_copy_trained_files') is an error
+   * (CT_ERR_INVALID naming it) instead of a warning: --strict_weights. */
+  bool strict_weights;
 } ct_solver_opts;
 
 typedef struct ct_solver_gpu ct_solver_gpu;
@@ -267,7 +271,9 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
 ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
 /* Caffe's --weights: copies the layers of each comma-separated .caffemodel
  * (or HDF5) file in `list`, in order, into the train net and every test net
- * (ct_net_copy_trained_file), logging "Finetuning from F". */
+ * (ct_net_copy_trained_file), logging "Finetuning from F".  A layer with
+ * parameters that none of the files filled is a warning (the root logs it),
+ * or with opts.strict_weights CT_ERR_INVALID (ct_net_weights_check). */
 ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err);
 
 /* Asks the running loop to stop and/or snapshot (bit flags of

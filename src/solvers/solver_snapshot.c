@@ -279,8 +279,11 @@ static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const
   CT_TRY(restore_history(s, st, path, false, err));
   CT_TRY(check_state_values(s, st, path, err));
   if (st->learned_net) {
+    /* the weights of this run's own snapshot: every layer must be there */
     char *model = locate_learned_net(path, st->learned_net);
+    ct_net_weights_begin(s->net);
     ct_status rc = ct_net_copy_trained_file(s->net, model, err);
+    if (rc == CT_OK) rc = ct_net_weights_check(s->net, model, true, NULL, err);
     free(model);
     if (rc != CT_OK) return ct_error_prefix(err, "%s: learned_net", path);
   }
