@@ -162,5 +162,9 @@ int main(int argc, char **argv) {
   }
   ct_cli_args_free(&args);
   free(rest);
+  /* A failed command leaves without exit()'s library destructors: after a
+   * failed allocation or thread start they can hang (OpenBLAS joining
+   * threads that never started). */
+  if (rc != CT_EXIT_OK) ct_exit_now(rc);
   return rc;
 }
