@@ -93,9 +93,12 @@ static ct_status hook_gradients(void *user, ct_error *err) {
   return ct_dp_reducer_launch_rest(w->red, err);
 }
 
-/* Rank 0's pending signal requests, taken (the others: none). */
+/* This process's pending signal requests, taken by whichever of its
+ * workers comes first (the others: none); the agreement sums every
+ * process's, so a SIGTERM that reaches one shard or rank alone counts. */
 static int take_wish(const dp_worker *w) {
-  return w->rank == 0 ? __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST) : 0;
+  (void)w;
+  return __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST);
 }
 
 /* GPU: the wish iteration seq carries inside its all-reduces. */

@@ -180,6 +180,8 @@ typedef struct ct_solver {
                                     Caffe's learnable_params order (layer, index) */
 
   int iter;                      /* updates done so far */
+  int snapshot_iter_plus1;       /* 1 + the iteration of this solver's latest snapshot (0: none),
+                                    so that a stop after a requested snapshot writes no second one */
   int current_step;              /* Caffe's current_step_ (step / multistep) */
   float rate;                    /* the learning rate of the last update */
   float smoothed_loss;           /* mean of the last average_loss iteration losses */

@@ -131,6 +131,7 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   }
   free(model);
   free(state);
+  if (st == CT_OK) s->snapshot_iter_plus1 = s->iter + 1;
   return st;
 }
 
