@@ -91,8 +91,9 @@ static const ct_flag_spec train_flags[] = {
     {"redis_port", CT_FLAG_INT, "6379", "The port of --redis_host.", .min = 1, .max = 65535},
     {"redis_password", CT_FLAG_STRING, NULL,
      "Password of --redis_host (AUTH); left out, the REDIS_PASSWORD environment variable, if "
-     "set.",
-     .meta = "PASSWORD"},
+     "set (better: a command line is visible to every user of the machine). Never written to "
+     "logs, CSV logs or snapshots.",
+     .meta = "PASSWORD", .secret = true},
     {"rendezvous_timeout", CT_FLAG_DOUBLE, "300",
      "Seconds a shard waits for the others to arrive before giving up, naming the missing "
      "ones."},
