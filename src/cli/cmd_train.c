@@ -15,6 +15,7 @@
 #include "net/net_load.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/dp.h"
+#include "parallel/dp_agree.h"
 #include "parallel/launch.h"
 #include "proto/reflect.h"
 #include "solvers/solver.h"
@@ -382,18 +383,23 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   ct_csv_log *csv = NULL;
   if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
     ct_error_prefix(&err, "--csv_log");
+  bool alike = false; /* every rank failed the same way, together */
   if (st == CT_OK) {
     ct_dp_job job;
     fill_job(args, sp, csv, &job);
-    g_data_parallel = 1;
-    install_signals(args);
-    LOG_INFO("Starting Optimization");
-    st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
-    g_data_parallel = 0;
+    /* the ranks train alike, or none does */
+    st = ct_dp_agree_mpi(&job, &alike, &err);
+    if (st == CT_OK) {
+      g_data_parallel = 1;
+      install_signals(args);
+      LOG_INFO("Starting Optimization");
+      st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
+      g_data_parallel = 0;
+    }
   }
   if (st != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    ct_mpi_abort_job(1);
+    if (!alike) ct_mpi_abort_job(1);
   } else {
     LOG_INFO("Optimization Done.");
   }

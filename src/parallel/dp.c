@@ -18,6 +18,7 @@
 #include "parallel/comm_mpi.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_gloo.h"
+#include "parallel/dp_agree.h"
 #include "parallel/dp_gpu.h"
 #include "parallel/dp_reduce.h"
 #include "parallel/shards.h"
@@ -626,7 +627,11 @@ static ct_status shards_run(dp_shared *sh, ct_shard_session *ss, const ct_shard_
 ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, const int *gpus,
                              int n_gpus, ct_error *err) {
   ct_shard_session *ss = NULL;
-  CT_TRY(ct_shard_join(&ss, shard, n_gpus, err));
+  char *agreement = NULL;
+  CT_TRY(ct_dp_agreement(job, &agreement, err));
+  ct_status joined = ct_shard_join(&ss, shard, n_gpus, agreement, err);
+  free(agreement);
+  if (joined != CT_OK) return joined;
   const int world = ss->num_shards * (n_gpus > 0 ? n_gpus : 1);
   dp_shared sh;
   ct_status st = shared_init(&sh, job, world, err);
