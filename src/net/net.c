@@ -100,7 +100,13 @@ static ct_status add_inputs(builder *b, ct_error *err) {
       const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
       if (s->n_dim > CT_MAX_AXES)
         return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' has too many axes", b->source, p->input[i]);
-      for (size_t k = 0; k < s->n_dim; k++) shape[nd++] = (int)s->dim[k];
+      for (size_t k = 0; k < s->n_dim; k++) {
+        /* as written: 2^32 must not become 0 */
+        if (s->dim[k] < 0 || s->dim[k] > INT32_MAX)
+          return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' dim %zu is %lld (must be in [0, %d])",
+                              b->source, p->input[i], k, (long long)s->dim[k], INT32_MAX);
+        shape[nd++] = (int)s->dim[k];
+      }
     } else {
       for (int k = 0; k < 4; k++) shape[nd++] = p->input_dim[4 * i + (size_t)k];
     }

@@ -1,5 +1,6 @@
 /* A net's parameters in and out: Caffe's CopyTrainedLayersFrom, ToProto and
  * ShareTrainedLayersWith. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,17 @@ static ct_status copy_blob(ct_net *net, ct_layer *l, int j, const Caffe__BlobPro
     int sn = ct_blob_proto_shape(bp, sd, CT_MAX_AXES);
     char src[256] = "", dst[256];
     size_t o = 0;
-    size_t cnt = 1;
+    /* the count as Caffe prints it, but never wrapped: a negative or huge
+     * dimension in the file is shown as what it is */
+    uint64_t cnt = 1;
+    bool valid = sn <= CT_MAX_AXES;
     for (int a = 0; a < sn && a < CT_MAX_AXES && o < sizeof src; a++) {
       o += (size_t)snprintf(src + o, sizeof src - o, "%lld ", (long long)sd[a]);
-      cnt *= (size_t)sd[a];
+      if (sd[a] < 0 || (sd[a] > 0 && cnt > UINT64_MAX / (uint64_t)sd[a])) valid = false;
+      else cnt *= (uint64_t)sd[a];
     }
-    if (o < sizeof src) snprintf(src + o, sizeof src - o, "(%zu)", cnt);
+    if (o < sizeof src)
+      snprintf(src + o, sizeof src - o, valid ? "(%llu)" : "(not a valid shape)", (unsigned long long)cnt);
     return ct_error_set(err, CT_ERR_INVALID,
                         "cannot copy param %d weights from layer '%s'; shape mismatch. Source param "
                         "shape is %s; target param shape is %s. To learn this layer's parameters from "
