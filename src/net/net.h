@@ -47,6 +47,7 @@
 #include "caffe.pb-c.h"
 #include "core/context.h"
 #include "core/status.h"
+#include "core/strmap.h"
 #include "core/tensor.h"
 #include "layers/layer.h"
 
@@ -149,6 +150,8 @@ typedef struct ct_net {
                                   ct_net_weights_begin; NULL before the first copy */
   char weights_unmatched[3][64]; /* source layers with blobs the net has not (their number */
   int nweights_unmatched;        /* since ct_net_weights_begin, the first 3 names) */
+  ct_strmap blob_index;        /* blob name -> index into blobs (named blobs) */
+  ct_strmap layer_index;       /* layer name -> index of the first layer of that name */
 } ct_net;
 
 /* Options of a build besides the NetParameter. */
