@@ -3,12 +3,13 @@
 # its own command line) stop before training, every rank with the same
 # message naming what differs: another net, another solver.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_mpi_disagree
 rm -rf "$dir" && mkdir -p "$dir"
 cd "$dir"
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
-. "$(dirname "$0")/shards_disagree_job.sh"
+. "$here/shards_disagree_job.sh"
 write_disagree_job
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0"

@@ -6,11 +6,12 @@
 # silently), another --bucket_mb.  Shards whose only difference is where
 # their copy of the data lives train.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_shards_disagree_gloo
 rm -rf "$dir" && mkdir -p "$dir"
 cd "$dir"
-. "$(dirname "$0")/shards_disagree_job.sh"
+. "$here/shards_disagree_job.sh"
 write_disagree_job
 fail=0
 run=0

@@ -50,5 +50,8 @@ static void preinit(int argc, char **argv, char **envp) {
   (void)argv;
   (void)envp;
   ct_cli_install_self_signal_guard();
+  /* a write past a file size limit (ulimit -f) fails with EFBIG and is
+   * reported naming the file, instead of killing the process silently */
+  signal(SIGXFSZ, SIG_IGN);
 }
 __attribute__((section(".preinit_array"), used)) static void (*const k_preinit)(int, char **, char **) = preinit;

@@ -23,7 +23,9 @@ void ct_cli_die_self_signal(int sig);
  * (nothing when ignored, as in a script's background job; else the default
  * action).  Installed before the shared libraries' constructors run (from
  * the executable's .preinit_array), since OpenBLAS raises its SIGINT in
- * its constructor, before main; safe to call again. */
+ * its constructor, before main; safe to call again.  (The same early hook
+ * ignores SIGXFSZ, so that a write past a file size limit is an error
+ * naming the file, as a full disk is, not a silent death.) */
 void ct_cli_install_self_signal_guard(void);
 
 #endif

@@ -21,6 +21,7 @@ ct_status ct_tools_db_create(ct_tools_out_db *o, const char *path, ct_db_backend
   o->tmp = ct_file_temp_name(path);
   ct_status s = ct_db_open(&o->db, o->tmp, backend, CT_DB_NEW, err);
   if (s != CT_OK) {
+    ct_file_remove_tree(o->tmp); /* what the open made before it failed */
     free(o->tmp);
     o->tmp = NULL;
     return s;
