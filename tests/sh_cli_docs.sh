@@ -52,6 +52,32 @@ for doc in README.md docs/cli.md; do
   done
 done
 
+# The README's CORTADO_* rows are the settings table's (core/settings.c), as
+# `cortado help environment` prints them, in the same order.
+want=$("$BIN" help environment | awk '/^Set by Cortado/ {stop = 1} !stop && /^\| `CORTADO_/')
+have=$(grep -E '^\| `CORTADO_' "$SRC/README.md" || true)
+[ -n "$want" ] || fail "cortado help environment printed no CORTADO_ rows"
+if [ "$want" != "$have" ]; then
+  fail "README.md's environment table differs from 'cortado help environment':"
+  diff <(echo "$want") <(echo "$have") >&2 || true
+fi
+
+# An unknown CORTADO_* name is warned about with the nearest known one; known
+# ones (the harness's own, set by ctest) are not.
+out=$(CORTADO_FUZE=0 "$BIN" help 2>&1 >/dev/null)
+grep -qF "unknown environment variable CORTADO_FUZE=0 ignored (did you mean CORTADO_FUSE?)" <<<"$out" ||
+  fail "no warning for CORTADO_FUZE: $out"
+out=$(CORTADO_FUSE=0 "$BIN" help 2>&1 >/dev/null)
+[ -z "$out" ] || fail "a known variable was warned about: $out"
+# A bad value of a known one is warned about and the default kept.
+out=$(CORTADO_COMM_TIMEOUT=soon "$BIN" help train 2>&1)
+grep -qF "CORTADO_COMM_TIMEOUT=soon: expected a valid value; using the default (300)" <<<"$out" ||
+  fail "no warning for a bad CORTADO_COMM_TIMEOUT: $out"
+# The variable is --comm_timeout's default; the option given wins.
+out=$(CORTADO_COMM_TIMEOUT=42 "$BIN" help train)
+grep -qF -- '--comm_timeout=NUMBER    (double, default 42)' <<<"$out" ||
+  fail "CORTADO_COMM_TIMEOUT=42 is not --comm_timeout's default"
+
 if [ "$failures" -ne 0 ]; then
   echo "sh_cli_docs: $failures check(s) failed" >&2
   exit 1

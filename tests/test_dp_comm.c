@@ -244,6 +244,40 @@ static void test_global_batch_divides_train_layers(void **state) {
   protobuf_c_message_free_unpacked(&sp->base, NULL);
 }
 
+/* The train net's layers are those the net builder keeps: an exclude rule
+ * without a phase (a stage) excludes only under that stage, an include rule
+ * with a stage includes only under it, and the solver's train_state (the
+ * command line's --stage) is part of the train state. */
+static void test_global_batch_follows_the_builders_rule(void **state) {
+  static const char net[] =
+      "layer { name: 'a' type: 'Input' top: 'x' input_param { shape { dim: 8 } } "
+      "  exclude { stage: 'deploy' } } "
+      "layer { name: 'b' type: 'Input' top: 'y' input_param { shape { dim: 8 } } "
+      "  include { phase: TRAIN stage: 'big' } } "
+      "layer { name: 'c' type: 'Input' top: 'z' input_param { shape { dim: 8 } } "
+      "  exclude { phase: TRAIN min_level: 2 } }";
+  static const int plain[3] = {4, 8, 4}, deploy_big[3] = {8, 4, 4}, level3[3] = {4, 8, 8};
+  static const char *const rest[3] = {"", "train_state { stage: 'deploy' stage: 'big' }",
+                                      "train_state { level: 3 }"};
+  static const int *const want[3] = {plain, deploy_big, level3};
+  for (int k = 0; k < 3; k++) {
+    char text[1024];
+    snprintf(text, sizeof text, "base_lr: 0.1 %s net_param { %s }", rest[k], net);
+    Caffe__SolverParameter *sp = NULL;
+    ct_error err;
+    assert_int_equal(parse_solver(text, &sp, &err), CT_OK);
+    Caffe__NetState st;
+    ct_solver_train_state(sp, sp->net_param, &st);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(ct_net_state_includes(&st, sp->net_param->layer[i]), want[k][i] == 4);
+    ct_net_state_clear(&st);
+    assert_int_equal(ct_dp_divide_batch(sp, 2, &err), CT_OK);
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(sp->net_param->layer[i]->input_param->shape[0]->dim[0], want[k][i]);
+    protobuf_c_message_free_unpacked(&sp->base, NULL);
+  }
+}
+
 static void test_global_batch_must_divide(void **state) {
   Caffe__SolverParameter *sp = solver_with_net(
       "layer { name: 'data' type: 'Data' top: 'x' data_param { source: 's' batch_size: 250 } }");
@@ -298,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_default_timeout_from_env),
       cmocka_unit_test(test_global_batch_divides_train_layers),
       cmocka_unit_test(test_global_batch_must_divide),
+      cmocka_unit_test(test_global_batch_follows_the_builders_rule),
       cmocka_unit_test(test_inline_nets_reads_files),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include "parallel/launch.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "models/resnet.h"
 #include "proto/textformat.h"
 
@@ -152,7 +153,7 @@ static ct_status make_net(const ct_cli_args *args, const trainer_plan *plan, Caf
                       .caffe2_input = true,
                       .train_accuracy = true};
   /* the launcher of worker processes wrote it already */
-  if (ct_cli_is_set(args, "write_net") && !getenv(CT_LAUNCH_WORKER_ENV)) {
+  if (ct_cli_is_set(args, "write_net") && !ct_setting_text(CT_LAUNCH_WORKER_ENV)) {
     char *text;
     CT_TRY(ct_resnet_prototxt(&o, &text, err));
     const char *path = ct_cli_string(args, "write_net");

@@ -59,9 +59,10 @@ static const ct_flag_spec train_flags[] = {
      "which runs beside backward and takes its SMs from it; 0: NCCL's own choice (more "
      "blocks, faster alone).",
      .min = 0, .max = 64},
-    {"comm_timeout", CT_FLAG_DOUBLE, "0",
-     "Data parallel: seconds a worker waits for the others before giving up; 0 takes "
-     "CORTADO_COMM_TIMEOUT from the environment, else 300."},
+    {"comm_timeout", CT_FLAG_DOUBLE, NULL,
+     "Data parallel: seconds a worker waits for the others before giving up (the default comes "
+     "from CORTADO_COMM_TIMEOUT when it is set).",
+     .setting = "CORTADO_COMM_TIMEOUT"},
     {"dp_workers", CT_FLAG_STRING, "processes",
      "Data parallel on several GPUs of this machine: one process per GPU (the launcher "
      "starts them and waits), or one thread per GPU in this process. Processes do not share "

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/settings.h"
 #include "core/strutil.h"
 
 const ct_flag_spec ct_flags_global[] = {
@@ -187,6 +188,8 @@ static ct_status parse_value(const ct_flag_spec *spec, const char *text, ct_flag
 }
 
 static const char *default_text(const ct_flag_spec *spec) {
+  const char *from_env = spec->setting ? ct_setting_raw(spec->setting) : NULL;
+  if (from_env) return from_env;
   if (spec->def) return spec->def;
   switch (spec->type) {
     case CT_FLAG_STRING:

@@ -41,6 +41,8 @@ typedef struct ct_flag_spec {
   const char *choices; /* strings only: "stop|snapshot|none", or NULL for any */
   int64_t min, max;    /* int types only: inclusive range, unchecked when min == max */
   const char *meta;    /* placeholder in help ("FILE"), or NULL for the type's */
+  const char *setting; /* a CORTADO_* setting (core/settings.h) that gives the default when it
+                           is in the environment, or NULL */
   bool secret;         /* a password: its value is never written out (the CSV log's
                           Namespace line shows '***') */
 } ct_flag_spec;

@@ -9,6 +9,7 @@
 #include "cli/train.h"
 #include "parallel/launch.h"
 #include "core/log.h"
+#include "core/settings.h"
 #include "core/strutil.h"
 
 static const ct_cli_command *const g_commands[] = {
@@ -138,7 +139,8 @@ int main(int argc, char **argv) {
   ct_cli_set_argv(argv);
   /* a data-parallel worker process: its launcher logged the same start;
    * rank 0 speaks again once training begins (cmd_train.c) */
-  if (getenv(CT_LAUNCH_WORKER_ENV)) ct_log_set_quiet(true);
+  if (ct_setting_text(CT_LAUNCH_WORKER_ENV)) ct_log_set_quiet(true);
+  else ct_settings_check_environment();
   int words = argc - 1;
   char **word = argv + 1;
   int at = ct_flags_find_command(words, word);

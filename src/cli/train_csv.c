@@ -90,43 +90,38 @@ char *ct_cli_namespace(const ct_cli_args *args) {
   return b.s;
 }
 
-/* Whether a layer's include/exclude rules let it into the TRAIN phase
- * (levels and stages aside). */
-static bool in_train(const Caffe__LayerParameter *l) {
-  for (size_t i = 0; i < l->n_exclude; i++)
-    if (!l->exclude[i]->has_phase || l->exclude[i]->phase == CAFFE__PHASE__TRAIN) return false;
-  if (l->n_include == 0) return true;
-  for (size_t i = 0; i < l->n_include; i++)
-    if (!l->include[i]->has_phase || l->include[i]->phase == CAFFE__PHASE__TRAIN) return true;
-  return false;
-}
-
-static long long data_layer_records(const Caffe__NetParameter *net) {
+/* The records of the first Data layer of the train net `net` of sp. */
+static long long data_layer_records(const Caffe__SolverParameter *sp, const Caffe__NetParameter *net) {
+  Caffe__NetState state;
+  ct_solver_train_state(sp, net, &state);
+  long long n = 0;
   for (size_t i = 0; i < net->n_layer; i++) {
     const Caffe__LayerParameter *l = net->layer[i];
-    if (!l->type || strcmp(l->type, "Data") != 0 || !in_train(l) || !l->data_param ||
-        !l->data_param->source)
+    if (!l->type || strcmp(l->type, "Data") != 0 || !ct_net_state_includes(&state, l) ||
+        !l->data_param || !l->data_param->source)
       continue;
     ct_db_backend backend = l->data_param->backend == CAFFE__DATA_PARAMETER__DB__LMDB ? CT_DB_LMDB : CT_DB_LEVELDB;
     ct_db *db;
     ct_error err;
-    if (ct_db_open(&db, l->data_param->source, backend, CT_DB_READ, &err) != CT_OK) return 0;
-    long long n = (long long)ct_db_count(db);
-    ct_db_close(db);
-    return n;
+    if (ct_db_open(&db, l->data_param->source, backend, CT_DB_READ, &err) == CT_OK) {
+      n = (long long)ct_db_count(db);
+      ct_db_close(db);
+    }
+    break;
   }
-  return 0;
+  ct_net_state_clear(&state);
+  return n;
 }
 
 long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp) {
-  if (sp->train_net_param) return data_layer_records(sp->train_net_param);
-  if (sp->net_param) return data_layer_records(sp->net_param);
+  if (sp->train_net_param) return data_layer_records(sp, sp->train_net_param);
+  if (sp->net_param) return data_layer_records(sp, sp->net_param);
   const char *file = sp->train_net ? sp->train_net : sp->net;
   if (!file) return 0;
   Caffe__NetParameter *net;
   ct_error err;
   if (ct_net_param_read(file, &net, &err) != CT_OK) return 0;
-  long long n = data_layer_records(net);
+  long long n = data_layer_records(sp, net);
   protobuf_c_message_free_unpacked(&net->base, NULL);
   return n;
 }

@@ -10,6 +10,7 @@
 
 #include "cli/train.h"
 #include "core/log.h"
+#include "core/settings.h"
 #include "core/status.h"
 #include "parallel/dp.h"
 #include "parallel/launch.h"
@@ -21,7 +22,7 @@ static char **g_argv;
 void ct_cli_set_argv(char **argv) { g_argv = argv; }
 
 bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id) {
-  const char *hex = getenv(ID_ENV);
+  const char *hex = ct_setting_text(ID_ENV);
   if (!hex || strlen(hex) != 2 * sizeof id->bytes) return false;
   for (size_t i = 0; i < sizeof id->bytes; i++) {
     unsigned v;

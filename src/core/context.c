@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu_context.h"
 
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err) {
@@ -14,8 +15,7 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   ctx->data_seed = seed;
   ctx->world = 1;
   ctx->tf32 = true;
-  const char *det = getenv("CORTADO_DETERMINISTIC");
-  ctx->deterministic = det && strcmp(det, "1") == 0;
+  ctx->deterministic = ct_setting_bool("CORTADO_DETERMINISTIC");
   ctx->next_check_id = 1;
   ct_rng_seed(&ctx->rng, seed);
   if (device == CT_DEVICE_CPU) return CT_OK;

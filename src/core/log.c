@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include "core/settings.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,8 +27,7 @@ void ct_log_init_from_env(void) {
     if (lvl > CT_LOG_FATAL) lvl = CT_LOG_FATAL;
     g_min_level = (ct_log_level)lvl;
   }
-  const char *all = getenv("CORTADO_LOG_ALL_RANKS");
-  g_all_ranks = all && *all && strcmp(all, "0") != 0;
+  g_all_ranks = ct_setting_bool("CORTADO_LOG_ALL_RANKS");
 }
 
 void ct_log_set_level(ct_log_level min_level) { g_min_level = min_level; }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 
 #define PERM_CACHE 4
 
@@ -86,11 +87,8 @@ static int g_local_workers = 1;
 void ct_pipeline_set_local_workers(int n) { g_local_workers = n > 0 ? n : 1; }
 
 int ct_pipeline_default_threads(void) {
-  const char *env = getenv("CORTADO_DATA_THREADS");
-  if (env) {
-    int n = atoi(env);
-    if (n > 0) return n;
-  }
+  long given;
+  if (ct_setting_given_int("CORTADO_DATA_THREADS", &given)) return (int)given;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   long workers = g_local_workers;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/cudnn_util.h"
 #include "layers/conv_igemm.h" /* the rival choices an entry may name */
 extern "C" {
@@ -25,17 +26,8 @@ static bool g_limit_set;
 static size_t g_limit;
 
 static size_t limit_from_env(int device) {
-  const char *s = getenv("CORTADO_CUDNN_WORKSPACE_MB");
-  if (s && *s) {
-    char *end;
-    errno = 0;
-    unsigned long long mb = strtoull(s, &end, 10);
-    if (errno == 0 && *end == '\0' && s[0] != '-' && mb <= ((size_t)1 << 24))
-      return (size_t)mb << 20;
-    LOG_WARNING("CORTADO_CUDNN_WORKSPACE_MB=%s is not a size in MiB (0 to 16777216); using the "
-                "default",
-                s);
-  }
+  long mb;
+  if (ct_setting_given_int("CORTADO_CUDNN_WORKSPACE_MB", &mb)) return (size_t)mb << 20;
   size_t free_bytes = 0, total = 0;
   if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
     cudaGetLastError();
@@ -301,8 +293,7 @@ extern "C" bool ct_cudnn_conv_table_write(const char *path) {
 }
 
 static const char *cache_path(void) {
-  const char *p = getenv("CORTADO_CUDNN_ALGOS");
-  return p && *p ? p : NULL;
+  return ct_setting_text("CORTADO_CUDNN_ALGOS");
 }
 
 static void cache_load(void) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
 extern "C" {
@@ -43,8 +44,7 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
    * priorities per node, gpu/graph.cu).  CORTADO_STREAM_PRIORITY=0 gives
    * every stream the default. */
   int least = 0, greatest = 0, prio = 0;
-  const char *penv = getenv("CORTADO_STREAM_PRIORITY");
-  if (!(penv && strcmp(penv, "0") == 0) &&
+  if (ct_setting_bool("CORTADO_STREAM_PRIORITY") &&
       cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
     prio = greatest < least - 1 ? greatest + 1 : greatest;
   cudaError_t ce = cudaStreamCreateWithPriority(&stream, cudaStreamDefault, prio);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
 
@@ -31,8 +32,7 @@ static cudaStream_t compute(const ct_context *ctx) { return (cudaStream_t)ctx->s
 
 /* On unless CORTADO_GRAD_STREAM=0. */
 static bool wanted(void) {
-  const char *env = getenv("CORTADO_GRAD_STREAM");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_GRAD_STREAM");
 }
 
 /* cuBLAS's workspace on the gradient stream: its GEMMs are weight gradients,

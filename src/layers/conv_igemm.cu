@@ -14,6 +14,7 @@
 extern "C" {
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 }
 
 /* ---------------------------------------------------------------- the gather */
@@ -292,15 +293,8 @@ static int g_mode = -1; /* -1: not read from the environment yet */
 
 extern "C" ct_igemm_mode_t ct_igemm_mode(void) {
   if (g_mode < 0) {
-    const char *v = getenv("CORTADO_OWN_CONV");
-    g_mode = !v || !*v || !strcmp(v, "1") ? CT_IGEMM_RACE
-             : !strcmp(v, "0")              ? CT_IGEMM_OFF
-             : !strcmp(v, "force")          ? CT_IGEMM_FORCE
-                                            : -2;
-    if (g_mode == -2) {
-      LOG_WARNING("CORTADO_OWN_CONV=%s: expected 0, 1 or force; racing (1)", v);
-      g_mode = CT_IGEMM_RACE;
-    }
+    const char *v = ct_setting_text("CORTADO_OWN_CONV"); /* "1", "0" or "force" */
+    g_mode = !strcmp(v, "0") ? CT_IGEMM_OFF : !strcmp(v, "force") ? CT_IGEMM_FORCE : CT_IGEMM_RACE;
   }
   return (ct_igemm_mode_t)g_mode;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/settings.h"
 #include "gpu/iter_slots.h"
 #include "math/math.h"
 #include "net/net_feed.h"
@@ -176,7 +177,7 @@ static void set_loss_diffs(ct_net *net, int li) {
     }
 }
 
-static ct_status check_state(const Caffe__NetParameter *p, const ct_net_opts *o, Caffe__NetState *state) {
+void ct_net_state_make(const Caffe__NetParameter *p, const ct_net_opts *o, Caffe__NetState *state) {
   caffe__net_state__init(state);
   state->has_phase = 1;
   state->phase = (Caffe__Phase)o->phase;
@@ -187,7 +188,12 @@ static ct_status check_state(const Caffe__NetParameter *p, const ct_net_opts *o,
   if (p->state)
     for (size_t i = 0; i < p->state->n_stage; i++) state->stage[state->n_stage++] = p->state->stage[i];
   for (int i = 0; i < o->nstages; i++) state->stage[state->n_stage++] = (char *)o->stages[i];
-  return CT_OK;
+}
+
+void ct_net_state_clear(Caffe__NetState *state) {
+  free(state->stage);
+  state->stage = NULL;
+  state->n_stage = 0;
 }
 
 ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err); /* net_params.c */
@@ -202,14 +208,12 @@ void ct_net_mark_grad_side(ct_net *net);                                   /* ne
 
 static bool fusion_wanted(const ct_net_opts *o) {
   if (o->no_fusion) return false;
-  const char *env = getenv("CORTADO_FUSE");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_FUSE");
 }
 
 static bool planning_wanted(const ct_net_opts *o) {
   if (o->keep_blob_diffs) return false;
-  const char *env = getenv("CORTADO_DIFF_PLANNING");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_DIFF_PLANNING");
 }
 
 /* GPU: the device loss sum and its pinned copy. */
@@ -229,10 +233,10 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     return ct_error_set(err, CT_ERR_INVALID, "%s: V1 'layers' must be upgraded before building the net",
                         source);
   Caffe__NetState state;
-  check_state(param, opts, &state);
+  ct_net_state_make(param, opts, &state);
   Caffe__NetParameter *filtered;
   ct_status st = ct_net_filter(param, &state, &filtered, err);
-  free(state.stage);
+  ct_net_state_clear(&state);
   if (st != CT_OK) return ct_error_prefix(err, "%s", source);
   st = ct_net_insert_splits(filtered, err);
   if (st != CT_OK) {

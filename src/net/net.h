@@ -288,6 +288,17 @@ void ct_net_proto_free(Caffe__NetParameter *p);
  * of the first layer with a non-finite top value (-1 when none). */
 int ct_net_first_nonfinite_layer(ct_net *net);
 
+/* The NetState a net is built with (Caffe's merge): opts->phase, the
+ * param's own level and stages, then opts' level (added) and stages
+ * (appended).  state->stage borrows the strings; release the array with
+ * ct_net_state_clear. */
+void ct_net_state_make(const Caffe__NetParameter *param, const ct_net_opts *opts,
+                       Caffe__NetState *state);
+void ct_net_state_clear(Caffe__NetState *state);
+/* Whether layer l is in a net of the given state: Caffe's include/exclude
+ * rules (phase, level range, stages, not_stages), the one rule every part
+ * of Cortado that asks "is this layer in the net" uses. */
+bool ct_net_state_includes(const Caffe__NetState *state, const Caffe__LayerParameter *l);
 /* Filters param by NetState rules into a new message (caller frees with
  * protobuf_c_message_free_unpacked).  Exposed for tests. */
 ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState *state,

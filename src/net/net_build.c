@@ -37,6 +37,15 @@ static bool state_meets_rule(const Caffe__NetState *s, const Caffe__NetStateRule
   return true;
 }
 
+bool ct_net_state_includes(const Caffe__NetState *state, const Caffe__LayerParameter *l) {
+  bool keep = l->n_include == 0;
+  for (size_t j = 0; j < l->n_exclude && keep; j++)
+    if (state_meets_rule(state, l->exclude[j])) keep = false;
+  for (size_t j = 0; j < l->n_include && !keep; j++)
+    if (state_meets_rule(state, l->include[j])) keep = true;
+  return keep;
+}
+
 ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState *state,
                         Caffe__NetParameter **out, ct_error *err) {
   *out = NULL;
@@ -54,12 +63,7 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
       protobuf_c_message_free_unpacked(&net->base, NULL);
       return CT_ERR_INVALID;
     }
-    bool keep = l->n_include == 0;
-    for (size_t j = 0; j < l->n_exclude && keep; j++)
-      if (state_meets_rule(state, l->exclude[j])) keep = false;
-    for (size_t j = 0; j < l->n_include && !keep; j++)
-      if (state_meets_rule(state, l->include[j])) keep = true;
-    if (keep) net->layer[kept++] = l;
+    if (ct_net_state_includes(state, l)) net->layer[kept++] = l;
     else protobuf_c_message_free_unpacked(&l->base, NULL);
   }
   net->n_layer = kept;

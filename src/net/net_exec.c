@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/graph.h"
 
@@ -37,8 +38,7 @@ struct ct_exec {
 };
 
 bool ct_exec_graphs_allowed(void) {
-  const char *env = getenv("CORTADO_CUDA_GRAPHS");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_CUDA_GRAPHS");
 }
 
 ct_exec *ct_exec_new(ct_context *ctx, bool graphs) {

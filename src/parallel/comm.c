@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "core/settings.h"
+
 static ct_status local_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op op, void *stream,
                                  ct_error *err) {
   return CT_OK;
@@ -31,13 +33,7 @@ ct_comm *ct_comm_local(void) {
 }
 
 double ct_comm_default_timeout(void) {
-  const char *v = getenv("CORTADO_COMM_TIMEOUT");
-  if (v && *v) {
-    char *end = NULL;
-    double t = strtod(v, &end);
-    if (end != v && t > 0) return t;
-  }
-  return 300.0;
+  return ct_setting_number("CORTADO_COMM_TIMEOUT");
 }
 
 void ct_comm_set_watchdog(ct_comm *c, double timeout_s, const int *cancel) {

@@ -13,6 +13,7 @@
 #include "core/context.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "data/pipeline.h"
 #include "parallel/comm.h"
 #include "parallel/comm_mpi.h"
@@ -328,9 +329,7 @@ static void threads_abort_hook(const char *msg) {
 }
 
 double ct_dp_stop_grace_s(void) {
-  const char *env = getenv("CORTADO_STOP_GRACE");
-  double v = env ? atof(env) : 0.0;
-  return v > 0 ? v : 20.0;
+  return ct_setting_number("CORTADO_STOP_GRACE");
 }
 
 /* Waits until all `started` workers have ended.  Once one has failed, the

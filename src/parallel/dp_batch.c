@@ -36,18 +36,6 @@ ct_status ct_dp_inline_nets(Caffe__SolverParameter *sp, ct_error *err) {
   return CT_OK;
 }
 
-/* Whether layer l takes part in the TRAIN phase (its phase rules only;
- * level and stage rules do not change a batch size). */
-static bool in_train(const Caffe__LayerParameter *l) {
-  for (size_t i = 0; i < l->n_exclude; i++)
-    if (l->exclude[i]->has_phase && l->exclude[i]->phase == CAFFE__PHASE__TRAIN) return false;
-  if (l->n_include == 0) return true;
-  for (size_t i = 0; i < l->n_include; i++)
-    if (!l->include[i]->has_phase || l->include[i]->phase == CAFFE__PHASE__TRAIN)
-      return true;
-  return false;
-}
-
 static ct_status divide(const Caffe__LayerParameter *l, const char *what, int64_t *value, int world,
                         ct_error *err) {
   if (*value <= 0 || *value % world != 0)
@@ -102,22 +90,26 @@ static ct_status divide_layer(Caffe__LayerParameter *l, int world, bool *found, 
   return CT_OK;
 }
 
-static ct_status divide_net(Caffe__NetParameter *np, bool only_train_layers, int world, bool *found,
-                            ct_error *err) {
-  for (size_t i = 0; i < np->n_layer; i++) {
-    Caffe__LayerParameter *l = np->layer[i];
-    if (only_train_layers && !in_train(l)) continue;
-    CT_TRY(divide_layer(l, world, found, err));
-  }
-  return CT_OK;
+/* Divides the batch of every layer of np (sp's train net) that the train
+ * net has: the net builder's include/exclude rule on sp's train state. */
+static ct_status divide_train_net(const Caffe__SolverParameter *sp, Caffe__NetParameter *np,
+                                  int world, bool *found, ct_error *err) {
+  Caffe__NetState state;
+  ct_solver_train_state(sp, np, &state);
+  ct_status st = CT_OK;
+  for (size_t i = 0; i < np->n_layer && st == CT_OK; i++)
+    if (ct_net_state_includes(&state, np->layer[i]))
+      st = divide_layer(np->layer[i], world, found, err);
+  ct_net_state_clear(&state);
+  return st;
 }
 
 ct_status ct_dp_divide_batch(Caffe__SolverParameter *sp, int world, ct_error *err) {
   CT_ASSERT(world >= 1);
   CT_TRY(ct_dp_inline_nets(sp, err));
   bool found = false;
-  if (sp->train_net_param) CT_TRY(divide_net(sp->train_net_param, true, world, &found, err));
-  else if (sp->net_param) CT_TRY(divide_net(sp->net_param, true, world, &found, err));
+  Caffe__NetParameter *np = sp->train_net_param ? sp->train_net_param : sp->net_param;
+  if (np) CT_TRY(divide_train_net(sp, np, world, &found, err));
   if (!found)
     return ct_error_set(err, CT_ERR_INVALID,
                         "--global_batch: the train net has no data layer with a batch size to divide");

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/settings.h"
 
 extern char **environ;
 
@@ -157,7 +158,7 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
 }
 
 bool ct_launched_worker(int *rank, int *count) {
-  const char *w = getenv(CT_LAUNCH_WORKER_ENV);
+  const char *w = ct_setting_text(CT_LAUNCH_WORKER_ENV);
   if (!w) return false;
   int r = -1, n = 0;
   long launcher = 0;

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "math/math.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
@@ -348,8 +349,7 @@ static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
 
 static bool launch_ahead_allowed(const ct_solver *s) {
   if (s->opts.no_launch_ahead) return false;
-  const char *env = getenv("CORTADO_LAUNCH_AHEAD");
-  return !(env && strcmp(env, "0") == 0);
+  return ct_setting_bool("CORTADO_LAUNCH_AHEAD");
 }
 
 /* GPU: whether iteration s->iter + 1 may be launched before s->iter is

@@ -296,6 +296,20 @@ void ct_solver_apply_update(ct_solver *s);
  * iteration): steps in CUDA graphs and steps run plainly. */
 void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st);
 
+/* Net options giving Caffe's NetState merge for a solver's net: `phase`
+ * first, then the net's own state, then `over` (the solver's train_state or
+ * a test_state; may be NULL), where set fields replace and stages add.
+ * (ct_net_init adds the net's own level and stages to the options', so only
+ * the difference is in them.) */
+ct_net_opts ct_solver_net_opts(const Caffe__NetParameter *np, ct_phase phase,
+                               const Caffe__NetState *over);
+/* The NetState of the train net np of sp (phase TRAIN, np's state, then
+ * sp's train_state, which holds the command line's --level and --stage);
+ * release with ct_net_state_clear.  With ct_net_state_includes it tells
+ * which layers the train net has without building it. */
+void ct_solver_train_state(const Caffe__SolverParameter *sp, const Caffe__NetParameter *np,
+                           Caffe__NetState *state);
+
 /* The file name of the snapshot at the current iteration with the given
  * extension (".caffemodel", ".solverstate"); caller frees. */
 char *ct_solver_snapshot_filename(const ct_solver *s, const char *ext);

@@ -25,12 +25,8 @@ static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_e
   return CT_OK;
 }
 
-/* Net options giving Caffe's NetState merge: `phase` first, then the net's
- * own state, then `over` (may be NULL), where set fields replace and stages
- * add.  ct_net_init already adds the net's level and stages to the options',
- * so only the difference is passed. */
-static ct_net_opts merged_opts(const Caffe__NetParameter *np, ct_phase phase,
-                               const Caffe__NetState *over, bool quiet, const char *source) {
+ct_net_opts ct_solver_net_opts(const Caffe__NetParameter *np, ct_phase phase,
+                               const Caffe__NetState *over) {
   ct_net_opts o = {0};
   const Caffe__NetState *own = np->state;
   o.phase = phase;
@@ -42,6 +38,18 @@ static ct_net_opts merged_opts(const Caffe__NetParameter *np, ct_phase phase,
     o.stages = (const char *const *)over->stage;
     o.nstages = (int)over->n_stage;
   }
+  return o;
+}
+
+void ct_solver_train_state(const Caffe__SolverParameter *sp, const Caffe__NetParameter *np,
+                           Caffe__NetState *state) {
+  const ct_net_opts o = ct_solver_net_opts(np, CT_PHASE_TRAIN, sp->train_state);
+  ct_net_state_make(np, &o, state);
+}
+
+static ct_net_opts merged_opts(const Caffe__NetParameter *np, ct_phase phase,
+                               const Caffe__NetState *over, bool quiet, const char *source) {
+  ct_net_opts o = ct_solver_net_opts(np, phase, over);
   o.quiet = quiet;
   o.source_name = source;
   return o;
