@@ -46,7 +46,7 @@ run() {
 }
 
 # --- a library raises SIGINT at load time, as OpenBLAS does
-lib=${CORTADO_RAISE_SIGINT_LIB:?}
+lib=${CT_TEST_RAISE_SIGINT_LIB:?}
 for ignored in no yes; do
   trapcmd=""
   [ $ignored = yes ] && trapcmd="trap '' INT;"

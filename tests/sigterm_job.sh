@@ -1,8 +1,8 @@
 # Sourced by the SIGTERM tests (sh_sigterm*.sh, sh_gpu_sigterm.sh): a run to
 # send SIGTERM to, and the checks of what it leaves.
-#   write_term_job DIR MODE [EXTRA]   DIR/net.prototxt and DIR/solver.prototxt: a
-#                         small net of dummy data trained practically for
-#                         ever, snapshots under DIR/run (MODE: CPU or GPU;
+#   write_term_job DIR MODE [EXTRA]   DIR/net.prototxt (kill_job.sh's net of dummy
+#                         data) and DIR/solver.prototxt, trained practically
+#                         for ever, snapshots under DIR/run (MODE: CPU or GPU;
 #                         EXTRA: more solver lines)
 #   wait_line LOG TEXT PID    waits (up to 120 s) for TEXT in LOG while PID runs
 #   snapshot_iter LOG         the iteration of the one snapshot LOG reports
@@ -13,20 +13,11 @@ fail() {
   exit 1
 }
 
+. "$(dirname "${BASH_SOURCE[0]}")/kill_job.sh"
+
 write_term_job() {
   local dir=$1 mode=$2 extra=${3:-}
-  cat >"$dir/net.prototxt" <<'NET'
-name: "term"
-layer { name: "data" type: "DummyData" top: "x" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 16 } shape { dim: 8 }
-    data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-  inner_product_param { num_output: 32 weight_filler { type: "gaussian" std: 0.05 } } }
-layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
-layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "y"
-  inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.05 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
-NET
+  write_kill_job "$dir" # its net; the solver is ours
   cat >"$dir/solver.prototxt" <<SOLVER
 net: "$dir/net.prototxt"
 base_lr: 0.01 lr_policy: "fixed" momentum: 0.9

@@ -30,17 +30,18 @@ static ct_solver *make_solver(ct_context *ctx, const char *prefix, bool strict) 
            "type: 'SGD' base_lr: 0.01 lr_policy: 'fixed' max_iter: 10 random_seed: 5 snapshot_prefix: '%s'",
            prefix);
   assert_int_equal(ct_context_init(ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
-  size_t n = strlen(k_net) + strlen(rest) + 64;
-  char *text = malloc(n);
-  snprintf(text, n, "net_param { %s }\n%s", k_net, rest);
-  Caffe__SolverParameter *p = tsf_parse_solver(text);
-  free(text);
-  ct_solver *s = NULL;
+  const ct_solver_opts o = {.quiet_nets = true, .strict_weights = strict};
+  return tsf_solver_with(k_net, rest, &o, ctx);
+}
+
+/* Into dir: the prefix "dir/run" and the snapshot of a solver trained for 2
+ * iterations under it; *a and *ctx keep that solver. */
+static void trained_snapshot(const char *dir, char *prefix, size_t cap, ct_solver **a, ct_context *ctx) {
+  snprintf(prefix, cap, "%s/run", dir);
+  *a = make_solver(ctx, prefix, false);
   ct_error err;
-  ct_solver_opts o = {.quiet_nets = true, .strict_weights = strict};
-  if (ct_solver_init(&s, p, &o, ctx, &err) != CT_OK) fail_msg("solver init: %s", err.msg);
-  protobuf_c_message_free_unpacked(&p->base, NULL);
-  return s;
+  assert_int_equal(ct_solver_step(*a, 2, &err), CT_OK);
+  assert_int_equal(ct_solver_snapshot(*a, &err), CT_OK);
 }
 
 /* Writes the first `keep` layers of the model at `from` to `to`, and checks
@@ -71,14 +72,12 @@ static void test_cut_at_layer_boundary(void **state) {
   (void)state;
   const char *dir = tu_tmpdir("weights_cut");
   char prefix[4200], model[4300], cut[4300];
-  snprintf(prefix, sizeof prefix, "%s/run", dir);
+  ct_context c1, c2, c3;
+  ct_solver *a;
+  trained_snapshot(dir, prefix, sizeof prefix, &a, &c1);
   snprintf(model, sizeof model, "%s_iter_2.caffemodel", prefix);
   snprintf(cut, sizeof cut, "%s/cut.caffemodel", dir);
-  ct_context c1, c2, c3;
-  ct_solver *a = make_solver(&c1, prefix, false);
   ct_error err;
-  assert_int_equal(ct_solver_step(a, 2, &err), CT_OK);
-  assert_int_equal(ct_solver_snapshot(a, &err), CT_OK);
   cut_after(model, cut, 2); /* data, ip1 */
 
   /* default: copied, with a warning; ip2 keeps its own initial weights */
@@ -117,14 +116,12 @@ static void test_resume_needs_every_layer(void **state) {
   (void)state;
   const char *dir = tu_tmpdir("weights_resume_cut");
   char prefix[4200], model[4300], solverstate[4300];
-  snprintf(prefix, sizeof prefix, "%s/run", dir);
+  ct_context c1, c2;
+  ct_solver *a;
+  trained_snapshot(dir, prefix, sizeof prefix, &a, &c1);
   snprintf(model, sizeof model, "%s_iter_2.caffemodel", prefix);
   snprintf(solverstate, sizeof solverstate, "%s_iter_2.solverstate", prefix);
-  ct_context c1, c2;
-  ct_solver *a = make_solver(&c1, prefix, false);
   ct_error err;
-  assert_int_equal(ct_solver_step(a, 2, &err), CT_OK);
-  assert_int_equal(ct_solver_snapshot(a, &err), CT_OK);
   char whole[4400];
   snprintf(whole, sizeof whole, "%s/whole.caffemodel", dir);
   assert_int_equal(rename(model, whole), 0);

@@ -86,16 +86,22 @@ static ct_abort_hook g_abort_hook;
 
 void ct_set_abort_hook(ct_abort_hook hook) { g_abort_hook = hook; }
 
+/* What both fatal paths do first: the message into msg, a FATAL line, the
+ * hook (once: a hook that fails must not recurse). */
+static void fatal_begin(const char *file, int line, const char *fmt, va_list ap, char *msg, size_t cap) {
+  vsnprintf(msg, cap, fmt, ap);
+  ct_log_write(CT_LOG_FATAL, file, line, "%s", msg);
+  ct_abort_hook hook = g_abort_hook;
+  g_abort_hook = NULL;
+  if (hook) hook(msg);
+}
+
 CT_NORETURN void ct_abort(const char *file, int line, const char *fmt, ...) {
   char msg[CT_ERROR_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  fatal_begin(file, line, fmt, ap, msg, sizeof msg);
   va_end(ap);
-  ct_log_write(CT_LOG_FATAL, file, line, "%s", msg);
-  ct_abort_hook hook = g_abort_hook;
-  g_abort_hook = NULL; /* a hook that fails must not recurse */
-  if (hook) hook(msg);
   abort();
 }
 
@@ -112,12 +118,8 @@ CT_NORETURN void ct_fatal(const char *file, int line, const char *fmt, ...) {
   char msg[CT_ERROR_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  fatal_begin(file, line, fmt, ap, msg, sizeof msg);
   va_end(ap);
-  ct_log_write(CT_LOG_FATAL, file, line, "%s", msg);
-  ct_abort_hook hook = g_abort_hook;
-  g_abort_hook = NULL;
-  if (hook) hook(msg);
   fprintf(stderr, "cortado: error: %s\n", msg);
   ct_exit_now(1);
 }

@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fault_guard.h"
 #include "data/db_internal.h"
 
 typedef struct leveldb_impl {
@@ -103,6 +105,16 @@ static size_t log_whole_prefix(const unsigned char *buf, size_t len) {
   return in_batch ? batch_start : len;
 }
 
+typedef struct log_scan {
+  const unsigned char *buf;
+  size_t len, whole;
+} log_scan;
+
+static void run_log_scan(void *arg) {
+  log_scan *l = arg;
+  l->whole = log_whole_prefix(l->buf, l->len);
+}
+
 static bool is_log_name(const char *name) {
   size_t n = strlen(name), d = strspn(name, "0123456789");
   return d > 0 && n == d + 4 && strcmp(name + d, ".log") == 0;
@@ -122,18 +134,23 @@ static ct_status check_logs(const char *path, ct_error *err) {
     struct stat st;
     if (fd < 0) continue;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      /* mapped, not read: a log can hold a 256 MiB write buffer */
       size_t len = (size_t)st.st_size;
-      unsigned char *buf = malloc(len);
-      if (buf && pread(fd, buf, len, 0) == (ssize_t)len) {
-        size_t whole = log_whole_prefix(buf, len);
+      unsigned char *buf = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (buf != MAP_FAILED) {
+        /* under the fault guard: a log cut while it is read raises SIGBUS */
+        log_scan scan = {buf, len, len};
+        ct_fault_guard_arm();
+        const int sig = ct_fault_guard_run(run_log_scan, &scan);
+        const size_t whole = sig ? len : scan.whole;
         if (whole < len)
           s = ct_error_set(err, CT_ERR_IO,
                            "the database is damaged: its write-ahead log %s is cut inside a write "
                            "(%zu of %zu bytes whole); LevelDB would drop the records from byte %zu "
                            "on without a word",
                            e->d_name, whole, len, whole);
+        munmap(buf, len);
       }
-      free(buf);
     }
     close(fd);
   }
