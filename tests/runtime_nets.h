@@ -12,8 +12,20 @@
 #include "core/log.h"
 #include "net/net.h"
 #include "proto/textformat.h"
+#include "runtime/runtime.h"
 #include "solvers/solver.h"
 #include "testutil.h"
+
+/* One iteration of a runtime without an update (forward and backward, as
+ * the solver's program runs them): launched, finished, its loss. */
+static inline ct_status rt_iteration(ct_runtime *rt, double *loss, ct_error *err) {
+  unsigned seq;
+  CT_TRY(ct_runtime_launch(rt, &seq, err));
+  ct_rt_result res;
+  CT_TRY(ct_runtime_finish(rt, seq, &res, err));
+  *loss = res.loss;
+  return CT_OK;
+}
 
 /* Exits 77 (ctest: skipped) when a layer type these tests need is missing. */
 static inline void rn_require_layers(void) {

@@ -137,8 +137,8 @@ static void test_display_snapshot_stop(void **state) {
     s[k] = rn_solver(net, solver[k], &ctx[k], &o);
     rn_fill_inputs(s[k]->net, 10, 5);
     stop[k] = (stopper){.s = s[k], .stop_at = 23};
-    ct_solver_hooks h = {.on_start = stop_on_launch, .user = &stop[k]};
-    ct_solver_set_hooks(s[k], &h);
+    ct_solver_callback h = {.on_start = stop_on_launch, .user = &stop[k]};
+    ct_solver_add_callback(s[k], &h);
   }
   free(net);
   ct_error err;

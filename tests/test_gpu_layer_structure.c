@@ -83,7 +83,7 @@ static void test_gpu_dummy_device_fill(void **state) {
   tu_layer_case c;
   tu_layer_case_init(&c, &p, 0, CT_PHASE_TRAIN, "", 2);
   /* drawn on the device from its draw counter: a CUDA graph captures it */
-  assert_true(ct_layer_capturable(c.l));
+  assert_true(ct_layer_replayable(c.l));
   tu_forward(&c);
   float *a = tu_values(c.top[0]), *b = tu_values(c.top[1]);
   double su = 0, sg = 0, sg2 = 0;

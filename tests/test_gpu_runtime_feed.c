@@ -3,7 +3,7 @@
  * batches; each iteration of the program must see its own batch in the
  * tops, at most one batch may be out at a time, and everything but the copy
  * and the prefetch runs as CUDA graphs.  Skipped (77) without a GPU. */
-#include "net/net_program.h"
+#include "runtime/runtime.h"
 #include "runtime_nets.h"
 
 static const char k_net[] =
@@ -52,15 +52,12 @@ static void test_feed(void **state) {
   net->layers[0]->ops = &fed_ops;
   g_src.x = ct_mem_alloc_pinned(64 * sizeof(float));
   g_src.y = ct_mem_alloc_pinned(4 * sizeof(float));
-  ct_exec *ex = ct_exec_new(&ctx, true);
-  ct_net_program_begin(net, ex, true);
-  ct_net_program_pass(net, ex, true);
-  ct_net_program_end(net, ex);
+  ct_runtime *rt;
+  assert_int_equal(ct_runtime_new(&rt, net, NULL, NULL), CT_OK);
   float x[64], y[4];
   for (int it = 0; it < 8; it++) {
-    assert_int_equal(ct_exec_run(ex, ct_net_signature(net), &err), CT_OK);
     double loss;
-    assert_int_equal(ct_net_readback_finish(net, &loss, &err), CT_OK);
+    assert_int_equal(rt_iteration(rt, &loss, &err), CT_OK);
     ct_tensor_download(ct_net_blob(net, "x"), x);
     ct_tensor_download(ct_net_blob(net, "y"), y);
     for (int i = 0; i < 64; i++)
@@ -69,13 +66,13 @@ static void test_feed(void **state) {
     assert_int_equal(g_src.next, it + 2); /* batch it + 1 is staged */
   }
   assert_int_equal(g_src.max_out, 1);
-  ct_exec_stats st;
-  ct_exec_get_stats(ex, &st);
-  if (ct_exec_graphs_allowed()) {
+  ct_program_stats st;
+  ct_runtime_stats(rt, &st);
+  if (ct_program_graphs_allowed()) {
     assert_true(st.replaying);
     assert_int_equal(st.plain_steps, 2); /* the copy and the prefetch */
   }
-  ct_exec_free(ex);
+  ct_runtime_free(rt);
   ct_net_free(net); /* releases the staged batch */
   assert_int_equal(g_src.out, 0);
   ct_mem_free_pinned(g_src.x);

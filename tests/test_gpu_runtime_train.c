@@ -11,7 +11,7 @@
  *  - parameter gradients on the gradient stream (the default) train to the
  *    parameters of a context without it.
  * Skipped (77) without a GPU. */
-#include "net/net_program.h"
+#include "runtime/runtime.h"
 #include "runtime_nets.h"
 
 /* A batch LeNet can learn: noise plus a bright band of rows that depends on
@@ -69,9 +69,9 @@ static void test_lenet_cpu_vs_gpu(void **state) {
                 last, worst, worst_at);
   assert_true(first > 1.5 && last < 0.1 * first); /* it learned */
   /* the GPU iterations ran as CUDA graphs, every step captured */
-  ct_exec_stats st;
-  ct_solver_exec_stats(gs, &st);
-  if (ct_exec_graphs_allowed()) {
+  ct_program_stats st;
+  ct_solver_program_stats(gs, &st);
+  if (ct_program_graphs_allowed()) {
     assert_true(st.replaying);
     assert_int_equal(st.plain_steps, 0);
     assert_int_equal(st.graph_steps, st.steps);
@@ -96,7 +96,7 @@ static void test_graph_vs_plain(void **state) {
   ct_context_set_deterministic(&ca, true);
   ct_context_set_deterministic(&cb, true);
   char *net = rn_lenet_text(16, true);
-  ct_solver_opts plain = {.quiet_nets = true, .no_cuda_graphs = true};
+  ct_solver_opts plain = {.quiet_nets = true, .no_replay = true};
   ct_solver *g = rn_solver(net, k_lenet_solver, &ca, NULL);
   ct_solver *p = rn_solver(net, k_lenet_solver, &cb, &plain);
   free(net);
@@ -133,10 +133,10 @@ static void test_graph_vs_plain(void **state) {
                 worst);
   free(ag);
   free(ap);
-  ct_exec_stats sg, sp;
-  ct_solver_exec_stats(g, &sg);
-  ct_solver_exec_stats(p, &sp);
-  if (ct_exec_graphs_allowed()) {
+  ct_program_stats sg, sp;
+  ct_solver_program_stats(g, &sg);
+  ct_solver_program_stats(p, &sp);
+  if (ct_program_graphs_allowed()) {
     assert_true(sg.replaying && sg.graphs >= 1);
     assert_int_equal(sg.plain_steps, 0); /* Dropout's steps too */
   }
@@ -188,9 +188,9 @@ static void test_grad_stream(void **state) {
       fail_msg("iteration %d: loss %.7g (gradient stream) / %.7g, parameters %.3g apart", it,
                a->smoothed_loss, b->smoothed_loss, e);
   }
-  ct_exec_stats st;
-  ct_solver_exec_stats(a, &st);
-  if (ct_exec_graphs_allowed()) assert_true(st.replaying && st.graphs >= 1);
+  ct_program_stats st;
+  ct_solver_program_stats(a, &st);
+  if (ct_program_graphs_allowed()) assert_true(st.replaying && st.graphs >= 1);
   print_message("gradient stream, 30 iterations: parameters at most %.3g apart\n", worst);
   ct_solver_free(a);
   ct_solver_free(b);
@@ -261,17 +261,14 @@ static void test_dropout_replays(void **state) {
   ct_net *cpu = rn_net(k_dropout_net, &cctx, false), *gpu = rn_net(k_dropout_net, &gctx, false);
   set_ones(cpu);
   set_ones(gpu);
-  ct_exec *ex = ct_exec_new(&gctx, true);
-  ct_net_program_begin(gpu, ex, true);
-  ct_net_program_pass(gpu, ex, true);
-  ct_net_program_end(gpu, ex);
+  ct_runtime *rt;
+  assert_int_equal(ct_runtime_new(&rt, gpu, NULL, NULL), CT_OK);
   const size_t n = 4 * 256;
   float *prev = calloc(n, sizeof(float)), *mg = malloc(n * sizeof(float));
   ct_error err;
   for (int run = 0; run < 6; run++) {
-    assert_int_equal(ct_exec_run(ex, ct_net_signature(gpu), &err), CT_OK);
     double loss;
-    assert_int_equal(ct_net_readback_finish(gpu, &loss, &err), CT_OK);
+    assert_int_equal(rt_iteration(rt, &loss, &err), CT_OK);
     assert_int_equal(ct_net_forward(cpu, &loss, &err), CT_OK);
     ct_tensor_download(ct_net_blob(gpu, "d"), mg);
     const float *mc = ct_net_blob(cpu, "d")->data;
@@ -286,13 +283,13 @@ static void test_dropout_replays(void **state) {
     if (run > 0 && changed < n / 4) fail_msg("run %d: the mask barely changed (%zu of %zu)", run, changed, n);
     memcpy(prev, mg, n * sizeof(float));
   }
-  ct_exec_stats st;
-  ct_exec_get_stats(ex, &st);
-  if (ct_exec_graphs_allowed()) assert_true(st.replaying); /* runs 3 to 6 were graph launches */
+  ct_program_stats st;
+  ct_runtime_stats(rt, &st);
+  if (ct_program_graphs_allowed()) assert_true(st.replaying); /* runs 3 to 6 were graph launches */
   assert_int_equal(ct_context_draws(&gctx), 6);
   free(prev);
   free(mg);
-  ct_exec_free(ex);
+  ct_runtime_free(rt);
   ct_net_free(cpu);
   ct_net_free(gpu);
   ct_context_free(&cctx);

@@ -1,7 +1,7 @@
 /* The device-independent parts of the GPU runtime, on the CPU: the diff
  * lifetime planner (groups, intervals, placement, and gradients equal to
  * one diff per blob) and a net run as a step program (net_exec.h). */
-#include "net/net_program.h"
+#include "runtime/runtime.h"
 #include "runtime_nets.h"
 
 static const ct_diff_group *group_of(const ct_net *net, const char *blob) {
@@ -244,6 +244,17 @@ static void test_plan_force_backward(void **state) {
   ct_context_free(&cb);
 }
 
+/* Every step kind has a name of its own (the table and the enum agree). */
+static void test_step_kind_names(void **state) {
+  for (int k = 0; k < CT_STEP_KINDS; k++) {
+    const char *name = ct_step_kind_name((ct_step_kind)k);
+    assert_string_not_equal(name, "?");
+    for (int j = 0; j < k; j++) assert_string_not_equal(ct_step_kind_name((ct_step_kind)j), name);
+  }
+  assert_string_equal(ct_step_kind_name(CT_STEP_REDUCE), "reduce");
+  assert_string_equal(ct_step_kind_name(CT_STEP_KINDS), "?");
+}
+
 /* A net run as a step program gives what ct_net_forward and
  * ct_net_backward give; on the CPU every run is plain. */
 static void test_program_cpu(void **state) {
@@ -253,17 +264,14 @@ static void test_program_cpu(void **state) {
   char *lenet = rn_lenet_text(4, true);
   ct_net *a = rn_net(lenet, &ca, false), *b = rn_net(lenet, &cb, false);
   free(lenet);
-  ct_exec *ex = ct_exec_new(&ca, true);
-  ct_net_program_begin(a, ex, true);
-  ct_net_program_pass(a, ex, true);
-  ct_net_program_end(a, ex);
+  ct_runtime *rt;
+  assert_int_equal(ct_runtime_new(&rt, a, NULL, NULL), CT_OK);
   ct_error err;
   for (int it = 0; it < 4; it++) {
     rn_fill_inputs(a, 10, 60 + (uint64_t)it);
     rn_fill_inputs(b, 10, 60 + (uint64_t)it);
-    assert_int_equal(ct_exec_run(ex, ct_net_signature(a), &err), CT_OK);
     double la, lb;
-    assert_int_equal(ct_net_readback_finish(a, &la, &err), CT_OK);
+    assert_int_equal(rt_iteration(rt, &la, &err), CT_OK);
     ct_net_clear_param_diffs(b);
     assert_int_equal(ct_net_forward(b, &lb, &err), CT_OK);
     ct_net_backward(b);
@@ -274,14 +282,14 @@ static void test_program_cpu(void **state) {
     free(ga);
     free(gb);
   }
-  ct_exec_stats st;
-  ct_exec_get_stats(ex, &st);
+  ct_program_stats st;
+  ct_runtime_stats(rt, &st);
   assert_false(st.replaying);
   assert_int_equal(st.plain_steps, st.steps);
-  /* begin, a forward per layer, a backward per layer but the data layer,
-   * the read back */
-  assert_int_equal(st.steps, 1 + a->nlayers + (a->nlayers - 1) + 1);
-  ct_exec_free(ex);
+  /* the clock, begin, a forward per layer, the pass's loss, a backward per
+   * layer but the data layer, the read back */
+  assert_int_equal(st.steps, 1 + 1 + a->nlayers + 1 + (a->nlayers - 1) + 1);
+  ct_runtime_free(rt);
   ct_net_free(a);
   ct_net_free(b);
   ct_context_free(&ca);
@@ -411,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_plan_groups),         cmocka_unit_test(test_plan_no_overlap),
       cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
       cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
+      cmocka_unit_test(test_step_kind_names),
       cmocka_unit_test(test_shared_test_net),     cmocka_unit_test(test_split_shares_data),
       cmocka_unit_test(test_split_gradient),      cmocka_unit_test(test_plan_grad_side),
   };

@@ -206,8 +206,8 @@ static void test_requests_and_signal(void **state) {
   ct_context ctx;
   ct_solver *s = quad_solver(&ctx, rest);
   hook_state h = {.s = s, .snapshot_at = 2, .signal_at = 4};
-  ct_solver_hooks hooks = {hook_start, hook_gradients, &h};
-  ct_solver_set_hooks(s, &hooks);
+  ct_solver_callback hooks = {hook_start, hook_gradients, &h};
+  ct_solver_add_callback(s, &hooks);
   g_signal_solver = s;
   struct sigaction sa = {0}, old;
   sa.sa_handler = on_sigusr1;
@@ -243,8 +243,8 @@ static void test_gradient_hook(void **state) {
   ct_context ctx;
   ct_solver *s = quad_solver(&ctx, "type: 'SGD' base_lr: 0.1 lr_policy: 'fixed' random_seed: 3");
   hook_state h = {.s = s, .snapshot_at = -1, .signal_at = -1, .zero_gradients = true};
-  ct_solver_hooks hooks = {NULL, hook_gradients, &h};
-  ct_solver_set_hooks(s, &hooks);
+  ct_solver_callback hooks = {NULL, hook_gradients, &h};
+  ct_solver_add_callback(s, &hooks);
   float before[K * D];
   memcpy(before, tsf_param(s->net, "ip", 0)->data, sizeof before);
   ct_error err;

@@ -8,7 +8,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "gpu/gpu.h"
-#include "net/net_program.h"
+#include "runtime/runtime.h"
 #include "proto/reflect.h"
 #include "solvers/solver.h"
 
@@ -96,42 +96,40 @@ static int time_training(const ct_cli_args *args, ct_context *ctx) {
 }
 
 /* GPU: whole iterations (forward and backward, one wait at the end, as the
- * solver runs them) replayed as CUDA graphs; returns the mean milliseconds
- * per iteration, or a negative value after a failure (logged).
- * CORTADO_CUDA_GRAPHS=0 times plain launches instead. */
-static double time_replays(ct_net *net, int iters) {
-  ct_exec *ex = ct_exec_new(net->ctx, true);
-  ct_net_program_begin(net, ex, true);
-  ct_net_program_pass(net, ex, true);
-  ct_net_program_end(net, ex);
+ * solver runs them) through the runtime; returns the mean milliseconds per
+ * iteration, or a negative value after a failure (logged). */
+static double time_iterations(ct_net *net, int iters) {
+  ct_runtime *rt;
   ct_error err;
+  if (ct_runtime_new(&rt, net, NULL, &err) != CT_OK) {
+    LOG_ERROR("%s", err.msg);
+    return -1;
+  }
   double ms = -1;
   /* three runs before timing: plain, watched, captured */
   for (int it = 0; it < 3 + iters; it++) {
     if (it == 3) ms = now_ms();
-    if (ct_exec_run(ex, ct_net_signature(net), &err) != CT_OK ||
-        ct_net_readback_finish(net, NULL, &err) != CT_OK) {
+    unsigned seq;
+    ct_rt_result res;
+    if (ct_runtime_launch(rt, &seq, &err) != CT_OK ||
+        ct_runtime_finish(rt, seq, &res, &err) != CT_OK) {
       LOG_ERROR("%s", err.msg);
-      ct_exec_free(ex);
+      ct_runtime_free(rt);
       return -1;
     }
   }
   ms = (now_ms() - ms) / iters;
-  ct_exec_stats st;
-  ct_exec_get_stats(ex, &st);
-  if (st.replaying)
-    LOG_INFO("CUDA graphs: %d of %d steps in %d graphs (%zu nodes), %d steps launched plainly",
-             st.graph_steps, st.steps, st.graphs, st.graph_nodes, st.plain_steps);
-  else
-    LOG_INFO("CUDA graphs: off; %d steps launched plainly", st.steps);
-  ct_exec_free(ex);
+  char how[192];
+  ct_runtime_describe(rt, how, sizeof how);
+  LOG_INFO("%s", how);
+  ct_runtime_free(rt);
   return ms;
 }
 
 /* Caffe's `time`: one warm-up pass, then per-layer forward and backward
  * times averaged over --iterations, with Caffe's summary lines.  On a GPU
  * the per-layer times come from a pass that waits after each layer, and
- * "Average Forward-Backward" from whole iterations replayed as CUDA graphs
+ * "Average Forward-Backward" from whole iterations run by the runtime
  * (the per-layer pass's total is logged too); the peak device memory
  * Cortado held is logged at the end. */
 static int time_run(const ct_cli_args *args) {
@@ -198,7 +196,7 @@ static int time_run(const ct_cli_args *args) {
   }
   double replay_ms = 0;
   if (rc == CT_EXIT_OK && device != CT_DEVICE_CPU) {
-    replay_ms = time_replays(net, iters);
+    replay_ms = time_iterations(net, iters);
     if (replay_ms < 0) rc = CT_EXIT_FAILURE;
   }
   if (rc == CT_EXIT_OK) {

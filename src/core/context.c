@@ -6,7 +6,7 @@
 
 #include "core/mem.h"
 #include "core/settings.h"
-#include "gpu/gpu_context.h"
+#include "core/device.h"
 
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err) {
   memset(ctx, 0, sizeof *ctx);
@@ -39,7 +39,7 @@ void ct_context_free(ct_context *ctx) {
 void *ct_context_workspace(ct_context *ctx, size_t bytes) {
   if (bytes > ctx->workspace_bytes) {
     CT_ASSERTF(!ct_context_capturing(ctx),
-               "the workspace grew to %zu bytes while a CUDA graph was being captured", bytes);
+               "the workspace grew to %zu bytes while the stream's work was being recorded", bytes);
     if (ctx->device != CT_DEVICE_CPU) ct_context_sync(ctx);
     ct_mem_free(ctx->device, ctx->workspace);
     ctx->workspace = ct_mem_alloc(ctx->device, bytes);
@@ -81,9 +81,7 @@ void *ct_context_grad_pending_stream(ct_context *ctx) {
   return ctx->grads ? ct_gpu_grad_pending_stream(ctx) : NULL;
 }
 
-bool ct_context_capturing(const ct_context *ctx) {
-  return ctx->device != CT_DEVICE_CPU && ct_gpu_context_capturing(ctx);
-}
+bool ct_context_capturing(const ct_context *ctx) { return ctx->capturing; }
 
 /* ------------------------------------------------------------------ checks */
 

@@ -54,14 +54,15 @@ typedef struct ct_context {
   void *cudnn;           /* cudnnHandle_t bound to stream */
   void *workspace;       /* device scratch shared by the layers of one net */
   size_t workspace_bytes;
-  void *blas_workspace;  /* device scratch owned by cuBLAS (set once: no allocation in a graph) */
+  void *blas_workspace;  /* device scratch owned by cuBLAS (set once: no allocation while the
+                            runtime records) */
   unsigned *check_word;  /* (1) device: id of the first failed deferred check, 0 when none */
   unsigned *check_host;  /* (1) pinned host copy of check_word */
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
-  unsigned *seq_dev;     /* (1) device: the solver iteration on the stream (gpu/iter_slots.h) */
-  void *seq_end[2];      /* cudaEvent_t: the end of the last iteration with (seq & 1) == 0, 1 */
   void *grads;           /* the parameter-gradient stream's state (below), NULL when off */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
+  bool capturing;        /* the runtime is recording the stream's work to replay it
+                            (runtime/program.c): nothing may wait or allocate */
   bool deterministic;    /* only algorithms that give the same bits on every run (cuDNN's
                             deterministic convolutions); CORTADO_DETERMINISTIC=1 sets it */
   /* both devices */
@@ -69,7 +70,6 @@ typedef struct ct_context {
   ct_check_entry *checks; /* (ncheck_slots) registered deferred checks */
   int ncheck_slots;
   unsigned next_check_id;
-  unsigned seq;          /* GPU: the solver iterations launched so far (gpu/iter_slots.h) */
   /* data parallelism: this worker's rank among `world` workers */
   int rank;
   int world;
@@ -97,8 +97,8 @@ void ct_context_set_tf32(ct_context *ctx, bool tf32);
 void ct_context_set_deterministic(ct_context *ctx, bool deterministic);
 /* Waits for the context's stream (no-op on the CPU). */
 void ct_context_sync(ct_context *ctx);
-/* True while ctx's stream is being captured into a CUDA graph (never on the
- * CPU): code that must run on the host every time may not run then. */
+/* True while the runtime records ctx's stream's work to replay it (never on
+ * the CPU): code that must run on the host every time may not run then. */
 bool ct_context_capturing(const ct_context *ctx);
 
 /* ---------------------------------------------------------------- gradient stream

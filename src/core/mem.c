@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "gpu/gpu.h"
+#include "core/device.h"
 
 /* Bytes of host memory held through ct_mem_alloc, and their peak (the
  * allocator's usable sizes, so that a free can subtract what its alloc added). */
@@ -59,10 +59,6 @@ void *ct_mem_try_alloc(int device, size_t bytes) {
 void ct_mem_host_stats(size_t *current, size_t *peak) {
   if (current) *current = __atomic_load_n(&g_host_current, __ATOMIC_RELAXED);
   if (peak) *peak = __atomic_load_n(&g_host_peak, __ATOMIC_RELAXED);
-}
-
-void ct_mem_host_reset_peak(void) {
-  __atomic_store_n(&g_host_peak, __atomic_load_n(&g_host_current, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
 void *ct_mem_alloc(int device, size_t bytes) {

@@ -111,6 +111,18 @@ void ct_transform_free(ct_transform *t) {
 ct_color_mode ct_transform_color_mode(const ct_transform *t) { return t->color; }
 int ct_transform_crop_size(const ct_transform *t) { return t->crop; }
 
+const float *ct_transform_mean_file(const ct_transform *t, int *c, int *h, int *w) {
+  *c = t->mean_c;
+  *h = t->mean_h;
+  *w = t->mean_w;
+  return t->mean;
+}
+
+const float *ct_transform_mean_values(const ct_transform *t, int *n) {
+  *n = t->n_mean_values;
+  return t->mean_values;
+}
+
 static const char *where_or(const char *where) { return where && where[0] ? where : "image"; }
 
 ct_status ct_transform_output_shape(const ct_transform *t, int c, int h, int w, int *oc, int *oh,

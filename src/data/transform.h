@@ -62,6 +62,11 @@ void ct_transform_free(ct_transform *t);
 /* The parameter's colour mode for encoded images (force_color / force_gray). */
 ct_color_mode ct_transform_color_mode(const ct_transform *t);
 int ct_transform_crop_size(const ct_transform *t);
+/* For layers that apply the mean themselves (WindowData): mean_file's
+ * values (c, h, w), NULL without one; and the mean_value entries (*n of
+ * them), NULL without any. */
+const float *ct_transform_mean_file(const ct_transform *t, int *c, int *h, int *w);
+const float *ct_transform_mean_values(const ct_transform *t, int *n);
 
 /* The shape (c, oh, ow) of the output for an input of c x h x w, checked
  * against the transformer.  `where` (may be NULL) starts the messages, e.g.

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/device.h"
 #include "core/status.h"
 
 #ifdef __cplusplus
@@ -21,27 +22,15 @@ int ct_gpu_device_count(void);
 /* Makes `device` current for the calling thread. */
 ct_status ct_gpu_set_device(int device, ct_error *err);
 
-/* Device memory (zeroed); fatal on exhaustion. */
-void *ct_gpu_malloc(int device, size_t bytes);
-void ct_gpu_free(int device, void *p);
-void ct_gpu_memcpy(int dst_device, void *dst, int src_device, const void *src, size_t bytes);
-void ct_gpu_memset(int device, void *p, int value, size_t bytes);
-/* Pinned host memory; plain aligned host memory without CUDA. */
-void *ct_gpu_host_alloc(size_t bytes);
-void ct_gpu_host_free(void *p);
-/* Bytes of device memory that Cortado has allocated on device now, and the
- * most it has held at once since the start (or the last reset); 0 without
- * CUDA.  Library workspaces allocated inside cuDNN/cuBLAS are not counted. */
-void ct_gpu_memory_stats(int device, size_t *current, size_t *peak);
-void ct_gpu_memory_reset_peak(int device);
+/* Device memory: core/device.h (ct_gpu_malloc, ct_gpu_free, ct_gpu_memcpy,
+ * ct_gpu_memset, ct_gpu_host_alloc, ct_gpu_host_free). */
 /* Waits for all work on the current device. */
 void ct_gpu_synchronize(void);
 
 /* Host waits made by the calling thread so far: every synchronous copy,
  * memset, allocation or free, stream or device wait, and reduction read back
- * to the host counts one.  The graph runtime (src/net/net_exec.c) compares
- * the count around a step to learn that the step cannot be captured into a
- * CUDA graph.  .cu files that wait on their own call ct_gpu_note_host_wait. */
+ * to the host counts one.  The runtime (src/runtime/program.c) compares
+ * the count around a step to learn that the step cannot be replayed.  .cu files that wait on their own call ct_gpu_note_host_wait. */
 unsigned long ct_gpu_host_waits(void);
 void ct_gpu_note_host_wait(void);
 

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "core/mem.h"
-#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
+#include "runtime/streams.h"
 extern "C" {
 #include "core/log.h"
 }
@@ -29,7 +29,6 @@ static size_t blas_workspace_bytes(int device) {
 typedef struct {
   unsigned long long draws;
   unsigned check;
-  unsigned seq;
 } ctx_words;
 
 extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
@@ -37,17 +36,9 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   cudaStream_t stream, copy;
   /* A blocking stream: plain cudaMemcpy (uploads, downloads, snapshots) on the
    * legacy default stream then orders after the compute work on it.  Its
-   * priority is one above the lowest, where the gradient stream stays (and
-   * below the data-parallel all-reduce's highest): the forward and the chain
-   * of bottom gradients are the critical path, and the weight gradients
-   * beside them should take the SMs they leave (CUDA graphs keep these
-   * priorities per node, gpu/graph.cu).  CORTADO_STREAM_PRIORITY=0 gives
-   * every stream the default. */
-  int least = 0, greatest = 0, prio = 0;
-  if (ct_setting_bool("CORTADO_STREAM_PRIORITY") &&
-      cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
-    prio = greatest < least - 1 ? greatest + 1 : greatest;
-  cudaError_t ce = cudaStreamCreateWithPriority(&stream, cudaStreamDefault, prio);
+   * priority is the compute role's (runtime/streams.h). */
+  cudaError_t ce = cudaStreamCreateWithPriority(&stream, cudaStreamDefault,
+                                                ct_stream_priority(CT_STREAM_COMPUTE));
   if (ce != cudaSuccess)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot create a stream: %s", ctx->device,
                         cudaGetErrorString(ce));
@@ -87,13 +78,7 @@ extern "C" ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
   ctx_words *w = (ctx_words *)ct_gpu_malloc(ctx->device, sizeof(ctx_words));
   ctx->draws_dev = (uint64_t *)&w->draws;
   ctx->check_word = &w->check;
-  ctx->seq_dev = &w->seq;
   ctx->check_host = (unsigned *)ct_gpu_host_alloc(sizeof(unsigned));
-  for (int i = 0; i < 2; i++) {
-    cudaEvent_t e;
-    CT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    ctx->seq_end[i] = e;
-  }
   return ct_gpu_grad_create(ctx, err);
 }
 
@@ -104,10 +89,6 @@ extern "C" void ct_gpu_context_free(ct_context *ctx) {
   if (ctx->blas_workspace) ct_gpu_free(ctx->device, ctx->blas_workspace);
   if (ctx->draws_dev) ct_gpu_free(ctx->device, ctx->draws_dev); /* the words' allocation */
   if (ctx->check_host) ct_gpu_host_free(ctx->check_host);
-  for (int i = 0; i < 2; i++)
-    if (ctx->seq_end[i]) cudaEventDestroy((cudaEvent_t)ctx->seq_end[i]);
-  ctx->seq_end[0] = ctx->seq_end[1] = NULL;
-  ctx->seq_dev = NULL;
   if (ctx->cudnn) cudnnDestroy((cudnnHandle_t)ctx->cudnn);
   if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
   if (ctx->cublaslt) cublasLtDestroy((cublasLtHandle_t)ctx->cublaslt);
@@ -134,13 +115,6 @@ extern "C" void ct_gpu_blas_set_math(void *cublas, bool tf32) {
 extern "C" void ct_gpu_context_set_math(ct_context *ctx) {
   ct_gpu_blas_set_math(ctx->cublas, ctx->tf32);
   ct_gpu_grad_set_math(ctx);
-}
-
-extern "C" bool ct_gpu_context_capturing(const ct_context *ctx) {
-  if (!ctx->stream) return false;
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  CT_CUDA_CHECK(cudaStreamIsCapturing((cudaStream_t)ctx->stream, &st));
-  return st != cudaStreamCaptureStatusNone;
 }
 
 extern "C" unsigned ct_gpu_context_read_check(ct_context *ctx) {

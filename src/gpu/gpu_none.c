@@ -54,7 +54,6 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 }
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
-bool ct_gpu_context_capturing(const ct_context *ctx) { return false; }
 void ct_gpu_context_set_math(ct_context *ctx) {}
 unsigned ct_gpu_context_read_check(ct_context *ctx) { return 0; }
 void ct_gpu_context_clear_check(ct_context *ctx) {}
@@ -62,12 +61,6 @@ void ct_gpu_context_next_draw(ct_context *ctx, uint64_t *seed_dev) {
   ct_abort(__FILE__, __LINE__, "GPU draw in a CPU-only build");
 }
 uint64_t ct_gpu_context_get_draws(ct_context *ctx) { return 0; }
-/* ctx->grads is never set without CUDA */
-ct_context *ct_gpu_grad_begin(ct_context *ctx) { return ctx; }
-void ct_gpu_grad_step(ct_context *ctx) {}
-void ct_gpu_grad_join(ct_context *ctx) {}
-void ct_gpu_grad_workspace(ct_context *ctx, size_t bytes) {}
-void *ct_gpu_grad_pending_stream(ct_context *ctx) { return NULL; }
 void ct_gpu_copy_async(ct_context *ctx, void *dst, const void *src, size_t bytes) {
   ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
 }
@@ -86,47 +79,4 @@ void ct_gpu_copy_upload_async(ct_context *ctx, void *dst, const void *src, size_
   ct_abort(__FILE__, __LINE__, "GPU copy in a CPU-only build");
 }
 void ct_gpu_context_set_draws(ct_context *ctx, uint64_t n) {}
-#endif
-
-#ifndef CORTADO_HAVE_CUDA
-#include "gpu/iter_slots.h"
-
-void ct_gpu_seq_advance_async(ct_context *ctx) {
-  ct_abort(__FILE__, __LINE__, "GPU iteration in a CPU-only build");
-}
-void ct_gpu_seq_record_end(ct_context *ctx) {
-  ct_abort(__FILE__, __LINE__, "GPU iteration in a CPU-only build");
-}
-void *ct_gpu_seq_end_event(const ct_context *ctx, unsigned seq) { return NULL; }
-void ct_gpu_seq_wait(const ct_context *ctx, unsigned seq) {}
-void *ct_gpu_slots_new(size_t slot_bytes) {
-  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
-}
-void ct_gpu_slots_free(void *slots) {}
-void ct_gpu_slots_load_async(ct_context *ctx, void *stream, void *dst_dev, const void *slots,
-                             size_t slot_bytes) {
-  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
-}
-void ct_gpu_slots_store_async(ct_context *ctx, void *stream, void *slots, const void *src_dev,
-                              size_t slot_bytes) {
-  ct_abort(__FILE__, __LINE__, "GPU slots in a CPU-only build");
-}
-#endif
-
-#ifndef CORTADO_HAVE_CUDA
-#include "gpu/graph.h"
-
-ct_status ct_gpu_capture_begin(ct_context *ctx, ct_error *err) {
-  return ct_error_set(err, CT_ERR_UNSUPPORTED, "CUDA graphs need a CUDA build");
-}
-ct_status ct_gpu_capture_end(ct_context *ctx, ct_gpu_graph **out, ct_error *err) {
-  *out = NULL;
-  return ct_error_set(err, CT_ERR_UNSUPPORTED, "CUDA graphs need a CUDA build");
-}
-void ct_gpu_capture_abandon(ct_context *ctx) {}
-void ct_gpu_graph_launch(ct_context *ctx, ct_gpu_graph *g) {
-  ct_abort(__FILE__, __LINE__, "CUDA graph launch in a CPU-only build");
-}
-size_t ct_gpu_graph_nodes(const ct_gpu_graph *g) { return 0; }
-void ct_gpu_graph_free(ct_gpu_graph *g) {}
 #endif

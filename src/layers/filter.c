@@ -164,6 +164,7 @@ static void filter_destroy(ct_layer *l) {
 
 const ct_layer_ops ct_filter_ops = {
     .type = "Filter",
+    .flags = CT_LAYER_HOST_WORK, /* the tops' shapes come from the selector's values */
     .min_bottoms = 2, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
     .setup = filter_setup,
     .reshape = filter_reshape,

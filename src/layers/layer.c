@@ -149,8 +149,6 @@ bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad) {
   return l->ops->prepare_gpu(l, side, bottom_grad);
 }
 
-bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }
-
 /* A DummyData whose refills draw on the host (and upload): its forward
  * cannot be captured.  Device-drawn refills (ct_dummy_filler_on_device)
  * can, on a GPU. */
@@ -172,18 +170,16 @@ static bool stochastic_pooling(const ct_layer *l) {
          l->phase == CT_PHASE_TRAIN;
 }
 
-bool ct_layer_capturable(const ct_layer *l) {
+bool ct_layer_replayable(const ct_layer *l) {
   /* DummyData is a data layer without a source: on a GPU, with its
-   * refills drawn on the device, a graph captures it */
+   * refills drawn on the device, a replay draws afresh */
   if (strcmp(l->ops->type, "DummyData") == 0) return !host_drawn_dummy_data(l);
-  if (l->ops->flags & (CT_LAYER_NO_GRAPH | CT_LAYER_DATA)) return false;
-  /* Layers that draw (Dropout) are captured: each takes its draw from the
-   * device counter inside the graph, so a replay draws afresh (see
-   * test_gpu_runtime_train: replays give plain launches' bits). */
-  /* Types whose files predate CT_LAYER_NO_GRAPH; the flag belongs in their
-   * ops tables, after which these lines go. */
+  if (l->ops->flags & (CT_LAYER_HOST_WORK | CT_LAYER_DATA)) return false;
+  /* Layers that draw (Dropout) are replayable: each takes its draw from the
+   * device counter, so a replay draws afresh (see test_gpu_runtime_train:
+   * replays give plain launches' bits).  Whether a Pooling layer draws on
+   * the host depends on its parameters, not on its type. */
   const char *t = l->ops->type;
-  if (strcmp(t, "Filter") == 0 || strcmp(t, "Embed") == 0 || strcmp(t, "Python") == 0) return false;
   if (strcmp(t, "Pooling") == 0 && stochastic_pooling(l)) return false;
   return true;
 }

@@ -18,12 +18,12 @@
  *   ct_layer_free     ops->destroy_gpu, then ops->destroy
  *
  * On a GPU, forward and backward only enqueue work on the context's stream;
- * the net runs them without waiting (ct_layer_forward_async) and may capture
- * them into a CUDA graph that is replayed on later iterations, so a GPU path
- * must not wait for the device, allocate, or compute kernel arguments on the
- * host that change between calls (e.g. a seed drawn on the host).  A type
- * that cannot avoid it says so with CT_LAYER_NO_GRAPH and runs outside the
- * graphs.  Device-side input checks use the context's deferred checks
+ * the net runs them without waiting (ct_layer_forward_async) and the runtime
+ * may record the work once and replay the recording on later iterations
+ * (src/runtime), so a GPU path must not wait for the device, allocate, or
+ * compute kernel arguments on the host that change between calls (e.g. a
+ * seed drawn on the host).  A type that cannot avoid it says so with
+ * CT_LAYER_HOST_WORK and is called every iteration.  Device-side input checks use the context's deferred checks
  * (core/context.h) rather than reading a flag back.
  *
  * Conventions every layer follows (Caffe's):
@@ -66,8 +66,8 @@ enum {
   CT_LAYER_EQUAL_BOTTOM_TOP = 1u << 2, /* as many tops as bottoms */
   CT_LAYER_AUTO_TOPS = 1u << 3,       /* the net may create missing tops (min_tops of them) */
   CT_LAYER_NO_BACKWARD = 1u << 4,     /* never computes bottom gradients (Accuracy, ArgMax, data) */
-  CT_LAYER_NO_GRAPH = 1u << 5,        /* GPU forward/backward do host work every call: never
-                                         captured into a CUDA graph */
+  CT_LAYER_HOST_WORK = 1u << 5,       /* GPU forward/backward do host work every call: never
+                                         replayed from a recording */
   CT_LAYER_DRAWS = 1u << 6,           /* each TRAIN forward takes one counter-based draw of the
                                          context (ct_context_next_draw) */
   CT_LAYER_GRAD_SIDE = 1u << 7,       /* GPU backward may compute the parameter gradients on the
@@ -88,7 +88,7 @@ typedef struct ct_layer_ops {
    * neither): next_batch hands out the next batch without copying it, host[t]
    * pointing to top[t]->count values in pinned host memory for each top t,
    * valid until release_batch(l, token).  A GPU net run as a program
-   * (net_program.h) then copies the batches into the tops itself, on the
+   * (runtime/steps.c) then copies the batches into the tops itself, on the
    * context's copy stream and overlapped with the previous iteration, in
    * place of calling forward; it releases each batch once its copy is done
    * and before asking for the next (src/net/net_feed.c).  Errors: the
@@ -202,15 +202,12 @@ ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
  *   "inner_product_param.num_output 2000000000 is too large (the limit is
  *    2^30 = 1073741824)" */
 ct_status ct_layer_check_count(const char *field, uint64_t value, uint64_t lo, ct_error *err);
-/* True when the layer type has a GPU implementation. */
-bool ct_layer_has_gpu(const ct_layer *l);
-/* False when the layer's GPU forward or backward cannot be captured into a
- * CUDA graph: CT_LAYER_NO_GRAPH, data layers (but a DummyData whose
- * refills are drawn on the device), and the types (of other folders) known
- * to read the host every call: a DummyData with a host-drawn filler, Filter
- * (shapes from values), Embed (reads its index check back), stochastic
- * Pooling in TRAIN (host draws), Python. */
-bool ct_layer_capturable(const ct_layer *l);
+/* Whether the layer's GPU forward and backward enqueue the same work on
+ * every call with no host work, so that the runtime may record them once
+ * and replay the recording: not for CT_LAYER_HOST_WORK types, data layers
+ * (but a DummyData whose refills are drawn on the device), stochastic
+ * Pooling in TRAIN (host draws) and Python layers. */
+bool ct_layer_replayable(const ct_layer *l);
 /* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
 bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
 

@@ -13,6 +13,7 @@
 #include "layers/list_loss.inc"
 #include "layers/list_structure.inc"
 #include "layers/list_data.inc"
+#include "layers/list_recurrent.inc"
 #undef CT_LAYER
 
 typedef struct {
@@ -28,6 +29,7 @@ static const ct_layer_entry k_layers[] = {
 #include "layers/list_loss.inc"
 #include "layers/list_structure.inc"
 #include "layers/list_data.inc"
+#include "layers/list_recurrent.inc"
     {NULL, NULL}};
 #undef CT_LAYER
 

@@ -7,7 +7,6 @@
 
 #include "core/log.h"
 #include "core/settings.h"
-#include "gpu/iter_slots.h"
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
@@ -220,7 +219,6 @@ static bool planning_wanted(const ct_net_opts *o) {
 static void alloc_loss(ct_net *net) {
   if (net->ctx->device == CT_DEVICE_CPU) return;
   net->loss_dev = ct_mem_alloc(net->ctx->device, sizeof(double));
-  net->readback_slots = ct_gpu_slots_new(sizeof(ct_net_readback_slot));
 }
 
 ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
@@ -350,7 +348,6 @@ void ct_net_free(ct_net *net) {
   if (net->diff_zero) ct_mem_free(net->ctx->device, net->diff_zero);
   ct_net_diff_plan_free(net->diff_plan);
   if (net->loss_dev) ct_mem_free(net->ctx->device, net->loss_dev);
-  if (net->readback_slots) ct_gpu_slots_free(net->readback_slots);
   free(net->layer_ready_count);
   free(net->layers);
   free(net->bottom_ids);
@@ -409,7 +406,7 @@ void ct_net_prepare_async(ct_net *net) {
    * kernels ahead of them, and they hold up the first layer (8 us on an
    * H100). */
   int launch = first;
-  while (launch > 0 && ct_layer_capturable(net->layers[launch - 1]) &&
+  while (launch > 0 && ct_layer_replayable(net->layers[launch - 1]) &&
          !(net->layers[launch - 1]->ops->flags & CT_LAYER_DATA) &&
          !(net->feeds && net->feeds[launch - 1]))
     launch--;
@@ -449,27 +446,15 @@ ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
   return CT_OK;
 }
 
-void ct_net_readback_async(ct_net *net) {
-  if (net->loss_dev) ct_net_readback_gpu(net->ctx, net->loss_dev, net->readback_slots);
-}
-
-ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err) {
-  if (net->loss_dev) ct_context_sync(net->ctx);
-  return ct_net_readback_take(net, net->ctx->seq, loss, err);
-}
-
-ct_status ct_net_readback_take(ct_net *net, unsigned seq, double *loss, ct_error *err) {
+ct_status ct_net_loss_finish(ct_net *net, double *loss, ct_error *err) {
   if (!net->loss_dev) {
     if (loss) *loss = net->loss_host;
     return CT_OK;
   }
-  const ct_net_readback_slot *slot =
-      ct_gpu_slot(net->readback_slots, sizeof(ct_net_readback_slot), seq);
-  const unsigned word = slot->check;
-  if (loss) *loss = slot->loss;
-  if (word == 0) return CT_OK;
-  ct_context_clear_checks_async(net->ctx);
-  return ct_context_report_check(net->ctx, word, err);
+  double sum = 0;
+  ct_mem_copy(CT_DEVICE_CPU, &sum, net->ctx->device, net->loss_dev, sizeof sum); /* waits */
+  if (loss) *loss = sum;
+  return ct_context_take_checks(net->ctx, err);
 }
 
 ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct_error *err) {
@@ -479,8 +464,7 @@ ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct
   for (int i = start; i < end; i++) CT_TRY(ct_net_forward_layer_async(net, i, err));
   net->prep_launch = -1; /* stopped below the prepared layers */
   prepare_join(net);
-  ct_net_readback_async(net);
-  return ct_net_readback_finish(net, loss, err);
+  return ct_net_loss_finish(net, loss, err);
 }
 
 ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
@@ -488,7 +472,6 @@ ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
 }
 
 void ct_net_backward_layer(ct_net *net, int i) {
-  if (i == net->nlayers - 1) net->grad_reported = 0;
   ct_layer *l = net->layers[i];
   if (net->layer_need_backward[i]) {
     ct_layer_backward(l, net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
@@ -497,15 +480,6 @@ void ct_net_backward_layer(ct_net *net, int i) {
      * all of it after the last such layer. */
     if (l->grad_side && i == net->grad_side_last) ct_context_grad_join(net->ctx);
     else if (l->grad_side) ct_context_grad_step(net->ctx);
-  }
-  if (!net->grad_hook) return;
-  if (net->layer_ready_count[i] > net->grad_reported) {
-    net->grad_reported = net->layer_ready_count[i];
-    net->grad_hook(net->grad_hook_user, net->grad_reported);
-  }
-  if (i == 0 && net->grad_reported < net->flat_count) {
-    net->grad_reported = net->flat_count;
-    net->grad_hook(net->grad_hook_user, net->flat_count);
   }
 }
 
@@ -534,6 +508,28 @@ ct_status ct_net_reshape(ct_net *net, ct_error *err) {
   return CT_OK;
 }
 
+/* A multiply-xorshift step over the words that locate the net's storage
+ * (a few operations per word: this runs every iteration). */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+uint64_t ct_net_signature(const ct_net *net) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = mix(h, net->layout_version);
+  h = mix(h, (uintptr_t)net->flat_data);
+  h = mix(h, (uintptr_t)net->flat_diff);
+  h = mix(h, (uintptr_t)net->diff_pool);
+  for (int b = 0; b < net->nblobs; b++) {
+    const ct_tensor *t = net->blobs[b];
+    h = mix(h, (uintptr_t)t->data);
+    h = mix(h, (uintptr_t)t->diff);
+    h = mix(h, t->count);
+  }
+  return h;
+}
+
 int ct_net_draws_per_pass(const ct_net *net) {
   int n = 0;
   for (int i = 0; i < net->nlayers; i++) {
@@ -541,11 +537,6 @@ int ct_net_draws_per_pass(const ct_net *net) {
     if ((l->ops->flags & CT_LAYER_DRAWS) && l->phase == CT_PHASE_TRAIN) n++;
   }
   return n;
-}
-
-void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user) {
-  net->grad_hook = hook;
-  net->grad_hook_user = user;
 }
 
 int ct_net_first_nonfinite_layer(ct_net *net) {

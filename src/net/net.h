@@ -15,7 +15,7 @@
  * gradient becomes final, so during backward the final gradients always
  * form a growing prefix [0, grad_ready_offset) of the flat buffer: a
  * data-parallel reducer launches all-reduce buckets from the front while
- * backward goes on (see ct_net_set_grad_hook).
+ * backward goes on (runtime/reduce.h).
  *
  * Fusion: a training BatchNorm followed by a Scale in place on its top
  * computes both (net_fuse.c); the Scale stays in the net with its
@@ -36,13 +36,14 @@
  * backward of its producer, and is overwritten afterwards.
  *
  * On a GPU nothing here waits for the device inside an iteration: the loss
- * is summed into device memory and read once (ct_net_readback_*), and
+ * is summed into device memory and read once per iteration, and
  * device-side input checks are deferred to that read (core/context.h). */
 #ifndef CT_NET_NET_H
 #define CT_NET_NET_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "caffe.pb-c.h"
 #include "core/context.h"
@@ -67,8 +68,6 @@ typedef struct ct_net_param {
   float decay_mult;
   int final_layer;     /* its gradient is final after this layer's backward */
 } ct_net_param;
-
-typedef void (*ct_grad_hook)(void *user, size_t ready_count);
 
 /* Diff planning (net_memory.c). */
 typedef enum ct_diff_kind {
@@ -131,8 +130,6 @@ typedef struct ct_net {
    * (-1: not armed), for layers from prep_at up; prep_first: prep_at while
    * the work is enqueued and not yet joined, else -1 */
   int prep_launch, prep_at, prep_first;
-  ct_grad_hook grad_hook;
-  void *grad_hook_user;
 
   /* Blob diffs (see ct_diff_plan); NULL plan: one diff per blob. */
   ct_diff_plan *diff_plan;
@@ -142,8 +139,6 @@ typedef struct ct_net {
   /* The weighted loss sum of the forwards since ct_net_zero_loss. */
   double loss_host;            /* CPU */
   double *loss_dev;            /* (1) GPU: device memory */
-  void *readback_slots;        /* GPU: two ct_net_readback_slot (gpu/iter_slots.h) */
-  size_t grad_reported;        /* the grad hook's last count in this backward */
   struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
   unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
   bool *weights_copied;        /* (nlayers) the layer took blobs from a weights file since
@@ -189,25 +184,19 @@ ct_status ct_net_forward_range(ct_net *net, int start, int end, double *loss, ct
  * after each layer whose backward finalised more of the flat gradient. */
 void ct_net_backward(ct_net *net);
 
-/* The pieces of a forward and backward for runtimes that do not wait on
- * each pass (the solver's GPU iteration, CUDA graphs):
- *   ct_net_zero_loss            sets the loss sum to 0 (enqueued on a GPU);
+/* The pieces of a forward and backward for the runtime's programs
+ * (src/runtime), which do not wait on each pass:
+ *   ct_net_zero_loss            sets the loss sum (net->loss_dev on a GPU,
+ *                               net->loss_host on the CPU) to 0;
  *   ct_net_forward_layer_async  layer i's forward, then its weighted loss
  *                               tops added to the sum on the device; errors
  *                               found on the host are returned at once,
  *                               device checks are deferred;
- *   ct_net_backward_layer       layer i's backward when it needs one, then
- *                               the grad hook when it finalised more;
- *   ct_net_readback_async       enqueues the copy of the loss sum (and the
- *                               context's check word) to pinned memory;
- *   ct_net_readback_finish      waits for that copy, reports a failed
+ *   ct_net_backward_layer       layer i's backward when it needs one;
+ *   ct_net_loss_finish          waits for the device, reports a failed
  *                               deferred check with its layer's message
- *                               (and clears it), and gives the loss sum;
- *   ct_net_readback_take        the same for solver iteration `seq`
- *                               (ctx->seq numbering) once the caller has
- *                               waited for its end: the copy went to that
- *                               iteration's slot, and the next iteration
- *                               may be running.
+ *                               (and clears it), and gives the loss sum
+ *                               (what ct_net_forward ends with).
  * On the CPU the same calls run synchronously. */
 void ct_net_zero_loss(ct_net *net);
 /* At a pass's start on a GPU: arms the work of the layers that depends on
@@ -219,9 +208,7 @@ void ct_net_zero_loss(ct_net *net);
 void ct_net_prepare_async(ct_net *net);
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err);
 void ct_net_backward_layer(ct_net *net, int i);
-void ct_net_readback_async(ct_net *net);
-ct_status ct_net_readback_finish(ct_net *net, double *loss, ct_error *err);
-ct_status ct_net_readback_take(ct_net *net, unsigned seq, double *loss, ct_error *err);
+ct_status ct_net_loss_finish(ct_net *net, double *loss, ct_error *err);
 
 /* Plans the blob diffs anew (after shapes changed).  Called by ct_net_init
  * and ct_net_reshape unless the net keeps every blob diff. */
@@ -235,9 +222,10 @@ void ct_net_clear_param_diffs(ct_net *net);
 /* Re-propagates shapes after an input blob's shape changed. */
 ct_status ct_net_reshape(ct_net *net, ct_error *err);
 
-/* Registers a callback run during backward with the count of leading flat
- * gradient values that are final (monotonic within one backward). */
-void ct_net_set_grad_hook(ct_net *net, ct_grad_hook hook, void *user);
+/* A hash of where the net's storage lives (blob data and diffs, the flat
+ * buffers, the diff pool) and of its layout version: it changes when work
+ * captured into a CUDA graph would touch stale memory. */
+uint64_t ct_net_signature(const ct_net *net);
 
 /* Counter-based draws of the context one forward pass takes (the layers
  * flagged CT_LAYER_DRAWS, in the TRAIN phase), so that a resumed run can

@@ -29,16 +29,3 @@ extern "C" void ct_net_loss_add_gpu(ct_context *ctx, size_t n, const float *data
   loss_add<<<1, CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, data, diff, sum);
   CT_CUDA_LAUNCH_CHECK();
 }
-
-__global__ static void readback(const unsigned *seq, const double *sum, const unsigned *check,
-                                ct_net_readback_slot *slots) {
-  ct_net_readback_slot *slot = slots + (*seq & 1u);
-  slot->loss = *sum;
-  slot->check = *check;
-}
-
-extern "C" void ct_net_readback_gpu(ct_context *ctx, const double *sum, void *slots) {
-  readback<<<1, 1, 0, STREAM(ctx)>>>(ctx->seq_dev, sum, ctx->check_word,
-                                     (ct_net_readback_slot *)slots);
-  CT_CUDA_LAUNCH_CHECK();
-}

@@ -10,7 +10,4 @@ void ct_net_loss_add_gpu(ct_context *ctx, size_t n, const float *data, const flo
                          double *sum) {
   ct_abort(__FILE__, __LINE__, "GPU loss in a CPU-only build");
 }
-void ct_net_readback_gpu(ct_context *ctx, const double *sum, void *slots) {
-  ct_abort(__FILE__, __LINE__, "GPU loss in a CPU-only build");
-}
 #endif

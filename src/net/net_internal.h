@@ -21,15 +21,6 @@ void ct_net_loss_zero_gpu(ct_context *ctx, double *sum);
 /* *sum += dot(data, diff) over n values, in double, in a fixed order. */
 void ct_net_loss_add_gpu(ct_context *ctx, size_t n, const float *data, const float *diff,
                          double *sum);
-/* What one readback leaves on the host. */
-typedef struct ct_net_readback_slot {
-  double loss;    /* the loss sum */
-  unsigned check; /* ctx->check_word */
-  unsigned pad;
-} ct_net_readback_slot;
-/* Copies *sum and ctx->check_word into the slot of the device's iteration
- * of slots (two ct_net_readback_slot, gpu/iter_slots.h). */
-void ct_net_readback_gpu(ct_context *ctx, const double *sum, void *slots);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,7 @@ static void declared_shape(const Caffe__LayerParameter *l, int *batch, int chw[3
   } else if (strcmp(l->type, "WindowData") == 0 && l->window_data_param) {
     *batch = (int)l->window_data_param->batch_size;
     chw[0] = 3;
+    if (!crop) crop = l->window_data_param->crop_size; /* its old place, which WindowData reads */
   }
   if (crop) chw[1] = chw[2] = (int)crop;
 }

@@ -1,5 +1,6 @@
 /* The data-parallel driver: workers as threads of this process or as MPI
- * ranks, each running a solver with the reducer's hooks (see dp.h). */
+ * ranks, each running a solver whose runtime reduces its gradients (see
+ * dp.h). */
 #include "parallel/dp.h"
 
 #include <errno.h>
@@ -20,8 +21,7 @@
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_gloo.h"
 #include "parallel/dp_agree.h"
-#include "parallel/dp_gpu.h"
-#include "parallel/dp_reduce.h"
+#include "parallel/dp_internal.h"
 #include "parallel/shards.h"
 
 /* What the workers of this process share. */
@@ -58,14 +58,13 @@ typedef struct dp_worker {
   ct_solver *solver;
   bool training;              /* inside ct_solver_solve */
   bool done;                  /* its thread has ended (under sh->mu) */
-  ct_dp_reducer *red;
   ct_status st;
   ct_error err;
   pthread_t thread;
 } dp_worker;
 
-/* Signal requests (ct_solver_action bits) for the running job; rank 0 takes
- * them once per iteration. */
+/* Signal requests (ct_solver_action bits) for the running job: rank 0's
+ * runtime samples them (runtime/runtime.h) and all workers agree on them. */
 static int g_requests;
 /* The worker running on this thread (for the abort hook). */
 static _Thread_local dp_worker *t_worker;
@@ -76,68 +75,6 @@ static const char *device_desc(int device, char *buf, size_t size) {
   if (device == CT_DEVICE_CPU) snprintf(buf, size, "CPU");
   else snprintf(buf, size, "GPU %d", device);
   return buf;
-}
-
-/* ------------------------------------------------------------------ hooks */
-
-static void hook_backward(void *user, int pass, int npasses) {
-  dp_worker *w = user;
-  ct_dp_reducer_before_backward(w->red, pass, npasses);
-}
-
-/* The gradient's average: on the CPU done on return; on a GPU only enqueued
- * (capturable), hook_iteration_end waits for it. */
-static ct_status hook_gradients(void *user, ct_error *err) {
-  dp_worker *w = user;
-  if (__atomic_load_n(&w->sh->cancel, __ATOMIC_ACQUIRE))
-    return ct_error_set(err, CT_ERR_INTERRUPTED, "worker %d: stopped because another worker failed",
-                        w->rank);
-  return ct_dp_reducer_launch_rest(w->red, err);
-}
-
-/* This process's pending signal requests, taken by whichever of its
- * workers comes first (the others: none); the agreement sums every
- * process's, so a SIGTERM that reaches one shard or rank alone counts. */
-static int take_wish(const dp_worker *w) {
-  (void)w;
-  return __atomic_exchange_n(&g_requests, 0, __ATOMIC_SEQ_CST);
-}
-
-/* GPU: the wish iteration seq carries inside its all-reduces. */
-static void hook_launch(void *user, unsigned seq) {
-  dp_worker *w = user;
-  if (ct_dp_reducer_carries_requests(w->red)) ct_dp_reducer_carry(w->red, seq, take_wish(w));
-}
-
-/* Waits for iteration seq (GPU: under the watchdog), then agrees on rank
- * 0's requests so that every worker stops or snapshots after the same
- * iteration (on GPUs the wish travels inside an iteration's all-reduces,
- * taken when it was launched; see ct_dp_reducer_agree). */
-static ct_status hook_iteration_end(void *user, unsigned seq, ct_error *err) {
-  dp_worker *w = user;
-  CT_TRY(ct_dp_reducer_wait(w->red, seq, err));
-  const int wish = ct_dp_reducer_carries_requests(w->red) ? 0 : take_wish(w);
-  int actions = 0;
-  CT_TRY(ct_dp_reducer_agree(w->red, seq, wish, &actions, err));
-  if (actions) ct_solver_request(w->solver, actions);
-  return CT_OK;
-}
-
-static bool hook_may_launch_ahead(void *user) {
-  const dp_worker *w = user;
-  return ct_dp_reducer_may_launch_ahead(w->red);
-}
-
-static ct_status hook_capture_end(void *user, ct_error *err) {
-  dp_worker *w = user;
-  return ct_dp_reducer_capture_end(w->red, err);
-}
-
-static ct_status hook_test(void *user, double *values, size_t count, ct_error *err) {
-  dp_worker *w = user;
-  CT_TRY(ct_comm_allreduce_host_f64(w->comm, values, count, err));
-  for (size_t i = 0; i < count; i++) values[i] /= (double)w->sh->world;
-  return CT_OK;
 }
 
 /* ------------------------------------------------------------------ worker */
@@ -162,7 +99,7 @@ static void log_world(const dp_worker *w) {
   else
     LOG_INFO("effective batch %d = %d x %d %s", batch * sh->world, batch, sh->world, unit);
   char plan[256];
-  ct_dp_reducer_describe(w->red, plan, sizeof plan);
+  ct_runtime_describe_reduce(w->solver->rt, plan, sizeof plan);
   LOG_INFO("gradient averaging: %s", plan);
   if (sh->gpu) LOG_INFO("GPU math: %s", sh->job->strict_fp32 ? "strict FP32" : "TF32 tensor cores");
 }
@@ -197,28 +134,19 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   /* One process per GPU: every rank takes rank 0's convolution algorithms
    * (threads share their process's table already). */
   const bool share_algos = sh->gpu && !sh->threads && sh->world > 1;
-  if (share_algos && w->rank != 0) CT_TRY(ct_dp_gpu_share_conv_algos(w->comm, false, err));
+  if (share_algos && w->rank != 0) CT_TRY(ct_dp_share_conv_algos(w->comm, false, err));
   CT_TRY(ct_solver_init(&w->solver, sp, &o, &w->ctx, err));
-  if (share_algos && w->rank == 0) CT_TRY(ct_dp_gpu_share_conv_algos(w->comm, true, err));
+  if (share_algos && w->rank == 0) CT_TRY(ct_dp_share_conv_algos(w->comm, true, err));
   if (job->weights) CT_TRY(ct_solver_copy_trained_files(w->solver, job->weights, err));
   if (job->resume) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));
   }
-  CT_TRY(ct_dp_reducer_create(&w->red, w->solver->net, &w->ctx, w->comm, &job->dp, w->rank == 0, err));
-  CT_TRY(ct_dp_reducer_broadcast_params(w->red, 0, err));
+  /* the process's signal requests are taken by whichever of its workers
+   * comes first; the agreement sums every process's, so that a SIGTERM
+   * reaching one shard or rank alone counts */
+  CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0, &g_requests, err));
   if (w->rank == 0) log_world(w);
-  ct_solver_hooks hooks = {0};
-  hooks.on_backward = hook_backward;
-  hooks.on_gradients = hook_gradients;
-  hooks.reduce_test = hook_test;
-  hooks.on_iteration_end = hook_iteration_end;
-  hooks.on_launch = hook_launch;
-  hooks.may_launch_ahead = hook_may_launch_ahead;
-  hooks.gradients_capturable = true;
-  hooks.on_capture_end = hook_capture_end;
-  hooks.user = w;
-  ct_solver_set_hooks(w->solver, &hooks);
   w->training = true;
   return ct_solver_solve(w->solver, NULL, err);
 }
@@ -244,8 +172,6 @@ static void worker_failed(dp_worker *w) {
 }
 
 static void worker_cleanup(dp_worker *w) {
-  ct_dp_reducer_free(w->red);
-  w->red = NULL;
   ct_solver_free(w->solver);
   w->solver = NULL;
   if (w->own_comm) ct_comm_free(w->comm);

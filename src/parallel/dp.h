@@ -16,17 +16,14 @@
  *   - after --weights / resume, the parameters are broadcast from rank 0 so
  *     that all replicas start equal;
  *   - gradients are averaged in buckets (25 MB by default) in flat-buffer
- *     order, which is the order gradients become final in backward: on GPUs
- *     each bucket's all-reduce is enqueued from the net's gradient hook on a
- *     dedicated stream as soon as its range is final, ordered after the
- *     compute stream by an event, so it overlaps the rest of backward.  The
- *     hook fires while backward is captured, so the all-reduces are nodes
- *     of the iteration's CUDA graph; the solver's (captured) on_gradients
- *     hook joins the communication stream before the fused update, and its
- *     on_iteration_end hook waits for the iteration under the
- *     communicator's watchdog.  With iter_size > 1
- *     the hook is armed on the last pass only: one reduction per iteration.
- *     CPU workers reduce the whole gradient after backward;
+ *     order, which is the order gradients become final in backward: the
+ *     solver's runtime places each bucket's all-reduce in the iteration's
+ *     program right after the layer that finalises it (runtime/reduce.h),
+ *     on GPUs on a dedicated stream ordered after the compute stream by an
+ *     event, so it overlaps the rest of backward and is a node of the
+ *     iteration's CUDA graph; the update waits for every bucket, and the
+ *     host waits for the iteration under the communicator's watchdog.  With
+ *     iter_size > 1 only the last pass reduces: one reduction per iteration;
  *   - tests run on every worker and their outputs are averaged;
  *   - stop/snapshot requests (signals) are sampled by one worker of each
  *     process and agreed on by all workers every iteration (a request of
@@ -58,14 +55,6 @@
 extern "C" {
 #endif
 
-/* Tuning of the reduction. */
-typedef struct ct_dp_options {
-  size_t bucket_bytes;  /* all-reduce bucket size; 0: 25 MB */
-  double timeout_s;     /* communicator watchdog; <= 0: ct_comm_default_timeout() */
-  int timing_iters;     /* GPU: rank 0 logs per-bucket timing of this many iterations */
-  int timing_skip;      /* ... after this many warm-up iterations (0: 5) */
-  int nccl_max_ctas;    /* GPU: thread blocks per NCCL kernel (<= 0: NCCL's choice, see cmd_train) */
-} ct_dp_options;
 
 /* What to train: the same for every worker. */
 typedef struct ct_dp_job {
@@ -75,11 +64,8 @@ typedef struct ct_dp_job {
   const char *resume;         /* a .solverstate to resume from, or NULL */
   bool global_batch;          /* the net's batch sizes are global: divide them by world */
   bool strict_fp32;           /* GPU math without TF32 (--math=fp32) */
-  ct_dp_options dp;
+  ct_reduce_opts dp;
 } ct_dp_job;
-
-/* The default bucket size (25 MB). */
-#define CT_DP_DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
 
 /* Trains with `n` worker threads in this process: worker i on GPU gpus[i],
  * or, when gpus is NULL, n CPU workers (the "threads" communicator).  The

@@ -103,6 +103,26 @@ static int cmp_caffe_order(const void *a, const void *b, void *net_) {
   return pa->index - pb->index;
 }
 
+/* The callbacks' on_gradients, in order: the program's callback step (from
+ * the first callback that has one on). */
+static ct_status run_gradient_callbacks(void *user, int arg, ct_error *err) {
+  ct_solver *s = user;
+  for (int i = 0; i < s->ncallbacks; i++)
+    if (s->callbacks[i].on_gradients) CT_TRY(s->callbacks[i].on_gradients(s->callbacks[i].user, err));
+  return CT_OK;
+}
+
+/* The iteration's program: the train net's passes, the solver's update
+ * step and the callbacks' on_gradients. */
+static ct_status make_runtime(ct_solver *s, ct_error *err) {
+  ct_rt_opts o = {.iter_size = s->param->iter_size,
+                  .update = ct_solver_update_step,
+                  .update_user = s,
+                  .no_graphs = s->opts.no_replay,
+                  .no_launch_ahead = s->opts.no_launch_ahead};
+  return ct_runtime_new(&s->rt, s->net, &o, err);
+}
+
 static ct_status init_update_state(ct_solver *s, ct_error *err) {
   const ct_net *net = s->net;
   size_t bytes = (size_t)s->rule->nslots * net->flat_count * sizeof(float);
@@ -110,8 +130,8 @@ static ct_status init_update_state(ct_solver *s, ct_error *err) {
   s->caffe_order = ct_xcalloc((size_t)net->nparams + 1, sizeof(int));
   for (int i = 0; i < net->nparams; i++) s->caffe_order[i] = i;
   qsort_r(s->caffe_order, (size_t)net->nparams, sizeof(int), cmp_caffe_order, (void *)net);
-  if (s->ctx->device != CT_DEVICE_CPU) CT_TRY(ct_solver_gpu_init(s, err));
-  return CT_OK;
+  CT_TRY(make_runtime(s, err));
+  return ct_solver_update_init(s, err);
 }
 
 static void log_param(const ct_solver *s) {
@@ -161,7 +181,9 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
 
 void ct_solver_free(ct_solver *s) {
   if (!s) return;
-  ct_solver_gpu_free(s);
+  ct_runtime_free(s->rt);
+  ct_solver_update_free(s);
+  free(s->callbacks);
   for (int i = 0; i < s->ntest_nets; i++) ct_net_free(s->test_nets[i]);
   free(s->test_nets);
   if (s->history) ct_mem_free(s->ctx->device, s->history);
@@ -176,84 +198,46 @@ void ct_solver_free(ct_solver *s) {
   free(s);
 }
 
-void ct_solver_set_hooks(ct_solver *s, const ct_solver_hooks *hooks) {
-  if (hooks) s->hooks = *hooks;
-  else memset(&s->hooks, 0, sizeof s->hooks);
+void ct_solver_add_callback(ct_solver *s, const ct_solver_callback *cb) {
+  s->callbacks = ct_xrealloc(s->callbacks, (size_t)(s->ncallbacks + 1) * sizeof *s->callbacks);
+  s->callbacks[s->ncallbacks++] = *cb;
+  if (cb->on_gradients) ct_runtime_set_gradients_callback(s->rt, run_gradient_callbacks, s);
 }
 
-void ct_solver_request(ct_solver *s, int actions) {
-  if (actions & CT_SOLVER_ACTION_STOP) s->stop_requested = 1;
-  if (actions & CT_SOLVER_ACTION_SNAPSHOT) s->snapshot_requested = 1;
+ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts *opts,
+                               bool log_timing, int *requests, ct_error *err) {
+  CT_TRY(ct_runtime_set_reduce(s->rt, comm, opts, log_timing, requests, err));
+  return ct_runtime_broadcast_params(s->rt, 0, err);
 }
 
-/* Takes the pending requests (flags cleared). */
-static int take_requests(ct_solver *s) {
-  int a = 0;
-  if (s->snapshot_requested) {
-    s->snapshot_requested = 0;
-    a |= CT_SOLVER_ACTION_SNAPSHOT;
-  }
-  if (s->stop_requested) {
-    s->stop_requested = 0;
-    a |= CT_SOLVER_ACTION_STOP;
-  }
-  return a;
-}
-
-float ct_solver_learning_rate(ct_solver *s) {
-  return ct_lr_rate(&s->lr, s->iter, &s->current_step);
-}
+void ct_solver_request(ct_solver *s, int actions) { ct_runtime_request(s->rt, actions); }
 
 /* ------------------------------------------------------------------ update */
 
-/* Caffe's ClipGradients: the factor that brings the global L2 norm of the
- * (not yet normalised) gradient down to clip_gradients, or 1. */
-static float clip_factor(ct_solver *s) {
+/* Caffe's ClipGradients log line, for the clipping iteration seq did. */
+static void log_clip(const ct_solver *s, unsigned seq) {
   const float clip = s->param->clip_gradients;
-  if (clip < 0) return 1.0f;
-  const ct_net *net = s->net;
-  double sumsq = 0;
-  for (int i = 0; i < net->nparams; i++)
-    sumsq += ct_dev_sumsq(s->ctx, net->params[i].count, net->flat_diff + net->params[i].offset);
-  float l2 = (float)sqrt(sumsq);
-  if (l2 <= clip) return 1.0f;
-  float factor = clip / l2;
-  LOG_INFO("Gradient clipping: scaling down gradients (L2 norm %g > %g) by scale factor %g",
-           (double)l2, (double)clip, (double)factor);
-  return factor;
+  const ct_update_clip c = ct_solver_update_clip(s, seq);
+  if (clip >= 0 && c.l2 > clip)
+    LOG_INFO("Gradient clipping: scaling down gradients (L2 norm %g > %g) by scale factor %g",
+             (double)c.l2, (double)clip, (double)c.scale);
+}
+
+static void log_rate(const ct_solver *s, int iter, float rate) {
+  const Caffe__SolverParameter *p = s->param;
+  if (p->display && iter % p->display == 0 && ct_solver_is_root(s))
+    LOG_INFO("Iteration %d, lr = %g", iter, (double)rate);
 }
 
 void ct_solver_apply_update(ct_solver *s) {
-  if (s->ctx->device != CT_DEVICE_CPU) {
-    ct_solver_gpu_apply_update(s);
-    return;
-  }
-  const Caffe__SolverParameter *p = s->param;
-  float rate = ct_solver_learning_rate(s);
-  s->rate = rate;
-  if (p->display && s->iter % p->display == 0 && ct_solver_is_root(s))
-    LOG_INFO("Iteration %d, lr = %g", s->iter, (double)rate);
-  ct_update_hparams hp = {0};
-  hp.grad_scale = clip_factor(s);
-  if (p->iter_size > 1) hp.grad_scale *= 1.0f / (float)p->iter_size;
-  hp.l1 = strcmp(p->regularization_type, "L1") == 0;
-  hp.momentum = p->momentum;
-  hp.momentum2 = p->momentum2;
-  hp.rms_decay = p->rms_decay;
-  hp.delta = p->delta;
-  float correction = 1.0f;
-  if (strcmp(s->rule->type, "Adam") == 0)
-    correction = ct_update_adam_correction(p->momentum, p->momentum2, s->iter);
-  ct_net *net = s->net;
-  for (int i = 0; i < net->nparams; i++) {
-    const ct_net_param *np = &net->params[i];
-    hp.lr = rate * np->lr_mult * correction;
-    hp.decay = p->weight_decay * np->decay_mult;
-    float *w = net->flat_data + np->offset, *g = net->flat_diff + np->offset;
-    float *h0 = s->history + np->offset;
-    float *h1 = s->rule->nslots > 1 ? h0 + net->flat_count : NULL;
-    s->rule->cpu(np->count, w, g, h0, h1, &hp);
-  }
+  /* outside the iterations: the slots of the last one, which is finished */
+  ct_runtime_drain(s->rt);
+  const unsigned seq = ct_runtime_clock(s->rt)->launched;
+  s->rate = ct_solver_update_prepare(s, s->iter, seq);
+  log_rate(s, s->iter, s->rate);
+  ct_solver_update_plain(s);
+  ct_runtime_drain(s->rt);
+  log_clip(s, seq);
 }
 
 /* ------------------------------------------------------------------ loop */
@@ -333,55 +317,38 @@ static ct_status notify_display(ct_solver *s, int start_iter, float lr, ct_error
   return s->opts.on_display(s->opts.display_user, &d, err);
 }
 
-/* One iteration's forward and backward passes; *loss gets their mean. */
-static ct_status forward_backward(ct_solver *s, float *loss, ct_error *err) {
-  float sum = 0.0f;
-  for (int i = 0; i < s->param->iter_size; i++) {
-    double l = 0;
-    CT_TRY(ct_net_forward(s->net, &l, err));
-    if (s->hooks.on_backward) s->hooks.on_backward(s->hooks.user, i, s->param->iter_size);
-    ct_net_backward(s->net);
-    sum += (float)l;
-  }
-  *loss = sum / (float)s->param->iter_size;
-  return CT_OK;
-}
-
-static bool launch_ahead_allowed(const ct_solver *s) {
-  if (s->opts.no_launch_ahead) return false;
-  return ct_setting_bool("CORTADO_LAUNCH_AHEAD");
-}
-
-/* GPU: whether iteration s->iter + 1 may be launched before s->iter is
+/* Whether iteration s->iter + 1 may be launched before s->iter is
  * finished.  Not when the host needs the net between them: s->iter
  * displays (it reads the outputs), s->iter + 1 tests first, a snapshot
- * follows s->iter, a request is pending, or s->iter is the last; nor while
- * the program still watches or captures.  Every data-parallel worker
- * decides alike: the inputs are the shared schedule, agreed requests and
- * the hooks' answer. */
+ * follows s->iter, or s->iter is the last; nor when the runtime says no (a
+ * device that runs at once, a program still watched or captured, a pending
+ * request).  Every data-parallel worker decides alike: the inputs are the
+ * shared schedule and what the runtime's workers agree on. */
 static bool may_launch_ahead(const ct_solver *s, int stop_iter) {
   const Caffe__SolverParameter *p = s->param;
   const int next = s->iter + 1;
-  if (next >= stop_iter || !launch_ahead_allowed(s)) return false;
+  if (next >= stop_iter) return false;
   if (p->display && s->iter % p->display == 0) return false;
   if (p->test_interval && next % p->test_interval == 0) return false;
   if (p->snapshot && next % p->snapshot == 0) return false;
-  if (s->stop_requested || s->snapshot_requested) return false;
-  if (s->hooks.may_launch_ahead && !s->hooks.may_launch_ahead(s->hooks.user)) return false;
-  return ct_solver_gpu_steady(s);
+  return ct_runtime_may_launch_ahead(s->rt);
 }
 
-/* A GPU iteration that was launched: its sequence number and the rate of
- * the update before it (what a display reports). */
+/* A launched iteration: its number, its rate and the rate of the update
+ * before it (what a display reports). */
 typedef struct {
   unsigned seq;
-  float rate_before;
+  float rate, rate_before;
 } launched;
 
-static ct_status launch_gpu(ct_solver *s, int iter, launched *it, ct_error *err) {
-  if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
+/* Caffe's per-iteration start: the callbacks' on_start, the rate from the
+ * schedule, then the iteration (forward, backward, update) launched. */
+static ct_status launch(ct_solver *s, int iter, launched *it, ct_error *err) {
+  for (int i = 0; i < s->ncallbacks; i++)
+    if (s->callbacks[i].on_start) s->callbacks[i].on_start(s->callbacks[i].user);
   it->rate_before = s->rate;
-  return ct_solver_gpu_launch(s, iter, &it->seq, err);
+  it->rate = s->rate = ct_solver_update_prepare(s, iter, ct_runtime_next(s->rt));
+  return ct_runtime_launch(s->rt, &it->seq, err);
 }
 
 ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
@@ -393,70 +360,52 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   s->smoothed_loss = 0.0f;
   s->timer_start = ct_monotonic_s();
   s->iterations_last = s->iter;
-  const bool gpu = s->ctx->device != CT_DEVICE_CPU;
-  if (gpu && iters > 0) ct_solver_gpu_reset_halt(s);
+  if (iters > 0) ct_solver_update_reset_halt(s);
   launched cur = {0}, next = {0};
-  bool ahead = false; /* GPU: iteration s->iter was launched while the one before it ran */
+  bool ahead = false; /* iteration s->iter was launched while the one before it ran */
   while (s->iter < stop_iter) {
     if (!ahead) {
-      if (!gpu) ct_net_clear_param_diffs(s->net);
       if (p->test_interval && s->iter % p->test_interval == 0 &&
           (s->iter > 0 || p->test_initialization)) {
         if (ct_solver_runs_tests(s)) CT_TRY(ct_solver_test_all(s, err));
         if (s->requested_early_exit) break;
       }
-      if (gpu) {
-        CT_TRY(launch_gpu(s, s->iter, &cur, err));
-      } else {
-        if (s->hooks.on_start) s->hooks.on_start(s->hooks.user);
-        cur.rate_before = s->rate;
-      }
+      CT_TRY(launch(s, s->iter, &cur, err));
     } else {
       cur = next;
       ahead = false;
     }
-    const bool display = p->display && s->iter % p->display == 0;
-    float loss;
-    /* On a GPU the hook and the update are part of the iteration, which
-     * skips the update itself on a non-finite loss (see solver_gpu.c). */
-    if (gpu) {
-      if (may_launch_ahead(s, stop_iter)) {
-        CT_TRY(launch_gpu(s, s->iter + 1, &next, err)); /* on failure nothing is in flight */
-        ahead = true;
-        s->launched_ahead++;
-      }
-      CT_TRY(ct_solver_gpu_finish(s, cur.seq, &loss, err)); /* likewise */
-    } else {
-      CT_TRY(forward_backward(s, &loss, err));
+    if (may_launch_ahead(s, stop_iter)) {
+      CT_TRY(launch(s, s->iter + 1, &next, err)); /* on failure nothing is in flight */
+      ahead = true;
+      s->launched_ahead++;
     }
+    ct_rt_result res;
+    CT_TRY(ct_runtime_finish(s->rt, cur.seq, &res, err)); /* likewise */
+    const float loss = (float)res.loss / (float)p->iter_size;
     if (!isfinite(loss)) {
       if (!s->opts.continue_on_nonfinite) {
-        if (ahead) ct_context_sync(s->ctx); /* its update was skipped too (the halt word) */
+        /* the update skipped itself, and that of an iteration launched ahead */
+        ct_runtime_drain(s->rt);
         return nonfinite_loss(s, loss, err);
       }
       LOG_WARNING("Iteration %d: the loss is not finite (%g); continuing as asked", s->iter,
                   (double)loss);
     }
     update_smoothed_loss(s, loss, start_iter);
+    const bool display = p->display && s->iter % p->display == 0;
     if (display && root) display_outputs(s);
-    if (!gpu) {
-      if (s->hooks.on_gradients) CT_TRY(s->hooks.on_gradients(s->hooks.user, err));
-      ct_solver_apply_update(s);
-      if (s->hooks.on_iteration_end) CT_TRY(s->hooks.on_iteration_end(s->hooks.user, 0, err));
-    } else if (display && root) {
-      LOG_INFO("Iteration %d, lr = %g", s->iter, (double)s->rate);
-    }
+    log_rate(s, s->iter, cur.rate);
+    log_clip(s, cur.seq);
     if (display) CT_TRY(notify_display(s, start_iter, cur.rate_before, err));
     ++s->iter;
 
     /* A request that arrives while the next iteration is in flight acts
      * after it (the next round launches nothing ahead while one waits). */
     if (ahead) continue;
-    int request = take_requests(s);
-    if (root && ((p->snapshot && s->iter % p->snapshot == 0) ||
-                 (request & CT_SOLVER_ACTION_SNAPSHOT)))
+    if (root && ((p->snapshot && s->iter % p->snapshot == 0) || (res.actions & CT_RT_SNAPSHOT)))
       CT_TRY(ct_solver_snapshot(s, err));
-    if (request & CT_SOLVER_ACTION_STOP) {
+    if (res.actions & CT_RT_STOP) {
       s->requested_early_exit = true;
       break;
     }
@@ -495,3 +444,5 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
   LOG_INFO("Optimization Done.");
   return CT_OK;
 }
+
+void ct_solver_program_stats(const ct_solver *s, ct_program_stats *st) { ct_runtime_stats(s->rt, st); }

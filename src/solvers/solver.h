@@ -3,26 +3,25 @@
  * A solver owns a train net and its test nets (built from a SolverParameter
  * as Caffe's InitTrainNet / InitTestNets do), the update rule's history
  * arrays (flat, with the layout of the net's flat parameter buffers), the
- * iteration count and the learning-rate schedule.  One iteration
- * (ct_solver_step) is Caffe's:
+ * iteration count and the learning-rate schedule.  ct_solver_step is
+ * Caffe's Step, one loop for every device:
  *
- *   clear param diffs; test when test_interval says so;
- *   iter_size x (forward, backward), loss averaged;
- *   display every `display` iterations;
- *   hooks.on_gradients (a data-parallel all-reduce goes here);
- *   update: rate from lr_policy, clip_gradients (global L2 norm), then per
- *           parameter 1/iter_size, weight decay (L2/L1 x decay_mult), the
- *           rule's step with rate x lr_mult, and w -= step;
+ *   test when test_interval says so;
+ *   callbacks' on_start; the rate from lr_policy;
+ *   run the iteration (runtime/runtime.h): clear the gradient,
+ *     iter_size x (forward, backward), [the gradient's average over the
+ *     workers], callbacks' on_gradients, the update (solver_update.c:
+ *     clip_gradients, 1/iter_size, weight decay, the rule's step with
+ *     rate x lr_mult, w -= step), the loss read back;
+ *   display every `display` iterations (loss, outputs, rate, clipping);
  *   ++iter; snapshot every `snapshot` iterations or when requested; stop
  *   when requested.
  *
- * On a GPU an iteration is one program of device work with a single host
- * wait at its end (solver_gpu.c): the fused update kernel, the loss summed
- * on the device, and after two plain iterations the whole iteration
- * replayed as CUDA graphs.  The next iteration is launched before that wait
- * unless the host needs the net in between, so the device runs iterations
- * back to back; a stop or snapshot request then acts after the iteration
- * already launched.
+ * On a GPU the runtime replays the iteration as CUDA graphs after two plain
+ * runs, with a single host wait at its end, and the solver launches the next
+ * iteration before that wait unless the host needs the net in between, so
+ * the device runs iterations back to back; a stop or snapshot request then
+ * acts after the iteration already launched.
  *
  * Log lines are Caffe's, so Caffe's log parsers and plots keep working:
  *   Iteration 100 (12.3 iter/s, 8.1s/100 iters), loss = 0.3
@@ -48,7 +47,7 @@
 #include "core/context.h"
 #include "core/status.h"
 #include "net/net.h"
-#include "net/net_exec.h"
+#include "runtime/runtime.h"
 #include "solvers/lr_policy.h"
 #include "solvers/update.h"
 
@@ -59,59 +58,23 @@ extern "C" {
 /* Requests from outside the training loop (signal handlers), as bit flags. */
 typedef enum ct_solver_action {
   CT_SOLVER_ACTION_NONE = 0,
-  CT_SOLVER_ACTION_STOP = 1 << 0,     /* finish the iteration, then return */
-  CT_SOLVER_ACTION_SNAPSHOT = 1 << 1  /* snapshot after the iteration */
+  CT_SOLVER_ACTION_STOP = CT_RT_STOP,        /* finish the iteration, then return */
+  CT_SOLVER_ACTION_SNAPSHOT = CT_RT_SNAPSHOT /* snapshot after the iteration */
 } ct_solver_action;
 
-/* Callbacks into one iteration (Caffe's Solver::Callback); any may be NULL. */
-typedef struct ct_solver_hooks {
-  /* Before the iteration's forward passes. */
+/* Callbacks into every iteration (Caffe's Solver::Callback, pycaffe's
+ * add_callback); either may be NULL.  Host code: on a GPU the device has
+ * finished the iteration's gradients when on_gradients runs. */
+typedef struct ct_solver_callback {
+  /* Before the iteration is launched. */
   void (*on_start)(void *user);
-  /* After the iteration's backward passes, before the update: the flat
-   * gradient holds this worker's sum over iter_size passes.  A failure
-   * (e.g. CT_ERR_COMM) ends ct_solver_step with that status. */
+  /* After the iteration's backward passes (and, under data parallelism, the
+   * gradient's average over the workers), before the update: the flat
+   * gradient holds the sum over iter_size passes.  A failure ends
+   * ct_solver_step with that status. */
   ct_status (*on_gradients)(void *user, ct_error *err);
   void *user;
-  /* (The fields below come after `user` so that initialisers listing the
-   * first three keep working.)
-   * Before each backward pass of an iteration: pass 0 .. npasses-1
-   * (npasses = iter_size).  A data-parallel reducer arms its gradient hook
-   * on the last pass only, so that it reduces once per iteration. */
-  void (*on_backward)(void *user, int pass, int npasses);
-  /* After a test net's test_iter passes: values holds this worker's sums
-   * over its passes (the loss first, then each output value in Caffe's
-   * order); on return it must hold the mean over workers of those sums.
-   * When set, every worker runs the tests (not just the root), and the
-   * logged test outputs are the means over workers.  A failure ends the
-   * test with that status. */
-  ct_status (*reduce_test)(void *user, double *values, size_t count, ct_error *err);
-  /* GPU: on_gradients only enqueues capturable work on the context's
-   * streams (a data-parallel reducer's remaining all-reduces and the join
-   * of its communication stream), so the iteration's CUDA graph may hold
-   * it; it is then called while the graph is captured, not on replays.
-   * Host work and waits belong in on_iteration_end. */
-  bool gradients_capturable;
-  /* CPU: after the iteration's update was applied (seq is 0).  GPU: to
-   * finish iteration seq (ctx->seq numbering, gpu/iter_slots.h), which
-   * was launched; the next one may have been launched behind it.  The hook
-   * must wait for iteration seq's end (ct_gpu_seq_end_event) before it
-   * returns CT_OK: a data-parallel worker waits here under its watchdog and
-   * agrees with the others on stop and snapshot requests.  A failure ends
-   * ct_solver_step with that status. */
-  ct_status (*on_iteration_end)(void *user, unsigned seq, ct_error *err);
-  /* GPU: at the end of each CUDA graph segment of the iteration while it is
-   * captured (steps that cannot be captured, e.g. a data layer, cut the
-   * iteration into several graphs): joins the streams that captured hooks
-   * forked in it, enqueueing capturable work only. */
-  ct_status (*on_capture_end)(void *user, ct_error *err);
-  /* GPU: just before iteration seq is launched; what it carries to the
-   * device goes into the slot of seq (gpu/iter_slots.h). */
-  void (*on_launch)(void *user, unsigned seq);
-  /* GPU: whether the solver may launch the next iteration before it
-   * finishes the current one (NULL: yes).  Data-parallel workers must all
-   * answer alike, since an agreed stop acts after the iteration in flight. */
-  bool (*may_launch_ahead)(void *user);
-} ct_solver_hooks;
+} ct_solver_callback;
 
 /* What the root reports at each display iteration (see ct_solver_opts
  * on_display).  Everything describes the state after `iter` updates. */
@@ -138,9 +101,9 @@ typedef struct ct_solver_opts {
    * The root is the worker with ctx->rank 0 that is not a replica.  (Its
    * other INFO lines are silenced by the driver: ct_log_set_thread_quiet.) */
   bool replica;
-  /* GPU: run every iteration with plain launches, never as CUDA graphs
-   * (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
-  bool no_cuda_graphs;
+  /* GPU: run every iteration with plain launches, never replayed from a
+   * recording (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
+  bool no_replay;
   /* GPU: finish each iteration before launching the next
    * (CORTADO_LAUNCH_AHEAD=0 in the environment does the same).  By default
    * iteration n + 1 is launched before the host waits for n, except where
@@ -162,7 +125,7 @@ typedef struct ct_solver_opts {
   bool strict_weights;
 } ct_solver_opts;
 
-typedef struct ct_solver_gpu ct_solver_gpu;
+typedef struct ct_solver_update ct_solver_update;
 
 typedef struct ct_solver {
   Caffe__SolverParameter *param; /* owned copy (upgraded) */
@@ -192,12 +155,12 @@ typedef struct ct_solver {
   bool requested_early_exit;     /* the last step stopped on a STOP request */
 
   ct_solver_opts opts;
-  ct_solver_hooks hooks;
-  volatile sig_atomic_t stop_requested;
-  volatile sig_atomic_t snapshot_requested;
+  ct_solver_callback *callbacks; /* (ncallbacks) in the order added */
+  int ncallbacks;
   double timer_start;            /* display timing (monotonic seconds) */
   int iterations_last;
-  ct_solver_gpu *gpu;            /* GPU: the fused update and the iteration program */
+  ct_runtime *rt;                /* the iteration's program (runtime/runtime.h) */
+  ct_solver_update *update;      /* the update step the program runs (solver_update.c) */
   long launched_ahead;           /* GPU: iterations launched before the one before them was
                                     finished (see ct_solver_opts.no_launch_ahead) */
 } ct_solver;
@@ -227,8 +190,18 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
                          const ct_solver_opts *opts, ct_context *ctx, ct_error *err);
 void ct_solver_free(ct_solver *s);
 
-/* Sets the iteration callbacks (copied). */
-void ct_solver_set_hooks(ct_solver *s, const ct_solver_hooks *hooks);
+/* Adds a callback (copied), called after those added before it (Caffe's
+ * add_callback). */
+void ct_solver_add_callback(ct_solver *s, const ct_solver_callback *cb);
+/* Data parallelism: the train net's gradients are averaged over comm's
+ * workers in every iteration (runtime/reduce.h), test results too, and stop
+ * and snapshot requests are agreed on by all workers; rank 0 reads its
+ * wishes from *requests (the process's signal word; NULL: its own,
+ * ct_solver_request) and logs the reduction's timing when log_timing.
+ * Then the parameters are broadcast from rank 0.  Call after weights were
+ * loaded or the state restored.  Errors: the reducer's and the broadcast's. */
+ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts *opts,
+                               bool log_timing, int *requests, ct_error *err);
 
 /* Runs `iters` iterations (fewer when a STOP request arrives; then
  * s->requested_early_exit is true and the status is CT_OK).  Errors: a
@@ -279,22 +252,18 @@ ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
 ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err);
 
 /* Asks the running loop to stop and/or snapshot (bit flags of
- * ct_solver_action).  Async-signal-safe: it only sets sig_atomic_t flags,
- * which the loop reads once per iteration (and once per test pass). */
+ * ct_solver_action).  Async-signal-safe: it only sets bits that the loop
+ * reads once per iteration (and once per test pass). */
 void ct_solver_request(ct_solver *s, int actions);
-
-/* The learning rate at the current iteration (advances a multistep
- * schedule's current_step as an update would). */
-float ct_solver_learning_rate(ct_solver *s);
 
 /* Applies one update from the gradients in the net's flat diff buffer
  * (Caffe's ApplyUpdate; does not advance iter).  For drivers that run
  * forward/backward themselves. */
 void ct_solver_apply_update(ct_solver *s);
 
-/* How the last GPU iterations ran (all zero on the CPU or before the first
- * iteration): steps in CUDA graphs and steps run plainly. */
-void ct_solver_exec_stats(const ct_solver *s, ct_exec_stats *st);
+/* How the last iterations ran (all zero before the first iteration): steps
+ * in CUDA graphs and steps run plainly. */
+void ct_solver_program_stats(const ct_solver *s, ct_program_stats *st);
 
 /* Net options giving Caffe's NetState merge for a solver's net: `phase`
  * first, then the net's own state, then `over` (the solver's train_state or

@@ -11,27 +11,26 @@ ct_status ct_solver_build_nets(ct_solver *s, ct_error *err);
  * (blob_loss_weights_: the weight given by the last layer writing it). */
 float ct_solver_blob_loss_weight(const ct_net *net, int b);
 
-/* solver_gpu.c: the GPU side of the solver (see there). */
-ct_status ct_solver_gpu_init(ct_solver *s, ct_error *err);
-void ct_solver_gpu_free(ct_solver *s);
-/* Launches iteration iter (clear, passes, hook, update with iter's rate,
- * read back into its slots) without waiting for it: ctx->seq grows by one,
- * *seq gets it.  The iteration before (iter - 1) may still be running.
- * Errors: a step's (nothing is left in flight then). */
-ct_status ct_solver_gpu_launch(ct_solver *s, int iter, unsigned *seq, ct_error *err);
-/* Finishes launched iteration seq (the older one when two are in flight):
- * the on_iteration_end hook or a wait for its end, then *loss gets the mean
- * loss of its passes and a clip line is logged.  Errors: the hook's, or a
- * failed deferred check (nothing is left in flight then). */
-ct_status ct_solver_gpu_finish(ct_solver *s, unsigned seq, float *loss, ct_error *err);
-/* Whether the iteration program is in its steady state (ct_exec_steady):
- * built for the current hooks and iter_size, replaying or plain. */
-bool ct_solver_gpu_steady(const ct_solver *s);
-/* Clears the update's halt word (set when an update was skipped for a
- * non-finite loss; it skips every later one).  Waits. */
-void ct_solver_gpu_reset_halt(ct_solver *s);
-/* ct_solver_apply_update on a GPU (waits at the end). */
-void ct_solver_gpu_apply_update(ct_solver *s);
+/* solver_update.c: the update step of the iteration's program, on every
+ * device (see there). */
+ct_status ct_solver_update_init(ct_solver *s, ct_error *err);
+void ct_solver_update_free(ct_solver *s);
+/* The host part of iteration iter's update: its rate (advancing a step
+ * schedule), returned and put with Adam's correction into the slot of
+ * iteration seq, which the update step reads.  iter is s->iter, or
+ * s->iter + 1 for an iteration launched ahead. */
+float ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq);
+/* The update step (a ct_program_fn; user is the solver), guarded: it
+ * changes nothing after a failed deferred check or, unless
+ * continue_on_nonfinite, a non-finite loss, and then nothing until the next
+ * ct_solver_update_reset_halt. */
+ct_status ct_solver_update_step(void *solver, int arg, ct_error *err);
+/* The same update without the guards, enqueued now (ct_solver_apply_update). */
+void ct_solver_update_plain(ct_solver *s);
+/* The clipping iteration seq did (scale 1 when none), once it is finished. */
+ct_update_clip ct_solver_update_clip(const ct_solver *s, unsigned seq);
+/* Clears the halt left by an update skipped for a non-finite loss.  Waits. */
+void ct_solver_update_reset_halt(ct_solver *s);
 
 /* solver_snapshot.c: whether this worker writes snapshots and runs tests
  * (Caffe's root solver). */
@@ -39,10 +38,10 @@ static inline bool ct_solver_is_root(const ct_solver *s) {
   return s->ctx->rank == 0 && !s->opts.replica;
 }
 
-/* Whether this worker runs the test nets: the root, and every worker when
- * the test results are reduced over workers. */
+/* Whether this worker runs the test nets: the root, and every worker of a
+ * data-parallel run (the results are averaged over workers). */
 static inline bool ct_solver_runs_tests(const ct_solver *s) {
-  return ct_solver_is_root(s) || s->hooks.reduce_test != NULL;
+  return ct_solver_is_root(s) || ct_runtime_workers(s->rt) > 1;
 }
 
 #endif

@@ -8,25 +8,20 @@
  * passes: snapshots at once, and marks a stop.  Returns CT_OK unless a
  * snapshot fails. */
 static ct_status poll_requests(ct_solver *s, ct_error *err) {
-  if (s->snapshot_requested) {
-    s->snapshot_requested = 0;
-    CT_TRY(ct_solver_snapshot(s, err));
-  }
-  if (s->stop_requested) {
-    s->stop_requested = 0;
-    s->requested_early_exit = true;
-  }
+  const int actions = ct_runtime_poll(s->rt);
+  if (actions & CT_RT_SNAPSHOT) CT_TRY(ct_solver_snapshot(s, err));
+  if (actions & CT_RT_STOP) s->requested_early_exit = true;
   return CT_OK;
 }
 
 /* Replaces this worker's sums (loss, then scores) by the means over
- * workers through the reduce_test hook. */
+ * workers. */
 static ct_status reduce_over_workers(ct_solver *s, float *loss, float *score, int nscores,
                                      ct_error *err) {
   double *v = ct_xcalloc((size_t)nscores + 1, sizeof(double));
   v[0] = *loss;
   for (int i = 0; i < nscores; i++) v[i + 1] = score[i];
-  ct_status st = s->hooks.reduce_test(s->hooks.user, v, (size_t)nscores + 1, err);
+  ct_status st = ct_runtime_average(s->rt, v, (size_t)nscores + 1, err);
   if (st == CT_OK) {
     *loss = (float)v[0];
     for (int i = 0; i < nscores; i++) score[i] = (float)v[i + 1];
@@ -73,7 +68,7 @@ static ct_status test_one(ct_solver *s, int id, ct_error *err) {
   }
   free(host);
   if (st == CT_OK && s->requested_early_exit) LOG_INFO("Test interrupted.");
-  if (st == CT_OK && !s->requested_early_exit && s->hooks.reduce_test)
+  if (st == CT_OK && !s->requested_early_exit && ct_runtime_workers(s->rt) > 1)
     st = reduce_over_workers(s, &loss, score, nscores, err);
   if (st == CT_OK && !s->requested_early_exit) {
     if (s->param->test_compute_loss) {

@@ -20,7 +20,8 @@
  * decay_mult come from a segment table in device memory, the global rate and
  * Adam's correction from a small device struct, and clip_gradients' scale
  * from a device reduction, so that a step needs no host wait and can be
- * captured into a CUDA graph. */
+ * captured into a CUDA graph; on the CPU ct_update_fused_run does the same
+ * step through the host functions. */
 #ifndef CT_SOLVERS_UPDATE_H
 #define CT_SOLVERS_UPDATE_H
 
@@ -136,6 +137,7 @@ typedef struct ct_update_fused {
   const size_t *seg_start;   /* (nseg + 1) device: start of each segment, then count */
   const float *seg_lr_mult;  /* (nseg) device */
   const float *seg_decay_mult; /* (nseg) device */
+  const size_t *seg_count;   /* (nseg) the CPU: values of each segment (its padding is skipped) */
   float weight_decay;
   bool l1;                   /* regularization_type "L1" */
   int iter_size;             /* gradients are sums over iter_size passes */
@@ -162,6 +164,15 @@ typedef struct ct_update_fused {
  * device unsigned, zero, left zero).  step, clip, partials, counter are
  * device pointers; nothing waits for the host. */
 void ct_update_fused_gpu(ct_context *ctx, const ct_update_fused *u, float *w, float *g, float *h0,
+                         float *h1, const ct_update_step *step, ct_update_clip *clip,
+                         double *partials, unsigned *counter);
+/* One step on ctx's device: ct_update_fused_gpu on a GPU; on the CPU the
+ * same guards and the same math as Caffe's ApplyUpdate, segment by
+ * segment in order (the clip norm from each segment's sum of squares in
+ * double, the rule's host function on seg_count[s] values), with every
+ * pointer in host memory (partials and counter unused).  On the CPU the
+ * clip result is written to *clip whenever u->clip >= 0. */
+void ct_update_fused_run(ct_context *ctx, const ct_update_fused *u, float *w, float *g, float *h0,
                          float *h1, const ct_update_step *step, ct_update_clip *clip,
                          double *partials, unsigned *counter);
 

@@ -1,0 +1,237 @@
+/* The step program and its CUDA graphs (see program.h). */
+#include "runtime/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/settings.h"
+#include "gpu/gpu.h"
+#include "runtime/graph.h"
+
+typedef enum {
+  PROGRAM_WARMUP = 0, /* the next run is plain */
+  PROGRAM_WATCH,      /* the next run is plain and watches the steps */
+  PROGRAM_CAPTURE,    /* the next run captures the segments */
+  PROGRAM_REPLAY      /* the graphs exist */
+} program_state;
+
+typedef struct {
+  int begin, end;    /* steps [begin, end) */
+  bool graph;        /* a capturable segment */
+  ct_graph *g;   /* its graph once captured (NULL: captured nothing) */
+} segment;
+
+struct ct_program {
+  ct_context *ctx;
+  bool graphs;
+  int nsteps, cap;
+  ct_program_step *steps;
+  bool *waited;      /* (nsteps) the step made the host wait when watched */
+  program_state state;
+  uint64_t signature;
+  int nsegs;
+  segment *segs;
+  ct_program_fn capture_end; /* enqueued last in every capture (may be NULL) */
+  void *capture_end_user;
+};
+
+const char *ct_step_kind_name(ct_step_kind kind) {
+  static const char *const names[CT_STEP_KINDS] = {
+      "clock", "begin", "feed", "forward", "loss", "backward", "reduce begin", "reduce", "reduce join",
+      "callback", "update", "readback", "prefetch"};
+  return kind >= 0 && kind < CT_STEP_KINDS ? names[kind] : "?";
+}
+
+bool ct_program_graphs_allowed(void) {
+  return ct_setting_bool("CORTADO_CUDA_GRAPHS");
+}
+
+ct_program *ct_program_new(ct_context *ctx, bool graphs) {
+  ct_program *ex = ct_xcalloc(1, sizeof *ex);
+  ex->ctx = ctx;
+  ex->graphs = graphs && ctx->device != CT_DEVICE_CPU && ct_program_graphs_allowed();
+  return ex;
+}
+
+static void drop_graphs(ct_program *ex) {
+  bool any = false;
+  for (int i = 0; i < ex->nsegs; i++) any |= ex->segs[i].g != NULL;
+  if (any) ct_context_sync(ex->ctx); /* no launch of them is still running */
+  for (int i = 0; i < ex->nsegs; i++) ct_graph_free(ex->segs[i].g);
+  free(ex->segs);
+  ex->segs = NULL;
+  ex->nsegs = 0;
+}
+
+void ct_program_free(ct_program *ex) {
+  if (!ex) return;
+  drop_graphs(ex);
+  free(ex->steps);
+  free(ex->waited);
+  free(ex);
+}
+
+void ct_program_set_capture_end(ct_program *ex, ct_program_fn fn, void *user) {
+  ex->capture_end = fn;
+  ex->capture_end_user = user;
+  ct_program_invalidate(ex);
+}
+
+void ct_program_add(ct_program *ex, ct_program_step step) {
+  if (ex->nsteps == ex->cap) {
+    ex->cap = ex->cap ? 2 * ex->cap : 32;
+    ex->steps = ct_xrealloc(ex->steps, (size_t)ex->cap * sizeof *ex->steps);
+    ex->waited = ct_xrealloc(ex->waited, (size_t)ex->cap * sizeof *ex->waited);
+  }
+  ex->waited[ex->nsteps] = false;
+  ex->steps[ex->nsteps++] = step;
+  ct_program_invalidate(ex);
+}
+
+void ct_program_invalidate(ct_program *ex) {
+  drop_graphs(ex);
+  if (ex->state != PROGRAM_WARMUP) ex->state = PROGRAM_WATCH;
+}
+
+static ct_status run_plain(ct_program *ex, int begin, int end, bool watch, ct_error *err) {
+  for (int i = begin; i < end; i++) {
+    const ct_program_step *s = &ex->steps[i];
+    unsigned long before = ct_gpu_host_waits();
+    CT_TRY(s->run(s->user, s->arg, err));
+    if (watch) ex->waited[i] = ct_gpu_host_waits() != before;
+  }
+  return CT_OK;
+}
+
+/* Cuts the program into maximal runs of capturable steps and the rest. */
+static void make_segments(ct_program *ex) {
+  drop_graphs(ex);
+  ex->segs = ct_xcalloc((size_t)ex->nsteps + 1, sizeof *ex->segs);
+  for (int i = 0; i < ex->nsteps; i++) {
+    bool cap = ex->steps[i].capturable && !ex->waited[i];
+    segment *last = ex->nsegs ? &ex->segs[ex->nsegs - 1] : NULL;
+    if (last && last->graph == cap) {
+      last->end = i + 1;
+    } else {
+      segment *s = &ex->segs[ex->nsegs++];
+      s->begin = i;
+      s->end = i + 1;
+      s->graph = cap;
+    }
+  }
+}
+
+/* Captures segment s.  *refused tells a capture CUDA would not make from a
+ * failing step (whose error is returned as it is). */
+static ct_status capture_segment(ct_program *ex, segment *s, bool *refused, ct_error *err) {
+  *refused = false;
+  ct_status st = ct_graph_capture_begin(ex->ctx, err);
+  if (st != CT_OK) {
+    *refused = true;
+    return st;
+  }
+  ex->ctx->capturing = true;
+  st = run_plain(ex, s->begin, s->end, false, err);
+  if (st == CT_OK && ex->capture_end) st = ex->capture_end(ex->capture_end_user, 0, err);
+  /* a capture must end with every stream it forked to joined */
+  ct_context_grad_join(ex->ctx);
+  ex->ctx->capturing = false;
+  if (st != CT_OK) {
+    ct_graph_capture_abandon(ex->ctx);
+    return st;
+  }
+  st = ct_graph_capture_end(ex->ctx, &s->g, err);
+  if (st != CT_OK) *refused = true;
+  return st;
+}
+
+/* Captures every graph segment and runs the whole program once. */
+static ct_status capture_and_run(ct_program *ex, ct_error *err) {
+  for (int k = 0; k < ex->nsegs; k++) {
+    segment *s = &ex->segs[k];
+    if (!s->graph) {
+      CT_TRY(run_plain(ex, s->begin, s->end, false, err));
+      continue;
+    }
+    ct_error cerr;
+    bool refused;
+    ct_status st = capture_segment(ex, s, &refused, &cerr);
+    if (refused) {
+      /* CUDA refused the capture: finish this run plainly, and stay plain. */
+      const ct_program_step *first = &ex->steps[s->begin], *last = &ex->steps[s->end - 1];
+      LOG_WARNING("CUDA graphs turned off for this net: %s (steps '%s' (%s) to '%s' (%s))",
+                  cerr.msg, first->what ? first->what : "?", ct_step_kind_name(first->kind),
+                  last->what ? last->what : "?", ct_step_kind_name(last->kind));
+      ex->graphs = false;
+      drop_graphs(ex);
+      return run_plain(ex, s->begin, ex->nsteps, false, err);
+    }
+    if (st != CT_OK) {
+      if (err) *err = cerr;
+      return st;
+    }
+    if (s->g) ct_graph_launch(ex->ctx, s->g);
+  }
+  return CT_OK;
+}
+
+static ct_status replay(ct_program *ex, ct_error *err) {
+  for (int k = 0; k < ex->nsegs; k++) {
+    segment *s = &ex->segs[k];
+    if (s->graph) {
+      if (s->g) ct_graph_launch(ex->ctx, s->g);
+    } else {
+      CT_TRY(run_plain(ex, s->begin, s->end, false, err));
+    }
+  }
+  return CT_OK;
+}
+
+ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err) {
+  if (!ex->graphs) return run_plain(ex, 0, ex->nsteps, false, err);
+  if (ex->state == PROGRAM_REPLAY && signature != ex->signature) ct_program_invalidate(ex);
+  switch (ex->state) {
+    case PROGRAM_WARMUP:
+      CT_TRY(run_plain(ex, 0, ex->nsteps, false, err));
+      ex->state = PROGRAM_WATCH;
+      return CT_OK;
+    case PROGRAM_WATCH:
+      CT_TRY(run_plain(ex, 0, ex->nsteps, true, err));
+      make_segments(ex);
+      ex->state = PROGRAM_CAPTURE;
+      return CT_OK;
+    case PROGRAM_CAPTURE:
+      ex->signature = signature;
+      CT_TRY(capture_and_run(ex, err));
+      if (ex->graphs) ex->state = PROGRAM_REPLAY;
+      return CT_OK;
+    case PROGRAM_REPLAY:
+      return replay(ex, err);
+  }
+  return CT_OK;
+}
+
+bool ct_program_steady(const ct_program *ex) { return !ex->graphs || ex->state == PROGRAM_REPLAY; }
+
+void ct_program_get_stats(const ct_program *ex, ct_program_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->steps = ex->nsteps;
+  st->replaying = ex->graphs && ex->state == PROGRAM_REPLAY;
+  if (!st->replaying) {
+    st->plain_steps = ex->nsteps;
+    return;
+  }
+  for (int k = 0; k < ex->nsegs; k++) {
+    const segment *s = &ex->segs[k];
+    int n = s->end - s->begin;
+    if (s->graph) {
+      st->graph_steps += n;
+      if (s->g) st->graphs++;
+      st->graph_nodes += ct_graph_nodes(s->g);
+    } else {
+      st->plain_steps += n;
+    }
+  }
+}

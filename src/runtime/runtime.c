@@ -1,0 +1,329 @@
+/* The runtime (see runtime.h): builds the iteration's program, launches and
+ * finishes iterations, samples and agrees on requests. */
+#include "runtime/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/settings.h"
+#include "runtime/steps.h"
+
+struct ct_runtime {
+  ct_net *net;
+  ct_context *ctx;
+  ct_rt_opts opts;
+  ct_iter_clock clock;
+  unsigned finished;     /* the last finished iteration */
+  ct_program *prog;      /* built at the first launch (NULL: to build) */
+  void *loss_slots;      /* two ct_loss_slot */
+  /* CPU: the loss of the iteration under way: each pass's sum added in
+   * single precision, as Caffe adds ForwardBackward's losses */
+  float pass_losses;
+  double iter_loss;      /* CPU: pass_losses as the update step reads it */
+  ct_reducer *reducer;   /* data parallel, or NULL */
+  int own_requests;      /* CT_RT_* bits asked for (ct_runtime_request) */
+  int *requests;         /* where this worker's wishes are read: own_requests or the driver's */
+  int actions;           /* agreed actions waiting for the last launched iteration's finish */
+  ct_program_fn on_gradients; /* the callback step, or NULL */
+  void *gradients_user;
+};
+
+static bool on_gpu(const ct_runtime *rt) { return rt->ctx->device != CT_DEVICE_CPU; }
+
+ct_status ct_runtime_new(ct_runtime **out, ct_net *net, const ct_rt_opts *opts, ct_error *err) {
+  *out = NULL;
+  ct_rt_opts o = {0};
+  if (opts) o = *opts;
+  if (o.iter_size == 0) o.iter_size = 1;
+  if (o.iter_size < 1)
+    return ct_error_set(err, CT_ERR_INVALID, "iter_size: must be at least 1, got %d", o.iter_size);
+  ct_runtime *rt = ct_xcalloc(1, sizeof *rt);
+  rt->net = net;
+  rt->ctx = net->ctx;
+  rt->opts = o;
+  ct_iter_clock_init(&rt->clock, rt->ctx);
+  rt->loss_slots = ct_slots_new(rt->ctx, sizeof(ct_loss_slot));
+  rt->requests = &rt->own_requests;
+  *out = rt;
+  return CT_OK;
+}
+
+void ct_runtime_free(ct_runtime *rt) {
+  if (!rt) return;
+  ct_runtime_drain(rt);
+  ct_program_free(rt->prog);
+  ct_reducer_free(rt->reducer);
+  ct_slots_free(rt->ctx, rt->loss_slots);
+  ct_iter_clock_free(&rt->clock);
+  free(rt);
+}
+
+/* ------------------------------------------------------------------ parallel */
+
+void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *user) {
+  CT_ASSERT(rt->finished == rt->clock.launched);
+  rt->on_gradients = fn;
+  rt->gradients_user = user;
+  ct_program_free(rt->prog);
+  rt->prog = NULL;
+}
+
+ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
+                                bool log_timing, int *requests, ct_error *err) {
+  CT_ASSERT(rt->finished == rt->clock.launched);
+  ct_reducer_free(rt->reducer);
+  rt->reducer = NULL;
+  ct_program_free(rt->prog);
+  rt->prog = NULL;
+  rt->requests = requests ? requests : &rt->own_requests;
+  return ct_reducer_create(&rt->reducer, rt->net, &rt->clock, comm, opts, log_timing, err);
+}
+
+ct_status ct_runtime_broadcast_params(ct_runtime *rt, int root, ct_error *err) {
+  return rt->reducer ? ct_reducer_broadcast_params(rt->reducer, root, err) : CT_OK;
+}
+
+void ct_runtime_describe_reduce(const ct_runtime *rt, char *buf, size_t size) {
+  if (rt->reducer) ct_reducer_describe(rt->reducer, buf, size);
+  else if (size) buf[0] = '\0';
+}
+
+int ct_runtime_workers(const ct_runtime *rt) {
+  return rt->reducer ? ct_reducer_world(rt->reducer) : 1;
+}
+
+ct_status ct_runtime_average(ct_runtime *rt, double *values, size_t count, ct_error *err) {
+  return rt->reducer ? ct_reducer_average_host(rt->reducer, values, count, err) : CT_OK;
+}
+
+const ct_iter_clock *ct_runtime_clock(const ct_runtime *rt) { return &rt->clock; }
+
+const double *ct_runtime_loss_sum(const ct_runtime *rt) {
+  return on_gpu(rt) ? rt->net->loss_dev : &rt->iter_loss;
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static ct_status step_clock(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  ct_iter_clock_advance_async(&rt->clock);
+  return CT_OK;
+}
+
+/* CPU: the pass's loss added to the iteration's, as Caffe's Step adds each
+ * ForwardBackward's. */
+static ct_status step_pass_loss(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  rt->pass_losses += (float)rt->net->loss_host;
+  rt->net->loss_host = 0;
+  rt->iter_loss = rt->pass_losses;
+  return CT_OK;
+}
+
+static ct_status step_reduce_begin(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  ct_reducer_begin(rt->reducer);
+  return CT_OK;
+}
+
+static ct_status step_reduce(void *user, int bucket, ct_error *err) {
+  ct_runtime *rt = user;
+  return ct_reducer_launch(rt->reducer, bucket, err);
+}
+
+static ct_status step_reduce_join(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  return ct_reducer_join(rt->reducer, err);
+}
+
+static ct_status step_capture_end(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  return ct_reducer_capture_end(rt->reducer, err);
+}
+
+static ct_status step_callback(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  ct_context_sync(rt->ctx);
+  return rt->on_gradients(rt->gradients_user, 0, err);
+}
+
+static ct_status step_readback(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  if (on_gpu(rt)) {
+    ct_slots_gpu_store_loss(&rt->clock, rt->loss_slots, rt->net->loss_dev, rt->ctx->check_word);
+  } else {
+    ct_loss_slot *slot = ct_slot(rt->loss_slots, sizeof(ct_loss_slot), rt->clock.launched);
+    slot->loss = rt->pass_losses;
+    slot->check = 0; /* the CPU's checks fail at once */
+    rt->pass_losses = 0;
+  }
+  return CT_OK;
+}
+
+/* Places the all-reduce of every bucket that layer's backward finalised
+ * (ct_steps_backward's `after`): the flat gradient's final prefix after
+ * layer i is net->layer_ready_count[i], and all of it after layer 0. */
+typedef struct {
+  ct_runtime *rt;
+  int next; /* the next bucket to place */
+} bucket_placer;
+
+static void place_buckets(void *user, ct_program *p, int layer) {
+  bucket_placer *bp = user;
+  const ct_net *net = bp->rt->net;
+  ct_reducer *r = bp->rt->reducer;
+  const size_t ready =
+      layer == 0 || !net->layer_ready_count ? net->flat_count : net->layer_ready_count[layer];
+  for (; bp->next < ct_reducer_buckets(r) && ct_reducer_bucket_end(r, bp->next) <= ready; bp->next++)
+    ct_program_add(p, (ct_program_step){.run = step_reduce, .user = bp->rt, .arg = bp->next,
+                                        .capturable = true, .what = "all-reduce",
+                                        .kind = CT_STEP_REDUCE});
+}
+
+static void add(ct_runtime *rt, ct_program_fn fn, bool capturable, const char *what,
+                ct_step_kind kind) {
+  ct_program_add(rt->prog, (ct_program_step){.run = fn, .user = rt, .capturable = capturable,
+                                             .what = what, .kind = kind});
+}
+
+/* The program of runtime.h's picture. */
+static void build_program(ct_runtime *rt) {
+  ct_net *net = rt->net;
+  rt->prog = ct_program_new(rt->ctx, !rt->opts.no_graphs);
+  if (rt->reducer) ct_program_set_capture_end(rt->prog, step_capture_end, rt);
+  add(rt, step_clock, true, "iteration count", CT_STEP_CLOCK);
+  ct_steps_begin(rt->prog, net);
+  for (int pass = 0; pass < rt->opts.iter_size; pass++) {
+    const bool last = pass == rt->opts.iter_size - 1;
+    ct_steps_forward(rt->prog, net);
+    if (!on_gpu(rt)) add(rt, step_pass_loss, false, "pass loss", CT_STEP_LOSS);
+    if (last && rt->reducer) {
+      add(rt, step_reduce_begin, true, "reduce begin", CT_STEP_REDUCE_BEGIN);
+      bucket_placer bp = {rt, 0};
+      ct_steps_backward(rt->prog, net, place_buckets, &bp);
+      CT_ASSERT(bp.next == ct_reducer_buckets(rt->reducer));
+    } else {
+      ct_steps_backward(rt->prog, net, NULL, NULL);
+    }
+  }
+  if (rt->reducer) add(rt, step_reduce_join, true, "reduce join", CT_STEP_REDUCE_JOIN);
+  if (rt->on_gradients) add(rt, step_callback, false, "on_gradients", CT_STEP_CALLBACK);
+  if (rt->opts.update)
+    ct_program_add(rt->prog, (ct_program_step){.run = rt->opts.update, .user = rt->opts.update_user,
+                                               .capturable = true, .what = "update",
+                                               .kind = CT_STEP_UPDATE});
+  add(rt, step_readback, true, "readback", CT_STEP_READBACK);
+  ct_steps_prefetch(rt->prog, net);
+}
+
+/* ------------------------------------------------------------------ iterations */
+
+static int take_requests(ct_runtime *rt) {
+  return __atomic_exchange_n(rt->requests, 0, __ATOMIC_SEQ_CST);
+}
+
+void ct_runtime_request(ct_runtime *rt, int actions) {
+  __atomic_fetch_or(rt->requests, actions, __ATOMIC_SEQ_CST);
+}
+
+int ct_runtime_poll(ct_runtime *rt) { return rt->reducer ? 0 : take_requests(rt); }
+
+unsigned ct_runtime_next(const ct_runtime *rt) { return rt->clock.launched + 1; }
+
+ct_status ct_runtime_launch(ct_runtime *rt, unsigned *seq, ct_error *err) {
+  CT_ASSERT(rt->clock.launched - rt->finished < 2);
+  if (rt->reducer && ct_reducer_cancelled(rt->reducer))
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "stopped because another worker failed");
+  if (!rt->prog) build_program(rt);
+  const unsigned n = ++rt->clock.launched;
+  /* requests travel inside the iteration: this one carries the wish of now */
+  if (rt->reducer && ct_reducer_carries_requests(rt->reducer))
+    ct_reducer_carry(rt->reducer, n, take_requests(rt));
+  ct_status st = ct_program_run(rt->prog, ct_net_signature(rt->net), err);
+  if (st != CT_OK) {
+    ct_runtime_drain(rt); /* leave nothing in flight that reads the slots */
+    return st;
+  }
+  ct_iter_clock_record_end(&rt->clock);
+  *seq = n;
+  return CT_OK;
+}
+
+/* The requests to act on after iteration seq: what it carried (agreed when
+ * it ended), and when no iteration follows it, what is asked now (agreed
+ * with the others by a host round when the iterations carry none). */
+static ct_status agree(ct_runtime *rt, unsigned seq, int *actions, ct_error *err) {
+  ct_reducer *r = rt->reducer;
+  const bool carried = r && ct_reducer_carries_requests(r);
+  if (carried) {
+    int a;
+    CT_TRY(ct_reducer_agree(r, seq, 0, &a, err));
+    rt->actions |= a;
+  }
+  *actions = 0;
+  if (seq != rt->clock.launched) return CT_OK; /* they come with the next one */
+  if (!carried) {
+    int a = take_requests(rt);
+    if (r) CT_TRY(ct_reducer_agree(r, seq, a, &a, err));
+    rt->actions |= a;
+  }
+  *actions = rt->actions;
+  rt->actions = 0;
+  return CT_OK;
+}
+
+static ct_status finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_error *err) {
+  if (rt->reducer) CT_TRY(ct_reducer_wait(rt->reducer, seq, err));
+  else ct_iter_clock_wait(&rt->clock, seq);
+  CT_TRY(agree(rt, seq, &res->actions, err));
+  const ct_loss_slot *slot = ct_slot(rt->loss_slots, sizeof(ct_loss_slot), seq);
+  res->loss = slot->loss;
+  if (slot->check == 0) return CT_OK;
+  const unsigned word = slot->check;
+  ct_context_clear_checks_async(rt->ctx);
+  return ct_context_report_check(rt->ctx, word, err);
+}
+
+ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_error *err) {
+  CT_ASSERT(seq == rt->finished + 1 && seq <= rt->clock.launched);
+  memset(res, 0, sizeof *res);
+  ct_status st = finish(rt, seq, res, err);
+  rt->finished = seq;
+  if (st != CT_OK) ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
+  return st;
+}
+
+bool ct_runtime_may_launch_ahead(const ct_runtime *rt) {
+  if (!on_gpu(rt) || rt->opts.no_launch_ahead || !ct_setting_bool("CORTADO_LAUNCH_AHEAD"))
+    return false;
+  if (!rt->prog || !ct_program_steady(rt->prog)) return false;
+  if (rt->actions) return false;
+  /* Workers must decide alike: they see the same agreed actions, but a wish
+   * only where it was asked (it is carried or agreed on at a finish). */
+  if (!rt->reducer) return __atomic_load_n(rt->requests, __ATOMIC_SEQ_CST) == 0;
+  return ct_reducer_may_launch_ahead(rt->reducer);
+}
+
+void ct_runtime_drain(ct_runtime *rt) {
+  ct_context_sync(rt->ctx);
+  rt->finished = rt->clock.launched; /* what was in flight is done, its results dropped */
+  rt->actions = 0;
+}
+
+void ct_runtime_stats(const ct_runtime *rt, ct_program_stats *st) {
+  if (rt->prog) ct_program_get_stats(rt->prog, st);
+  else memset(st, 0, sizeof *st);
+}
+
+void ct_runtime_describe(const ct_runtime *rt, char *buf, size_t size) {
+  ct_program_stats st;
+  ct_runtime_stats(rt, &st);
+  if (st.replaying)
+    snprintf(buf, size, "CUDA graphs: %d of %d steps in %d graphs (%zu nodes), %d steps launched plainly",
+             st.graph_steps, st.steps, st.graphs, st.graph_nodes, st.plain_steps);
+  else
+    snprintf(buf, size, "CUDA graphs: off; %d steps launched plainly", st.steps);
+}
