@@ -34,9 +34,10 @@ static const ct_flag_spec train_flags[] = {
      "A layer with parameters that gets no weights from --weights (or the solver's weights: "
      "the file was cut short, or the layer renamed) is an error instead of a warning."},
     {"gpu", CT_FLAG_GPU_LIST, NULL,
-     "Devices to train on: ids separated by ',' or 'all'. With several, training is data "
-     "parallel and the effective batch size grows with the device count. Left out, the "
-     "solver's solver_mode and device_id decide."},
+     "Devices to train on: ids separated by ',' or 'all', or 'none' for the CPU. With "
+     "several, training is data parallel and the effective batch size grows with the device "
+     "count. Left out, the solver's solver_mode and device_id decide."},
+    CT_CLI_FLAG_CPU,
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
@@ -183,16 +184,28 @@ static void apply_state_flags(const ct_cli_args *args, Caffe__SolverParameter *s
   free(stages);
 }
 
-/* The GPUs to train on: --gpu's ids ('all': every visible GPU), else the
- * solver's device_id when its solver_mode is GPU, else none (the CPU). */
+/* The GPUs to train on: none (the CPU) for --cpu or --gpu=none, --gpu's
+ * ids ('all': every visible GPU), else the solver's device_id when its
+ * solver_mode is GPU, else none.  A missing GPU's message says how to train
+ * on the CPU instead. */
 static ct_status pick_train_gpus(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                                  ct_gpu_list *gpus, ct_error *err) {
   memset(gpus, 0, sizeof *gpus);
-  if (ct_cli_is_set(args, "gpu")) return ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), gpus, err);
+  bool cpu;
+  CT_TRY(ct_cli_wants_cpu(args, &cpu, err));
+  if (cpu) return CT_OK;
+  if (ct_cli_is_set(args, "gpu")) {
+    if (ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), gpus, err) == CT_OK) return CT_OK;
+    char where[64];
+    snprintf(where, sizeof where, "--gpu=%.40s", ct_cli_text(args, "gpu"));
+    return ct_cli_gpu_failed(err, where, "--cpu (or --gpu=none) trains on the CPU");
+  }
   if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
     ct_gpu_list want = {.n = 1, .ids = {sp->has_device_id ? sp->device_id : 0}};
-    if (ct_cli_resolve_gpus(&want, gpus, err) != CT_OK)
-      return ct_error_prefix(err, "the solver says solver_mode: GPU (set solver_mode: CPU to train on the CPU)");
+    if (ct_cli_resolve_gpus(&want, gpus, err) == CT_OK) return CT_OK;
+    char where[CT_ERROR_MSG_MAX / 2];
+    snprintf(where, sizeof where, "%s says solver_mode: GPU", ct_cli_string(args, "solver"));
+    return ct_cli_gpu_failed(err, where, "train on the CPU with --cpu (or --gpu=none), or set solver_mode: CPU");
   }
   return CT_OK;
 }
@@ -200,6 +213,7 @@ static ct_status pick_train_gpus(const ct_cli_args *args, const Caffe__SolverPar
 static void log_gpus(const ct_gpu_list *gpus) {
   if (gpus->n == 0) {
     LOG_INFO("Use CPU.");
+    ct_cli_log_cpu();
   } else if (gpus->n == 1) {
     LOG_INFO("Use GPU with device ID %d", gpus->ids[0]);
   } else {
@@ -373,8 +387,10 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   ct_error err;
   ct_gpu_list gpus;
   memset(&gpus, 0, sizeof gpus);
-  ct_status st = CT_OK;
-  if (ct_cli_is_set(args, "gpu")) {
+  bool cpu = false;
+  ct_status st = ct_cli_wants_cpu(args, &cpu, &err);
+  if (st != CT_OK || cpu) {
+  } else if (ct_cli_is_set(args, "gpu")) {
     st = ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, &err);
   } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
     ct_gpu_list all = {.all = true};
@@ -449,6 +465,9 @@ static int check_train_flags(const ct_cli_args *args) {
                         "give --snapshot to resume training or --weights to fine-tune, not both");
   if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
     return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
+  bool cpu;
+  ct_error err;
+  if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   return CT_EXIT_OK;
 }
 
@@ -521,5 +540,6 @@ const ct_cli_command ct_cli_cmd_train = {
     .n_flags = sizeof train_flags / sizeof train_flags[0],
     .min_args = 0,
     .max_args = 0,
+    .host_threads = true,
     .run = train_run,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/run_common.h"
 #include "cli/train.h"
 #include "parallel/launch.h"
 #include "core/log.h"
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
     rc = CT_EXIT_OK;
   } else {
     rc = check_arg_count(cmd, &args);
+    if (rc == CT_EXIT_OK && cmd->host_threads) ct_cli_setup_threads(argv);
     if (rc == CT_EXIT_OK) rc = apply_global_flags(&args);
     if (rc == CT_EXIT_OK) rc = cmd->run(&args);
     ct_log_set_file(NULL, NULL);

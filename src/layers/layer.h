@@ -214,8 +214,15 @@ bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */
 const ct_layer_ops *ct_layer_find(const char *type);
-/* The same with an error that lists the known types and the nearest one. */
+/* The same with an error that says what the type is: a BVLC Caffe type
+ * Cortado does not implement yet (CT_ERR_UNSUPPORTED), a type of a known
+ * Caffe fork (CT_ERR_UNSUPPORTED), a typo of a registered type ("did you
+ * mean"), or else unknown (the registered types listed). */
 ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *err);
+/* BVLC Caffe's layer types (proto/catalog.h) that no registered type
+ * implements, alphabetically, into out (at most cap); returns the count.
+ * The list shrinks by itself as types are registered. */
+size_t ct_layer_missing_caffe_types(const char **out, size_t cap);
 /* All registered types, in table order; *n receives the count. */
 const char *const *ct_layer_types(int *n);
 

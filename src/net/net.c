@@ -10,6 +10,7 @@
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
+#include "proto/srcpos.h"
 
 #define NET_LOG(net, ...) \
   do {                    \
@@ -65,7 +66,16 @@ static bool avail_take(builder *b, const char *name) { return ct_strmap_remove(&
 static char *shape_str(const ct_tensor *t, char *buf, size_t n) { return ct_tensor_shape_string(t, buf, n); }
 
 /* Net-level inputs (the legacy `input` fields). */
+static ct_status add_inputs_unlocated(builder *b, ct_error *err);
+
+/* Net-level inputs; errors point at the `input` lines. */
 static ct_status add_inputs(builder *b, ct_error *err) {
+  ct_status st = add_inputs_unlocated(b, err);
+  if (st != CT_OK) ct_srcpos_prefix(err, &b->net->param->base, "input", 0);
+  return st;
+}
+
+static ct_status add_inputs_unlocated(builder *b, ct_error *err) {
   ct_net *net = b->net;
   const Caffe__NetParameter *p = net->param;
   if (p->n_input == 0) return CT_OK;
@@ -113,18 +123,21 @@ static ct_status add_inputs(builder *b, ct_error *err) {
 static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *lp, ct_error *err) {
   ct_net *net = b->net;
   int nb = (int)lp->n_bottom, nt = (int)lp->n_top;
-  if (lp->n_propagate_down > 0 && (int)lp->n_propagate_down != nb)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "layer '%s': propagate_down has %zu values but the layer has %d bottoms",
-                        lp->name ? lp->name : "", lp->n_propagate_down, nb);
+  if (lp->n_propagate_down > 0 && (int)lp->n_propagate_down != nb) {
+    ct_error_set(err, CT_ERR_INVALID, "layer '%s': propagate_down has %zu values but the layer has %d bottoms",
+                 lp->name ? lp->name : "", lp->n_propagate_down, nb);
+    return ct_srcpos_prefix(err, &lp->base, "propagate_down", 0);
+  }
   net->bottom_ids[li] = ct_xcalloc((size_t)nb + 1, sizeof(int));
   net->bottom_need_backward[li] = ct_xcalloc((size_t)nb + 1, sizeof(bool));
   for (int j = 0; j < nb; j++) {
     const char *name = lp->bottom[j];
     int id = find_blob(net, name);
-    if (id < 0 || !avail_take(b, name))
-      return ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %d)",
-                          lp->name ? lp->name : "", name, j);
+    if (id < 0 || !avail_take(b, name)) {
+      ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %d)",
+                   lp->name ? lp->name : "", name, j);
+      return ct_srcpos_prefix(err, &lp->base, "bottom", (size_t)j);
+    }
     net->bottom_ids[li][j] = id;
     bool need = net->blob_need_backward[id];
     if (lp->n_propagate_down > 0) need = lp->propagate_down[j];
@@ -142,9 +155,11 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
       if (j < nb && strcmp(lp->bottom[j], name) == 0) {
         id = net->bottom_ids[li][j]; /* in place */
       } else {
-        if (find_blob(net, name) >= 0)
-          return ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
-                              lp->name ? lp->name : "", name);
+        if (find_blob(net, name) >= 0) {
+          ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
+                       lp->name ? lp->name : "", name);
+          return ct_srcpos_prefix(err, &lp->base, "top", (size_t)j);
+        }
         id = add_blob(b, name);
       }
       avail_add(b, net->blobs[id]->name);
@@ -221,6 +236,23 @@ static void alloc_loss(ct_net *net) {
   net->loss_dev = ct_mem_alloc(net->ctx->device, sizeof(double));
 }
 
+/* An error about "layer 'NAME'" that has no position yet gets that layer's
+ * (a layer's setup, fusion or parameter sharing). */
+static void locate_layer_error(const Caffe__NetParameter *p, ct_error *err) {
+  if (ct_srcpos_starts_with(err->msg)) return;
+  const char *q = strstr(err->msg, "layer '");
+  if (!q) return;
+  q += strlen("layer '");
+  size_t n = strcspn(q, "'");
+  for (size_t i = 0; i < p->n_layer; i++) {
+    const char *name = p->layer[i]->name ? p->layer[i]->name : "";
+    if (strlen(name) == n && strncmp(name, q, n) == 0) {
+      ct_srcpos_prefix(err, &p->layer[i]->base, NULL, 0);
+      return;
+    }
+  }
+}
+
 ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
                       ct_context *ctx, ct_error *err) {
   *out = NULL;
@@ -235,11 +267,11 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   Caffe__NetParameter *filtered;
   ct_status st = ct_net_filter(param, &state, &filtered, err);
   ct_net_state_clear(&state);
-  if (st != CT_OK) return ct_error_prefix(err, "%s", source);
+  if (st != CT_OK) return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
   st = ct_net_insert_splits(filtered, err);
   if (st != CT_OK) {
     protobuf_c_message_free_unpacked(&filtered->base, NULL);
-    return ct_error_prefix(err, "%s", source);
+    return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
   }
   ct_net *net = ct_xcalloc(1, sizeof *net);
   net->param = filtered;
@@ -276,7 +308,10 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     const ct_layer_ops *ops = ct_layer_find(lp->type ? lp->type : "");
     if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && ntop < ops->min_tops) ntop = ops->min_tops;
     st = ct_layer_create(lp, opts->phase, ctx, (int)lp->n_bottom, ntop, &net->layers[i], err);
-    if (st != CT_OK) break;
+    if (st != CT_OK) {
+      ct_srcpos_prefix(err, &lp->base, "type", 0);
+      break;
+    }
     net->nlayers = i + 1;
     if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
       ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
@@ -318,7 +353,9 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   }
   ct_strmap_free(&b.avail);
   if (st != CT_OK) {
-    if (source && strncmp(err->msg, source, strlen(source)) != 0) ct_error_prefix(err, "%s", source);
+    locate_layer_error(filtered, err);
+    if (source && strncmp(err->msg, source, strlen(source)) != 0 && !ct_srcpos_starts_with(err->msg))
+      ct_error_prefix(err, "%s", source);
     ct_net_free(net);
     return st;
   }

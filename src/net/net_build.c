@@ -8,6 +8,7 @@
 #include "core/strmap.h"
 #include "net/net.h"
 #include "net/net_internal.h"
+#include "proto/srcpos.h"
 
 Caffe__NetParameter *ct_net_param_clone(const Caffe__NetParameter *p) {
   size_t n = protobuf_c_message_get_packed_size(&p->base);
@@ -57,6 +58,7 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
       ct_error_set(err, CT_ERR_INVALID,
                    "layer '%s': specify either include rules or exclude rules, not both",
                    l->name ? l->name : "");
+      ct_srcpos_prefix(err, &l->base, "exclude", 0);
       /* the array holds kept layers, then freed ones, then unvisited ones */
       memmove(net->layer + kept, net->layer + i, (net->n_layer - i) * sizeof *net->layer);
       net->n_layer = kept + (net->n_layer - i);
@@ -165,8 +167,9 @@ ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err) {
       int found = ct_strmap_get(&index, l->bottom[j]);
       size_t k = found < 0 ? nsrc : (size_t)found;
       if (k == nsrc) {
-        st = ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %zu)",
-                          l->name ? l->name : "", l->bottom[j], j);
+        ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %zu)",
+                     l->name ? l->name : "", l->bottom[j], j);
+        st = ct_srcpos_prefix(err, &l->base, "bottom", j);
         break;
       }
       bottom_src[i][2 * j] = last[k].layer;

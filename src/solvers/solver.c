@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "math/math.h"
+#include "proto/srcpos.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
 #include "solvers/solver_internal.h"
@@ -172,6 +173,7 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
   if (opts) s->opts = *opts;
   ct_status st = solver_init(s, err);
   if (st != CT_OK) {
+    ct_srcpos_locate(err, &param->base); /* "lr_policy: ..." gets the field's FILE:LINE:COL */
     ct_solver_free(s);
     return st;
   }

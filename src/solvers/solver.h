@@ -184,7 +184,9 @@ typedef struct ct_solver {
  * Errors carry Caffe's wording, e.g. CT_ERR_INVALID "test_iter must be
  * specified for each test network." or "SolverParameter must specify a train
  * net using one of these fields: net, net_param, train_net,
- * train_net_param"; net build errors are passed on.  On success *out owns
+ * train_net_param"; an error about one field ("lr_policy: ...") starts with
+ * that field's FILE:LINE:COL when param was read with positions
+ * (proto/srcpos.h); net build errors are passed on.  On success *out owns
  * the nets; free with ct_solver_free.  opts may be NULL. */
 ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
                          const ct_solver_opts *opts, ct_context *ctx, ct_error *err);

@@ -5,25 +5,8 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "proto/textformat.h"
-#include "proto/upgrade.h"
+#include "net/net_load.h"
 #include "solvers/solver_internal.h"
-
-/* Reads a net prototxt and upgrades it; *out is freed with
- * protobuf_c_message_free_unpacked. */
-static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_error *err) {
-  *out = NULL;
-  ProtobufCMessage *m;
-  CT_TRY(ct_text_parse_file(&caffe__net_parameter__descriptor, path, &m, err));
-  Caffe__NetParameter *np = (Caffe__NetParameter *)m;
-  ct_status st = ct_net_upgrade(np, NULL, path, err);
-  if (st != CT_OK) {
-    protobuf_c_message_free_unpacked(m, NULL);
-    return st;
-  }
-  *out = np;
-  return CT_OK;
-}
 
 ct_net_opts ct_solver_net_opts(const Caffe__NetParameter *np, ct_phase phase,
                                const Caffe__NetState *over) {
@@ -83,7 +66,7 @@ static ct_status build_train_net(ct_solver *s, ct_error *err) {
   } else {
     const char *path = p->train_net ? p->train_net : p->net;
     LOG_INFO("Creating training net from %s file: %s", p->train_net ? "train_net" : "net", path);
-    CT_TRY(read_net_file(path, &read, err));
+    CT_TRY(ct_net_param_read(path, &read, err));
     np = read;
     source = path;
   }
@@ -158,7 +141,7 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
       snprintf(source, sizeof source, "net file: %s", path);
     }
     if (path) {
-      CT_TRY(read_net_file(path, &read, err));
+      CT_TRY(ct_net_param_read(path, &read, err));
       np = read;
     }
     LOG_INFO("Creating test net (#%d) specified by %s", i, source);
