@@ -9,6 +9,7 @@
 
 #include "parallel/comm_mpi.h"
 #include "proto/reflect.h"
+#include "proto/srcpos.h"
 #include "proto/textformat.h"
 
 /* A growing text. */
@@ -40,10 +41,12 @@ static uint64_t fnv1a(const uint8_t *p, size_t n) {
   return h;
 }
 
+/* A copy of m without the source positions of its fields (which name the
+ * file each process read, and so may differ where the contents agree). */
 static ProtobufCMessage *clone(const ProtobufCMessage *m) {
-  size_t n = protobuf_c_message_get_packed_size(m);
-  uint8_t *buf = ct_xcalloc(n + 1, 1);
-  protobuf_c_message_pack(m, buf);
+  uint8_t *buf = NULL;
+  size_t n = ct_srcpos_pack_without(m, &buf);
+  if (!buf) ct_fatal(__FILE__, __LINE__, "out of memory copying a %s", m->descriptor->name);
   ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
   free(buf);
   CT_ASSERTF(c, "re-decoding a %s failed", m->descriptor->name);
