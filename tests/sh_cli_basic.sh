@@ -63,8 +63,9 @@ for form in "help train" "train --help" "train -help"; do
   expect_rc 0 "cortado $form"
   expect_out "usage: cortado train --solver=FILE" "cortado $form"
   expect_out "--solver=FILE" "cortado $form"
-  expect_out "--sigint_effect=stop|snapshot|none (string, default \"stop\")" "cortado $form"
-  expect_out "--sighup_effect=stop|snapshot|none (string, default \"snapshot\")" "cortado $form"
+  expect_out "--sigint_effect=stop|snapshot|snapshot_stop|none (string, default \"stop\")" "cortado $form"
+  expect_out "--sighup_effect=stop|snapshot|snapshot_stop|none (string, default \"snapshot\")" "cortado $form"
+  expect_out "--sigterm_effect=stop|snapshot|snapshot_stop|none (string, default \"snapshot_stop\")" "cortado $form"
   expect_out "--log_level=INT" "cortado $form shows the global flags"
 done
 

@@ -192,7 +192,9 @@ static void test_db_open_errors(void **state) {
   memset(junk, 0x5a, sizeof junk);
   tu_write_file(file, junk, sizeof junk);
   assert_int_equal(ct_db_open(&db, path, CT_DB_LMDB, CT_DB_READ, &err), CT_ERR_IO);
-  snprintf(want, sizeof want, "%s: cannot open LMDB for reading: MDB_INVALID: File is not an LMDB file",
+  snprintf(want, sizeof want,
+           "%s: cannot open LMDB for reading: data.mdb is damaged: meta page 0 has no LMDB magic "
+           "number (not an LMDB file, or overwritten)",
            path);
   assert_string_equal(err.msg, want);
 

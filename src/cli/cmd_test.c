@@ -1,4 +1,5 @@
 /* cortado test: score trained weights on a network's TEST phase. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,9 @@ static const ct_flag_spec test_flags[] = {
      .meta = "FILE"},
     CT_CLI_FLAG_GPU_ONE,
     CT_CLI_FLAG_CPU,
+    {"allow_missing_weights", CT_FLAG_BOOL, "false",
+     "Score even when a layer with parameters gets no weights from --weights (it keeps the "
+     "fillers' random values); without it that is an error."},
     CT_CLI_FLAG_ITERATIONS,
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
@@ -39,7 +43,16 @@ static int test_run(const ct_cli_args *args) {
     return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   }
   int rc = CT_EXIT_OK;
-  if (ct_net_copy_trained_file(net, ct_cli_string(args, "weights"), &err) != CT_OK) {
+  /* random weights have no score worth reporting: a layer the file does not
+   * fill is an error unless asked for */
+  const char *weights = ct_cli_string(args, "weights");
+  char what[CT_ERROR_MSG_MAX / 2];
+  snprintf(what, sizeof what, "--weights %s", weights);
+  ct_net_weights_begin(net);
+  const bool allow = ct_cli_bool(args, "allow_missing_weights");
+  if (ct_net_copy_trained_file(net, weights, &err) != CT_OK ||
+      ct_net_weights_check(net, what, !allow, allow ? NULL : "--allow_missing_weights scores it anyway",
+                           &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
   }

@@ -42,7 +42,9 @@ typedef struct ct_flag_spec {
   int64_t min, max;    /* int types only: inclusive range, unchecked when min == max */
   const char *meta;    /* placeholder in help ("FILE"), or NULL for the type's */
   const char *setting; /* a CORTADO_* setting (core/settings.h) that gives the default when it
-                          is in the environment, or NULL */
+                           is in the environment, or NULL */
+  bool secret;         /* a password: its value is never written out (the CSV log's
+                          Namespace line shows '***') */
 } ct_flag_spec;
 
 /* Most device ids one --gpu list may name. */

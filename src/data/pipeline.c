@@ -343,6 +343,10 @@ ct_status ct_pipeline_set_position(ct_pipeline *p, const ct_data_position *pos, 
     return ct_error_set(err, CT_ERR_INVALID,
                         "data position cursor %llu is past the %zu records of an epoch",
                         (unsigned long long)pos->cursor, p->count);
+  if (pos->epoch > (UINT64_MAX - pos->cursor) / p->count)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "data position epoch %llu is beyond any run (%zu records an epoch)",
+                        (unsigned long long)pos->epoch, p->count);
   pthread_mutex_lock(&p->mu);
   CT_ASSERTF(!p->out, "ct_pipeline_set_position: a batch is still out");
   p->paused = true;

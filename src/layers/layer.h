@@ -206,6 +206,16 @@ void ct_layer_free(ct_layer *l);
 /* For ops->setup: declares learnable parameter number l->nparams (a host
  * tensor of the given shape, zeroed) and returns it for filling. */
 ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
+
+/* The most any count-like layer parameter may be (num_output, group,
+ * kernel sizes, strides, dilations, pads, local_size, ...): 2^30. */
+#define CT_LAYER_PARAM_MAX (1u << 30)
+/* Checks an unsigned parameter as written (before any cast to int) against
+ * [lo, CT_LAYER_PARAM_MAX].  CT_ERR_INVALID naming `field`:
+ *   "convolution_param.num_output is 0 (must be at least 1)"
+ *   "inner_product_param.num_output 2000000000 is too large (the limit is
+ *    2^30 = 1073741824)" */
+ct_status ct_layer_check_count(const char *field, uint64_t value, uint64_t lo, ct_error *err);
 /* Whether the layer's GPU forward and backward enqueue the same work on
  * every call with no host work, so that the runtime may record them once
  * and replay the recording: not for CT_LAYER_HOST_WORK types, data layers

@@ -17,20 +17,20 @@
     if (!(net)->quiet) LOG_INFO(__VA_ARGS__); \
   } while (0)
 
-/* Build-time bookkeeping that does not outlive ct_net_init. */
+/* Build-time bookkeeping that does not outlive ct_net_init.  Every name
+ * lookup goes through a hash map, so that building is linear in the net's
+ * size (a 200,000-layer net looks up every bottom and top). */
 typedef struct {
   ct_net *net;
   bool quiet;
   bool plan;      /* diffs are planned after the build */
   const char *source;
-  char **avail;   /* names of blobs available as bottoms */
-  int navail;
+  ct_strmap avail; /* names of blobs available as bottoms (-> 1) */
+  int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
 } builder;
 
 static int find_blob(const ct_net *net, const char *name) {
-  for (int i = 0; i < net->nblobs; i++)
-    if (net->blobs[i]->name && strcmp(net->blobs[i]->name, name) == 0) return i;
-  return -1;
+  return ct_strmap_get(&net->blob_index, name);
 }
 
 ct_tensor *ct_net_blob(const ct_net *net, const char *name) {
@@ -39,39 +39,29 @@ ct_tensor *ct_net_blob(const ct_net *net, const char *name) {
 }
 
 int ct_net_layer_index(const ct_net *net, const char *name) {
-  for (int i = 0; i < net->nlayers; i++)
-    if (strcmp(net->layers[i]->name, name) == 0) return i;
-  return -1;
+  return ct_strmap_get(&net->layer_index, name);
 }
 
 /* With diff planning, blobs get no diff while the net is built: the plan
  * gives them one afterwards, so the build never holds every diff at once. */
-static int add_blob(ct_net *net, const char *name, bool plan) {
-  net->blobs = ct_xrealloc(net->blobs, (size_t)(net->nblobs + 1) * sizeof *net->blobs);
-  net->blob_need_backward =
-      ct_xrealloc(net->blob_need_backward, (size_t)(net->nblobs + 1) * sizeof(bool));
+static int add_blob(builder *b, const char *name) {
+  ct_net *net = b->net;
+  if (net->nblobs == b->blob_cap) {
+    b->blob_cap = b->blob_cap ? 2 * b->blob_cap : 64;
+    net->blobs = ct_xrealloc(net->blobs, (size_t)b->blob_cap * sizeof *net->blobs);
+    net->blob_need_backward = ct_xrealloc(net->blob_need_backward, (size_t)b->blob_cap * sizeof(bool));
+  }
   ct_tensor *t = ct_tensor_new(net->ctx->device, name);
-  t->has_diff = !plan;
+  t->has_diff = !b->plan;
   net->blobs[net->nblobs] = t;
   net->blob_need_backward[net->nblobs] = false;
+  if (t->name) ct_strmap_put(&net->blob_index, t->name, net->nblobs);
   return net->nblobs++;
 }
 
-static void avail_add(builder *b, const char *name) {
-  for (int i = 0; i < b->navail; i++)
-    if (strcmp(b->avail[i], name) == 0) return;
-  b->avail = ct_xrealloc(b->avail, (size_t)(b->navail + 1) * sizeof(char *));
-  b->avail[b->navail++] = (char *)name;
-}
+static void avail_add(builder *b, const char *name) { ct_strmap_put(&b->avail, name, 1); }
 
-static bool avail_take(builder *b, const char *name) {
-  for (int i = 0; i < b->navail; i++)
-    if (strcmp(b->avail[i], name) == 0) {
-      b->avail[i] = b->avail[--b->navail];
-      return true;
-    }
-  return false;
-}
+static bool avail_take(builder *b, const char *name) { return ct_strmap_remove(&b->avail, name); }
 
 static char *shape_str(const ct_tensor *t, char *buf, size_t n) { return ct_tensor_shape_string(t, buf, n); }
 
@@ -104,13 +94,19 @@ static ct_status add_inputs_unlocated(builder *b, ct_error *err) {
   for (size_t i = 0; i < p->n_input; i++) {
     if (find_blob(net, p->input[i]) >= 0)
       return ct_error_set(err, CT_ERR_INVALID, "%s: duplicate input blob '%s'", b->source, p->input[i]);
-    int id = add_blob(net, p->input[i], b->plan);
+    int id = add_blob(b, p->input[i]);
     int shape[CT_MAX_AXES], nd = 0;
     if (p->n_input_shape > 0) {
       const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
       if (s->n_dim > CT_MAX_AXES)
         return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' has too many axes", b->source, p->input[i]);
-      for (size_t k = 0; k < s->n_dim; k++) shape[nd++] = (int)s->dim[k];
+      for (size_t k = 0; k < s->n_dim; k++) {
+        /* as written: 2^32 must not become 0 */
+        if (s->dim[k] < 0 || s->dim[k] > INT32_MAX)
+          return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' dim %zu is %lld (must be in [0, %d])",
+                              b->source, p->input[i], k, (long long)s->dim[k], INT32_MAX);
+        shape[nd++] = (int)s->dim[k];
+      }
     } else {
       for (int k = 0; k < 4; k++) shape[nd++] = p->input_dim[4 * i + (size_t)k];
     }
@@ -164,11 +160,11 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
                        lp->name ? lp->name : "", name);
           return ct_srcpos_prefix(err, &lp->base, "top", (size_t)j);
         }
-        id = add_blob(net, name, b->plan);
+        id = add_blob(b, name);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
-      id = add_blob(net, NULL, b->plan); /* automatic top, not available as a bottom */
+      id = add_blob(b, NULL); /* automatic top, not available as a bottom */
     }
     net->top_ids[li][j] = id;
     NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
@@ -292,7 +288,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->bottom_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool *));
   net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
-  builder b = {net, opts->quiet, planning_wanted(opts), source, NULL, 0};
+  builder b = {net, opts->quiet, planning_wanted(opts), source, CT_STRMAP_INIT, 0};
   alloc_loss(net);
   NET_LOG(&b, "Initializing net '%s' (phase %s, %d layers)", net->name,
           opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
@@ -317,6 +313,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
       break;
     }
     net->nlayers = i + 1;
+    if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
+      ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
     make_vecs(net, i);
     NET_LOG(&b, "Setting up %s", net->layers[i]->name);
     st = ct_layer_setup(net->layers[i], net->bottoms[i], net->tops[i], err);
@@ -345,17 +343,15 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */
-    net->output_ids = ct_xcalloc((size_t)b.navail + 1, sizeof(int));
+    net->output_ids = ct_xcalloc(b.avail.count + 1, sizeof(int));
     for (int i = 0; i < net->nblobs; i++)
-      for (int k = 0; k < b.navail; k++)
-        if (net->blobs[i]->name && strcmp(b.avail[k], net->blobs[i]->name) == 0) {
-          net->output_ids[net->noutputs++] = i;
-          NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
-          break;
-        }
+      if (net->blobs[i]->name && ct_strmap_get(&b.avail, net->blobs[i]->name) >= 0) {
+        net->output_ids[net->noutputs++] = i;
+        NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
+      }
     NET_LOG(&b, "Network initialization done.");
   }
-  free(b.avail);
+  ct_strmap_free(&b.avail);
   if (st != CT_OK) {
     locate_layer_error(filtered, err);
     if (source && strncmp(err->msg, source, strlen(source)) != 0 && !ct_srcpos_starts_with(err->msg))
@@ -371,6 +367,7 @@ void ct_net_free(ct_net *net) {
   if (!net) return;
   for (int i = 0; net->feeds && i < net->nlayers; i++) ct_net_feed_free(net->feeds[i]);
   free(net->feeds);
+  free(net->weights_copied);
   for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
   for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
     free(net->bottom_ids[i]);
@@ -401,6 +398,8 @@ void ct_net_free(ct_net *net) {
   free(net->blobs);
   free(net->input_ids);
   free(net->output_ids);
+  ct_strmap_free(&net->blob_index);
+  ct_strmap_free(&net->layer_index);
   if (net->param) protobuf_c_message_free_unpacked(&net->param->base, NULL);
   free(net);
 }

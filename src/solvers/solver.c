@@ -427,7 +427,7 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
   const int start_iter = s->iter;
   CT_TRY(ct_solver_step(s, p->max_iter - s->iter, err));
   if (ct_solver_is_root(s) && p->snapshot_after_train &&
-      (!p->snapshot || s->iter % p->snapshot != 0))
+      (!p->snapshot || s->iter % p->snapshot != 0) && s->snapshot_iter_plus1 != s->iter + 1)
     CT_TRY(ct_solver_snapshot(s, err));
   if (s->requested_early_exit) {
     LOG_INFO("Optimization stopped early.");
