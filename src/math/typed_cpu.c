@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/mem.h"
 #include "core/status.h"
 
 static inline float load(ct_dtype t, const void *p, size_t i) {
