@@ -53,8 +53,19 @@ typedef struct ct_cli_command {
 #define CT_CLI_FLAG_MATH                                                                  \
   {"math", CT_FLAG_STRING, "tf32",                                                        \
    "GPU math for convolution and matrix products: tf32 (tensor cores, the default where " \
-   "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision).",     \
+   "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision). "      \
+   "--precision says the same and more.",                                                 \
    .choices = "tf32|fp32"}
+/* --precision (train, test, time): see ct_cli_precision. */
+#define CT_CLI_FLAG_PRECISION                                                                \
+  {"precision", CT_FLAG_STRING, "auto",                                                      \
+   "What layers compute in: fp32 (strict), tf32 (float32 values, TF32 tensor cores on a "   \
+   "GPU), bf16 or fp16 (mixed precision: 16-bit activations and gradients where a layer "    \
+   "has a 16-bit path, float32 master weights, solver state, losses, softmax and "          \
+   "BatchNorm statistics). auto: as the net's default_forward_type says (NVCaffe's "       \
+   "field), else tf32 (or --math). bf16 on the CPU needs AVX512_BF16 or AMX; fp16 is GPU " \
+   "only.",                                                                                   \
+   .choices = "auto|fp32|tf32|bf16|fp16"}
 
 /* --cpu (train, test, time): the CPU whatever --gpu's default or the solver's
  * solver_mode say; the same as --gpu=none (see ct_cli_wants_cpu). */

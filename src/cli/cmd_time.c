@@ -22,6 +22,7 @@ static const ct_flag_spec time_flags[] = {
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
+    CT_CLI_FLAG_PRECISION,
     CT_CLI_FLAG_DUMMY_DATA,
     CT_CLI_FLAG_DUMMY_SHAPE,
     {"update", CT_FLAG_BOOL, "false",

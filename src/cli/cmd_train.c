@@ -41,6 +41,7 @@ static const ct_flag_spec train_flags[] = {
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
+    CT_CLI_FLAG_PRECISION,
     {"sigint_effect", CT_FLAG_STRING, "stop", "What SIGINT (Ctrl-C) does to the run.",
      .choices = "stop|snapshot|snapshot_stop|none"},
     {"sighup_effect", CT_FLAG_STRING, "snapshot", "What SIGHUP does to the run.",
@@ -258,7 +259,10 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->weights = ct_cli_is_set(args, "weights") ? ct_cli_string(args, "weights") : NULL;
   job->resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
   job->global_batch = ct_cli_bool(args, "global_batch");
-  job->strict_fp32 = strcmp(ct_cli_string(args, "math"), "fp32") == 0;
+  bool tf32 = true;
+  ct_error ignored = {0};
+  (void)ct_cli_precision(args, &tf32, &job->precision, &job->precision_given, &ignored);
+  job->strict_fp32 = !tf32;
   job->dp.bucket_bytes = (size_t)(ct_cli_double(args, "bucket_mb") * 1048576.0);
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
@@ -468,6 +472,10 @@ static int check_train_flags(const ct_cli_args *args) {
   bool cpu;
   ct_error err;
   if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
+  bool tf32, given;
+  ct_dtype type;
+  if (ct_cli_precision(args, &tf32, &type, &given, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   return CT_EXIT_OK;
 }
 

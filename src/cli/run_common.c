@@ -62,14 +62,41 @@ static bool has_flag(const ct_cli_args *args, const char *name) {
   return false;
 }
 
+ct_status ct_cli_precision(const ct_cli_args *args, bool *tf32, ct_dtype *type, bool *given,
+                           ct_error *err) {
+  const bool math_set = has_flag(args, "math") && ct_cli_is_set(args, "math");
+  const bool math_fp32 = has_flag(args, "math") && strcmp(ct_cli_string(args, "math"), "fp32") == 0;
+  *tf32 = !math_fp32;
+  *type = CT_F32;
+  const char *p = has_flag(args, "precision") ? ct_cli_string(args, "precision") : "auto";
+  *given = strcmp(p, "auto") != 0;
+  if (!*given) return CT_OK;
+  if (strcmp(p, "fp32") == 0) *tf32 = false;
+  else if (strcmp(p, "tf32") == 0 && math_set && math_fp32)
+    return ct_error_set(err, CT_ERR_INVALID, "--math=fp32 and --precision=tf32 disagree: give one");
+  else if (strcmp(p, "bf16") == 0) *type = CT_BF16;
+  else if (strcmp(p, "fp16") == 0) *type = CT_F16;
+  return CT_OK;
+}
+
 ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int device, uint64_t seed,
                               ct_error *err) {
   CT_TRY(ct_context_init(ctx, device, seed, err));
+  bool tf32, given;
+  ct_dtype type;
+  ct_status st = ct_cli_precision(args, &tf32, &type, &given, err);
+  if (st == CT_OK) st = ct_context_set_precision(ctx, type, given, err);
+  if (st != CT_OK) {
+    ct_context_free(ctx);
+    return st;
+  }
   if (has_flag(args, "math")) {
-    bool tf32 = strcmp(ct_cli_string(args, "math"), "fp32") != 0;
     ct_context_set_tf32(ctx, tf32);
     if (device != CT_DEVICE_CPU) LOG_INFO("GPU math: %s", tf32 ? "TF32 tensor cores" : "strict FP32");
   }
+  if (type != CT_F32)
+    LOG_INFO("Mixed precision: %s where layers can%s", ct_dtype_name(type),
+             device == CT_DEVICE_CPU ? "" : ", float32 master weights");
   return CT_OK;
 }
 

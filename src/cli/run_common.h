@@ -36,6 +36,12 @@ ct_status ct_cli_gpu_failed(ct_error *err, const char *where, const char *hint);
 ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err);
 
 /* Sets up ctx on device with seed and applies --math (when the command has it). */
+/* --precision and --math as a context's settings: *tf32 TF32 tensor cores
+ * for float32 layers, *type the 16-bit type (CT_F32: none), *given whether
+ * --precision was set (it overrides the nets' default_forward_type).
+ * Errors (CT_ERR_INVALID): --math=fp32 with --precision=tf32. */
+ct_status ct_cli_precision(const ct_cli_args *args, bool *tf32, ct_dtype *type, bool *given,
+                           ct_error *err);
 ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int device, uint64_t seed,
                               ct_error *err);
 

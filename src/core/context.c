@@ -58,6 +58,20 @@ void ct_context_set_tf32(ct_context *ctx, bool tf32) {
   if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_set_math(ctx);
 }
 
+ct_status ct_context_set_precision(ct_context *ctx, ct_dtype type, bool given, ct_error *err) {
+  if (ctx->device == CT_DEVICE_CPU && type == CT_F16)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "float16 on the CPU: x86 CPUs have no float16 training path (oneDNN's is "
+                        "bfloat16); use --precision=bf16 there");
+  if (ctx->device == CT_DEVICE_CPU && type == CT_BF16 && !ct_cpu_has_bf16())
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "bfloat16 on the CPU needs the AVX512_BF16 or AMX-BF16 instructions "
+                        "(avx512_bf16 or amx_bf16 in /proc/cpuinfo), which this CPU has not");
+  ctx->precision = type;
+  ctx->precision_given = given;
+  return CT_OK;
+}
+
 void ct_context_set_deterministic(ct_context *ctx, bool deterministic) {
   ctx->deterministic = deterministic;
 }

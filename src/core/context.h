@@ -97,6 +97,12 @@ void *ct_context_workspace(ct_context *ctx, size_t bytes);
  * (cuBLAS at once; layers read ctx->tf32 when they set up).  FP32 math is
  * for comparing against the CPU; a no-op on the CPU. */
 void ct_context_set_tf32(ct_context *ctx, bool tf32);
+/* The 16-bit type layers compute in where they can (CT_F32: none); given:
+ * the user chose it, so it overrides the nets' default_forward_type.  Sets
+ * it for nets built afterwards.  Errors (CT_ERR_UNSUPPORTED): bfloat16 on
+ * a CPU without AVX512_BF16 or AMX (naming what is missing), float16 on the
+ * CPU. */
+ct_status ct_context_set_precision(ct_context *ctx, ct_dtype type, bool given, ct_error *err);
 /* Deterministic algorithms only, for what is set up afterwards: two runs of
  * the same work give the same bits (as PyTorch's
  * torch.backends.cudnn.deterministic).  Convolutions may be slower.  The

@@ -150,3 +150,34 @@ int ct_cpu_count(void) {
   if (quota > 0 && ceil(quota) < n) n = (int)ceil(quota);
   return n < 1 ? 1 : n;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static void bf16_features(bool *avx512, bool *amx) {
+  unsigned a, b, c, d;
+  *avx512 = *amx = false;
+  if (__get_cpuid_max(0, NULL) < 7) return;
+  __cpuid_count(7, 0, a, b, c, d);
+  *amx = (d >> 22) & 1u; /* AMX-BF16 */
+  __cpuid_count(7, 1, a, b, c, d);
+  *avx512 = (a >> 5) & 1u; /* AVX512_BF16 */
+}
+#else
+static void bf16_features(bool *avx512, bool *amx) { *avx512 = *amx = false; }
+#endif
+
+bool ct_cpu_has_bf16(void) {
+  bool avx512, amx;
+  bf16_features(&avx512, &amx);
+  return avx512 || amx;
+}
+
+const char *ct_cpu_bf16_isa(void) {
+  bool avx512, amx;
+  bf16_features(&avx512, &amx);
+  if (avx512 && amx) return "AMX-BF16, AVX512_BF16";
+  if (amx) return "AMX-BF16";
+  if (avx512) return "AVX512_BF16";
+  return "none";
+}

@@ -39,6 +39,12 @@ bool ct_cpu_subnormals_flushed(void);
  * whose main thread did not set the mode before the team started. */
 void ct_cpu_flush_subnormals_team(void);
 
+/* Whether the CPU computes bfloat16 products in hardware (x86: AVX512_BF16
+ * or AMX-BF16, as oneDNN's bf16 kernels need), and its name for them in
+ * messages ("AMX-BF16, AVX512_BF16"). */
+bool ct_cpu_has_bf16(void);
+const char *ct_cpu_bf16_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

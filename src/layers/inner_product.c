@@ -18,6 +18,8 @@
 
 #include "layers/conv/conv_common.h"
 #include "layers/filler.h"
+#include "math/matmul_dnnl.h"
+#include "math/typed.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/inner_product.h"
 #include "math/gemm_lt.h"
@@ -28,6 +30,11 @@ typedef struct ip_state {
   int axis;
   int M, K, N;
   bool bias_term, transpose;
+  /* host, 16-bit layers: oneDNN matmul plans for the batch plan_M (one per
+   * product), and the weights converted to the layer's type by forward */
+  int plan_M;
+  struct ct_matmul_dnnl *mm[3];
+  void *w16;
 } ip_state;
 
 /* The layer's three products, each a row-major ct_gpu_gemm-style call. */
@@ -77,6 +84,8 @@ static ct_status ip_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   return CT_OK;
 }
 
+static ct_status ip_plan_host(ct_layer *l, ct_error *err);
+
 static ct_status ip_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   ip_state *s = l->priv;
@@ -93,10 +102,24 @@ static ct_status ip_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
   int shape[CT_MAX_AXES];
   for (int i = 0; i < s->axis; i++) shape[i] = bottom[0]->shape[i];
   shape[s->axis] = s->N;
-  return ct_tensor_reshape(top[0], s->axis + 1, shape, err);
+  CT_TRY(ct_tensor_reshape(top[0], s->axis + 1, shape, err));
+  return l->ctx->device == CT_DEVICE_CPU && l->dtype != CT_F32 ? ip_plan_host(l, err) : CT_OK;
+}
+
+static void ip_free_host_plans(ip_state *s) {
+  for (int i = 0; i < IP_NGEMM; i++) {
+    ct_matmul_dnnl_free(s->mm[i]);
+    s->mm[i] = NULL;
+  }
+  s->plan_M = 0;
 }
 
 static void ip_destroy(ct_layer *l) {
+  ip_state *s = l->priv;
+  if (s) {
+    ip_free_host_plans(s);
+    free(s->w16);
+  }
   free(l->priv);
   l->priv = NULL;
 }
@@ -118,6 +141,59 @@ static ip_gemm_args ip_gemm_shape(const ip_state *s, int which) {
                           : (ip_gemm_args){true, false, s->N, s->K, s->M};
     default: return (ip_gemm_args){false, s->transpose, s->M, s->K, s->N};
   }
+}
+
+/* Host, 16-bit: the three products as oneDNN matmuls in the layer's type
+ * (the weight gradient accumulated into the float32 master's diff), made
+ * for the batch of this reshape. */
+static ct_status ip_plan_host(ct_layer *l, ct_error *err) {
+  ip_state *s = l->priv;
+  if (s->plan_M == s->M && s->mm[0]) return CT_OK;
+  ip_free_host_plans(s);
+  if (!s->w16) s->w16 = ct_xcalloc((size_t)s->N * s->K, ct_dtype_size(l->dtype));
+  const ct_dtype t = l->dtype;
+  for (int i = 0; i < IP_NGEMM; i++) {
+    const ip_gemm_args g = ip_gemm_shape(s, i);
+    char why[160];
+    s->mm[i] = ct_matmul_dnnl_plan(g.trans_a, g.trans_b, g.M, g.N, g.K, t, t,
+                                   i == IP_WEIGHT_GRAD ? CT_F32 : t, i == IP_FORWARD && s->bias_term,
+                                   i == IP_WEIGHT_GRAD, why, sizeof why);
+    if (!s->mm[i]) {
+      ip_free_host_plans(s);
+      return ct_error_set(err, CT_ERR_UNSUPPORTED, "no %s matrix product on the host: %s",
+                          ct_dtype_name(t), *why ? why : "built without oneDNN");
+    }
+  }
+  s->plan_M = s->M;
+  return CT_OK;
+}
+
+static ct_status ip_forward_host16(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top) {
+  ip_state *s = l->priv;
+  ct_cpu_convert((size_t)s->N * s->K, CT_F32, l->params[0]->data, l->dtype, s->w16);
+  ct_matmul_dnnl_run(s->mm[IP_FORWARD], bottom[0]->data, s->w16,
+                     s->bias_term ? l->params[1]->data : NULL, top[0]->data);
+  return CT_OK;
+}
+
+/* Backward reads the weights forward converted (they do not change between
+ * the two). */
+static void ip_backward_host16(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                               ct_tensor *const *bottom) {
+  ip_state *s = l->priv;
+  const void *dy = top[0]->diff, *x = bottom[0]->data;
+  if (l->param_propagate_down[0]) {
+    if (s->transpose) ct_matmul_dnnl_run(s->mm[IP_WEIGHT_GRAD], x, dy, NULL, l->params[0]->diff);
+    else ct_matmul_dnnl_run(s->mm[IP_WEIGHT_GRAD], dy, x, NULL, l->params[0]->diff);
+  }
+  if (s->bias_term && l->param_propagate_down[1]) {
+    float *db = l->params[1]->diff;
+    for (int m = 0; m < s->M; m++)
+      ct_cpu_axpy_from((size_t)s->N, 1.0f, l->dtype,
+                       (const char *)dy + (size_t)m * s->N * ct_dtype_size(l->dtype), db);
+  }
+  if (propagate_down[0])
+    ct_matmul_dnnl_run(s->mm[IP_DATA_GRAD], dy, s->w16, NULL, bottom[0]->diff);
 }
 
 #ifdef CORTADO_HAVE_CUDA
@@ -155,6 +231,7 @@ static void ip_gemm(ct_layer *l, ct_context *ctx, int which, const float *A, con
 static ct_status ip_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   ip_state *s = l->priv;
+  if (l->ctx->device == CT_DEVICE_CPU && l->dtype != CT_F32) return ip_forward_host16(l, bottom, top);
   ip_gemm(l, l->ctx, IP_FORWARD, bottom[0]->data, l->params[0]->data,
           s->bias_term ? l->params[1]->data : NULL, 0.0f, top[0]->data);
   return CT_OK;
@@ -163,6 +240,10 @@ static ct_status ip_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
 static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                         ct_tensor *const *bottom) {
   ip_state *s = l->priv;
+  if (l->ctx->device == CT_DEVICE_CPU && l->dtype != CT_F32) {
+    ip_backward_host16(l, top, propagate_down, bottom);
+    return;
+  }
   const float *dy = top[0]->diff, *x = bottom[0]->data;
   const bool wgrad = l->param_propagate_down[0], bgrad = s->bias_term && l->param_propagate_down[1];
   /* the parameter gradients on the gradient stream when the net says so */
@@ -245,4 +326,7 @@ const ct_layer_ops ct_inner_product_ops = {
     .destroy_gpu = ip_destroy_gpu,
 #endif
     .destroy = ip_destroy,
+#ifdef CORTADO_HAVE_DNNL
+    .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
+#endif
 };

@@ -139,7 +139,7 @@ extern "C" void ct_loss_finish_gpu(ct_context *ctx, ct_loss_scratch *s, size_t n
   unsigned blocks = ct_cuda_blocks(n ? n : 1);
   if (blocks > CT_LOSS_REDUCE_BLOCKS) blocks = CT_LOSS_REDUCE_BLOCKS;
   double *partial = (double *)s->partials->data;
-  unsigned *counter = (unsigned *)(s->partials->data + CT_LOSS_PARTIALS);
+  unsigned *counter = (unsigned *)(ct_f32(s->partials) + CT_LOSS_PARTIALS);
   loss_finish<<<blocks, CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream>>>(
       n, value, flag, f->square, partial, counter, (int)f->norm, f->outer, f->inner, f->scale, top,
       ct_f32(s->inv_norm), ctx->check_word, s->check_id);

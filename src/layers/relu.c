@@ -1,6 +1,7 @@
 /* ReLU: y = max(x, 0) + negative_slope * min(x, 0).  In-place safe. */
 #include "layers/layer.h"
 #include "layers/relu.h"
+#include "math/typed.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/activation_cudnn.h"
 #endif
@@ -20,8 +21,28 @@ static float negative_slope(const ct_layer *l) {
   return l->param->relu_param ? l->param->relu_param->negative_slope : 0.0f;
 }
 
+/* 16-bit values: computed in float32, rounded once (exact for slope 0). */
+static void relu_forward_typed(ct_dtype t, size_t n, float slope, const void *x, void *y) {
+#pragma omp parallel for if (n >= 65536) schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float v = ct_typed_load(t, x, i);
+    ct_typed_store(t, y, i, v > 0 ? v : slope * v);
+  }
+}
+
+static void relu_backward_typed(ct_dtype t, size_t n, float slope, const void *x, const void *dy,
+                                void *dx) {
+#pragma omp parallel for if (n >= 65536) schedule(static)
+  for (size_t i = 0; i < n; i++)
+    ct_typed_store(t, dx, i, ct_typed_load(t, dy, i) * (ct_typed_load(t, x, i) > 0 ? 1.0f : slope));
+}
+
 static ct_status relu_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->dtype != CT_F32) {
+    relu_forward_typed(l->dtype, bottom[0]->count, negative_slope(l), bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   const float *x = bottom[0]->data;
   float *y = top[0]->data;
   float slope = negative_slope(l);
@@ -34,6 +55,11 @@ static ct_status relu_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void relu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->dtype != CT_F32) {
+    relu_backward_typed(l->dtype, bottom[0]->count, negative_slope(l), bottom[0]->data,
+                        top[0]->diff, bottom[0]->diff);
+    return;
+  }
   const float *x = bottom[0]->data, *dy = top[0]->diff;
   float *dx = bottom[0]->diff;
   float slope = negative_slope(l);
@@ -85,4 +111,5 @@ const ct_layer_ops ct_relu_ops = {
     .reshape_gpu = relu_reshape_gpu,
     .destroy_gpu = ct_act_cudnn_destroy,
 #endif
+    .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
 };

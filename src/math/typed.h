@@ -6,6 +6,7 @@
 #define CT_MATH_TYPED_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/context.h"
 #include "core/dtype.h"
@@ -13,6 +14,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Value i of an array of type t, as float32; and storing one. */
+static inline float ct_typed_load(ct_dtype t, const void *p, size_t i) {
+  switch (t) {
+    case CT_BF16: return ct_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CT_F16: return ct_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+  }
+}
+static inline void ct_typed_store(ct_dtype t, void *p, size_t i, float v) {
+  switch (t) {
+    case CT_BF16: ((uint16_t *)p)[i] = ct_f32_to_bf16(v); break;
+    case CT_F16: ((uint16_t *)p)[i] = ct_f32_to_f16(v); break;
+    default: ((float *)p)[i] = v; break;
+  }
+}
 
 /* y (n values of type `to`) = x (n values of type `from`). */
 void ct_cpu_convert(size_t n, ct_dtype from, const void *x, ct_dtype to, void *y);

@@ -7,21 +7,8 @@
 #include "core/mem.h"
 #include "core/status.h"
 
-static inline float load(ct_dtype t, const void *p, size_t i) {
-  switch (t) {
-    case CT_BF16: return ct_bf16_to_f32(((const uint16_t *)p)[i]);
-    case CT_F16: return ct_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const float *)p)[i];
-  }
-}
-
-static inline void store(ct_dtype t, void *p, size_t i, float v) {
-  switch (t) {
-    case CT_BF16: ((uint16_t *)p)[i] = ct_f32_to_bf16(v); break;
-    case CT_F16: ((uint16_t *)p)[i] = ct_f32_to_f16(v); break;
-    default: ((float *)p)[i] = v; break;
-  }
-}
+#define load ct_typed_load
+#define store ct_typed_store
 
 /* Below this many values one thread does it all. */
 #define PAR_MIN 32768

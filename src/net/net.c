@@ -27,6 +27,7 @@ typedef struct {
   const char *source;
   ct_strmap avail; /* names of blobs available as bottoms (-> 1) */
   int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
+  ct_dtype layer_type; /* the element type of the layer being connected */
 } builder;
 
 static int find_blob(const ct_net *net, const char *name) {
@@ -145,6 +146,18 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
     NET_LOG(b, "%s <- %s", lp->name ? lp->name : "", name);
   }
   const ct_layer_ops *ops = ct_layer_find(lp->type ? lp->type : "");
+  /* the layer's element type: as the dtype pass set it; a layer of any
+   * type (Split) takes its bottom's */
+  ct_dtype type = CT_F32;
+  if (lp->has_forward_type) CT_ASSERT(ct_dtype_from_proto(lp->forward_type, "forward_type", &type, err) == CT_OK);
+  else if (ops && ((ops->dtypes_cpu | ops->dtypes_gpu) & CT_DTYPES_ANY) && nb > 0)
+    type = net->blobs[net->bottom_ids[li][0]]->dtype;
+  b->layer_type = type;
+  for (int j = 0; j < nb; j++)
+    CT_ASSERTF(net->blobs[net->bottom_ids[li][j]]->dtype == type || (ops && ops == ct_layer_find("Cast")),
+               "layer '%s' (%s) runs in %s but its bottom '%s' holds %s", lp->name ? lp->name : "",
+               lp->type, ct_dtype_name(type), lp->bottom[j],
+               ct_dtype_name(net->blobs[net->bottom_ids[li][j]]->dtype));
   int want = nt;
   if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && nt < ops->min_tops) want = ops->min_tops;
   net->top_ids[li] = ct_xcalloc((size_t)want + 1, sizeof(int));
@@ -161,10 +174,12 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
           return ct_srcpos_prefix(err, &lp->base, "top", (size_t)j);
         }
         id = add_blob(b, name);
+        ct_tensor_set_dtype(net->blobs[id], type);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
       id = add_blob(b, NULL); /* automatic top, not available as a bottom */
+      ct_tensor_set_dtype(net->blobs[id], type);
     }
     net->top_ids[li][j] = id;
     NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
@@ -268,7 +283,9 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   ct_status st = ct_net_filter(param, &state, &filtered, err);
   ct_net_state_clear(&state);
   if (st != CT_OK) return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
-  st = ct_net_insert_splits(filtered, err);
+  st = ct_net_plan_dtypes(filtered, ctx->device, ctx->precision, ctx->precision_given, opts->quiet,
+                          err);
+  if (st == CT_OK) st = ct_net_insert_splits(filtered, err);
   if (st != CT_OK) {
     protobuf_c_message_free_unpacked(&filtered->base, NULL);
     return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
@@ -313,6 +330,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
       break;
     }
     net->nlayers = i + 1;
+    net->layers[i]->dtype = b.layer_type;
     if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
       ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
     make_vecs(net, i);

@@ -153,7 +153,7 @@ static bool flat_unused(const ct_net *net) {
   for (int i = 0; i < net->nlayers; i++) {
     const ct_layer *l = net->layers[i];
     for (int j = 0; j < l->nparams; j++)
-      if (l->params[j]->data >= lo && l->params[j]->data < hi) return false;
+      if ((const float *)l->params[j]->data >= lo && (const float *)l->params[j]->data < hi) return false;
   }
   return true;
 }

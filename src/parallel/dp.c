@@ -125,6 +125,7 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   CT_TRY(ct_context_init(&w->ctx, w->device, seed, err));
   w->ctx_ok = true;
   if (job->strict_fp32) ct_context_set_tf32(&w->ctx, false);
+  CT_TRY(ct_context_set_precision(&w->ctx, job->precision, job->precision_given, err));
   w->ctx.rank = w->rank;
   w->ctx.world = sh->world;
   if (!w->comm) CT_TRY(make_thread_comm(w, err));

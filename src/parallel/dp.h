@@ -64,6 +64,8 @@ typedef struct ct_dp_job {
   const char *resume;         /* a .solverstate to resume from, or NULL */
   bool global_batch;          /* the net's batch sizes are global: divide them by world */
   bool strict_fp32;           /* GPU math without TF32 (--math=fp32) */
+  ct_dtype precision;         /* 16-bit type of layers that have one (--precision), CT_F32: none */
+  bool precision_given;       /* --precision was set (overrides the nets' default_forward_type) */
   ct_reduce_opts dp;
 } ct_dp_job;
 

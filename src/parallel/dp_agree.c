@@ -129,6 +129,8 @@ ct_status ct_dp_agreement(const ct_dp_job *job, char **out, ct_error *err) {
   text t = {0};
   add(&t, "flag --global_batch: %s\n", job->global_batch ? "true" : "false");
   add(&t, "flag --math: %s\n", job->strict_fp32 ? "fp32" : "tf32");
+  add(&t, "flag --precision: %s%s\n", ct_dtype_name(job->precision),
+      job->precision_given ? "" : " (unset)");
   add(&t, "flag --bucket_mb: %.17g\n",
       (double)(job->dp.bucket_bytes ? job->dp.bucket_bytes : CT_REDUCE_DEFAULT_BUCKET_BYTES) / 1048576.0);
   add(&t, "flag --dp_timing: %d\n", job->dp.timing_iters);

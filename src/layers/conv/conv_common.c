@@ -208,10 +208,10 @@ void ct_conv_destroy(ct_layer *l) {
 
 /* The host engine for c's geometry (conv_common.h, Engines): chosen again
  * (and the choice logged) only when the batch or the spatial shape changed. */
-static void choose_engine(ct_layer *l, ct_conv *c) {
-  if (l->ctx->device != CT_DEVICE_CPU) return;
+static ct_status choose_engine(ct_layer *l, ct_conv *c, ct_error *err) {
+  if (l->ctx->device != CT_DEVICE_CPU) return CT_OK;
   if (c->planned && c->plan_num == c->num && !memcmp(c->plan_in, c->geom.in, sizeof c->plan_in))
-    return;
+    return CT_OK;
   c->planned = true;
   c->plan_num = c->num;
   memcpy(c->plan_in, c->geom.in, sizeof c->plan_in);
@@ -220,17 +220,23 @@ static void choose_engine(ct_layer *l, ct_conv *c) {
   char why[160] = "engine: CAFFE";
   if (c->engine != CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
 #ifdef CORTADO_HAVE_DNNL
-    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, why, sizeof why);
+    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, l->dtype, why, sizeof why);
 #else
     snprintf(why, sizeof why, "built without oneDNN");
 #endif
   }
   char desc[256];
   if (c->fast)
-    LOG_INFO("layer '%s' (%s): host engine %s", l->name, l->ops->type,
-             ct_conv_dnnl_describe(c->fast, desc, sizeof desc));
-  else
+    LOG_INFO("layer '%s' (%s): host engine %s%s", l->name, l->ops->type,
+             ct_conv_dnnl_describe(c->fast, desc, sizeof desc),
+             l->dtype == CT_F32 ? "" : (l->dtype == CT_BF16 ? " in bfloat16" : " in float16"));
+  else if (l->dtype != CT_F32) {
+    c->planned = false;
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "no %s engine on the host for this layer (%s)",
+                        ct_dtype_name(l->dtype), why);
+  } else
     LOG_INFO("layer '%s' (%s): host engine im2col + GEMM (%s)", l->name, l->ops->type, why);
+  return CT_OK;
 }
 
 static ct_conv_window window_of(const ct_conv *c) {
@@ -283,7 +289,7 @@ ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
   for (int t = 0; t < l->ntop; t++) CT_TRY(ct_tensor_reshape(top[t], b0->ndim, tshape, err));
   c->x_spatial = ct_im2col_in_count(g);
   c->y_spatial = ct_im2col_out_count(g);
-  choose_engine(l, c);
+  CT_TRY(choose_engine(l, c, err));
   /* Chunk: as many images as the scratch budget holds (one for 1x1). */
   size_t per_image = ((size_t)c->group * c->kernel_dim + (size_t)c->y_channels) *
                      c->y_spatial * sizeof(float);

@@ -42,7 +42,7 @@ typedef struct buffer {
   dnnl_memory_desc_t md;
   dnnl_memory_t mem;  /* allocated on first use */
   int role;
-  const float *holds; /* the blob whose values it holds (inputs of roles X and Y) */
+  const void *holds;  /* the blob whose values it holds (inputs of roles X and Y) */
 } buffer;
 
 /* One tensor argument of a primitive: the blob's layout (user), and, when the
@@ -66,6 +66,7 @@ struct ct_conv_dnnl {
    * channels, group, nspatial, geom), by the direct kernels. */
   ct_conv conv;
   bool y_bias;
+  ct_dtype act;       /* of x and y and their gradients (weights and bias: float32) */
   size_t w_count;
   /* y_from_x (forward), x_from_y (backward data), weight_grad (backward weights) */
   op fwd, bwd_data, bwd_weights;
@@ -124,7 +125,7 @@ static void run_reorder(ct_conv_dnnl *f, dnnl_primitive_t r, dnnl_memory_t from,
 
 /* The memory to pass for an input blob p: the blob itself, or its reorder
  * (kept from an earlier call when the slot still holds p). */
-static dnnl_memory_t arg_in(ct_conv_dnnl *f, arg *a, const float *p) {
+static dnnl_memory_t arg_in(ct_conv_dnnl *f, arg *a, const void *p) {
   DNNL_CHECK(dnnl_memory_set_data_handle(a->user, (void *)p));
   if (!a->buf) return a->user;
   buffer *b = a->buf;
@@ -138,7 +139,7 @@ static dnnl_memory_t arg_in(ct_conv_dnnl *f, arg *a, const float *p) {
 
 /* The memory a primitive writes an output blob p into; arg_out_done moves it
  * into p when it is a buffer. */
-static dnnl_memory_t arg_out(ct_conv_dnnl *f, arg *a, float *p) {
+static dnnl_memory_t arg_out(ct_conv_dnnl *f, arg *a, void *p) {
   DNNL_CHECK(dnnl_memory_set_data_handle(a->user, p));
   return a->buf ? buffer_mem(a->buf) : a->user;
 }
@@ -177,10 +178,19 @@ static const dnnl_memory_desc_t *query(const op *o, dnnl_query_t what) {
   return dnnl_primitive_desc_query_md(o->pd, what, 0);
 }
 
-static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias) {
+static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, ct_dtype act) {
   f->conv = *c;
   f->y_bias = y_bias;
-  f->direct = ct_conv_direct_fits(c);
+  f->act = act;
+  f->direct = act == CT_F32 && ct_conv_direct_fits(c);
+}
+
+static dnnl_data_type_t dnnl_type(ct_dtype t) {
+  switch (t) {
+    case CT_BF16: return dnnl_bf16;
+    case CT_F16: return dnnl_f16;
+    default: return dnnl_f32;
+  }
 }
 
 static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const char **stage) {
@@ -202,16 +212,21 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
   wd[k++] = c->y_channels / c->group;
   wd[k++] = c->x_channels / c->group;
   for (int i = 0; i < c->nspatial; i++) wd[k++] = g->kernel[i];
-  dnnl_memory_desc_t x_md, y_md, w_md, b_md, x_any, y_any, w_any;
+  /* x, y and their gradients in the layer's type; the weights computed
+   * with in it too (reordered from the float32 master), their gradient and
+   * the bias in float32 */
+  const dnnl_data_type_t at = dnnl_type(f->act);
+  dnnl_memory_desc_t x_md, y_md, w_md, b_md, x_any, y_any, w_any, dw_any;
   dnnl_status_t s;
   *stage = "memory descriptors";
-  if ((s = dnnl_memory_desc_init_by_tag(&x_md, nd, xd, dnnl_f32, plain_tag(nd))) ||
-      (s = dnnl_memory_desc_init_by_tag(&y_md, nd, yd, dnnl_f32, plain_tag(nd))) ||
+  if ((s = dnnl_memory_desc_init_by_tag(&x_md, nd, xd, at, plain_tag(nd))) ||
+      (s = dnnl_memory_desc_init_by_tag(&y_md, nd, yd, at, plain_tag(nd))) ||
       (s = dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_f32, plain_tag(wnd))) ||
       (s = dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a)) ||
-      (s = dnnl_memory_desc_init_by_tag(&x_any, nd, xd, dnnl_f32, dnnl_format_tag_any)) ||
-      (s = dnnl_memory_desc_init_by_tag(&y_any, nd, yd, dnnl_f32, dnnl_format_tag_any)) ||
-      (s = dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any)))
+      (s = dnnl_memory_desc_init_by_tag(&x_any, nd, xd, at, dnnl_format_tag_any)) ||
+      (s = dnnl_memory_desc_init_by_tag(&y_any, nd, yd, at, dnnl_format_tag_any)) ||
+      (s = dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, at, dnnl_format_tag_any)) ||
+      (s = dnnl_memory_desc_init_by_tag(&dw_any, wnd, wd, dnnl_f32, dnnl_format_tag_any)))
     return s;
   const dnnl_memory_desc_t *bias = y_bias ? &b_md : NULL;
   /* Forward takes the layouts oneDNN prefers (channel blocks of the vector
@@ -220,9 +235,9 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
    * blocks cost more than they bring, and oneDNN's GEMM-based kernels on
    * the blobs' own layout were faster (LeNet's 1->20 and 20->50 on AVX2:
    * backward weights 5.0 -> 2.0 ms and 9.9 -> 8.2 ms for both, one thread). */
-  const bool plain_bwd = c->x_channels % 8 != 0 && c->y_channels % 8 != 0;
+  const bool plain_bwd = f->act == CT_F32 && c->x_channels % 8 != 0 && c->y_channels % 8 != 0;
   const dnnl_memory_desc_t *bx = plain_bwd ? &x_md : &x_any, *bw = plain_bwd ? &w_md : &w_any,
-                           *by = plain_bwd ? &y_md : &y_any;
+                           *by = plain_bwd ? &y_md : &y_any, *bdw = plain_bwd ? &w_md : &dw_any;
   dnnl_convolution_desc_t d;
   *stage = "forward";
   if ((s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training,
@@ -239,7 +254,7 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
     return s;
   *stage = "backward weights";
   if ((s = dnnl_dilated_convolution_backward_weights_desc_init(
-           &d, dnnl_convolution_direct, bx, bw, bias, by, strides, dilates, pad_l, pad_r)) ||
+           &d, dnnl_convolution_direct, bx, bdw, bias, by, strides, dilates, pad_l, pad_r)) ||
       (s = make_op(&f->bwd_weights, &d, f->fwd.pd)))
     return s;
   *stage = "reorders";
@@ -269,7 +284,8 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
   return dnnl_success;
 }
 
-ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why, size_t why_len) {
+ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, char *why,
+                                  size_t why_len) {
   if (why_len) why[0] = '\0';
   if (c->nspatial < 1 || c->nspatial > 3) {
     snprintf(why, why_len, "oneDNN convolves over 1 to 3 spatial axes, not %d", c->nspatial);
@@ -285,7 +301,7 @@ ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why, size
     return NULL;
   }
   ct_conv_dnnl *f = ct_xcalloc(1, sizeof *f);
-  remember_geometry(f, c, y_bias);
+  remember_geometry(f, c, y_bias, act);
   const char *stage = "stream";
   dnnl_status_t s = dnnl_stream_create(&f->stream, g_engine, dnnl_stream_default_flags);
   if (s == dnnl_success) s = plan(f, c, y_bias, &stage);
@@ -331,8 +347,8 @@ void ct_conv_dnnl_forget(ct_conv_dnnl *f, ct_conv_dnnl_slot slot) {
     if (f->bufs[i].role == role) f->bufs[i].holds = NULL;
 }
 
-void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, const float *x,
-                           float *y) {
+void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, const void *x,
+                           void *y) {
   CT_ASSERT(!bias || f->y_bias);
   if (f->direct) {
     ct_conv_direct_forward(&f->conv, w, bias, x, y);
@@ -352,7 +368,7 @@ void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, c
   DNNL_CHECK(dnnl_stream_wait(f->stream));
 }
 
-void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const float *y, float *x) {
+void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const void *y, void *x) {
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, arg_in(f, &f->bd_dy, y)},
                              {DNNL_ARG_WEIGHTS, arg_in(f, &f->bd_w, w)},
                              {DNNL_ARG_DIFF_SRC, arg_out(f, &f->bd_dx, x)}};
@@ -361,7 +377,7 @@ void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const float *y, floa
   DNNL_CHECK(dnnl_stream_wait(f->stream));
 }
 
-void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy, float *dw,
+void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const void *x, const void *dy, float *dw,
                               float *dbias) {
   CT_ASSERT(!dbias || f->y_bias);
   if (f->direct) {

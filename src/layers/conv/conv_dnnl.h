@@ -17,6 +17,12 @@
  * says when a slot's blob may have changed (ct_conv_dnnl_forget), as the
  * reference engine does for its column matrix.
  *
+ * x and y (and their gradients) are of the element type the plan was made
+ * for (act: float32 or bfloat16, oneDNN's bf16 kernels on AVX512_BF16 or
+ * AMX); the weights and bias are always float32 (the solver's master copy,
+ * reordered into the computing type as they are read), as are the weight
+ * and bias gradients.
+ *
  * Without oneDNN (CORTADO_HAVE_DNNL unset) ct_conv_dnnl_create always
  * declines and the layers keep the reference engine. */
 #ifndef CT_LAYERS_CONV_DNNL_H
@@ -52,7 +58,8 @@ void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float al
  * joins forward and backward weights when y_bias).  Returns NULL when oneDNN
  * has no implementation for it, with the reason in why (why_len bytes).
  * The result is owned by the caller: ct_conv_dnnl_free. */
-ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why, size_t why_len);
+ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, char *why,
+                                  size_t why_len);
 void ct_conv_dnnl_free(ct_conv_dnnl *f);
 /* "oneDNN (forward jit:avx2, backward data ..., backward weights ...)" into buf. */
 const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len);
@@ -63,14 +70,14 @@ const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len);
 void ct_conv_dnnl_forget(ct_conv_dnnl *f, ct_conv_dnnl_slot slot);
 /* y (num, y_channels, y_spatial) = conv(x, w) + bias (bias NULL: none; only
  * when planned with y_bias). */
-void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, const float *x,
-                           float *y);
+void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, const void *x,
+                           void *y);
 /* x (num, x_channels, x_spatial) = the transposed convolution of y; x is
  * overwritten. */
-void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const float *y, float *x);
+void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const void *y, void *x);
 /* dw += the weight gradient of x and dy; dbias (y_channels, NULL: skip;
  * only when planned with y_bias) += the sum of dy over images and space. */
-void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy, float *dw,
+void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const void *x, const void *dy, float *dw,
                               float *dbias);
 
 #else
@@ -80,10 +87,11 @@ static inline void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, i
   ct_cpu_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
-static inline ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, char *why,
-                                                size_t why_len) {
+static inline ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act,
+                                                char *why, size_t why_len) {
   (void)c;
   (void)y_bias;
+  (void)act;
   if (why_len) why[0] = '\0';
   return NULL;
 }
@@ -98,14 +106,14 @@ static inline void ct_conv_dnnl_forget(ct_conv_dnnl *f, ct_conv_dnnl_slot slot) 
   (void)slot;
 }
 static inline void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias,
-                                         const float *x, float *y) {
+                                         const void *x, void *y) {
   CT_ASSERT(!"oneDNN is not built in");
 }
-static inline void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const float *y,
-                                         float *x) {
+static inline void ct_conv_dnnl_x_from_y(ct_conv_dnnl *f, const float *w, const void *y,
+                                         void *x) {
   CT_ASSERT(!"oneDNN is not built in");
 }
-static inline void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const float *x, const float *dy,
+static inline void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const void *x, const void *dy,
                                             float *dw, float *dbias) {
   CT_ASSERT(!"oneDNN is not built in");
 }
