@@ -63,6 +63,12 @@ static void params_to_device(ct_layer *l) {
 
 ct_status tu_layer_case_try(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
                             ct_phase phase, const char *bottom_shapes, int ntop, ct_error *err) {
+  return tu_layer_case_try_typed(c, p, device, phase, bottom_shapes, ntop, CT_F32, err);
+}
+
+ct_status tu_layer_case_try_typed(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
+                                  ct_phase phase, const char *bottom_shapes, int ntop,
+                                  ct_dtype type, ct_error *err) {
   memset(c, 0, sizeof *c);
   CT_TRY(ct_context_init(&c->ctx, device, 1234, err));
   int shapes[TU_MAX_BLOBS][CT_MAX_AXES], ndims[TU_MAX_BLOBS];
@@ -72,15 +78,21 @@ ct_status tu_layer_case_try(tu_layer_case *c, const Caffe__LayerParameter *p, in
     char name[16];
     snprintf(name, sizeof name, "bottom%d", i);
     c->bottom[i] = ct_tensor_new_shape(device, name, ndims[i], shapes[i], true);
+    if (type != CT_F32) {
+      ct_tensor_set_dtype(c->bottom[i], type);
+      ct_tensor_reshape_or_die(c->bottom[i], ndims[i], shapes[i]);
+    }
     tu_fill(c->bottom[i], -1.0f, 1.0f, 100 + (uint64_t)i);
   }
   for (int i = 0; i < ntop; i++) {
     char name[16];
     snprintf(name, sizeof name, "top%d", i);
     c->top[i] = ct_tensor_new(device, name);
+    ct_tensor_set_dtype(c->top[i], type);
     c->top[i]->has_diff = true;
   }
   CT_TRY(ct_layer_create(p, phase, &c->ctx, c->nb, ntop, &c->l, err));
+  c->l->dtype = type;
   CT_TRY(ct_layer_setup(c->l, c->bottom, c->top, err));
   params_to_device(c->l);
   /* Loss tops carry their loss weight in diff, as the net arranges. */

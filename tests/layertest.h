@@ -36,6 +36,12 @@ void tu_layer_case_init(tu_layer_case *c, const Caffe__LayerParameter *p, int de
  * bad parameters). */
 ct_status tu_layer_case_try(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
                             ct_phase phase, const char *bottom_shapes, int ntop, ct_error *err);
+/* The same with the layer, its bottoms and tops in element type `type` (as
+ * the net's dtype pass would run it; bottoms drawn in float32 and
+ * rounded). */
+ct_status tu_layer_case_try_typed(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
+                                  ct_phase phase, const char *bottom_shapes, int ntop,
+                                  ct_dtype type, ct_error *err);
 void tu_layer_case_free(tu_layer_case *c);
 /* Forward; fails the test on error. */
 void tu_forward(tu_layer_case *c);

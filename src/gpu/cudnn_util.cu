@@ -49,7 +49,20 @@ extern "C" size_t ct_cudnn_workspace_limit(int device) {
 
 /* ---------------------------------------------------------------- descriptors */
 
+cudnnDataType_t ct_cudnn_type(ct_dtype t) {
+  switch (t) {
+    case CT_BF16: return CUDNN_DATA_BFLOAT16;
+    case CT_F16: return CUDNN_DATA_HALF;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
 cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const int *dims) {
+  return ct_cudnn_set_tensor_typed(desc, CT_F32, ndim, dims);
+}
+
+cudnnStatus_t ct_cudnn_set_tensor_typed(cudnnTensorDescriptor_t desc, ct_dtype type, int ndim,
+                                        const int *dims) {
   int strides[5];
   CT_ASSERT(ndim >= 4 && ndim <= 5);
   long long s = 1;
@@ -59,7 +72,7 @@ cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const 
     s *= dims[i];
   }
   if (s > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
-  return cudnnSetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, ndim, dims, strides);
+  return cudnnSetTensorNdDescriptor(desc, ct_cudnn_type(type), ndim, dims, strides);
 }
 
 cudnnStatus_t ct_cudnn_set_flat(cudnnTensorDescriptor_t desc, size_t count) {

@@ -87,6 +87,11 @@ size_t ct_cudnn_workspace_limit(int device);
 /* Sets a fully packed float tensor descriptor of ndim (4 or 5) dims.
  * Returns the cuDNN status (BAD_PARAM for a dimension out of range). */
 cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const int *dims);
+/* The same for values of type t. */
+cudnnStatus_t ct_cudnn_set_tensor_typed(cudnnTensorDescriptor_t desc, ct_dtype t, int ndim,
+                                        const int *dims);
+/* cuDNN's name of an element type. */
+cudnnDataType_t ct_cudnn_type(ct_dtype t);
 /* count packed values as (1, 1, 1, count), for elementwise operations
  * (whose shape does not matter; cuDNN runs them fastest as one packed row).
  * BAD_PARAM when count is 0 or over 2^31 - 1. */

@@ -46,6 +46,11 @@ enum { IP_FORWARD, IP_WEIGHT_GRAD, IP_DATA_GRAD, IP_NGEMM };
 typedef struct ip_gpu {
   bool planned;
   int M;
+  /* 16-bit layers: the weights converted to the layer's type by forward,
+   * and the bias gradient's scratch (ct_bias_grad_scratch floats) */
+  void *w16;
+  float *bias_scratch;
+  size_t bias_scratch_count;
   bool ctx_tf32;              /* ctx->tf32 when planned: runs check it is unchanged */
   ct_gemm_lt *plan[IP_NGEMM];
 } ip_gpu;
@@ -228,10 +233,51 @@ static void ip_gemm(ct_layer *l, ct_context *ctx, int which, const float *A, con
   if (bias) be->add_bias(ctx, bias, g.M, g.N, 1, C);
 }
 
+#ifdef CORTADO_HAVE_CUDA
+/* GPU, 16-bit: cuBLAS GemmEx in the layer's type on tensor cores, the
+ * weight gradient accumulated straight into the float32 master's diff. */
+static ct_status ip_forward_gpu16(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top) {
+  ip_state *s = l->priv;
+  ip_gpu *gp = l->gpu_priv;
+  ct_gpu_convert(l->ctx, (size_t)s->N * s->K, CT_F32, l->params[0]->data, l->dtype, gp->w16);
+  const ip_gemm_args g = ip_gemm_shape(s, IP_FORWARD);
+  ct_gpu_gemm_typed(l->ctx, g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, l->dtype, bottom[0]->data,
+                    gp->w16, 0.0f, l->dtype, top[0]->data);
+  if (s->bias_term)
+    ct_bias_add_gpu_typed(l->ctx, l->dtype, l->params[1]->data, s->M, s->N, 1, false, top[0]->data);
+  return CT_OK;
+}
+
+static void ip_backward_gpu16(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                              ct_tensor *const *bottom) {
+  ip_state *s = l->priv;
+  ip_gpu *gp = l->gpu_priv;
+  const void *dy = top[0]->diff, *x = bottom[0]->data;
+  const bool wgrad = l->param_propagate_down[0], bgrad = s->bias_term && l->param_propagate_down[1];
+  ct_context *pctx = l->grad_side && (wgrad || bgrad) ? ct_context_grad_begin(l->ctx) : l->ctx;
+  if (wgrad) {
+    const ip_gemm_args g = ip_gemm_shape(s, IP_WEIGHT_GRAD);
+    ct_gpu_gemm_typed(pctx, g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, l->dtype,
+                      s->transpose ? x : dy, s->transpose ? dy : x, 1.0f, CT_F32,
+                      l->params[0]->diff);
+  }
+  if (bgrad)
+    ct_bias_grad_gpu_typed(pctx, l->dtype, dy, s->M, s->N, 1, gp->bias_scratch, l->params[1]->diff);
+  if (propagate_down[0]) {
+    const ip_gemm_args g = ip_gemm_shape(s, IP_DATA_GRAD);
+    ct_gpu_gemm_typed(l->ctx, g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, l->dtype, dy, gp->w16,
+                      0.0f, l->dtype, bottom[0]->diff);
+  }
+}
+#endif
+
 static ct_status ip_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                             ct_error *err) {
   ip_state *s = l->priv;
   if (l->ctx->device == CT_DEVICE_CPU && l->dtype != CT_F32) return ip_forward_host16(l, bottom, top);
+#ifdef CORTADO_HAVE_CUDA
+  if (l->dtype != CT_F32) return ip_forward_gpu16(l, bottom, top);
+#endif
   ip_gemm(l, l->ctx, IP_FORWARD, bottom[0]->data, l->params[0]->data,
           s->bias_term ? l->params[1]->data : NULL, 0.0f, top[0]->data);
   return CT_OK;
@@ -244,6 +290,12 @@ static void ip_backward(ct_layer *l, ct_tensor *const *top, const bool *propagat
     ip_backward_host16(l, top, propagate_down, bottom);
     return;
   }
+#ifdef CORTADO_HAVE_CUDA
+  if (l->dtype != CT_F32) {
+    ip_backward_gpu16(l, top, propagate_down, bottom);
+    return;
+  }
+#endif
   const float *dy = top[0]->diff, *x = bottom[0]->data;
   const bool wgrad = l->param_propagate_down[0], bgrad = s->bias_term && l->param_propagate_down[1];
   /* the parameter gradients on the gradient stream when the net says so */
@@ -280,6 +332,16 @@ static ct_status ip_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor
     gp = ct_xcalloc(1, sizeof *gp);
     l->gpu_priv = gp;
   }
+  if (l->dtype != CT_F32) {
+    if (!gp->w16) gp->w16 = ct_mem_alloc(l->ctx->device, (size_t)s->N * s->K * ct_dtype_size(l->dtype));
+    const size_t need = s->bias_term ? ct_bias_grad_scratch(s->M, s->N, 1) : 0;
+    if (need > gp->bias_scratch_count) {
+      if (gp->bias_scratch) ct_mem_free(l->ctx->device, gp->bias_scratch);
+      gp->bias_scratch = ct_mem_alloc(l->ctx->device, need * sizeof(float));
+      gp->bias_scratch_count = need;
+    }
+    return CT_OK; /* no cuBLASLt plans: GemmEx */
+  }
   if (plans_fit(gp, l)) return CT_OK;
   ip_free_plans(gp);
   const bool tf32 = ct_gemm_lt_tf32(l->ctx);
@@ -306,6 +368,8 @@ static void ip_destroy_gpu(ct_layer *l) {
   ip_gpu *gp = l->gpu_priv;
   if (!gp) return;
   ip_free_plans(gp);
+  if (gp->w16) ct_mem_free(l->ctx->device, gp->w16);
+  if (gp->bias_scratch) ct_mem_free(l->ctx->device, gp->bias_scratch);
   free(gp);
   l->gpu_priv = NULL;
 }
@@ -329,4 +393,5 @@ const ct_layer_ops ct_inner_product_ops = {
 #ifdef CORTADO_HAVE_DNNL
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
 #endif
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
 };

@@ -72,12 +72,18 @@ static void relu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 static ct_status relu_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
   const Caffe__ReLUParameter *p = CT_PARAM_OR_DEFAULT(l, relu_param, CAFFE__RE_LUPARAMETER__INIT);
+  if (l->dtype != CT_F32) return CT_OK; /* Cortado's kernels (relu.cu) */
   const char *why = p->negative_slope != 0.0f ? "cuDNN has no leaky ReLU" : NULL;
   return ct_act_cudnn_reshape(l, CT_ACT_CUDNN_RELU, (int)p->engine, why, bottom[0], top[0], err);
 }
 
 static ct_status relu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->dtype != CT_F32) {
+    ct_relu_forward_gpu_typed(l->ctx, l->dtype, bottom[0]->count, negative_slope(l),
+                              bottom[0]->data, top[0]->data);
+    return CT_OK;
+  }
   if (l->gpu_priv) {
     ct_act_cudnn_forward(l, bottom[0]->data, top[0]->data);
     return CT_OK;
@@ -89,6 +95,11 @@ static ct_status relu_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void relu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->dtype != CT_F32) {
+    ct_relu_backward_gpu_typed(l->ctx, l->dtype, bottom[0]->count, negative_slope(l),
+                               bottom[0]->data, top[0]->diff, bottom[0]->diff);
+    return;
+  }
   if (l->gpu_priv) {
     ct_act_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
     return;
@@ -112,4 +123,5 @@ const ct_layer_ops ct_relu_ops = {
     .destroy_gpu = ct_act_cudnn_destroy,
 #endif
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
 };

@@ -5,6 +5,7 @@
 #ifndef CT_MATH_TYPED_H
 #define CT_MATH_TYPED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,13 @@ void ct_dev_axpy_from(ct_context *ctx, size_t n, float alpha, ct_dtype from, con
 void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *y);
 void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b, void *y);
 void ct_dev_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b, void *y);
+
+/* C (M,N) = alpha op(A) op(B) + beta C, row-major as ct_gpu_gemm, with A, B
+ * and C each of its own type (A and B of one 16-bit type, or all float32),
+ * products accumulated in float32 on tensor cores (cuBLAS's GemmEx). */
+void ct_gpu_gemm_typed(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int K,
+                       float alpha, ct_dtype ab_type, const void *A, const void *B, float beta,
+                       ct_dtype c_type, void *C);
 
 /* y += x, n values of type t. */
 void ct_dev_acc_typed(ct_context *ctx, ct_dtype t, size_t n, const void *x, void *y);

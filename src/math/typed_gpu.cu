@@ -2,6 +2,7 @@
  * operation, templated on the element types. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "gpu/gpu.h"
@@ -92,4 +93,28 @@ extern "C" void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const vo
     case CT_F16: LAUNCH(add_k, (const __half *)a, (const __half *)b, (__half *)y); break;
     default: CT_ASSERTF(false, "no element type %d", (int)t);
   }
+}
+
+static cudaDataType_t cuda_type(ct_dtype t) {
+  switch (t) {
+    case CT_BF16: return CUDA_R_16BF;
+    case CT_F16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+extern "C" void ct_gpu_gemm_typed(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int K,
+                                  float alpha, ct_dtype ab_type, const void *A, const void *B,
+                                  float beta, ct_dtype c_type, void *C) {
+  if (M == 0 || N == 0) return;
+  /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+  const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  const cudaDataType_t t = cuda_type(ab_type);
+  cublasStatus_t st = cublasGemmEx(
+      (cublasHandle_t)ctx->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, t, ldb, A, t, lda, &beta, C,
+      cuda_type(c_type), N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  CT_ASSERTF(st == CUBLAS_STATUS_SUCCESS, "cuBLAS GemmEx (%s x %s -> %s, %d x %d x %d): %s",
+             ct_dtype_name(ab_type), ct_dtype_name(ab_type), ct_dtype_name(c_type), M, N, K,
+             cublasGetStatusString(st));
 }

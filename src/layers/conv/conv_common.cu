@@ -1,5 +1,8 @@
 /* The GPU backend of the convolution engine (conv_common.h): cuBLAS GEMMs,
  * im2col.cu, and small kernels for the layout permutes and the bias. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "gpu/gpu.h"
 #include "layers/conv/conv_common.h"
 #include "math/math.h"
@@ -34,6 +37,41 @@ __global__ static void bias_relu_kernel(unsigned n, unsigned C, unsigned S, cons
                                         float *y) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] = fmaxf(y[i] + bias[(i / S) % C], 0.0f);
+}
+
+template <typename T>
+__global__ static void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
+                                             bool relu, T *y);
+template <>
+__global__ void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
+                                      bool relu, __nv_bfloat16 *y) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    float v = __bfloat162float(y[i]) + bias[(i / S) % C];
+    y[i] = __float2bfloat16_rn(relu ? fmaxf(v, 0.0f) : v);
+  }
+}
+template <>
+__global__ void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
+                                      bool relu, __half *y) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    float v = __half2float(y[i]) + bias[(i / S) % C];
+    y[i] = __float2half_rn(relu ? fmaxf(v, 0.0f) : v);
+  }
+}
+
+extern "C" void ct_bias_add_gpu_typed(ct_context *ctx, ct_dtype type, const float *bias, int B,
+                                      int C, size_t S, bool relu, void *y) {
+  const size_t n = (size_t)B * C * S;
+  if (!n) return;
+  CT_ASSERTF(n <= 0xffffffffu && type != CT_F32, "bias over %zu values", n);
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  if (type == CT_BF16)
+    bias_add_typed_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
+        (unsigned)n, (unsigned)C, (unsigned)S, bias, relu, (__nv_bfloat16 *)y);
+  else
+    bias_add_typed_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
+        (unsigned)n, (unsigned)C, (unsigned)S, bias, relu, (__half *)y);
+  CT_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S,
@@ -75,15 +113,20 @@ static unsigned bias_slices(int B, size_t S) {
 
 /* Block (p, c): the sum of slice p of channel c's B*S values into
  * partial[c * P + p].  32-bit indices (the caller asserts B*S fits). */
+static __device__ __forceinline__ float as_float(float v) { return v; }
+static __device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float as_float(__half v) { return __half2float(v); }
+
+template <typename T>
 __global__ static void bias_partial_kernel(unsigned BS, unsigned S, int C, unsigned chunk,
-                                           const float *dx, float *partial) {
+                                           const T *dx, float *partial) {
   __shared__ float warp_sums[CT_CUDA_THREADS / 32];
   const unsigned p = blockIdx.x, c = blockIdx.y;
   const unsigned j0 = p * chunk, j1 = min(j0 + chunk, BS);
   float sum = 0.0f;
   for (unsigned j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
     unsigned b = j / S, s = j - b * S;
-    sum += dx[((size_t)b * C + c) * S + s];
+    sum += as_float(dx[((size_t)b * C + c) * S + s]);
   }
   for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = sum;
@@ -110,16 +153,28 @@ extern "C" size_t ct_bias_grad_scratch(int B, int C, size_t S) {
   return (size_t)C * bias_slices(B, S);
 }
 
-extern "C" void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S,
-                                 float *scratch, float *dbias) {
+extern "C" void ct_bias_grad_gpu_typed(ct_context *ctx, ct_dtype type, const void *dx, int B,
+                                       int C, size_t S, float *scratch, float *dbias) {
   const size_t BS = (size_t)B * S;
   if (!C || !BS) return;
   CT_ASSERTF(BS <= 0xffffffffu && S <= 0xffffffffu, "bias gradient: %zu values per channel", BS);
   const unsigned P = bias_slices(B, S);
   const unsigned chunk = (unsigned)((BS + P - 1) / P);
   cudaStream_t st = (cudaStream_t)ctx->stream;
-  bias_partial_kernel<<<dim3(P, (unsigned)C), CT_CUDA_THREADS, 0, st>>>((unsigned)BS, (unsigned)S, C,
-                                                                      chunk, dx, scratch);
+  const dim3 grid(P, (unsigned)C);
+  switch (type) {
+    case CT_BF16:
+      bias_partial_kernel<<<grid, CT_CUDA_THREADS, 0, st>>>((unsigned)BS, (unsigned)S, C, chunk,
+                                                            (const __nv_bfloat16 *)dx, scratch);
+      break;
+    case CT_F16:
+      bias_partial_kernel<<<grid, CT_CUDA_THREADS, 0, st>>>((unsigned)BS, (unsigned)S, C, chunk,
+                                                            (const __half *)dx, scratch);
+      break;
+    default:
+      bias_partial_kernel<<<grid, CT_CUDA_THREADS, 0, st>>>((unsigned)BS, (unsigned)S, C, chunk,
+                                                            (const float *)dx, scratch);
+  }
   CT_CUDA_LAUNCH_CHECK();
   const unsigned warps_per_block = CT_CUDA_THREADS / 32;
   bias_finish_kernel<<<((unsigned)C + warps_per_block - 1) / warps_per_block, CT_CUDA_THREADS, 0,
@@ -198,3 +253,8 @@ extern "C" const ct_conv_backend ct_conv_backend_gpu = {
     ct_gpu_gemm, ct_im2col_gpu, ct_col2im_gpu, gpu_to_rows,
     gpu_from_rows, gpu_add_bias, gpu_bias_grad,
 };
+
+extern "C" void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S,
+                                 float *scratch, float *dbias) {
+  ct_bias_grad_gpu_typed(ctx, CT_F32, dx, B, C, S, scratch, dbias);
+}

@@ -69,6 +69,13 @@ size_t ct_bias_grad_scratch(int B, int C, size_t S);
  * B*S must be below 2^32. */
 void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
                       float *dbias);
+/* The same over dx of any element type (the sums in float32). */
+void ct_bias_grad_gpu_typed(ct_context *ctx, ct_dtype type, const void *dx, int B, int C,
+                            size_t S, float *scratch, float *dbias);
+/* y (B, C, S) of a 16-bit type += bias (C, float32), then max(., 0) when
+ * relu; fewer than 2^32 values. */
+void ct_bias_add_gpu_typed(ct_context *ctx, ct_dtype type, const float *bias, int B, int C,
+                           size_t S, bool relu, void *y);
 /* y = max(y + bias[c], 0) over a (B, C, S) array (fewer than 2^32 values),
  * in one pass: a convolution's bias and the ReLU fused after it. */
 void ct_bias_relu_gpu(ct_context *ctx, const float *bias, int B, int C, size_t S, float *y);

@@ -7,6 +7,7 @@
 #include "layers/conv/conv_common.h"
 #include "layers/conv/conv_cudnn.h"
 #include "layers/conv/conv_igemm.h"
+#include "math/typed.h"
 extern "C" {
 #include "core/log.h"
 }
@@ -35,6 +36,13 @@ typedef struct conv_cudnn {
   float *prep[2];
   size_t prep_bytes[2], prep_alloc[2];
   bool prepared, prepared_bwd, prepared_data;
+  /* 16-bit layers (type): the weights in that type, converted from the
+   * float32 master by each forward (and read by the backward after it),
+   * and the weight gradient in that type before it is added into the
+   * master's float32 diff */
+  ct_dtype type;
+  size_t w_count;
+  void *w16, *dw16;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -69,6 +77,8 @@ extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
   cudnnDestroyConvolutionDescriptor(s->bwd_data);
   cudnnDestroyConvolutionDescriptor(s->bwd_filter);
   if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
+  if (s->w16) ct_mem_free(l->ctx->device, s->w16);
+  if (s->dw16) ct_mem_free(l->ctx->device, s->dw16);
   for (int d = 0; d < 2; d++)
     if (s->prep[d]) ct_mem_free(l->ctx->device, s->prep[d]);
   ct_igemm_free(s->ig);
@@ -123,10 +133,11 @@ static ct_status set_descriptors(conv_cudnn *s, const ct_conv *c, const cudnn_ge
                                  cudnnMathType_t math, ct_error *err) {
   const int n = g->nd + 2;
   cudnnConvolutionDescriptor_t convs[3] = {s->fwd, s->bwd_data, s->bwd_filter};
-  if (ct_cudnn_set_tensor(s->x, n, g->xdims) != CUDNN_STATUS_SUCCESS ||
-      ct_cudnn_set_tensor(s->y, n, g->ydims) != CUDNN_STATUS_SUCCESS ||
+  /* values in the layer's type, products accumulated in float32 */
+  if (ct_cudnn_set_tensor_typed(s->x, s->type, n, g->xdims) != CUDNN_STATUS_SUCCESS ||
+      ct_cudnn_set_tensor_typed(s->y, s->type, n, g->ydims) != CUDNN_STATUS_SUCCESS ||
       ct_cudnn_set_tensor(s->bias, n, g->bdims) != CUDNN_STATUS_SUCCESS ||
-      cudnnSetFilterNdDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, n, g->wdims) !=
+      cudnnSetFilterNdDescriptor(s->w, ct_cudnn_type(s->type), CUDNN_TENSOR_NCHW, n, g->wdims) !=
           CUDNN_STATUS_SUCCESS)
     return ct_error_set(err, CT_ERR_UNSUPPORTED, "cuDNN refuses the tensor shapes");
   for (int i = 0; i < 3; i++) {
@@ -165,6 +176,7 @@ static void key_of(const ct_conv *c, const cudnn_geom *g, bool tf32, bool determ
   k->deterministic = deterministic;
   k->rival = rival;
 }
+
 
 /* The CAFFE engine's im2col scratch is not needed while cuDNN runs the layer
  * (ct_conv_reshape makes it again when the CAFFE engine takes over). */
@@ -224,20 +236,35 @@ static bool rival_time(void *user, int dir, void *x, void *w, void *y, void *ws,
 static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *err) {
   cudnn_geom g;
   geom_of(c, &g);
-  s->tf32 = l->ctx->tf32;
+  s->type = l->dtype;
+  const bool half = s->type != CT_F32;
+  /* 16-bit values always on tensor cores, float32 ones with TF32 when allowed */
+  s->tf32 = half || l->ctx->tf32;
   const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   CT_TRY(set_descriptors(s, c, &g, base, err));
-  /* Cortado's implicit-GEMM kernels race cuDNN where they can run. */
+  /* Cortado's implicit-GEMM kernels (float32) race cuDNN where they can run. */
   ct_igemm_free(s->ig);
   s->ig = NULL;
   ct_igemm_geom ig;
-  const ct_igemm_mode_t mode = ct_igemm_mode();
+  const ct_igemm_mode_t mode = half ? CT_IGEMM_OFF : ct_igemm_mode();
   if (mode != CT_IGEMM_OFF && igemm_geom_of(c, &g, &ig))
     s->ig = ct_igemm_new(l->ctx, &ig, s->tf32);
   rival_user user = {l->ctx, s->ig};
   const ct_cudnn_conv_rival rival = {rival_time, &user, mode == CT_IGEMM_FORCE};
   ct_cudnn_conv_key key;
   key_of(c, &g, s->tf32, l->ctx->deterministic, s->ig ? (int)mode : 0, &key);
+  key.dtype = (int)s->type;
+  if (half) {
+    const size_t wc = (size_t)g.wdims[0] * g.wdims[1] * g.wdims[2] * g.wdims[3] *
+                      (g.nd == 3 ? (size_t)g.wdims[4] : 1);
+    if (wc > s->w_count) {
+      if (s->w16) ct_mem_free(l->ctx->device, s->w16);
+      if (s->dw16) ct_mem_free(l->ctx->device, s->dw16);
+      s->w16 = ct_mem_alloc(l->ctx->device, wc * ct_dtype_size(s->type));
+      s->dw16 = ct_mem_alloc(l->ctx->device, wc * ct_dtype_size(s->type));
+      s->w_count = wc;
+    }
+  }
   CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, s->ig ? &rival : NULL,
                             &s->algos, err));
   if (!s->algos.fwd_rival && !s->algos.bwd_data_rival && !s->algos.bwd_filter_rival) {
@@ -264,6 +291,8 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial) : 0;
   if (bias_count > s->bias_scratch_count) {
     if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
+  if (s->w16) ct_mem_free(l->ctx->device, s->w16);
+  if (s->dw16) ct_mem_free(l->ctx->device, s->dw16);
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
     s->bias_scratch_count = bias_count;
   }
@@ -296,12 +325,16 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
                         "build the net without fusion", c->relu_fused ? "ReLU" : "Pooling", why);
   if (!ct_cudnn_wanted(l->name, engine, why)) {
     ct_conv_cudnn_destroy(l);
+    if (l->dtype != CT_F32)
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "%s convolutions run on cuDNN only, which is off or cannot run this "
+                          "one%s%s", ct_dtype_name(l->dtype), why ? ": " : "", why ? why : "");
     return CT_OK;
   }
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
   if (!s) s = state_new();
   ct_status st = plan(l, s, c, err);
-  if (st == CT_ERR_UNSUPPORTED && !c->relu_fused && !c->bias_deferred) {
+  if (st == CT_ERR_UNSUPPORTED && !c->relu_fused && !c->bias_deferred && l->dtype == CT_F32) {
     /* Expected for configurations cuDNN lacks: the CAFFE engine runs them. */
     if (engine == CT_ENGINE_CUDNN)
       LOG_WARNING("layer '%s': %s; using the CAFFE engine", l->name, err->msg);
@@ -363,7 +396,7 @@ static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, co
 
 extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
   ct_conv *c = (ct_conv *)l->priv;
-  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
+  if (!l->gpu_priv || l->dtype != CT_F32 || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
   if ((size_t)c->num * c->y_channels * c->y_spatial > 0xffffffffu) return false;
   c->relu_fused = true;
   return true;
@@ -371,7 +404,7 @@ extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
 
 extern "C" bool ct_conv_cudnn_defer_bias(ct_layer *l) {
   ct_conv *c = (ct_conv *)l->priv;
-  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused ||
+  if (!l->gpu_priv || l->dtype != CT_F32 || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused ||
       c->bias_deferred)
     return false;
   c->bias_deferred = true;
@@ -395,10 +428,58 @@ extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom
   return true;
 }
 
+/* 16-bit Convolution (not Deconvolution, no rivals, nothing fused): the
+ * master weights converted, cuDNN, the float32 bias added in the type. */
+static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *const *bottom,
+                      ct_tensor *const *top) {
+  CT_ASSERT(!c->reverse && !c->relu_fused && !c->bias_deferred && !s->ig);
+  ct_gpu_convert(l->ctx, s->w_count, CT_F32, l->params[0]->data, s->type, s->w16);
+  for (int i = 0; i < l->nbottom; i++) {
+    CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l->ctx), &k_one, s->x, bottom[i]->data, s->w,
+                                           s->w16, s->fwd, s->algos.fwd, l->ctx->workspace,
+                                           l->ctx->workspace_bytes, &k_zero, s->y, top[i]->data));
+    if (c->bias_term)
+      ct_bias_add_gpu_typed(l->ctx, s->type, (const float *)l->params[1]->data, c->num,
+                            c->y_channels, c->y_spatial, false, top[i]->data);
+  }
+}
+
+/* Its backward: the weight gradient in the type into dw16, then added into
+ * the master's diff (both on the stream that computes it). */
+static void backward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *const *top,
+                       const bool *propagate_down, ct_tensor *const *bottom) {
+  const bool wgrad = l->param_propagate_down[0];
+  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  ct_context *pctx = (wgrad || bgrad) && s->wgrad_side ? ct_context_grad_begin(l->ctx) : l->ctx;
+  for (int i = 0; i < l->nbottom; i++) {
+    if (!propagate_down[i]) continue;
+    CT_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        handle(l->ctx), &k_one, s->w, s->w16, s->y, top[i]->diff, s->bwd_data, s->algos.bwd_data,
+        l->ctx->workspace, l->ctx->workspace_bytes, &k_zero, s->x, bottom[i]->diff));
+  }
+  for (int i = 0; i < l->nbottom; i++) {
+    if (wgrad) {
+      CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          handle(pctx), &k_one, s->x, bottom[i]->data, s->y, top[i]->diff, s->bwd_filter,
+          s->algos.bwd_filter, pctx->workspace, pctx->workspace_bytes, &k_zero, s->w, s->dw16));
+      ct_gpu_axpy_from(pctx, s->w_count, 1.0f, s->type, s->dw16, (float *)l->params[0]->diff);
+    }
+    if (bgrad)
+      ct_bias_grad_gpu_typed(pctx, s->type, top[i]->diff, c->num, c->num_output, s->top_spatial,
+                             s->bias_scratch, (float *)l->params[1]->diff);
+  }
+  s->prepared_bwd = false;
+  if (pctx != l->ctx && !l->grad_side) ct_context_grad_join(l->ctx);
+}
+
 extern "C" ct_status ct_conv_cudnn_forward(ct_layer *l, ct_tensor *const *bottom,
                                            ct_tensor *const *top, ct_error *err) {
   const ct_conv *c = (const ct_conv *)l->priv;
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
+  if (s->type != CT_F32) {
+    forward16(l, c, s, bottom, top);
+    return CT_OK;
+  }
   const float *w = ct_f32(l->params[0]);
   /* a preparation feeds this forward and the backward after it, no other */
   const bool prepared = s->prepared;
@@ -437,6 +518,10 @@ extern "C" void ct_conv_cudnn_backward(ct_layer *l, ct_tensor *const *top,
                                        const bool *propagate_down, ct_tensor *const *bottom) {
   const ct_conv *c = (const ct_conv *)l->priv;
   conv_cudnn *s = (conv_cudnn *)l->gpu_priv;
+  if (s->type != CT_F32) {
+    backward16(l, c, s, top, propagate_down, bottom);
+    return;
+  }
   const bool wgrad = l->param_propagate_down[0];
   const bool bgrad = c->bias_term && l->param_propagate_down[1];
   const float *w = ct_f32(l->params[0]);

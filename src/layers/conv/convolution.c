@@ -158,4 +158,5 @@ const ct_layer_ops ct_convolution_ops = {
 #ifdef CORTADO_HAVE_DNNL
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
 #endif
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
 };
