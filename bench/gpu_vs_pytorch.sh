@@ -6,7 +6,8 @@
 #
 # Cortado: `cortado time --update --dummy_data` (forward, backward and an SGD
 # update with momentum 0.9 and weight decay 5e-4 on synthetic data of a fixed
-# batch).  PyTorch: .bench/torch_from_prototxt.py (a copy of
+# batch; MODES: fp32 tf32 bf16 fp16, the last two Cortado's --precision
+# against the peer's bf16cl, AMP with channels-last).  PyTorch: .bench/torch_from_prototxt.py (a copy of
 # ../shared/bench/torch_from_prototxt.py: scripts/device/fetch-debs.sh makes
 # it), same net, batch and mode.  Prints a markdown table: img/s, ms per
 # iteration, peak GPU memory and the ratio of img/s; LeNet and
@@ -57,6 +58,13 @@ peak() { python3 -c 'import sys; a,b=sys.argv[1],sys.argv[2]; print(a if not b e
 ms_of() { sed -n 's/.*Average training iteration (forward, backward, update): \([0-9.e+-]*\) ms.*/\1/p' "$1" | tail -1; }
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:] if x not in ("","nan")]; print(statistics.median(v) if v else "nan")' "$@"; }
 for mode in $modes; do
+  # Cortado's flag and the peer's mode for each mode: the 16-bit modes are
+  # mixed precision, against PyTorch's AMP in bfloat16 with channels-last
+  # (the peer has no float16 mode: fp16 is measured against the same)
+  case $mode in
+    bf16|fp16) cflag="--precision=$mode" pmode=bf16cl ;;
+    *) cflag="--math=$mode" pmode=$mode ;;
+  esac
   for entry in "${nets[@]}"; do
     IFS='|' read -r name net batch shape classes <<<"$entry"
     n=1
@@ -70,19 +78,19 @@ for mode in $modes; do
       log="$out/cortado_${name}_${mode}.log"
       [ "$r" -gt 1 ] && log="$out/cortado_${name}_${mode}_$r.log"
       "$cortado" time --model="$net" --gpu=0 --dummy_data --dummy_shape="$shape" --update \
-        --iterations="$iters" --math="$mode" >"$log" 2>&1
+        --iterations="$iters" $cflag >"$log" 2>&1
       cs+=("$(ms_of "$log")")
       m=$(sed -n 's/.*Peak GPU memory: \([0-9.]*\) MB.*/\1/p' "$log" | tail -1)
       c_mem=$(peak "$c_mem" "$m")
       if [ -n "$base" ]; then
         blog="${log/cortado_/base_}"
         "$base/cortado" time --model="$net" --gpu=0 --dummy_data --dummy_shape="$shape" --update \
-          --iterations="$iters" --math="$mode" >"$blog" 2>&1
+          --iterations="$iters" $cflag >"$blog" 2>&1
         bs+=("$(ms_of "$blog")")
       fi
       plog="$out/torch_${name}_${mode}.log"
       [ "$r" -gt 1 ] && plog="$out/torch_${name}_${mode}_$r.log"
-      python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$mode" \
+      python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$pmode" \
         --steps "$iters" >"$plog" 2>&1
       json=$(grep '^{' "$plog" | tail -1)
       ps+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_iter"])' "$json" 2>/dev/null)")

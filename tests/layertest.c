@@ -61,6 +61,8 @@ static void params_to_device(ct_layer *l) {
   }
 }
 
+bool tu_layer_strict_fp32 = false;
+
 ct_status tu_layer_case_try(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
                             ct_phase phase, const char *bottom_shapes, int ntop, ct_error *err) {
   return tu_layer_case_try_typed(c, p, device, phase, bottom_shapes, ntop, CT_F32, err);
@@ -71,6 +73,7 @@ ct_status tu_layer_case_try_typed(tu_layer_case *c, const Caffe__LayerParameter 
                                   ct_dtype type, ct_error *err) {
   memset(c, 0, sizeof *c);
   CT_TRY(ct_context_init(&c->ctx, device, 1234, err));
+  if (tu_layer_strict_fp32) ct_context_set_tf32(&c->ctx, false);
   int shapes[TU_MAX_BLOBS][CT_MAX_AXES], ndims[TU_MAX_BLOBS];
   c->nb = parse_shapes(bottom_shapes, shapes, ndims);
   c->nt = ntop;

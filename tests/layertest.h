@@ -29,6 +29,10 @@ typedef struct tu_layer_case {
   ct_tensor *top[TU_MAX_BLOBS];
 } tu_layer_case;
 
+/* When set, cases made from now on compute in strict FP32 on a GPU (no
+ * TF32). */
+extern bool tu_layer_strict_fp32;
+
 /* Fails the test (cmocka) when the layer cannot be created or set up. */
 void tu_layer_case_init(tu_layer_case *c, const Caffe__LayerParameter *p, int device, ct_phase phase,
                         const char *bottom_shapes, int ntop);

@@ -48,7 +48,10 @@ void tu_twin_check(const Caffe__LayerParameter *p, int device, ct_dtype type,
                    const char *bottom_shapes, int ntop, double rel_bound) {
   tu_layer_case f, h;
   ct_error err;
+  const bool strict = tu_layer_strict_fp32;
+  tu_layer_strict_fp32 = true; /* the float32 twin without TF32 */
   tu_layer_case_init(&f, p, device, CT_PHASE_TRAIN, bottom_shapes, ntop);
+  tu_layer_strict_fp32 = strict;
   if (tu_layer_case_try_typed(&h, p, device, CT_PHASE_TRAIN, bottom_shapes, ntop, type, &err) !=
       CT_OK)
     fail_msg("the %s layer's setup failed: %s", ct_dtype_name(type), err.msg);
