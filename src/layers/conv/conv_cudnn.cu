@@ -291,8 +291,6 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial) : 0;
   if (bias_count > s->bias_scratch_count) {
     if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
-  if (s->w16) ct_mem_free(l->ctx->device, s->w16);
-  if (s->dw16) ct_mem_free(l->ctx->device, s->dw16);
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
     s->bias_scratch_count = bias_count;
   }
