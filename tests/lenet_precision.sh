@@ -10,6 +10,7 @@ lenet_data() {
     echo "no Fashion-MNIST in $fm (Debian's dataset-fashion-mnist): skipped"
     exit 77
   fi
+  [ -f "$dir/net.prototxt" ] && return 0 # made by an earlier call
   local ext=""
   [ -e "$fm/train-images-idx3-ubyte.gz" ] && ext=.gz
   "$CORTADO_BIN" convert_mnist_data "$fm/train-images-idx3-ubyte$ext" "$fm/train-labels-idx1-ubyte$ext" \
