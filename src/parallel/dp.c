@@ -141,6 +141,7 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));
   }
+  if (job->on_solver) CT_TRY(job->on_solver(job->user, w->solver, err));
   /* rank 0 reads the process's signal requests; the others wish nothing */
   CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0,
                               w->rank == 0 ? &g_requests : NULL, err));
@@ -170,6 +171,8 @@ static void worker_failed(dp_worker *w) {
 }
 
 static void worker_cleanup(dp_worker *w) {
+  const ct_dp_job *job = w->sh->job;
+  if (w->solver && job->on_solver_end) job->on_solver_end(job->user, w->solver);
   ct_solver_free(w->solver);
   w->solver = NULL;
   if (w->own_comm) ct_comm_free(w->comm);
