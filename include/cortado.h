@@ -133,6 +133,10 @@ int cortado_context_device(const cortado_context *ctx);
 /* TF32 tensor-core math for convolutions and GEMMs set up afterwards (GPU;
  * on by default, as `cortado train --math=tf32`). */
 void cortado_context_set_tf32(cortado_context *ctx, bool tf32);
+/* Makes the context data-parallel worker `rank` of `world` (before nets are
+ * built on it): data layers then read only their shard of the records, as
+ * each of Caffe's solvers does under set_solver_rank / set_solver_count. */
+void cortado_context_set_worker(cortado_context *ctx, int rank, int world);
 /* The CUDA stream (cudaStream_t) the context computes on; NULL on the CPU.
  * Every call of this API that computes waits for it before returning. */
 void *cortado_context_stream(const cortado_context *ctx);
@@ -321,7 +325,8 @@ cortado_phase cortado_layer_phase(const cortado_layer *layer);
 int cortado_layer_rank(const cortado_layer *layer);
 int cortado_layer_world(const cortado_layer *layer);
 /* During setup only: adds a learnable blob of the given shape (zeros),
- * returned for filling; NULL when the layer has CORTADO_MAX_LAYER_PARAMS. */
+ * returned for filling; NULL outside setup, for a negative dimension or
+ * when the layer has CORTADO_MAX_LAYER_PARAMS already. */
 #define CORTADO_MAX_LAYER_PARAMS 8
 cortado_blob *cortado_layer_add_param(cortado_layer *layer, int num_axes, const int *shape);
 int cortado_layer_num_params(const cortado_layer *layer);
@@ -402,6 +407,16 @@ typedef struct cortado_solver_callback {
 } cortado_solver_callback;
 void cortado_solver_add_callback(cortado_solver *s, const cortado_solver_callback *cb);
 
+/* pycaffe's NCCL(solver, uid): makes the solver (on a GPU context set up
+ * with cortado_context_set_worker(ctx, rank, count)) one of count workers
+ * (processes or threads, one per GPU) joined by one NCCL communicator made
+ * from id (cortado_nccl_new_id, the same for all): its parameters are
+ * broadcast from rank 0 now, and every step averages its gradients over
+ * the workers.  Every worker calls it.  Errors: CORTADO_ERR_UNSUPPORTED on
+ * the CPU or without NCCL, CORTADO_ERR_INVALID for a rank or count that do
+ * not fit the context, NCCL's failures. */
+cortado_status cortado_solver_join_nccl(cortado_solver *s, const unsigned char *id, int rank, int count);
+
 /* Requests for the running step (async-signal-safe bit flags). */
 #define CORTADO_REQUEST_STOP 1     /* finish the iteration and return */
 #define CORTADO_REQUEST_SNAPSHOT 2 /* snapshot after the iteration */
@@ -478,6 +493,22 @@ void cortado_train_request(int requests);
 /* A new NCCL unique id for worker processes (CORTADO_ERR_UNSUPPORTED
  * without NCCL). */
 cortado_status cortado_nccl_new_id(unsigned char id[CORTADO_NCCL_ID_BYTES]);
+
+/* ------------------------------------------------------------------ images */
+
+/* Decodes a JPEG or PNG file into 8-bit pixels, h x w x c in row-major HWC
+ * order: c = 3 in RGB order when color, else c = 1 (luma as OpenCV makes
+ * it); alpha is dropped.  *pixels is malloc'd: free it with cortado_free.
+ * Errors: the file's name and what is wrong with it. */
+cortado_status cortado_image_read(const char *path, bool color, int *h, int *w, int *c,
+                                  unsigned char **pixels);
+/* Writes h x w x c 8-bit pixels (c = 1 gray or 3 RGB, HWC order) as a PNG
+ * file.  Errors: CORTADO_ERR_INVALID for another channel count,
+ * CORTADO_ERR_IO naming the file. */
+cortado_status cortado_image_write_png(const char *path, const unsigned char *pixels, int h, int w,
+                                       int c);
+/* Frees memory this API allocated for the caller. */
+void cortado_free(void *p);
 
 /* ------------------------------------------------------------------ timing */
 

@@ -154,3 +154,9 @@ int cortado_context_device(const cortado_context *c) { return c->ctx.device; }
 void cortado_context_set_tf32(cortado_context *c, bool tf32) { ct_context_set_tf32(&c->ctx, tf32); }
 
 void *cortado_context_stream(const cortado_context *c) { return c->ctx.stream; }
+
+void cortado_context_set_worker(cortado_context *c, int rank, int world) {
+  CT_ASSERTF(world >= 1 && rank >= 0 && rank < world, "worker %d of %d", rank, world);
+  c->ctx.rank = rank;
+  c->ctx.world = world;
+}

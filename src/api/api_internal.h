@@ -68,6 +68,7 @@ struct cortado_solver {
   cortado_net **tests;       /* (s->ntest_nets) */
   char type[32];
   api_callbacks *callbacks;  /* the caller's (api_solver.c) */
+  struct ct_comm *comm;      /* cortado_solver_join_nccl's communicator, or NULL */
 };
 
 /* Records err as this thread's last error; returns its status. */

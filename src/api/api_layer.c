@@ -308,8 +308,8 @@ int cortado_layer_rank(const cortado_layer *cl) { return cl->l->ctx->rank; }
 int cortado_layer_world(const cortado_layer *cl) { return cl->l->ctx->world > 0 ? cl->l->ctx->world : 1; }
 
 cortado_blob *cortado_layer_add_param(cortado_layer *cl, int num_axes, const int *shape) {
-  CT_ASSERTF(cl->in_setup, "cortado_layer_add_param: layer '%s' is not in setup", cl->l->name);
-  if (cl->l->nparams >= CT_LAYER_MAX_PARAMS || num_axes < 0 || num_axes > CT_MAX_AXES) return NULL;
+  if (!cl->in_setup || cl->l->nparams >= CT_LAYER_MAX_PARAMS || num_axes < 0 || num_axes > CT_MAX_AXES)
+    return NULL;
   for (int i = 0; i < num_axes; i++)
     if (shape[i] < 0) return NULL;
   int i = cl->l->nparams;

@@ -5,6 +5,7 @@
 
 #include "api/api_internal.h"
 #include "net/net_load.h"
+#include "parallel/comm_nccl.h"
 #include "proto/reflect.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
@@ -44,6 +45,7 @@ void api_solver_unwrap(cortado_solver *cs) {
   if (cbs) free(cbs->list);
   free(cbs);
   if (cs->owned) ct_solver_free(cs->s);
+  if (cs->comm) ct_comm_free(cs->comm);
   cortado_context_free(cs->cctx);
   free(cs);
 }
@@ -201,6 +203,34 @@ cortado_status cortado_solver_copy_from(cortado_solver *cs, const char *caffemod
   ct_status st = ct_solver_copy_trained_files(cs->s, caffemodels, &err);
   touched_all(cs);
   return api_result(st, &err);
+}
+
+cortado_status cortado_solver_join_nccl(cortado_solver *cs, const unsigned char *id, int rank, int count) {
+  ct_error err;
+  ct_context *ctx = cs->s->ctx;
+  if (ctx->device == CT_DEVICE_CPU)
+    return cortado_set_error(CORTADO_ERR_UNSUPPORTED, "NCCL: the solver is on the CPU (set_mode_gpu first)");
+  if (cs->comm) return cortado_set_error(CORTADO_ERR_INVALID, "NCCL: this solver has joined already");
+  if (count < 1 || rank < 0 || rank >= count || ctx->rank != rank || (ctx->world > 0 ? ctx->world : 1) != count)
+    return cortado_set_error(CORTADO_ERR_INVALID,
+                             "NCCL: worker %d of %d, but the solver's nets were built as worker %d of %d "
+                             "(set_solver_rank and set_solver_count before making the solver)",
+                             rank, count, ctx->rank, ctx->world > 0 ? ctx->world : 1);
+  ct_nccl_id nid;
+  memcpy(nid.bytes, id, sizeof nid.bytes);
+  ct_comm_nccl_opts o = {.timeout_s = 0, .cancel = NULL, .max_ctas = 0};
+  ct_comm *comm;
+  if (ct_comm_nccl_create(&comm, &nid, rank, count, ctx->device, &o, &err) != CT_OK) return api_fail(&err);
+  flush_all(cs);
+  ct_reduce_opts ro = {0};
+  ct_status st = ct_solver_set_reduce(cs->s, comm, &ro, false, NULL, &err);
+  touched_all(cs);
+  if (st != CT_OK) {
+    ct_comm_free(comm);
+    return api_fail(&err);
+  }
+  cs->comm = comm;
+  return CORTADO_OK;
 }
 
 void cortado_solver_request(cortado_solver *cs, int requests) {
