@@ -152,7 +152,10 @@ def _net_backward(self, diffs=None, start=None, end=None, **kwargs):
 
 def _net_batch(self, arrays):
     """Cuts {name: array} into the net's batches ({name: batch}), the last
-    one padded with zeros."""
+    one padded with zeros.  Nothing for no arrays (forward_backward_all
+    without output diffs: the loss drives backward)."""
+    if not arrays:
+        return
     count = len(next(iter(arrays.values())))
     batch = next(iter(self.blobs.values())).shape[0]
     full, rest = divmod(count, batch)
@@ -166,47 +169,52 @@ def _net_batch(self, arrays):
         yield padded
 
 
+def _collect(results, values):
+    for name, value in values.items():
+        if value.ndim == 0:  # a scalar (a loss): one value per batch
+            results[name].append(value.copy())
+        else:
+            results[name].extend(value.copy())
+
+
+def _trim(results, count):
+    """Arrays as numpy arrays, per-sample ones without the last batch's
+    padding (per-batch ones, such as losses, as they are)."""
+    for name in results:
+        results[name] = np.asarray(results[name])
+    lengths = [len(v) for v in results.values() if v.ndim > 0]
+    padded = max(lengths) if lengths else 0
+    if padded > count:
+        for name, value in results.items():
+            if value.ndim > 0 and len(value) == padded:
+                results[name] = value[:count]
+    return results
+
+
 def _net_forward_all(self, blobs=None, **kwargs):
     """forward() over any number of inputs, a batch at a time: returns
     {blob name: array of all the results} (the padding of the last batch
-    removed)."""
+    removed; a scalar output such as a loss gives one value per batch)."""
     results = {name: [] for name in set(self.outputs + (list(blobs) if blobs else []))}
     for batch in self._batch(kwargs):
-        for name, value in self.forward(blobs=blobs, **batch).items():
-            results[name].extend(value.copy())
-    for name in results:
-        results[name] = np.asarray(results[name])
-    pad = len(next(iter(results.values()))) - len(next(iter(kwargs.values())))
-    if pad:
-        for name in results:
-            results[name] = results[name][:-pad]
-    return results
+        _collect(results, self.forward(blobs=blobs, **batch))
+    return _trim(results, len(next(iter(kwargs.values()))))
 
 
 def _net_forward_backward_all(self, blobs=None, diffs=None, **kwargs):
     """forward() and backward() over any number of inputs (kwargs: input
     arrays and output diffs by name), a batch at a time: returns ({blob
-    name: values}, {blob name: diffs})."""
+    name: values}, {blob name: diffs}); without output diffs the loss
+    drives backward."""
     outs = {name: [] for name in set(self.outputs + (list(blobs) if blobs else []))}
     grads = {name: [] for name in set(self.inputs + (list(diffs) if diffs else []))}
     forward_batches = self._batch({k: kwargs[k] for k in self.inputs if k in kwargs})
     backward_batches = self._batch({k: kwargs[k] for k in self.outputs if k in kwargs})
     for fb, bb in zip_longest(forward_batches, backward_batches, fillvalue={}):
-        for name, value in self.forward(blobs=blobs, **fb).items():
-            outs[name].extend(value.copy())
-        for name, value in self.backward(diffs=diffs, **bb).items():
-            grads[name].extend(value.copy())
-    for name in outs:
-        outs[name] = np.asarray(outs[name])
-    for name in grads:
-        grads[name] = np.asarray(grads[name])
-    pad = len(next(iter(outs.values()))) - len(next(iter(kwargs.values())))
-    if pad:
-        for name in outs:
-            outs[name] = outs[name][:-pad]
-        for name in grads:
-            grads[name] = grads[name][:-pad]
-    return outs, grads
+        _collect(outs, self.forward(blobs=blobs, **fb))
+        _collect(grads, self.backward(diffs=diffs, **bb))
+    count = len(next(iter(kwargs.values())))
+    return _trim(outs, count), _trim(grads, count)
 
 
 def _net_set_input_arrays(self, data, labels):

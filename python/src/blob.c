@@ -124,6 +124,18 @@ typedef struct DLManagedTensor {
   void *manager_ctx;
   void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+/* DLPack 1.0's versioned tensor (capsule "dltensor_versioned"), which says
+ * whether the consumer may write. */
+typedef struct {
+  uint32_t major, minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned *self);
+  uint64_t flags; /* bit 0 read-only, bit 1 is a copy: neither here */
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 
 typedef struct {
   PyObject_HEAD
@@ -134,26 +146,35 @@ typedef struct {
   Py_ssize_t shape[CORTADO_MAX_AXES];
 } DeviceArrayObject;
 
-/* What a DLManagedTensor owns: the shape and a reference to the array. */
+/* What a DLPack tensor owns: the shape and a reference to the array; one
+ * of the two layouts is used. */
 typedef struct {
   DLManagedTensor t;
+  DLManagedTensorVersioned v;
   int64_t shape[CORTADO_MAX_AXES];
   PyObject *keep;
 } ManagedTensor;
 
-static void managed_delete(DLManagedTensor *t) {
-  ManagedTensor *m = (ManagedTensor *)t;
+static void managed_free(ManagedTensor *m) {
   PyGILState_STATE g = PyGILState_Ensure();
   Py_XDECREF(m->keep);
   PyGILState_Release(g);
   PyMem_RawFree(m);
 }
 
+static void managed_delete(DLManagedTensor *t) { managed_free(t->manager_ctx); }
+static void managed_delete_versioned(DLManagedTensorVersioned *v) { managed_free(v->manager_ctx); }
+
+/* A consumer renames the capsule when it takes the tensor; one never taken
+ * is freed here. */
 static void capsule_destructor(PyObject *capsule) {
-  /* a consumer renames the capsule when it takes the tensor */
-  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
-  DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
-  if (t && t->deleter) t->deleter(t);
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+    if (t && t->deleter) t->deleter(t);
+  } else if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    DLManagedTensorVersioned *v = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (v && v->deleter) v->deleter(v);
+  }
 }
 
 static PyObject *dev_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
@@ -165,12 +186,21 @@ static PyObject *dev_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_BufferError, "a Cortado blob is exported without copies (copy=True is not supported)");
     return NULL;
   }
+  /* DLPack 1.0 when the consumer takes it (it can then write) */
+  long major = 0;
+  if (max_version != Py_None) {
+    PyObject *m = PySequence_GetItem(max_version, 0);
+    if (!m) return NULL;
+    major = PyLong_AsLong(m);
+    Py_DECREF(m);
+    if (major == -1 && PyErr_Occurred()) return NULL;
+  }
   DeviceArrayObject *o = (DeviceArrayObject *)self;
   ManagedTensor *m = PyMem_RawCalloc(1, sizeof *m);
   if (!m) return PyErr_NoMemory();
   m->keep = Py_NewRef(self);
   for (int i = 0; i < o->ndim; i++) m->shape[i] = o->shape[i];
-  DLTensor *t = &m->t.dl_tensor;
+  DLTensor *t = major >= 1 ? &m->v.dl_tensor : &m->t.dl_tensor;
   t->data = o->ptr;
   t->device.device_type = o->device == CORTADO_CPU ? 1 : 2;
   t->device.device_id = o->device == CORTADO_CPU ? 0 : o->device;
@@ -180,10 +210,20 @@ static PyObject *dev_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
   t->dtype.lanes = 1;
   t->shape = m->shape;
   t->strides = NULL; /* compact row-major */
-  m->t.manager_ctx = m;
-  m->t.deleter = managed_delete;
-  PyObject *cap = PyCapsule_New(&m->t, "dltensor", capsule_destructor);
-  if (!cap) managed_delete(&m->t);
+  PyObject *cap;
+  if (major >= 1) {
+    m->v.version.major = 1;
+    m->v.version.minor = 0;
+    m->v.manager_ctx = m;
+    m->v.deleter = managed_delete_versioned;
+    m->v.flags = 0;
+    cap = PyCapsule_New(&m->v, "dltensor_versioned", capsule_destructor);
+  } else {
+    m->t.manager_ctx = m;
+    m->t.deleter = managed_delete;
+    cap = PyCapsule_New(&m->t, "dltensor", capsule_destructor);
+  }
+  if (!cap) managed_free(m);
   return cap;
 }
 
