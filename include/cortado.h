@@ -308,7 +308,8 @@ typedef struct cortado_layer_class {
    * propagate_down is true; adds into the parameters' diffs. */
   cortado_status (*backward)(void *state, cortado_layer *layer, cortado_blob *const *top, int ntop,
                              const bool *propagate_down, cortado_blob *const *bottom, int nbottom);
-  void (*destroy)(void *state); /* may be NULL */
+  /* Frees the state of one layer (that layer is going); may be NULL. */
+  void (*destroy)(void *state, cortado_layer *layer);
 } cortado_layer_class;
 
 /* Registers a layer class (copied; cls->user must outlive it).  Registering

@@ -49,11 +49,19 @@ def create(param_bytes, phase, rank, world, name):
 
 
 def setup(obj, bottom, top):
-    if obj.__dict__.get('_cortado_shared_key') is not None and obj.__dict__.get('_cortado_set_up'):
+    shared = obj.__dict__.get('_cortado_shared_key') is not None
+    if shared and obj.__dict__.get('_cortado_set_up'):
+        # each worker's net keeps its own copy of the learnable blobs (the
+        # first worker's values, which rank 0 broadcasts anyway)
+        for value in obj._cortado_blob_values:
+            obj.blobs.add_blob(*value.shape)
+            obj.blobs[len(obj.blobs) - 1].data[...] = value
         obj.reshape(bottom, top)
         return
     obj.setup(bottom, top)
     obj._cortado_set_up = True
+    if shared:
+        obj._cortado_blob_values = [b.data.copy() for b in obj.blobs]
 
 
 def release(obj):

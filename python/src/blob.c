@@ -338,6 +338,8 @@ PyObject *ct_py_blob_new(PyObject *owner, cortado_blob *b) {
   return (PyObject *)o;
 }
 
+void ct_py_blob_kill(PyObject *blob) { ((BlobObject *)blob)->b = NULL; }
+
 static void blob_dealloc(PyObject *self) {
   BlobObject *o = (BlobObject *)self;
   Py_XDECREF(o->owner);
@@ -347,9 +349,13 @@ static void blob_dealloc(PyObject *self) {
 }
 
 /* The owner still holds the blob's memory (a worker's net may have ended). */
-#define ALIVE(self)                                                    \
-  do {                                                                 \
-    if (ct_py_owner_alive(((BlobObject *)(self))->owner) < 0) return NULL; \
+#define ALIVE(self)                                                                   \
+  do {                                                                                \
+    if (!((BlobObject *)(self))->b) {                                                 \
+      PyErr_SetString(ct_py_error, "this Blob belonged to a layer whose net is gone"); \
+      return NULL;                                                                    \
+    }                                                                                 \
+    if (ct_py_owner_alive(((BlobObject *)(self))->owner) < 0) return NULL;            \
   } while (0)
 
 static PyObject *blob_get_data(PyObject *self, void *closure) {
@@ -455,6 +461,7 @@ static PyObject *blob_reshape(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *blob_repr(PyObject *self) {
+  if (!((BlobObject *)self)->b) return PyUnicode_FromString("<cortado Blob of a net that is gone>");
   PyObject *shape = blob_get_shape(self, NULL);
   if (!shape) return NULL;
   PyObject *r = PyUnicode_FromFormat("<cortado Blob '%s' %R>", cortado_blob_name(((BlobObject *)self)->b), shape);

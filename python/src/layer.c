@@ -179,6 +179,13 @@ PyObject *ct_py_layer_wrap_builtin(PyObject *net_obj, cortado_net *n, int i) {
 
 void ct_py_layer_bind(PyObject *obj, cortado_layer *cl) { ((LayerObject *)obj)->cl = cl; }
 
+int ct_py_layer_alive(PyObject *layer) {
+  LayerObject *o = (LayerObject *)layer;
+  if (o->n || o->cl) return 0;
+  PyErr_SetString(ct_py_error, "this Python layer's net is gone");
+  return -1;
+}
+
 static PyObject *layer_get_blobs(PyObject *self, void *c) {
   LayerObject *o = (LayerObject *)self;
   if (o->n) return ct_py_blobvec_for_net_layer(o->net_obj, o->n, o->index);
@@ -381,14 +388,28 @@ static cortado_status py_backward(void *state, cortado_layer *cl, cortado_blob *
   return st;
 }
 
-static void py_destroy(void *state) {
+/* The Blobs of a cached list die with the layer whose handles they wrap. */
+static void kill_list(PyObject **list, cortado_blob *const **handles) {
+  for (Py_ssize_t i = 0; *list && i < PyList_GET_SIZE(*list); i++) ct_py_blob_kill(PyList_GET_ITEM(*list, i));
+  Py_CLEAR(*list);
+  *handles = NULL;
+}
+
+static void py_destroy(void *state, cortado_layer *cl) {
   if (interpreter_gone()) return; /* the interpreter took its objects with it */
   PyGILState_STATE g = PyGILState_Ensure();
+  LayerObject *o = state;
   PyObject *mod = pylayer_module();
   PyObject *r = mod ? PyObject_CallMethod(mod, "release", "O", (PyObject *)state) : NULL;
   if (!r) PyErr_Clear();
   Py_XDECREF(r);
-  ((LayerObject *)state)->cl = NULL;
+  /* an object shared by data-parallel workers may hold another worker's
+   * lists: only this layer's go */
+  if (o->cl == cl) {
+    kill_list(&o->bottom, &o->bh);
+    kill_list(&o->top, &o->th);
+    o->cl = NULL;
+  }
   Py_DECREF((PyObject *)state);
   PyGILState_Release(g);
 }

@@ -53,6 +53,7 @@ void ct_py_net_invalidate(PyObject *net) {
 
 int ct_py_owner_alive(PyObject *owner) {
   if (owner && PyObject_TypeCheck(owner, ct_py_net_type) && !((NetObject *)owner)->n) return net_check((NetObject *)owner);
+  if (owner && PyObject_TypeCheck(owner, ct_py_layer_type)) return ct_py_layer_alive(owner);
   return 0;
 }
 

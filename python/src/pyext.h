@@ -50,6 +50,8 @@ int ct_py_current_device(void);
 
 /* Objects. */
 PyObject *ct_py_blob_new(PyObject *owner, cortado_blob *b);
+/* The blob's memory is gone (its layer ended): its calls raise from now on. */
+void ct_py_blob_kill(PyObject *blob);
 /* A Net object over n; owner (may be NULL) is kept alive; owned: the
  * object frees n. */
 PyObject *ct_py_net_wrap(cortado_net *n, PyObject *owner, bool owned);
@@ -79,6 +81,8 @@ extern int (*ct_py_interpreter_hook)(void);
 void ct_cli_python_setup(void);
 /* Binds a Python layer object to its Cortado layer (for .blobs). */
 void ct_py_layer_bind(PyObject *obj, cortado_layer *cl);
+/* 0, or -1 with an exception when a Python layer's Cortado layer is gone. */
+int ct_py_layer_alive(PyObject *layer);
 
 /* SIGINT while Cortado runs (the main thread is in C, where Python's own
  * handler cannot run): the handler asks the running work to stop; after

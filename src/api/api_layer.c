@@ -216,7 +216,7 @@ static void custom_backward(ct_layer *l, ct_tensor *const *top, const bool *prop
 static void custom_destroy(ct_layer *l) {
   cortado_layer *cl = l->priv;
   if (!cl) return;
-  if (cl->k->cls.destroy && cl->state) cl->k->cls.destroy(cl->state);
+  if (cl->k->cls.destroy && cl->state) cl->k->cls.destroy(cl->state, cl);
   side_free(&cl->bottom);
   side_free(&cl->top);
   for (int i = 0; i < CT_LAYER_MAX_PARAMS; i++) ct_tensor_free(cl->host_params[i]);
