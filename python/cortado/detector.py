@@ -39,8 +39,9 @@ class Detector(Net):
         windows), windows an array of (ymin, xmin, ymax, xmax) rows.
         Returns a list of {'window', 'prediction', 'filename'}."""
         crops = []
+        color = self.blobs[self.inputs[0]].channels != 1  # a gray net gets gray images
         for filename, windows in images_windows:
-            image = io.load_image(filename).astype(np.float32)
+            image = io.load_image(filename, color=color).astype(np.float32)
             for window in windows:
                 crops.append(self.crop(image, window))
         in_ = self.inputs[0]
