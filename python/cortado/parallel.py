@@ -59,7 +59,8 @@ def train(solver, *, gpus=None, workers='threads', cpu_workers=None, mpi=None, w
       num_shards, shard_id, run_id, file_store_path or redis_host
                              one shard of a run on several machines (its
                              GPUs, or one CPU worker through Gloo)
-    With none of these, one worker on the CPU.
+    With none of these, one worker: on the GPU of set_device after
+    set_mode_gpu(), else on the CPU.
 
     weights: .caffemodel files to start from (','-separated); snapshot: a
     .solverstate to resume from.  level, stages, global_batch, bucket_mb,
@@ -79,10 +80,14 @@ def train(solver, *, gpus=None, workers='threads', cpu_workers=None, mpi=None, w
     stopped every worker.
     """
     gpu_list = _resolve_gpus(gpus)
-    if math not in ('tf32', 'fp32'):
-        raise ValueError("math: give 'tf32' or 'fp32'")
     if mpi is None:
         mpi = _cortado.mpi_launched() and num_shards == 1 and file_store_path is None and redis_host is None
+    if gpu_list is None and not cpu_workers and _cortado.mode() >= 0:
+        # pycaffe's mode decides: set_mode_gpu() trains on the GPU of
+        # set_device (under MPI: each node's GPUs, one per local rank)
+        gpu_list = list(range(_cortado.gpu_count())) if mpi else [_cortado.mode()]
+    if math not in ('tf32', 'fp32'):
+        raise ValueError("math: give 'tf32' or 'fp32'")
     if workers not in ('threads', 'processes'):
         raise ValueError("workers: give 'threads' or 'processes'")
     kw = dict(gpus=gpu_list, cpu_workers=int(cpu_workers or 0), mpi=bool(mpi), weights=weights,
