@@ -121,6 +121,8 @@ def main(argv=None):
     parser.add_argument('--test_interval', type=int, default=500)
     parser.add_argument('--train_limit', type=int, default=None, help='use the first N training images')
     parser.add_argument('--gpu', type=int, default=None, help='train on this GPU (default: the CPU)')
+    parser.add_argument('--min_accuracy', type=float, default=0.0,
+                        help='exit 1 when the final test accuracy is below this')
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(args.data, 'train-images-idx3-ubyte.gz')):
         sys.exit('Fashion-MNIST is not in {} (Debian: apt-get install dataset-fashion-mnist)'.format(args.data))
@@ -214,6 +216,9 @@ random_seed: 1
         print('image {} ({}): fully convolutional {}, classifier {}'.format(
             k, CLASSES[int(test_y[k])], CLASSES[from_map], CLASSES[alone]))
     print('net surgery: {} of 4 positions agree with the classifier'.format(agree))
+    if acc < args.min_accuracy:
+        print('test accuracy {:.4f} is below {}'.format(acc, args.min_accuracy))
+        return 1
     return 0 if agree == 4 else 1
 
 
