@@ -10,6 +10,24 @@ from .pycaffe import Net
 __all__ = ['Classifier']
 
 
+def input_transformer(net, mean=None, input_scale=None, raw_scale=None, channel_swap=None):
+    """The Transformer of net's first input for H x W x K images: transposed
+    to K x H x W, then the given channel swap, raw scale, mean and input
+    scale (what Classifier and Detector set up)."""
+    in_ = net.inputs[0]
+    t = io.Transformer({in_: net.blobs[in_].data.shape})
+    t.set_transpose(in_, (2, 0, 1))
+    if mean is not None:
+        t.set_mean(in_, mean)
+    if input_scale is not None:
+        t.set_input_scale(in_, input_scale)
+    if raw_scale is not None:
+        t.set_raw_scale(in_, raw_scale)
+    if channel_swap is not None:
+        t.set_channel_swap(in_, channel_swap)
+    return t
+
+
 class Classifier(Net):
     """Classifier(model_file, pretrained_file, image_dims=None, mean=None,
     input_scale=None, raw_scale=None, channel_swap=None).
@@ -24,16 +42,7 @@ class Classifier(Net):
                  raw_scale=None, channel_swap=None):
         Net.__init__(self, model_file, pretrained_file, TEST)
         in_ = self.inputs[0]
-        self.transformer = io.Transformer({in_: self.blobs[in_].data.shape})
-        self.transformer.set_transpose(in_, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(in_, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(in_, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(in_, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(in_, channel_swap)
+        self.transformer = input_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.crop_dims = np.array(self.blobs[in_].data.shape[2:])
         if not image_dims:
             image_dims = self.crop_dims

@@ -95,6 +95,10 @@ void api_blob_flush(cortado_blob *b);
 /* Marks the host copies stale after the device was written. */
 void api_blob_touched(cortado_blob *b);
 
+/* --level and --stage into the train net's state (the train command's
+ * flags of the same names). */
+void api_apply_train_state(Caffe__SolverParameter *sp, int level, const char *const *stages, int nstages);
+
 /* Wraps a solver (the train and test nets too); owned: freed with it. */
 cortado_solver *api_solver_wrap(ct_solver *s, cortado_context *cctx, bool owned);
 void api_solver_unwrap(cortado_solver *cs);

@@ -63,16 +63,15 @@ static void touched_all(cortado_solver *cs) {
 
 /* ------------------------------------------------------------------ building */
 
-/* --level and --stage into the train net's state, as the train command does. */
-static void apply_state(Caffe__SolverParameter *sp, const cortado_solver_options *o) {
-  if (o->level == 0 && o->nstages == 0) return;
+void api_apply_train_state(Caffe__SolverParameter *sp, int level, const char *const *stages, int nstages) {
+  if (level == 0 && nstages == 0) return;
   const ProtobufCFieldDescriptor *f = ct_pb_field(&caffe__solver_parameter__descriptor, "train_state");
   Caffe__NetState *st = (Caffe__NetState *)ct_pb_mutable_message(&sp->base, f);
   st->has_level = 1;
-  st->level = o->level;
-  if (o->nstages > 0) {
-    st->stage = ct_xrealloc(st->stage, (st->n_stage + (size_t)o->nstages) * sizeof(char *));
-    for (int i = 0; i < o->nstages; i++) st->stage[st->n_stage++] = ct_xstrdup(o->stages[i]);
+  st->level = level;
+  if (nstages > 0) {
+    st->stage = ct_xrealloc(st->stage, (st->n_stage + (size_t)nstages) * sizeof(char *));
+    for (int i = 0; i < nstages; i++) st->stage[st->n_stage++] = ct_xstrdup(stages[i]);
   }
 }
 
@@ -82,7 +81,7 @@ static cortado_status build(cortado_context *ctx, Caffe__SolverParameter *sp,
   if (!opts) opts = &defaults;
   if (opts->type)
     ct_pb_set_string(&sp->base, ct_pb_field(&caffe__solver_parameter__descriptor, "type"), opts->type);
-  apply_state(sp, opts);
+  api_apply_train_state(sp, opts->level, opts->stages, opts->nstages);
   ct_solver_opts o = {0};
   o.quiet_nets = opts->quiet;
   o.keep_blob_diffs = opts->keep_blob_diffs;

@@ -10,7 +10,6 @@
 #include "net/net_load.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/dp.h"
-#include "proto/reflect.h"
 
 /* What the hooks of one cortado_train call share. */
 typedef struct api_train {
@@ -62,19 +61,6 @@ static ct_status on_display(void *user, const ct_solver_display *d, ct_error *er
   if (st == CORTADO_OK) return CT_OK;
   api_last_error((ct_status)st, err);
   return (ct_status)st;
-}
-
-/* --level and --stage into the train net's state. */
-static void apply_state(Caffe__SolverParameter *sp, const cortado_train_options *o) {
-  if (o->level == 0 && o->nstages == 0) return;
-  const ProtobufCFieldDescriptor *f = ct_pb_field(&caffe__solver_parameter__descriptor, "train_state");
-  Caffe__NetState *st = (Caffe__NetState *)ct_pb_mutable_message(&sp->base, f);
-  st->has_level = 1;
-  st->level = o->level;
-  if (o->nstages > 0) {
-    st->stage = ct_xrealloc(st->stage, (st->n_stage + (size_t)o->nstages) * sizeof(char *));
-    for (int i = 0; i < o->nstages; i++) st->stage[st->n_stage++] = ct_xstrdup(o->stages[i]);
-  }
 }
 
 /* The solver that cortado_train_request reaches when one worker trains
@@ -176,7 +162,7 @@ cortado_status cortado_train(const char *solver_path, const cortado_train_option
                              "give snapshot to resume training or weights to fine-tune, not both");
   Caffe__SolverParameter *sp;
   if (ct_solver_param_read(solver_path, &sp, &err) != CT_OK) return api_fail(&err);
-  apply_state(sp, opts);
+  api_apply_train_state(sp, opts->level, opts->stages, opts->nstages);
   api_train t = {.o = opts};
   pthread_mutex_init(&t.mu, NULL);
   ct_dp_job job;
