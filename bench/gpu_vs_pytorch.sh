@@ -12,10 +12,20 @@
 # iteration, peak GPU memory and the ratio of img/s; LeNet and
 # cifar10_quick as the medians of REPEAT (default 3) alternating runs each
 # way, every run listed under the table.  Needs a GPU.
+#
+# BASE=BUILD_DIR: a second build (say, of the commit before a change) runs
+# right after each run of BUILD_DIR's, against the same PyTorch runs; the
+# table then adds its img/s, its ratio to PyTorch and BUILD_DIR's img/s over
+# BASE's.  Both builds then run the cuDNN convolution algorithms that the
+# first run of each net and mode benchmarked (CORTADO_CUDNN_ALGOS, a file per
+# net and mode in OUT_DIR), so that what differs is the builds, not a
+# near-tie between algorithms that a benchmark resolves differently from
+# one run to the next.
 set -uo pipefail
 build=${1:?usage: $0 BUILD_DIR [OUT_DIR]}
 out=${2:-${OUT:-/tmp}}
 cortado=$build/cortado
+base=${BASE:-}
 peer=${PEER:-.bench/torch_from_prototxt.py}
 fix=${FIXTURES:-.fixtures}
 iters=${ITERS:-50}
@@ -44,21 +54,32 @@ rows=()
 runs=()
 # the larger of a running peak (nan: none yet) and a run's peak (empty: none)
 peak() { python3 -c 'import sys; a,b=sys.argv[1],sys.argv[2]; print(a if not b else b if a=="nan" else max(float(a), float(b)))' "$1" "$2"; }
+ms_of() { sed -n 's/.*Average training iteration (forward, backward, update): \([0-9.e+-]*\) ms.*/\1/p' "$1" | tail -1; }
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:] if x not in ("","nan")]; print(statistics.median(v) if v else "nan")' "$@"; }
 for mode in $modes; do
   for entry in "${nets[@]}"; do
     IFS='|' read -r name net batch shape classes <<<"$entry"
     n=1
     [ "$name" = LeNet ] || [ "$name" = cifar10_quick ] && n=$repeat
-    cs=() ps=() c_mem=nan p_mem=nan
+    cs=() bs=() ps=() c_mem=nan p_mem=nan
+    if [ -n "$base" ]; then
+      export CORTADO_CUDNN_ALGOS="$out/${name}_${mode}.algos"
+      rm -f "$CORTADO_CUDNN_ALGOS"
+    fi
     for r in $(seq 1 "$n"); do
       log="$out/cortado_${name}_${mode}.log"
       [ "$r" -gt 1 ] && log="$out/cortado_${name}_${mode}_$r.log"
       "$cortado" time --model="$net" --gpu=0 --dummy_data --dummy_shape="$shape" --update \
         --iterations="$iters" --math="$mode" >"$log" 2>&1
-      cs+=("$(sed -n 's/.*Average training iteration (forward, backward, update): \([0-9.e+-]*\) ms.*/\1/p' "$log" | tail -1)")
+      cs+=("$(ms_of "$log")")
       m=$(sed -n 's/.*Peak GPU memory: \([0-9.]*\) MB.*/\1/p' "$log" | tail -1)
       c_mem=$(peak "$c_mem" "$m")
+      if [ -n "$base" ]; then
+        blog="${log/cortado_/base_}"
+        "$base/cortado" time --model="$net" --gpu=0 --dummy_data --dummy_shape="$shape" --update \
+          --iterations="$iters" --math="$mode" >"$blog" 2>&1
+        bs+=("$(ms_of "$blog")")
+      fi
       plog="$out/torch_${name}_${mode}.log"
       [ "$r" -gt 1 ] && plog="$out/torch_${name}_${mode}_$r.log"
       python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$mode" \
@@ -70,14 +91,21 @@ for mode in $modes; do
     done
     c_ms=$(median "${cs[@]}")
     p_ms=$(median "${ps[@]}")
-    [ "$n" -gt 1 ] && runs+=("$name $mode: Cortado ${cs[*]} ms, PyTorch ${ps[*]} ms (medians in the table)")
-    row=$(python3 - "$name" "$mode" "$batch" "${c_ms:-nan}" "${p_ms:-nan}" "${c_mem:-nan}" "${p_mem:-nan}" <<'PY'
+    b_ms=nan
+    [ -n "$base" ] && b_ms=$(median "${bs[@]}")
+    [ "$n" -gt 1 ] && runs+=("$name $mode: Cortado ${cs[*]} ms, PyTorch ${ps[*]} ms${base:+, base ${bs[*]} ms} (medians in the table)")
+    row=$(python3 - "$name" "$mode" "$batch" "${c_ms:-nan}" "${p_ms:-nan}" "${c_mem:-nan}" "${p_mem:-nan}" "${b_ms:-nan}" "${base:+1}" <<'PY'
 import sys, math
-name, mode, batch, c, p, cm, pm = sys.argv[1:]
-b = int(batch); c = float(c); p = float(p)
-ci = b * 1000 / c if c == c else float('nan'); pi = b * 1000 / p if p == p else float('nan')
+name, mode, batch, c, p, cm, pm, bm, has_base = sys.argv[1:]
+b = int(batch); c = float(c); p = float(p); bm = float(bm)
+ips = lambda ms: b * 1000 / ms if ms == ms and ms > 0 else float('nan')
+ci, pi, bi = ips(c), ips(p), ips(bm)
 ratio = ci / pi if pi == pi and pi > 0 else float('nan')
-print(f"| {name} | {b} | {mode} | {ci:,.0f} | {c:.3f} | {cm} | {pi:,.0f} | {p:.3f} | {pm} | {ratio:.2f}x |")
+row = f"| {name} | {b} | {mode} | {ci:,.0f} | {c:.3f} | {cm} | {pi:,.0f} | {p:.3f} | {pm} | {ratio:.2f}x |"
+if has_base:
+    bratio = bi / pi if pi == pi and pi > 0 else float('nan')
+    row += f" {bi:,.0f} | {bratio:.2f}x | {ci / bi:.3f} |"
+print(row)
 PY
 )
     rows+=("$row")
@@ -85,8 +113,13 @@ PY
   done
 done
 {
-  echo "| net | batch | mode | Cortado img/s | Cortado ms/iter | Cortado peak MB | PyTorch img/s | PyTorch ms/iter | PyTorch peak MB | ratio |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  if [ -n "$base" ]; then
+    echo "| net | batch | mode | Cortado img/s | Cortado ms/iter | Cortado peak MB | PyTorch img/s | PyTorch ms/iter | PyTorch peak MB | ratio | base img/s | base ratio | vs base |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  else
+    echo "| net | batch | mode | Cortado img/s | Cortado ms/iter | Cortado peak MB | PyTorch img/s | PyTorch ms/iter | PyTorch peak MB | ratio |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  fi
   printf '%s\n' "${rows[@]}"
   [ ${#runs[@]} -gt 0 ] && { echo; printf -- '- %s\n' "${runs[@]}"; }
 } | tee "$out/gpu_vs_pytorch.md"

@@ -13,8 +13,8 @@
 #ifdef CORTADO_HAVE_CUDA
 #include <stddef.h>
 
-#include "gpu/cudnn_util.h"
-#include "layers/conv_igemm.h"
+#include "layers/conv/conv_algos.h"
+#include "layers/conv/conv_igemm.h"
 
 /* Entry i of a made-up export: key ints from 1 up (distinct per i), then
  * cc 90, 132 SMs, algorithms 1 / 0 / 3, math types 0 / 1 / 2, workspaces

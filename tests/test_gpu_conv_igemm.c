@@ -1,4 +1,4 @@
-/* Cortado's implicit-GEMM convolution kernels (layers/conv_igemm.h), forced
+/* Cortado's implicit-GEMM convolution kernels (layers/conv/conv_igemm.h), forced
  * in every direction they can run (CT_IGEMM_FORCE): forward, backward data
  * and backward filter against the CPU in strict FP32, and through the
  * gradient checker, on the vision tests' 2-D group-1 cases and on shapes
@@ -18,11 +18,11 @@
 #include <string.h>
 
 #include "cudnntest.h"
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "gpu/gpu.h"
-#include "layers/conv_cudnn.h"
-#include "layers/conv_igemm.h"
+#include "layers/conv/conv_cudnn.h"
+#include "layers/conv/conv_igemm.h"
 #endif
 #include "vision_cases.h"
 

@@ -7,9 +7,9 @@
 #include <stdio.h>
 
 #include "cudnntest.h"
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
-#include "layers/conv_cudnn.h"
+#include "layers/conv/conv_cudnn.h"
 #endif
 #include "vision_cases.h"
 

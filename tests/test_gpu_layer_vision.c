@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "gpu/cudnn_util.h"
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #include "vision_cases.h"
 
 /* Weight gradients sum thousands of products, in another order on each

@@ -9,7 +9,7 @@
  * Skipped (77) without a GPU. */
 #include "fuse_nets.h"
 #include "gpu/cudnn_util.h"
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 
 static const double k_tol = 1e-4;
 

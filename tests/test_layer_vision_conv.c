@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #include "vision_cases.h"
 
 /* The reference's view of a bottom: N images (product of the axes before

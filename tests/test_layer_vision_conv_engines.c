@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "layers/conv_common.h"
-#include "layers/conv_dnnl.h"
+#include "layers/conv/conv_common.h"
+#include "layers/conv/conv_dnnl.h"
 #include "vision_cases.h"
 
 enum { ENGINE_DEFAULT = CAFFE__CONVOLUTION_PARAMETER__ENGINE__DEFAULT,

@@ -244,6 +244,17 @@ static void test_plan_force_backward(void **state) {
   ct_context_free(&cb);
 }
 
+/* Every step kind has a name of its own (the table and the enum agree). */
+static void test_step_kind_names(void **state) {
+  for (int k = 0; k < CT_STEP_KINDS; k++) {
+    const char *name = ct_step_kind_name((ct_step_kind)k);
+    assert_string_not_equal(name, "?");
+    for (int j = 0; j < k; j++) assert_string_not_equal(ct_step_kind_name((ct_step_kind)j), name);
+  }
+  assert_string_equal(ct_step_kind_name(CT_STEP_REDUCE), "reduce");
+  assert_string_equal(ct_step_kind_name(CT_STEP_KINDS), "?");
+}
+
 /* A net run as a step program gives what ct_net_forward and
  * ct_net_backward give; on the CPU every run is plain. */
 static void test_program_cpu(void **state) {
@@ -408,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_plan_groups),         cmocka_unit_test(test_plan_no_overlap),
       cmocka_unit_test(test_plan_same_gradients), cmocka_unit_test(test_plan_after_reshape),
       cmocka_unit_test(test_plan_force_backward), cmocka_unit_test(test_program_cpu),
+      cmocka_unit_test(test_step_kind_names),
       cmocka_unit_test(test_shared_test_net),     cmocka_unit_test(test_split_shares_data),
       cmocka_unit_test(test_split_gradient),      cmocka_unit_test(test_plan_grad_side),
   };

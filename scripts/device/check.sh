@@ -15,6 +15,15 @@
 #   bash scripts/device/check.sh scaling  allreduce_bw on each GPU set and
 #                                         bench/scaling.sh (DATA=dummy|lmdb|both,
 #                                         NETS, GPUS="0,1" or "0,1,2,3 0,...,7")
+#   bash scripts/device/check.sh compare  a base tree (BASE_SRC, default .base:
+#                                         e.g. `git archive` of the commit
+#                                         before a change) built into
+#                                         build-base, then the table with
+#                                         BASE=build-base (both builds against
+#                                         the same PyTorch runs)
+#   bash scripts/device/check.sh scaling-compare  bench/scaling.sh on 2 GPUs,
+#                                         net by net, the base build then this
+#                                         one (TORCH=0, EACH_GPU=0)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 eval "$(bash scripts/device/setup.sh)"
@@ -31,18 +40,46 @@ export CORTADO_TMP=$PWD/$b/test-tmp OMP_WAIT_POLICY=passive NCCL_NVLS_ENABLE=0
 mkdir -p "$CORTADO_TMP"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
+# build-base: the base tree's build (compare, scaling-compare)
+base_src=${BASE_SRC:-.base}
+build_base() {
+  [[ -x build-base/cortado ]] && return 0
+  { cmake -S "$base_src" -B build-base -DCMAKE_BUILD_TYPE=Release -DCORTADO_TESTS=OFF \
+      -DCORTADO_FIXTURES_DIR="$PWD/.fixtures" && cmake --build build-base --target cortado -j"$(nproc)"; } \
+    >"$out/build_base.log" 2>&1 || { tail -30 "$out/build_base.log"; exit 1; }
+}
+
 case ${1:-} in
-table)
+table | compare)
+  [[ $1 == compare ]] && build_base
   for m in fp32:0 tf32:1; do
     CUDA_VISIBLE_DEVICES=${m#*:} MODES=${m%:*} NETS=${NETS:-"LeNet cifar10_quick AlexNet GoogLeNet ResNet-50"} \
+      BASE=$([[ $1 == compare ]] && echo "$PWD/build-base") \
       ITERS=${ITERS:-30} timeout "${BENCH_S:-400}" bash bench/gpu_vs_pytorch.sh $b /tmp/gvp_${m%:*} \
       >"$out/gvp_${m%:*}.log" 2>&1 &
   done
   wait
-  (cd $b && CORTADO_COMM_TIMEOUT=40 timeout "${DP_S:-110}" ctest -R "gpu_dp|gloo_gpu" --timeout 100 \
-    --output-on-failure >"$out/dp_tests.log" 2>&1; echo "ctest rc=$?" >>"$out/dp_tests.log")
-  cat /tmp/gvp_fp32/gpu_vs_pytorch.md /tmp/gvp_tf32/gpu_vs_pytorch.md 2>/dev/null | grep -v "^| net\|^| ---" \
-    >"$out/table.md"
+  if [[ $1 == compare ]]; then
+    cat /tmp/gvp_fp32/gpu_vs_pytorch.md /tmp/gvp_tf32/gpu_vs_pytorch.md 2>/dev/null >"$out/table.md"
+    break_after=1
+  fi
+  if [[ -z ${break_after:-} ]]; then
+    (cd $b && CORTADO_COMM_TIMEOUT=40 timeout "${DP_S:-110}" ctest -R "gpu_dp|gloo_gpu" --timeout 100 \
+      --output-on-failure >"$out/dp_tests.log" 2>&1; echo "ctest rc=$?" >>"$out/dp_tests.log")
+    cat /tmp/gvp_fp32/gpu_vs_pytorch.md /tmp/gvp_tf32/gpu_vs_pytorch.md 2>/dev/null | grep -v "^| net\|^| ---" \
+      >"$out/table.md"
+  fi
+  ;;
+scaling-compare)
+  build_base
+  for net in ${NETS:-alexnet googlenet resnet50}; do
+    for which in base new; do
+      dir=$b
+      [[ $which == base ]] && dir=build-base
+      NETS=$net ITERS=${ITERS:-60} FIXTURES=$PWD/.fixtures TORCH=0 EACH_GPU=0 OUT=/tmp/sc_$which \
+        timeout "${SCALING_S:-200}" bash bench/scaling.sh "$dir" >>"$out/scaling_$which.log" 2>&1
+    done
+  done
   ;;
 tests)
   (
@@ -97,12 +134,12 @@ scaling)
     OUT=/tmp/sc timeout "${SCALING_S:-500}" bash bench/scaling.sh $b >"$out/scaling.log" 2>&1
   ;;
 *)
-  echo "usage: $0 table|tests|scaling" >&2
+  echo "usage: $0 table|tests|scaling|compare|scaling-compare" >&2
   exit 2
   ;;
 esac
 grep -hE "tests passed|tests failed|rc=|\*\*\*Failed|Timeout" "$out"/*.log 2>/dev/null
 cat "$out/sanitizers.txt" "$out/table.md" 2>/dev/null
-tail -n 25 "$out/scaling.log" "$out/allreduce.log" 2>/dev/null
-logs=$(ls -d /tmp/gvp_* /tmp/sc /tmp/cortado_san 2>/dev/null)
+tail -n 25 "$out/scaling.log" "$out/scaling_base.log" "$out/scaling_new.log" "$out/allreduce.log" 2>/dev/null
+logs=$(ls -d /tmp/gvp_* /tmp/sc /tmp/sc_* /tmp/cortado_san 2>/dev/null)
 [[ -z $logs ]] || tar czf "$out/logs_$1.tgz" $logs 2>/dev/null|| true

@@ -66,8 +66,6 @@ uint64_t ct_rng_below(ct_rng *r, uint64_t n) {
   return v % n;
 }
 
-void ct_rng_split(ct_rng *r, ct_rng *child) { ct_rng_seed(child, ct_rng_next(r)); }
-
 void ct_rng_save(const ct_rng *r, uint8_t out[CT_RNG_STATE_BYTES]) {
   memset(out, 0, CT_RNG_STATE_BYTES);
   for (int i = 0; i < 4; i++)
@@ -97,6 +95,3 @@ void ct_rng_fill_gaussian(ct_rng *r, float *x, size_t n, float mean, float stdde
   for (size_t i = 0; i < n; i++) x[i] = ct_rng_gaussian(r, mean, stddev);
 }
 
-void ct_rng_fill_bernoulli(ct_rng *r, unsigned *x, size_t n, double p) {
-  for (size_t i = 0; i < n; i++) x[i] = ct_rng_uniform01(r) < p ? 1u : 0u;
-}

@@ -30,8 +30,6 @@ float ct_rng_uniform(ct_rng *r, float lo, float hi);
 float ct_rng_gaussian(ct_rng *r, float mean, float stddev);
 /* Uniform integer in [0, n). */
 uint64_t ct_rng_below(ct_rng *r, uint64_t n);
-/* An independent stream derived from this one (advances r). */
-void ct_rng_split(ct_rng *r, ct_rng *child);
 
 /* State to/from CT_RNG_STATE_BYTES bytes (little-endian, versioned by size). */
 void ct_rng_save(const ct_rng *r, uint8_t out[CT_RNG_STATE_BYTES]);
@@ -40,7 +38,6 @@ void ct_rng_load(ct_rng *r, const uint8_t in[CT_RNG_STATE_BYTES]);
 /* Vector fills on the host. */
 void ct_rng_fill_uniform(ct_rng *r, float *x, size_t n, float lo, float hi);
 void ct_rng_fill_gaussian(ct_rng *r, float *x, size_t n, float mean, float stddev);
-void ct_rng_fill_bernoulli(ct_rng *r, unsigned *x, size_t n, double p);
 
 /* A process-wide default seed source: the solver's random_seed when set, else
  * time-based.  Layers take their generator from the net's context instead. */

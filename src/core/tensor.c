@@ -197,7 +197,6 @@ bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b) {
   return true;
 }
 
-void ct_tensor_zero_data(ct_tensor *t) { ct_mem_zero(t->device, t->data, t->count * sizeof(float)); }
 void ct_tensor_zero_diff(ct_tensor *t) {
   if (t->diff) ct_mem_zero(t->device, t->diff, t->count * sizeof(float));
 }
@@ -205,11 +204,6 @@ void ct_tensor_zero_diff(ct_tensor *t) {
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src) {
   CT_ASSERT(dst->count == src->count);
   ct_mem_copy(dst->device, dst->data, src->device, src->data, src->count * sizeof(float));
-}
-
-void ct_tensor_copy_diff(ct_tensor *dst, const ct_tensor *src) {
-  CT_ASSERT(dst->count == src->count && dst->diff && src->diff);
-  ct_mem_copy(dst->device, dst->diff, src->device, src->diff, src->count * sizeof(float));
 }
 
 void ct_tensor_upload(ct_tensor *t, const float *host_data) {

@@ -93,12 +93,10 @@ int ct_tensor_legacy_dim(const ct_tensor *t, int axis);
 char *ct_tensor_shape_string(const ct_tensor *t, char *buf, size_t len);
 bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b);
 
-/* Zero data or diff (on the tensor's device). */
-void ct_tensor_zero_data(ct_tensor *t);
+/* Zero the diff (on the tensor's device). */
 void ct_tensor_zero_diff(ct_tensor *t);
-/* Copy data (or diff) from src into dst, across devices; shapes' counts must match. */
+/* Copy data from src into dst, across devices; shapes' counts must match. */
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src);
-void ct_tensor_copy_diff(ct_tensor *dst, const ct_tensor *src);
 /* Host <-> tensor copies of count values. */
 void ct_tensor_upload(ct_tensor *t, const float *host_data);
 void ct_tensor_download(const ct_tensor *t, float *host_data);

@@ -113,8 +113,6 @@ void ct_db_close(ct_db *db) {
 }
 
 const char *ct_db_path(const ct_db *db) { return db->path; }
-ct_db_backend ct_db_backend_of(const ct_db *db) { return db->backend; }
-
 /* ---------------------------------------------------------------- writing */
 void ct_db_set_batch(ct_db *db, size_t batch) { db->batch = batch ? batch : 1; }
 

@@ -75,7 +75,6 @@ ct_status ct_db_open(ct_db **out, const char *path, ct_db_backend backend, ct_db
 void ct_db_close(ct_db *db);
 /* The path it was opened with (owned by db). */
 const char *ct_db_path(const ct_db *db);
-ct_db_backend ct_db_backend_of(const ct_db *db);
 
 /* ---------------------------------------------------------------- writing */
 /* Puts committed automatically once `batch` are buffered (>= 1). */

@@ -7,8 +7,6 @@ static bool g_enabled = true;
 
 void ct_cudnn_set_enabled(bool enabled) { g_enabled = enabled; }
 
-bool ct_cudnn_enabled(void) { return g_enabled; }
-
 bool ct_cudnn_wanted(const char *name, int engine, const char *unsupported) {
   if (!g_enabled || engine == CT_ENGINE_CAFFE) return false;
   if (!unsupported) return true;

@@ -8,12 +8,12 @@
 #include "core/log.h"
 #include "data/datum.h"
 #include "data/db.h"
-#include "data/feed.h"
+#include "layers/data_feed.h"
 #include "data/transform.h"
 #include "layers/layer.h"
 
 typedef struct data_priv {
-  ct_feed feed; /* first: the shared ops in data/feed.h find it at l->priv */
+  ct_feed feed; /* first: the shared ops in layers/data_feed.h find it at l->priv */
   ct_db *db;
   ct_transform *tf;
   ct_color_mode color;

@@ -13,7 +13,7 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
-#include "data/feed.h"
+#include "layers/data_feed.h"
 #include "data/image.h"
 #include "data/transform.h"
 #include "layers/layer.h"
@@ -25,7 +25,7 @@ typedef struct image_item {
 } image_item;
 
 typedef struct image_priv {
-  ct_feed feed; /* first: the shared ops in data/feed.h find it at l->priv */
+  ct_feed feed; /* first: the shared ops in layers/data_feed.h find it at l->priv */
   char *list_path;
   image_item *items; /* (nitems) */
   size_t nitems;

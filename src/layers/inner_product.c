@@ -16,7 +16,7 @@
  * scratch would need an add kernel: no kernel saved. */
 #include <stdlib.h>
 
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #include "layers/filler.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/inner_product.h"

@@ -139,8 +139,6 @@ bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad) {
   return l->ops->prepare_gpu(l, side, bottom_grad);
 }
 
-bool ct_layer_has_gpu(const ct_layer *l) { return l->ops->forward_gpu != NULL; }
-
 /* A DummyData whose refills draw on the host (and upload): its forward
  * cannot be captured.  Device-drawn refills (ct_dummy_filler_on_device)
  * can, on a GPU. */

@@ -192,8 +192,6 @@ void ct_layer_free(ct_layer *l);
 /* For ops->setup: declares learnable parameter number l->nparams (a host
  * tensor of the given shape, zeroed) and returns it for filling. */
 ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
-/* True when the layer type has a GPU implementation. */
-bool ct_layer_has_gpu(const ct_layer *l);
 /* Whether the layer's GPU forward and backward enqueue the same work on
  * every call with no host work, so that the runtime may record them once
  * and replay the recording: not for CT_LAYER_HOST_WORK types, data layers

@@ -36,7 +36,7 @@
  * or force_color says otherwise.  cache_images keeps the encoded files in
  * memory.
  *
- * Randomness.  Batches come from the prefetching pipeline (data/feed.h):
+ * Randomness.  Batches come from the prefetching pipeline (layers/data_feed.h):
  * item j of batch e is record j of epoch e, whose window and mirror are
  * drawn from that record's generator, so a run is reproducible and a
  * snapshot resumes it exactly.  Data-parallel workers do not split the
@@ -52,7 +52,7 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
-#include "data/feed.h"
+#include "layers/data_feed.h"
 #include "data/image.h"
 #include "data/transform.h"
 #include "layers/layer.h"
@@ -72,7 +72,7 @@ typedef struct window_image {
 } window_image;
 
 typedef struct window_priv {
-  ct_feed feed;         /* first: the shared ops in data/feed.h find it at l->priv */
+  ct_feed feed;         /* first: the shared ops in layers/data_feed.h find it at l->priv */
   char *source;
   window_image *images; /* (nimages) */
   size_t nimages;

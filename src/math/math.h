@@ -20,7 +20,6 @@ void ct_cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 void ct_cpu_gemv(bool trans_a, int M, int N, float alpha, const float *A, const float *x,
                  float beta, float *y);
 void ct_cpu_axpy(size_t n, float alpha, const float *x, float *y);     /* y += a x */
-void ct_cpu_axpby(size_t n, float alpha, const float *x, float beta, float *y); /* y = a x + b y */
 void ct_cpu_scal(size_t n, float alpha, float *x);
 void ct_cpu_set(size_t n, float value, float *x);
 void ct_cpu_copy(size_t n, const float *x, float *y);
@@ -31,14 +30,6 @@ void ct_cpu_add(size_t n, const float *a, const float *b, float *y);  /* y = a +
 void ct_cpu_sub(size_t n, const float *a, const float *b, float *y);
 void ct_cpu_mul(size_t n, const float *a, const float *b, float *y);
 void ct_cpu_div(size_t n, const float *a, const float *b, float *y);
-void ct_cpu_add_scalar(size_t n, float alpha, float *y);            /* y += a */
-void ct_cpu_powx(size_t n, const float *a, float p, float *y);
-void ct_cpu_sqr(size_t n, const float *a, float *y);
-void ct_cpu_sqrt(size_t n, const float *a, float *y);
-void ct_cpu_exp(size_t n, const float *a, float *y);
-void ct_cpu_log(size_t n, const float *a, float *y);
-void ct_cpu_abs(size_t n, const float *a, float *y);
-void ct_cpu_sign(size_t n, const float *a, float *y);
 /* true when every value is finite */
 bool ct_cpu_all_finite(size_t n, const float *x);
 
@@ -50,7 +41,6 @@ void ct_gpu_gemm(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int 
 void ct_gpu_gemv(ct_context *ctx, bool trans_a, int M, int N, float alpha, const float *A,
                  const float *x, float beta, float *y);
 void ct_gpu_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y);
-void ct_gpu_axpby(ct_context *ctx, size_t n, float alpha, const float *x, float beta, float *y);
 void ct_gpu_scal(ct_context *ctx, size_t n, float alpha, float *x);
 void ct_gpu_set(ct_context *ctx, size_t n, float value, float *x);
 void ct_gpu_copy(ct_context *ctx, size_t n, const float *x, float *y);
@@ -61,14 +51,6 @@ void ct_gpu_add(ct_context *ctx, size_t n, const float *a, const float *b, float
 void ct_gpu_sub(ct_context *ctx, size_t n, const float *a, const float *b, float *y);
 void ct_gpu_mul(ct_context *ctx, size_t n, const float *a, const float *b, float *y);
 void ct_gpu_div(ct_context *ctx, size_t n, const float *a, const float *b, float *y);
-void ct_gpu_add_scalar(ct_context *ctx, size_t n, float alpha, float *y);
-void ct_gpu_powx(ct_context *ctx, size_t n, const float *a, float p, float *y);
-void ct_gpu_sqr(ct_context *ctx, size_t n, const float *a, float *y);
-void ct_gpu_sqrt(ct_context *ctx, size_t n, const float *a, float *y);
-void ct_gpu_exp(ct_context *ctx, size_t n, const float *a, float *y);
-void ct_gpu_log(ct_context *ctx, size_t n, const float *a, float *y);
-void ct_gpu_abs(ct_context *ctx, size_t n, const float *a, float *y);
-void ct_gpu_sign(ct_context *ctx, size_t n, const float *a, float *y);
 bool ct_gpu_all_finite(ct_context *ctx, size_t n, const float *x);
 
 /* ---------------------------------------------------------------- either
@@ -79,7 +61,6 @@ void ct_dev_gemv(ct_context *ctx, bool trans_a, int M, int N, float alpha, const
                  const float *x, float beta, float *y);
 void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y);
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x);
-void ct_dev_scal(ct_context *ctx, size_t n, float alpha, float *x);
 void ct_dev_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y);
 double ct_dev_dot(ct_context *ctx, size_t n, const float *x, const float *y);
 double ct_dev_asum(ct_context *ctx, size_t n, const float *x);

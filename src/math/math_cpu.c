@@ -23,10 +23,6 @@ void ct_cpu_axpy(size_t n, float alpha, const float *x, float *y) {
   for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
-void ct_cpu_axpby(size_t n, float alpha, const float *x, float beta, float *y) {
-  for (size_t i = 0; i < n; i++) y[i] = alpha * x[i] + beta * y[i];
-}
-
 void ct_cpu_scal(size_t n, float alpha, float *x) {
   if (alpha == 0.0f) {
     memset(x, 0, n * sizeof *x); /* Caffe: scaling by 0 clears NaNs too */
@@ -74,25 +70,6 @@ CT_ELEMENTWISE2(sub, a[i] - b[i])
 CT_ELEMENTWISE2(mul, a[i] * b[i])
 CT_ELEMENTWISE2(div, a[i] / b[i])
 
-#define CT_ELEMENTWISE1(name, expr)                               \
-  void ct_cpu_##name(size_t n, const float *a, float *y) {        \
-    for (size_t i = 0; i < n; i++) y[i] = (expr);                 \
-  }
-CT_ELEMENTWISE1(sqr, a[i] * a[i])
-CT_ELEMENTWISE1(sqrt, sqrtf(a[i]))
-CT_ELEMENTWISE1(exp, expf(a[i]))
-CT_ELEMENTWISE1(log, logf(a[i]))
-CT_ELEMENTWISE1(abs, fabsf(a[i]))
-CT_ELEMENTWISE1(sign, (float)((a[i] > 0) - (a[i] < 0)))
-
-void ct_cpu_add_scalar(size_t n, float alpha, float *y) {
-  for (size_t i = 0; i < n; i++) y[i] += alpha;
-}
-
-void ct_cpu_powx(size_t n, const float *a, float p, float *y) {
-  for (size_t i = 0; i < n; i++) y[i] = powf(a[i], p);
-}
-
 bool ct_cpu_all_finite(size_t n, const float *x) {
   for (size_t i = 0; i < n; i++)
     if (!isfinite(x[i])) return false;
@@ -122,10 +99,6 @@ void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y) {
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x) {
   if (ctx->device == CT_DEVICE_CPU) ct_cpu_set(n, value, x);
   else CT_ON_GPU(ct_gpu_set(ctx, n, value, x));
-}
-void ct_dev_scal(ct_context *ctx, size_t n, float alpha, float *x) {
-  if (ctx->device == CT_DEVICE_CPU) ct_cpu_scal(n, alpha, x);
-  else CT_ON_GPU(ct_gpu_scal(ctx, n, alpha, x));
 }
 void ct_dev_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y) {
   if (ctx->device == CT_DEVICE_CPU) ct_cpu_axpy(n, alpha, x, y);

@@ -57,10 +57,6 @@ __global__ void k_powx(size_t n, const float *a, float p, float *y) {
 extern "C" void ct_gpu_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y) {
   LAUNCH(k_axpy, n, n, alpha, x, y);
 }
-extern "C" void ct_gpu_axpby(ct_context *ctx, size_t n, float alpha, const float *x, float beta,
-                             float *y) {
-  LAUNCH(k_axpby, n, n, alpha, x, beta, y);
-}
 extern "C" void ct_gpu_scal(ct_context *ctx, size_t n, float alpha, float *x) {
   LAUNCH(k_scal, n, n, alpha, x);
 }
@@ -75,13 +71,6 @@ extern "C" void ct_gpu_copy(ct_context *ctx, size_t n, const float *x, float *y)
   if (x != y && n)
     CT_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, STREAM(ctx)));
 }
-extern "C" void ct_gpu_add_scalar(ct_context *ctx, size_t n, float alpha, float *y) {
-  LAUNCH(k_add_scalar, n, n, alpha, y);
-}
-extern "C" void ct_gpu_powx(ct_context *ctx, size_t n, const float *a, float p, float *y) {
-  LAUNCH(k_powx, n, n, a, p, y);
-}
-
 #define BINARY(name, expr)                                                                  \
   __global__ void k_##name(size_t n, const float *a, const float *b, float *y) {            \
     CT_CUDA_KERNEL_LOOP(i, n) y[i] = (expr);                                                \
@@ -94,20 +83,6 @@ BINARY(add, a[i] + b[i])
 BINARY(sub, a[i] - b[i])
 BINARY(mul, a[i] * b[i])
 BINARY(div, a[i] / b[i])
-
-#define UNARY(name, expr)                                                                   \
-  __global__ void k_##name(size_t n, const float *a, float *y) {                            \
-    CT_CUDA_KERNEL_LOOP(i, n) y[i] = (expr);                                                \
-  }                                                                                         \
-  extern "C" void ct_gpu_##name(ct_context *ctx, size_t n, const float *a, float *y) {      \
-    LAUNCH(k_##name, n, n, a, y);                                                           \
-  }
-UNARY(sqr, a[i] * a[i])
-UNARY(sqrt, sqrtf(a[i]))
-UNARY(exp, expf(a[i]))
-UNARY(log, logf(a[i]))
-UNARY(abs, fabsf(a[i]))
-UNARY(sign, (float)((a[i] > 0) - (a[i] < 0)))
 
 /* Reductions in double, one block per chunk, then a host sum of the partials. */
 enum { RED_DOT, RED_ASUM, RED_SUMSQ, RED_NONFINITE };

@@ -3,7 +3,7 @@
  * backward (and no scratch copies in between).
  *
  * On a GPU, a Convolution followed by a ReLU (slope 0) in place on its top:
- * the convolution adds its bias and clamps in one pass (layers/conv_cudnn.h),
+ * the convolution adds its bias and clamps in one pass (layers/conv/conv_cudnn.h),
  * the ReLU is marked forward_absorbed and keeps its backward, which reads
  * the same top either way.
  *
@@ -34,7 +34,7 @@
 
 #include "core/log.h"
 #include "layers/batch_norm.h"
-#include "layers/conv_common.h"
+#include "layers/conv/conv_common.h"
 #include "layers/pooling.h"
 #include "net/net.h"
 

@@ -7,7 +7,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #ifdef CORTADO_HAVE_CUDA
-#include "gpu/cudnn_util.h"
+#include "layers/conv/conv_algos.h"
 #endif
 
 ct_status ct_dp_share_conv_algos(ct_comm *comm, bool send, ct_error *err) {

@@ -163,9 +163,3 @@ void ct_pb_set_string(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f, 
   if (s) *(char **)MEMBER(msg, f->offset) = ct_xstrdup(s);
 }
 
-void ct_pb_set_scalar(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f, const void *value) {
-  CT_ASSERT(!is_pointer_type(f->type) && f->type != PROTOBUF_C_TYPE_BYTES &&
-            f->label == PROTOBUF_C_LABEL_OPTIONAL);
-  memcpy(MEMBER(msg, f->offset), value, element_size(f->type));
-  *(protobuf_c_boolean *)MEMBER(msg, f->quantifier_offset) = 1;
-}

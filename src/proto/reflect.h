@@ -51,9 +51,6 @@ void ct_pb_move(ProtobufCMessage *dst, const ProtobufCFieldDescriptor *df, Proto
 /* Sets string field f (optional) to a copy of s (NULL clears it). */
 void ct_pb_set_string(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f, const char *s);
 
-/* Sets optional scalar field f (not string/bytes/message) from *value, which
- * points at a value of the field's C type, and marks it present. */
-void ct_pb_set_scalar(ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f, const void *value);
 
 #ifdef __cplusplus
 }

@@ -160,9 +160,10 @@ static ct_status capture_and_run(ct_program *ex, ct_error *err) {
     ct_status st = capture_segment(ex, s, &refused, &cerr);
     if (refused) {
       /* CUDA refused the capture: finish this run plainly, and stay plain. */
-      LOG_WARNING("CUDA graphs turned off for this net: %s (steps %s to %s)", cerr.msg,
-                  ex->steps[s->begin].what ? ex->steps[s->begin].what : "?",
-                  ex->steps[s->end - 1].what ? ex->steps[s->end - 1].what : "?");
+      const ct_program_step *first = &ex->steps[s->begin], *last = &ex->steps[s->end - 1];
+      LOG_WARNING("CUDA graphs turned off for this net: %s (steps '%s' (%s) to '%s' (%s))",
+                  cerr.msg, first->what ? first->what : "?", ct_step_kind_name(first->kind),
+                  last->what ? last->what : "?", ct_step_kind_name(last->kind));
       ex->graphs = false;
       drop_graphs(ex);
       return run_plain(ex, s->begin, ex->nsteps, false, err);

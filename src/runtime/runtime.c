@@ -245,7 +245,6 @@ ct_status ct_runtime_launch(ct_runtime *rt, unsigned *seq, ct_error *err) {
   ct_status st = ct_program_run(rt->prog, ct_net_signature(rt->net), err);
   if (st != CT_OK) {
     ct_runtime_drain(rt); /* leave nothing in flight that reads the slots */
-    rt->finished = rt->clock.launched;
     return st;
   }
   ct_iter_clock_record_end(&rt->clock);
@@ -293,10 +292,7 @@ ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_
   memset(res, 0, sizeof *res);
   ct_status st = finish(rt, seq, res, err);
   rt->finished = seq;
-  if (st != CT_OK) {
-    ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
-    rt->finished = rt->clock.launched;
-  }
+  if (st != CT_OK) ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
   return st;
 }
 
@@ -311,7 +307,11 @@ bool ct_runtime_may_launch_ahead(const ct_runtime *rt) {
   return ct_reducer_may_launch_ahead(rt->reducer);
 }
 
-void ct_runtime_drain(ct_runtime *rt) { ct_context_sync(rt->ctx); }
+void ct_runtime_drain(ct_runtime *rt) {
+  ct_context_sync(rt->ctx);
+  rt->finished = rt->clock.launched; /* what was in flight is done, its results dropped */
+  rt->actions = 0;
+}
 
 void ct_runtime_stats(const ct_runtime *rt, ct_program_stats *st) {
   if (rt->prog) ct_program_get_stats(rt->prog, st);

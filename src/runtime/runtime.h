@@ -135,7 +135,9 @@ ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_
  * agreed action waiting, and the reducer not sampling its timing.  The
  * caller adds what only it knows (the host needs the net in between). */
 bool ct_runtime_may_launch_ahead(const ct_runtime *rt);
-/* Waits for every launched iteration's work (the device idles on return). */
+/* Waits for every launched iteration's work (the device idles on return);
+ * iterations not finished yet are dropped (their loss and requests are not
+ * read): what a caller does that gives up after an error. */
 void ct_runtime_drain(ct_runtime *rt);
 
 /* Asks for CT_RT_* actions (bit flags).  Async-signal-safe: it only sets

@@ -212,10 +212,6 @@ ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts
 
 void ct_solver_request(ct_solver *s, int actions) { ct_runtime_request(s->rt, actions); }
 
-float ct_solver_learning_rate(ct_solver *s) {
-  return ct_lr_rate(&s->lr, s->iter, &s->current_step);
-}
-
 /* ------------------------------------------------------------------ update */
 
 /* Caffe's ClipGradients log line, for the clipping iteration seq did. */

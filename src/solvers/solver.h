@@ -245,10 +245,6 @@ ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error 
  * reads once per iteration (and once per test pass). */
 void ct_solver_request(ct_solver *s, int actions);
 
-/* The learning rate at the current iteration (advances a multistep
- * schedule's current_step as an update would). */
-float ct_solver_learning_rate(ct_solver *s);
-
 /* Applies one update from the gradients in the net's flat diff buffer
  * (Caffe's ApplyUpdate; does not advance iter).  For drivers that run
  * forward/backward themselves. */
