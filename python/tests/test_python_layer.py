@@ -168,20 +168,24 @@ def test_mpi_ranks_import_the_module(caffe, tmp_path):
     if not caffe.has_mpi():
         pytest.skip('this build has no MPI')
     solver = regression_solver(tmp_path, name='mpi')
+    # each rank reports in a file (output printed after MPI_Finalize may not
+    # reach mpirun)
     script = write(tmp_path / 'mpi_train.py', '''import os, sys
 import cortado as caffe
 import pylayers
 caffe.init_log(2)
 caffe.train(sys.argv[1])
-print('rank', os.environ.get('OMPI_COMM_WORLD_RANK'), 'made', pylayers.created_count('w'), 'pid', os.getpid())
+rank = os.environ.get('OMPI_COMM_WORLD_RANK')
+with open(os.path.join(sys.argv[2], 'rank' + rank), 'w') as f:
+    f.write('rank %s made %d pid %d' % (rank, pylayers.created_count('w'), os.getpid()))
 ''')
     env = _env()
     env.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
                OMPI_MCA_rmaps_base_oversubscribe='1')
-    r = subprocess.run(['mpirun', '-np', '2', sys.executable, script, solver], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(['mpirun', '-np', '2', sys.executable, script, solver, str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    lines = sorted(line for line in r.stdout.splitlines() if line.startswith('rank'))
+    lines = sorted(open(str(tmp_path / ('rank%d' % k))).read() for k in (0, 1))
     assert [line.split()[:4] for line in lines] == [['rank', '0', 'made', '1'], ['rank', '1', 'made', '1']]
     assert lines[0].split()[-1] != lines[1].split()[-1]  # two processes
     net = caffe.Net(write(tmp_path / 'mpicheck.prototxt', REGRESSION % ('8', '')), caffe.TEST,
