@@ -165,7 +165,8 @@ cortado_status cortado_blob_reshape(cortado_blob *b, int num_axes, const int *sh
  * brought up to date from the device when the device was written since
  * (Caffe's mutable_cpu_data): the next computing call of the net copies it
  * back to the device first.  The pointer stays the same until a reshape
- * grows the blob. */
+ * grows the blob.  The diff is made (zeros) on first use; NULL when the
+ * blob shares another's memory that has no gradient (a view). */
 float *cortado_blob_host_data(cortado_blob *b);
 float *cortado_blob_host_diff(cortado_blob *b);
 /* Device memory of the values (a GPU pointer, or the host storage on the

@@ -46,7 +46,7 @@ static api_host_copy *sized_copy(cortado_blob *b, int k) {
 
 static float *host_array(cortado_blob *b, int k) {
   float *dev = device_array(b, k);
-  if (on_host(b)) return dev;
+  if (!dev || on_host(b)) return dev;
   api_host_copy *c = sized_copy(b, k);
   if (c->state == API_SYNC_DEVICE && b->t->count > 0)
     ct_mem_copy(CT_DEVICE_CPU, c->host, b->t->device, dev, b->t->count * sizeof(float));
@@ -65,7 +65,7 @@ static void flush_array(cortado_blob *b, int k) {
 
 static float *dev_array_synced(cortado_blob *b, int k) {
   float *dev = device_array(b, k);
-  if (on_host(b)) return dev;
+  if (!dev || on_host(b)) return dev;
   flush_array(b, k);
   if (b->copy[k].host) b->copy[k].state = API_SYNC_DEVICE; /* the caller may write the device's */
   return dev;
