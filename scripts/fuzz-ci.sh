@@ -25,6 +25,8 @@ harnesses=(
   "fuzz_text_net text -dict=fuzz/text.dict -max_len=8192"
   "fuzz_binary_net binary -max_len=4096"
   "fuzz_datum datum -max_len=65536"
+  "fuzz_solverstate solverstate -max_len=16384"
+  "fuzz_db_records dbrecords -max_len=65536"
 )
 
 failed=()

@@ -63,8 +63,9 @@ for form in "help train" "train --help" "train -help"; do
   expect_rc 0 "cortado $form"
   expect_out "usage: cortado train --solver=FILE" "cortado $form"
   expect_out "--solver=FILE" "cortado $form"
-  expect_out "--sigint_effect=stop|snapshot|none (string, default \"stop\")" "cortado $form"
-  expect_out "--sighup_effect=stop|snapshot|none (string, default \"snapshot\")" "cortado $form"
+  expect_out "--sigint_effect=stop|snapshot|snapshot_stop|none (string, default \"stop\")" "cortado $form"
+  expect_out "--sighup_effect=stop|snapshot|snapshot_stop|none (string, default \"snapshot\")" "cortado $form"
+  expect_out "--sigterm_effect=stop|snapshot|snapshot_stop|none (string, default \"snapshot_stop\")" "cortado $form"
   expect_out "--log_level=INT" "cortado $form shows the global flags"
 done
 
@@ -134,10 +135,9 @@ expect_rc 1 "unwritable log file"
 expect_err "cannot open log file" "unwritable log file"
 
 # --- device_query, the global logging flags
+source "$(dirname "$0")/gpu_count.sh"
 have_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  have_gpu=1
-fi
+[ "$(ct_gpu_count)" -ge 1 ] && have_gpu=1
 run device_query --log_file="$TMP/dq.log"
 expect_err "] Querying GPUs all" "device_query logs in glog format"
 grep -qF "Querying GPUs all" "$TMP/dq.log" || fail "--log_file did not get the log line"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# `--dummy_data` takes a data layer's sample shape from its parameters
-# (batch_size, crop_size) and its source when that exists, else from
-# --dummy_shape, and says so when neither is there.
+# `--dummy_data` takes a data layer's sample shape from --dummy_shape when
+# given (saying so when the layer's own differs), else from its parameters
+# (batch_size, crop_size, mean_value) and its source when that exists, and
+# names the source and why it cannot be read when nothing gives the shape;
+# labels are spread over the classes of the loss that reads them.
 set -euo pipefail
 bin=$CORTADO_BIN
 dir=$CORTADO_TMP/sh_dummy_data
@@ -30,10 +32,26 @@ check "shape from the source" "DummyData 8 x 3 x 20 x 24" \
 net "$dir/db" "crop_size: 16" > "$dir/b.prototxt"
 check "crop_size overrides the source's size" "DummyData 8 x 3 x 16 x 16" \
   "$bin" time --model="$dir/b.prototxt" --dummy_data --iterations=1
+check "labels spread over the classes of the loss" \
+  "DummyData 8 x 3 x 20 x 24, labels spread over the 3 classes of ip (read by loss)" \
+  "$bin" time --model="$dir/a.prototxt" --dummy_data --iterations=1
+check "an explicit --dummy_shape is obeyed" "--dummy_shape=1,5,6 replaces the shape 3,20,24 of its source and parameters" \
+  "$bin" time --model="$dir/a.prototxt" --dummy_data --dummy_shape=1,5,6 --iterations=1
+check "an explicit --dummy_shape is obeyed (the net)" "DummyData 8 x 1 x 5 x 6" \
+  "$bin" time --model="$dir/a.prototxt" --dummy_data --dummy_shape=1,5,6 --iterations=1
 net "$dir/missing" "" > "$dir/c.prototxt"
-check "no source, no --dummy_shape" \
-  "cannot tell the sample shape of layer 'd' (Data): its source cannot be read and no --dummy_shape=C,H,W was given" \
+check "no source, no --dummy_shape: the source and why" \
+  "cortado: error: --dummy_data: cannot tell the sample shape of layer 'd' (Data): $dir/missing: cannot open LMDB for reading: No such file or directory, and the layer gives no crop_size; give --dummy_shape=C,H,W" \
   "$bin" time --model="$dir/c.prototxt" --dummy_data --iterations=1
+net "$dir/missing" "crop_size: 16" > "$dir/d.prototxt"
+check "crop_size without a source: the shape" "DummyData 8 x 3 x 16 x 16" \
+  "$bin" time --model="$dir/d.prototxt" --dummy_data --iterations=1
+check "crop_size without a source: 3 channels, said" \
+  "layer d (Data): 3 channels assumed (its source cannot be read: $dir/missing: cannot open LMDB for reading: No such file or directory); give --dummy_shape=C,H,W for others" \
+  "$bin" time --model="$dir/d.prototxt" --dummy_data --iterations=1
+net "$dir/missing" "crop_size: 12 mean_value: 128" > "$dir/e.prototxt"
+check "one mean_value: one channel" "DummyData 8 x 1 x 12 x 12" \
+  "$bin" time --model="$dir/e.prototxt" --dummy_data --iterations=1
 check "--dummy_shape fills in" "DummyData 8 x 1 x 5 x 6" \
   "$bin" time --model="$dir/c.prototxt" --dummy_data --dummy_shape=1,5,6 --iterations=1
 check "bad --dummy_shape" "--dummy_shape=1,5: expected three positive integers C,H,W" \

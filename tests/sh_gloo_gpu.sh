@@ -13,7 +13,8 @@ BIN=${CORTADO_BIN:?CORTADO_BIN is not set}
 TMP=${CORTADO_TMP:-/tmp}/sh_gloo_gpu
 rm -rf "$TMP"
 mkdir -p "$TMP"
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+source "$(dirname "$0")/gpu_count.sh"
+ngpu=$(ct_gpu_count)
 [ "$ngpu" -ge 2 ] || { echo "fewer than 2 GPUs ($ngpu): skipped"; exit 77; }
 
 PIDS=()

@@ -4,8 +4,9 @@
 # when the data layer's next batch is staged on the device ahead of its
 # iteration.  Skips (77) without a GPU.
 set -euo pipefail
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-[ "$ngpu" -ge 1 ] || { echo "no GPU: skipped"; exit 77; }
 here=$(dirname "$0")
+source "$here/gpu_count.sh"
+ngpu=$(ct_gpu_count)
+[ "$ngpu" -ge 1 ] || { echo "no GPU: skipped"; exit 77; }
 RESUME_DEVICE=gpu bash "$here/sh_resume_data.sh"
 if [ "$ngpu" -ge 2 ]; then RESUME_DEVICE=gpu2 bash "$here/sh_resume_data.sh"; fi

@@ -63,6 +63,22 @@ expect_rc 0 "convert_mnist_data --backend=leveldb"
 run db_info "$TMP/mnist_leveldb"
 expect_out "db: $TMP/mnist_leveldb (leveldb)" "db_info finds a LevelDB by itself"
 expect_out "records: 2" "db_info on LevelDB"
+# folders that hold no database: what is there instead
+mkdir -p "$TMP/notadb" "$TMP/emptydir"
+echo x >"$TMP/notadb/readme.txt"
+run db_info "$TMP/notadb"
+expect_rc 1 "db_info on a folder of other files"
+expect_err "cortado: error: $TMP/notadb: cannot open LMDB for reading: a folder, but not an LMDB database (no data.mdb in it)" \
+  "db_info on a folder of other files"
+run db_info "$TMP/emptydir"
+expect_err "cortado: error: $TMP/emptydir: cannot open LMDB for reading: a folder, but not an LMDB database (no data.mdb in it); the folder is empty" \
+  "db_info on an empty folder"
+run db_info "$TMP/mnist_leveldb" --backend=lmdb
+expect_err "cortado: error: $TMP/mnist_leveldb: cannot open LMDB for reading: a folder, but not an LMDB database (no data.mdb in it); it holds a LevelDB database: give --backend=leveldb" \
+  "db_info --backend=lmdb on a LevelDB"
+run db_info "$TMP/mnist_lmdb" --backend=leveldb
+expect_err "cortado: error: $TMP/mnist_lmdb: cannot open LevelDB for reading: a folder, but not a LevelDB database (no CURRENT in it); it holds an LMDB database: give --backend=lmdb" \
+  "db_info --backend=leveldb on an LMDB"
 
 run convert_mnist_data "$TMP/labels" "$TMP/images" "$TMP/swapped"
 expect_rc 1 "convert_mnist_data with swapped files"

@@ -37,6 +37,28 @@ grep -q 'type: "Convolution"' "$dir/v1.1" && grep -q 'lr_mult: 2' "$dir/v1.1" &&
 printf 'net: "x.prototxt"\nbase_lr: 0.01\nsolver_type: ADAM\n' > "$dir/s.prototxt"
 idempotent upgrade_solver_proto_text "$dir/s.prototxt" s
 grep -q 'type: "Adam"' "$dir/s.1" && ! grep -q solver_type "$dir/s.1" || { echo "FAIL solver: not upgraded"; cat "$dir/s.1"; fail=1; }
+# Caffe's lenet_consolidated_solver.prototxt: three inline V1 nets, upgraded
+# by upgrade_solver_proto_text and by train (which used to refuse them with
+# "V1 'layers' must be upgraded").
+cons=$CORTADO_SRC/tests/data/caffe/lenet_consolidated_solver.prototxt
+idempotent upgrade_solver_proto_text "$cons" consolidated
+[ "$(grep -c '^  layer {' "$dir/consolidated.1")" -eq 29 ] && ! grep -q "layers {" "$dir/consolidated.1" &&
+  grep -q 'type: "Convolution"' "$dir/consolidated.1" && grep -q 'lr_mult: 2' "$dir/consolidated.1" &&
+  grep -q 'type: "SoftmaxWithLoss"' "$dir/consolidated.1" \
+  || { echo "FAIL consolidated: inline nets not upgraded"; fail=1; }
+sed -e 's/^max_iter:.*/max_iter: 20/' -e 's/^test_interval:.*/test_interval: 10/' \
+    -e 's/^test_iter:.*/test_iter: 2/' -e 's/^display:.*/display: 10/' -e 's/^snapshot:.*/snapshot: 0/' \
+    "$cons" >"$dir/cons_short.prototxt"
+mkdir -p "$dir/examples/mnist"
+if (cd "$dir" && "$bin" train --solver=cons_short.prototxt --cpu --dummy_data --dummy_shape=1,28,28 \
+      >"$dir/cons_train.log" 2>&1) &&
+   grep -qF "cons_short.prototxt: train_net_param: upgrading 9 V1 layers" "$dir/cons_train.log" &&
+   grep -qF "Test net output #0: accuracy = " "$dir/cons_train.log" &&
+   grep -qF "Iteration 20, loss = " "$dir/cons_train.log"; then
+  echo "ok   training from the consolidated solver"
+else
+  echo "FAIL training from the consolidated solver:"; tail -3 "$dir/cons_train.log"; fail=1
+fi
 echo "$n fixture files"
 [ "$n" -ge 20 ] || { echo "FAIL: only $n fixture files"; fail=1; }
 exit $fail

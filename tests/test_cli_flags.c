@@ -164,20 +164,27 @@ static void test_gpu_lists(void **state) {
   assert_int_equal(g->ids[0], 3);
   ct_cli_args_free(&a);
 
+  a = parse_ok((const char *[]){"--gpu", "none", NULL});
+  g = ct_cli_gpus(&a, "gpu");
+  assert_true(ct_cli_is_set(&a, "gpu"));
+  assert_false(g->all);
+  assert_int_equal(g->n, 0);
+  ct_cli_args_free(&a);
+
   parse_fails((const char *[]){"--gpu=-1", NULL},
               "invalid value '-1' for flag '--gpu': device ids are 0 or more "
-              "(leave out --gpu to run on the CPU)");
+              "('none' runs on the CPU)");
   parse_fails((const char *[]){"--gpu", "-1", NULL},
               "invalid value '-1' for flag '--gpu': device ids are 0 or more "
-              "(leave out --gpu to run on the CPU)");
+              "('none' runs on the CPU)");
   parse_fails((const char *[]){"--gpu=0,0", NULL},
               "invalid value '0,0' for flag '--gpu': device 0 is listed twice");
   parse_fails((const char *[]){"--gpu=0,", NULL},
               "invalid value '0,' for flag '--gpu': expected device ids separated by ',' "
-              "(e.g. 0,1) or 'all'");
+              "(e.g. 0,1), 'all' or 'none'");
   parse_fails((const char *[]){"--gpu=one", NULL},
               "invalid value 'one' for flag '--gpu': expected device ids separated by ',' "
-              "(e.g. 0,1) or 'all'");
+              "(e.g. 0,1), 'all' or 'none'");
 }
 
 static void test_repeated_last_wins(void **state) {

@@ -192,7 +192,9 @@ static void test_db_open_errors(void **state) {
   memset(junk, 0x5a, sizeof junk);
   tu_write_file(file, junk, sizeof junk);
   assert_int_equal(ct_db_open(&db, path, CT_DB_LMDB, CT_DB_READ, &err), CT_ERR_IO);
-  snprintf(want, sizeof want, "%s: cannot open LMDB for reading: MDB_INVALID: File is not an LMDB file",
+  snprintf(want, sizeof want,
+           "%s: cannot open LMDB for reading: data.mdb is damaged: meta page 0 has no LMDB magic "
+           "number (not an LMDB file, or overwritten)",
            path);
   assert_string_equal(err.msg, want);
 
@@ -200,8 +202,11 @@ static void test_db_open_errors(void **state) {
   snprintf(path, sizeof path, "%s/empty_dir", dir);
   mkdir(path, 0775);
   assert_int_equal(ct_db_open(&db, path, CT_DB_LEVELDB, CT_DB_READ, &err), CT_ERR_IO);
-  snprintf(want, sizeof want, "%s: cannot open LevelDB for reading: Invalid argument: ", path);
-  assert_memory_equal(err.msg, want, strlen(want));
+  snprintf(want, sizeof want,
+           "%s: cannot open LevelDB for reading: a folder, but not a LevelDB database (no CURRENT in it); "
+           "the folder is empty",
+           path);
+  assert_string_equal(err.msg, want);
 
   /* a plain file */
   snprintf(path, sizeof path, "%s/plain", dir);

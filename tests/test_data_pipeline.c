@@ -7,6 +7,7 @@
 
 #include "data/pipeline.h"
 #include "testutil.h"
+#include "core/cpu.h"
 
 #define SAMPLE 3
 
@@ -296,10 +297,12 @@ static void test_pipeline_errors(void **state) {
 
 static void test_pipeline_default_threads(void **state) {
   setenv("CORTADO_DATA_THREADS", "3", 1);
-  assert_int_equal(ct_pipeline_default_threads(), 3);
+  assert_int_equal(ct_pipeline_default_threads(false), 3);
+  assert_int_equal(ct_pipeline_default_threads(true), 3);
   unsetenv("CORTADO_DATA_THREADS");
-  int n = ct_pipeline_default_threads();
-  assert_true(n >= 1 && n <= 4);
+  int n = ct_pipeline_default_threads(false);
+  assert_true(n >= 1 && n <= 16 && n <= ct_cpu_count());
+  assert_int_equal(ct_pipeline_default_threads(true), 1); /* the compute pool has the CPUs */
 }
 
 int main(void) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cudnntest.h"
+#include "layers/conv/conv_algos.h"
 #include "layers/conv/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/conv/conv_cudnn.h"

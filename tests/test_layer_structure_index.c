@@ -122,9 +122,9 @@ static void test_embed_bad(void **state) {
   expect_forward_error(&c, "layer 'emb' (Embed): index nan at position 0 is out of range [0, 5)");
   tu_layer_case_free(&c);
   ep.num_output = 0;
-  expect_error(&p, "3", 1, "layer 'emb' (Embed): embed_param.num_output must be positive, got 0");
+  expect_error(&p, "3", 1, "layer 'emb' (Embed): embed_param.num_output is 0 (must be at least 1)");
   ep.num_output = 4, ep.has_input_dim = 0, ep.input_dim = 0;
-  expect_error(&p, "3", 1, "layer 'emb' (Embed): embed_param.input_dim must be positive, got 0");
+  expect_error(&p, "3", 1, "layer 'emb' (Embed): embed_param.input_dim is 0 (must be at least 1)");
   ep.has_input_dim = 1, ep.input_dim = 5, wf.type = "xavierr";
   expect_error(&p, "3", 1,
                "layer 'emb' (Embed): embed_param.weight_filler: unknown filler type 'xavierr' (did "

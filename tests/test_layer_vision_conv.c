@@ -358,8 +358,7 @@ static void test_bad_params(void **state) {
                "layer 'conv' (Convolution): convolution_param.kernel_size must be given (or "
                "kernel_h and kernel_w)");
   expect_error(c, "Convolution", "2,4,6,5", no_num_output, CT_ERR_INVALID,
-               "layer 'conv' (Convolution): convolution_param.num_output must be given and "
-               "positive");
+               "layer 'conv' (Convolution): convolution_param.num_output must be given");
   expect_error(c, "Convolution", "2,4,6,5", kernel_both, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param: give either kernel_size or "
                "kernel_h and kernel_w, not both");
@@ -373,8 +372,7 @@ static void test_bad_params(void **state) {
                "layer 'conv' (Convolution): convolution_param: axis 4 out of range for a 4-axis "
                "blob bottom0");
   expect_error(c, "Convolution", "2,4,6,5", zero_stride, CT_ERR_INVALID,
-               "layer 'conv' (Convolution): convolution_param: stride must be positive (spatial "
-               "axis 0 is 0)");
+               "layer 'conv' (Convolution): convolution_param.stride is 0 (must be at least 1)");
   expect_error(c, "Convolution", "2,4,6,5", huge_weights, CT_ERR_INVALID,
                "layer 'conv' (Convolution): convolution_param: the weights would have more than "
                "2^31 values");

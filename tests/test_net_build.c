@@ -1,5 +1,6 @@
 /* NetState filtering and Split insertion on messages (no layers run). */
 #include "testutil.h"
+#include "proto/catalog.h"
 
 #include "net/net.h"
 
@@ -155,8 +156,43 @@ static void test_splits_loss_weight_moves(void **state) {
   protobuf_c_message_free_unpacked(&net->base, NULL);
 }
 
+/* Every BVLC Caffe layer type is registered or reported as one Cortado
+ * lacks (the list shrinks as types are registered); forks' types and typos
+ * get their own messages. */
+static void test_layer_type_messages(void **state) {
+  size_t n;
+  const char *const *caffe = ct_caffe_layer_types(&n);
+  const char *missing[128];
+  size_t n_missing = ct_layer_missing_caffe_types(missing, 128);
+  assert_true(n >= 60);
+  size_t counted = 0;
+  for (size_t i = 0; i < n; i++) {
+    const ct_layer_ops *ops;
+    ct_error err;
+    if (ct_layer_find(caffe[i])) {
+      assert_int_equal(ct_layer_lookup(caffe[i], &ops, &err), CT_OK);
+      continue;
+    }
+    assert_int_equal(ct_layer_lookup(caffe[i], &ops, &err), CT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "is a Caffe layer type that Cortado does not implement yet"));
+    assert_true(counted < n_missing);
+    assert_string_equal(missing[counted++], caffe[i]);
+  }
+  assert_int_equal(counted, n_missing);
+  const ct_layer_ops *ops;
+  ct_error err;
+  assert_int_equal(ct_layer_lookup("PriorBox", &ops, &err), CT_ERR_UNSUPPORTED);
+  assert_string_equal(err.msg, "type 'PriorBox' is a layer type of SSD's Caffe fork (weiliu89/caffe, branch ssd), "
+                               "not of BVLC Caffe; Cortado does not implement it");
+  assert_int_equal(ct_layer_lookup("Poolng", &ops, &err), CT_ERR_NOTFOUND);
+  assert_string_equal(err.msg, "unknown layer type 'Poolng' (did you mean 'Pooling'?)");
+  assert_int_equal(ct_layer_lookup("Frobnicator", &ops, &err), CT_ERR_NOTFOUND);
+  assert_non_null(strstr(err.msg, "unknown layer type 'Frobnicator'; known types: "));
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_filter_by_phase_and_stage),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_layer_type_messages),
+                                     cmocka_unit_test(test_filter_by_phase_and_stage),
                                      cmocka_unit_test(test_splits_caffe_names),
                                      cmocka_unit_test(test_splits_unknown_bottom),
                                      cmocka_unit_test(test_splits_loss_weight_moves)};

@@ -6,6 +6,7 @@
 
 #include "caffe.pb-c.h"
 #include "proto/io.h"
+#include "proto/textformat.h"
 #include "proto/upgrade.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -525,8 +526,44 @@ static void test_solver_upgrade(void **state) {
   protobuf_c_message_free_unpacked(&s->base, NULL);
 }
 
+/* Inline V1 nets (Caffe's lenet_consolidated_solver.prototxt) are upgraded
+ * as net files are; their errors name the solver file and the field. */
+static Caffe__SolverParameter *parse_solver(const char *text) {
+  ProtobufCMessage *m;
+  ct_error err;
+  assert_int_equal(ct_text_parse(&caffe__solver_parameter__descriptor, text, strlen(text), "s.prototxt", &m, &err),
+                   CT_OK);
+  return (Caffe__SolverParameter *)m;
+}
+
+static void test_solver_inline_nets(void **state) {
+  Caffe__SolverParameter *s = parse_solver(
+      "net_param { name: 'n' layers { name: 'ip' type: INNER_PRODUCT bottom: 'x' top: 'y' blobs_lr: 2 } }\n"
+      "test_net_param { layers { name: 'r' type: RELU bottom: 'y' top: 'y' } }\n");
+  bool changed = false;
+  ct_error err;
+  assert_int_equal(ct_solver_upgrade(s, &changed, "s.prototxt", &err), CT_OK);
+  assert_true(changed);
+  assert_int_equal(s->net_param->n_layers, 0);
+  assert_int_equal(s->net_param->n_layer, 1);
+  assert_string_equal(s->net_param->layer[0]->type, "InnerProduct");
+  assert_int_equal(s->net_param->layer[0]->n_param, 1);
+  assert_true(s->net_param->layer[0]->param[0]->lr_mult == 2.0f);
+  assert_string_equal(s->test_net_param[0]->layer[0]->type, "ReLU");
+  assert_int_equal(ct_solver_upgrade(s, &changed, "s.prototxt", &err), CT_OK);
+  assert_false(changed);
+  protobuf_c_message_free_unpacked(&s->base, NULL);
+
+  s = parse_solver("test_net_param { layers { name: 'r' type: RELU } }\n"
+                   "test_net_param { layers { layer { name: 'a' type: 'relu' } } layers { name: 'b' type: RELU } }\n");
+  assert_int_equal(ct_solver_upgrade(s, &changed, "s.prototxt", &err), CT_ERR_INVALID);
+  assert_non_null(strstr(err.msg, "s.prototxt: test_net_param[1]: 1 of the 2 'layers' entries are V0"));
+  protobuf_c_message_free_unpacked(&s->base, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_solver_inline_nets),
       cmocka_unit_test(test_v1_net),           cmocka_unit_test(test_v0_net),
       cmocka_unit_test(test_v2_net_unchanged), cmocka_unit_test(test_batch_norm_params),
       cmocka_unit_test(test_input_shape_to_layer), cmocka_unit_test(test_net_errors),

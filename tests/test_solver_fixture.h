@@ -56,8 +56,10 @@ static inline Caffe__SolverParameter *tsf_parse_solver(const char *text) {
   return (Caffe__SolverParameter *)m;
 }
 
-/* A solver from "net_param { <net> } <rest>" text; fails the test on error. */
-static inline ct_solver *tsf_solver(const char *net_text, const char *rest, ct_context *ctx) {
+/* A solver with options o from "net_param { <net> } <rest>" text; fails the
+ * test on error. */
+static inline ct_solver *tsf_solver_with(const char *net_text, const char *rest, const ct_solver_opts *o,
+                                         ct_context *ctx) {
   size_t n = strlen(net_text) + strlen(rest) + 64;
   char *text = malloc(n);
   snprintf(text, n, "net_param { %s }\n%s", net_text, rest);
@@ -65,10 +67,15 @@ static inline ct_solver *tsf_solver(const char *net_text, const char *rest, ct_c
   free(text);
   ct_solver *s = NULL;
   ct_error err;
-  ct_solver_opts o = {.quiet_nets = true};
-  if (ct_solver_init(&s, p, &o, ctx, &err) != CT_OK) fail_msg("solver init: %s", err.msg);
+  if (ct_solver_init(&s, p, o, ctx, &err) != CT_OK) fail_msg("solver init: %s", err.msg);
   protobuf_c_message_free_unpacked(&p->base, NULL);
   return s;
+}
+
+/* The same with quiet nets and no other option. */
+static inline ct_solver *tsf_solver(const char *net_text, const char *rest, ct_context *ctx) {
+  const ct_solver_opts o = {.quiet_nets = true};
+  return tsf_solver_with(net_text, rest, &o, ctx);
 }
 
 /* Tries to make a solver from full solver text; returns the status. */

@@ -24,15 +24,15 @@ static const malformed_case cases[] = {
      "layer_word.prototxt:2:1: unknown field 'laye' in NetParameter (did you mean 'layer'?)"},
     {"layer_typo.prototxt",
      "name: \"LeNet\"\nlayer {\n  name: \"conv1\"\n  tpye: \"Convolution\"\n}\n",
-     "layer_typo.prototxt:4:3: unknown field 'tpye' in LayerParameter at layer[0] (did you mean "
-     "'type'?)"},
+     "layer_typo.prototxt:4:3: unknown field 'tpye' in LayerParameter of layer 'conv1' at layer[0] "
+     "(did you mean 'type'?)"},
     {"lenet.prototxt",
      "name: \"LeNet\"\n"
      "layer {\n  name: \"data\"\n  type: \"Input\"\n  top: \"data\"\n}\n"
      "layer {\n  name: \"conv1\"\n  type: \"Convolution\"\n"
      "  convolution_param {\n    num_output: 20\n    kernal_size: 5\n  }\n}\n",
-     "lenet.prototxt:12:5: unknown field 'kernal_size' in ConvolutionParameter at "
-     "layer[1].convolution_param (did you mean 'kernel_size'?)"},
+     "lenet.prototxt:12:5: unknown field 'kernal_size' in ConvolutionParameter of layer 'conv1' "
+     "(Convolution) at layer[1].convolution_param (did you mean 'kernel_size'?)"},
     {"filler_typo.prototxt",
      "layer {\n  convolution_param {\n    weight_filler { tpye: \"xavier\" }\n  }\n}\n",
      "filler_typo.prototxt:3:21: unknown field 'tpye' in FillerParameter at "
@@ -175,8 +175,37 @@ static const malformed_case cases[] = {
      "debug_solver.prototxt:1:13: expected true or false for field 'debug_info' (bool) in "
      "SolverParameter, got 'maybe'"},
     {"inline_net_solver.prototxt", "net_param {\n  layer { name: \"x\" typ: \"Data\" }\n}\n",
-     "inline_net_solver.prototxt:2:21: unknown field 'typ' in LayerParameter at "
+     "inline_net_solver.prototxt:2:21: unknown field 'typ' in LayerParameter of layer 'x' at "
      "net_param.layer[0] (did you mean 'type'?)"},
+    /* Every unknown field in one pass (the first in full), the layer named
+     * even when its name comes after the field; fields of Caffe's forks
+     * said to be so instead of taken for typos. */
+    {"ssd.prototxt",
+     "layer {\n  norm_param { across_spatial: false scale_filler { type: \"constant\" } }\n"
+     "  name: \"conv4_3_norm\"\n  type: \"Normalize\"\n}\n"
+     "layer { name: \"bn\" type: \"BatchNorm\" batch_norm_param { scale_bias: true eps: 1e-5 } }\n"
+     "layer { name: \"c\" tpye: \"Convolution\" }\n",
+     "ssd.prototxt:2:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' "
+     "(Normalize) at layer[0]: a field of SSD's Caffe fork (weiliu89/caffe, branch ssd), which "
+     "Cortado does not implement (and 2 more unknown fields)"},
+    {"nvcaffe.prototxt", "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT }\n",
+     "nvcaffe.prototxt:1:1: unknown field 'default_forward_type' in NetParameter: a field of "
+     "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement (and 1 more unknown field)"},
+    {"skip_list.prototxt", "frob: [1, 2, {a: 3}]\nfrob2: \"a\" \"b\";\nnmae: \"x\"\n",
+     "skip_list.prototxt:1:1: unknown field 'frob' in NetParameter (and 2 more unknown fields)"},
+    {"skip_eof.prototxt", "frob { a: 1\n",
+     "skip_eof.prototxt:2:1: reached end of file inside 'frob' opened at 1:6 (missing '}')"},
+    {"unknown_then_junk.prototxt", "frob: }\n",
+     "unknown_then_junk.prototxt:1:1: unknown field 'frob' in NetParameter"},
+    /* Multi-GPU lines from guides on the web. */
+    {"device_list_solver.prototxt", "device_id: 0,1\nmultiprocess: true\n",
+     "device_list_solver.prototxt:1:14: field 'device_id' (int32) in SolverParameter takes one "
+     "value, not a list: device_id takes one GPU; choose several with --gpu=0,1 or --gpu=all on "
+     "the command line (Cortado already trains with one worker process per GPU: --dp_workers)"},
+    {"multiprocess_solver.prototxt", "base_lr: 0.1\nmultiprocess: true\n",
+     "multiprocess_solver.prototxt:2:1: unknown field 'multiprocess' in SolverParameter: Cortado "
+     "already trains with one worker process per GPU (--dp_workers=processes, the default): "
+     "remove this line and choose the GPUs with --gpu=0,1 or --gpu=all"},
 };
 
 static const ProtobufCMessageDescriptor *desc_for(const char *name) {

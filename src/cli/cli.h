@@ -7,6 +7,7 @@
 #ifndef CT_CLI_CLI_H
 #define CT_CLI_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "cli/flags.h"
@@ -26,6 +27,8 @@ typedef struct ct_cli_command {
   const ct_flag_spec *flags;
   size_t n_flags;
   int min_args, max_args;  /* how many positional arguments it takes */
+  bool host_threads;       /* computes on the host's thread pools: main() sets them up
+                              first (ct_cli_setup_threads) */
   /* Runs the command; returns a CT_EXIT_* status.  Reports its own errors
    * (ct_cli_error).  The global flags are already applied. */
   int (*run)(const ct_cli_args *args);
@@ -52,6 +55,18 @@ typedef struct ct_cli_command {
    "GPU math for convolution and matrix products: tf32 (tensor cores, the default where " \
    "the GPU has them, as cuDNN and PyTorch do) or fp32 (strict single precision).",     \
    .choices = "tf32|fp32"}
+
+/* --cpu (train, test, time): the CPU whatever --gpu's default or the solver's
+ * solver_mode say; the same as --gpu=none (see ct_cli_wants_cpu). */
+#define CT_CLI_FLAG_CPU                                                                    \
+  {"cpu", CT_FLAG_BOOL, "false",                                                           \
+   "Run on the CPU, whatever the solver's solver_mode says (the same as --gpu=none). "     \
+   "Caffe's example solvers say solver_mode: GPU; this runs them on a machine without one."}
+/* --gpu of test and time: one device. */
+#define CT_CLI_FLAG_GPU_ONE                                                                \
+  {"gpu", CT_FLAG_GPU_LIST, NULL,                                                          \
+   "Device to run on: an id, or 'all' (only the first device is used). Left out, or "     \
+   "'none': the CPU."}
 
 /* --dummy_data and --dummy_shape (train, test, time): see ct_cli_dummy_shape. */
 #define CT_CLI_FLAG_DUMMY_DATA                                                        \
@@ -88,7 +103,7 @@ const ct_cli_command *ct_cli_find_command(const char *name);
 /* Turns a parsed --gpu value into device ids: `all` becomes every visible
  * device, and every id is checked against the devices present.  An empty
  * request (the CPU) stays empty.  Fails with ct_gpu_check_device's message
- * ("no CUDA device found", ...) when a device is missing. */
+ * ("no CUDA device: ...", naming the cause) when a device is missing. */
 ct_status ct_cli_resolve_gpus(const ct_gpu_list *requested, ct_gpu_list *out, ct_error *err);
 
 /* Prints "cortado: error: <message>" to stderr and returns exit_code, so that

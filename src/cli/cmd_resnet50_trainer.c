@@ -307,5 +307,6 @@ const ct_cli_command ct_cli_cmd_resnet50_trainer = {
     .n_flags = sizeof resnet50_trainer_flags / sizeof resnet50_trainer_flags[0],
     .min_args = 0,
     .max_args = 0,
+    .host_threads = true,
     .run = run_resnet50_trainer,
 };

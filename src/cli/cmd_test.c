@@ -1,4 +1,5 @@
 /* cortado test: score trained weights on a network's TEST phase. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +11,11 @@ static const ct_flag_spec test_flags[] = {
     CT_CLI_FLAG_MODEL,
     {"weights", CT_FLAG_STRING, NULL, "The trained .caffemodel to score (required).",
      .meta = "FILE"},
-    {"gpu", CT_FLAG_GPU_LIST, NULL,
-     "Device to run on: an id, or 'all' (only the first device is used). Left out: the CPU."},
+    CT_CLI_FLAG_GPU_ONE,
+    CT_CLI_FLAG_CPU,
+    {"allow_missing_weights", CT_FLAG_BOOL, "false",
+     "Score even when a layer with parameters gets no weights from --weights (it keeps the "
+     "fillers' random values); without it that is an error."},
     CT_CLI_FLAG_ITERATIONS,
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
@@ -28,6 +32,8 @@ static int test_run(const ct_cli_args *args) {
   if (!ct_cli_is_set(args, "weights"))
     return ct_cli_error(CT_EXIT_USAGE, "'cortado test' needs --weights=FILE (the .caffemodel to score)");
   int device;
+  bool cpu;
+  if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
   if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
@@ -37,7 +43,16 @@ static int test_run(const ct_cli_args *args) {
     return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   }
   int rc = CT_EXIT_OK;
-  if (ct_net_copy_trained_file(net, ct_cli_string(args, "weights"), &err) != CT_OK) {
+  /* random weights have no score worth reporting: a layer the file does not
+   * fill is an error unless asked for */
+  const char *weights = ct_cli_string(args, "weights");
+  char what[CT_ERROR_MSG_MAX / 2];
+  snprintf(what, sizeof what, "--weights %s", weights);
+  ct_net_weights_begin(net);
+  const bool allow = ct_cli_bool(args, "allow_missing_weights");
+  if (ct_net_copy_trained_file(net, weights, &err) != CT_OK ||
+      ct_net_weights_check(net, what, !allow, allow ? NULL : "--allow_missing_weights scores it anyway",
+                           &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
   }
@@ -105,5 +120,6 @@ const ct_cli_command ct_cli_cmd_test = {
     .n_flags = sizeof test_flags / sizeof test_flags[0],
     .min_args = 0,
     .max_args = 0,
+    .host_threads = true,
     .run = test_run,
 };

@@ -15,8 +15,8 @@
 static const ct_flag_spec time_flags[] = {
     CT_CLI_FLAG_MODEL,
     CT_CLI_FLAG_ITERATIONS,
-    {"gpu", CT_FLAG_GPU_LIST, NULL,
-     "Device to run on: an id, or 'all' (only the first device is used). Left out: the CPU."},
+    CT_CLI_FLAG_GPU_ONE,
+    CT_CLI_FLAG_CPU,
     {"phase", CT_FLAG_STRING, "TRAIN", "The phase of the net to build and time.",
      .choices = "TRAIN|TEST"},
     CT_CLI_FLAG_LEVEL,
@@ -135,6 +135,8 @@ static double time_iterations(ct_net *net, int iters) {
 static int time_run(const ct_cli_args *args) {
   ct_error err;
   int device;
+  bool cpu;
+  if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
   if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
@@ -241,5 +243,6 @@ const ct_cli_command ct_cli_cmd_time = {
     .n_flags = sizeof time_flags / sizeof time_flags[0],
     .min_args = 0,
     .max_args = 0,
+    .host_threads = true,
     .run = time_run,
 };

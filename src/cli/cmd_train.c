@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/run_common.h"
+#include "cli/signals.h"
 #include "cli/train.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -13,6 +15,8 @@
 #include "net/net_load.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/dp.h"
+#include "parallel/dp_agree.h"
+#include "parallel/launch.h"
 #include "proto/reflect.h"
 #include "solvers/solver.h"
 
@@ -26,17 +30,25 @@ static const ct_flag_spec train_flags[] = {
      "Pretrained .caffemodel files to fine-tune from, separated by ','. Not together with "
      "--snapshot.",
      .meta = "FILES"},
+    {"strict_weights", CT_FLAG_BOOL, "false",
+     "A layer with parameters that gets no weights from --weights (or the solver's weights: "
+     "the file was cut short, or the layer renamed) is an error instead of a warning."},
     {"gpu", CT_FLAG_GPU_LIST, NULL,
-     "Devices to train on: ids separated by ',' or 'all'. With several, training is data "
-     "parallel and the effective batch size grows with the device count. Left out, the "
-     "solver's solver_mode and device_id decide."},
+     "Devices to train on: ids separated by ',' or 'all', or 'none' for the CPU. With "
+     "several, training is data parallel and the effective batch size grows with the device "
+     "count. Left out, the solver's solver_mode and device_id decide."},
+    CT_CLI_FLAG_CPU,
     CT_CLI_FLAG_LEVEL,
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
     {"sigint_effect", CT_FLAG_STRING, "stop", "What SIGINT (Ctrl-C) does to the run.",
-     .choices = "stop|snapshot|none"},
+     .choices = "stop|snapshot|snapshot_stop|none"},
     {"sighup_effect", CT_FLAG_STRING, "snapshot", "What SIGHUP does to the run.",
-     .choices = "stop|snapshot|none"},
+     .choices = "stop|snapshot|snapshot_stop|none"},
+    {"sigterm_effect", CT_FLAG_STRING, "snapshot_stop",
+     "What SIGTERM (a cluster scheduler's warning before it kills) does to the run: by default a "
+     "snapshot after the current iteration, then a clean stop (status 0).",
+     .choices = "stop|snapshot|snapshot_stop|none"},
     {"global_batch", CT_FLAG_BOOL, "false",
      "Data parallel: read the net's batch_size as the global batch and divide it among the "
      "GPUs (an error when it does not divide). Without it batch_size is per GPU, as in Caffe."},
@@ -82,8 +94,9 @@ static const ct_flag_spec train_flags[] = {
     {"redis_port", CT_FLAG_INT, "6379", "The port of --redis_host.", .min = 1, .max = 65535},
     {"redis_password", CT_FLAG_STRING, NULL,
      "Password of --redis_host (AUTH); left out, the REDIS_PASSWORD environment variable, if "
-     "set.",
-     .meta = "PASSWORD"},
+     "set (better: a command line is visible to every user of the machine). Never written to "
+     "logs, CSV logs or snapshots.",
+     .meta = "PASSWORD", .secret = true},
     {"rendezvous_timeout", CT_FLAG_DOUBLE, "300",
      "Seconds a shard waits for the others to arrive before giving up, naming the missing "
      "ones."},
@@ -102,14 +115,30 @@ static const ct_flag_spec train_flags[] = {
      .meta = "FILE|DIR"},
 };
 
-/* The solver that SIGINT/SIGHUP act on, and what they ask of it. */
+/* The solver that SIGINT/SIGHUP/SIGTERM act on, and what they ask of it. */
 static ct_solver *volatile g_solver;
-static int g_sigint_action, g_sighup_action;
+static int g_sigint_action, g_sighup_action, g_sigterm_action;
 
 static volatile sig_atomic_t g_data_parallel; /* requests go to the data-parallel job */
+static volatile pid_t g_launcher;             /* a launched worker process: its launcher */
 
-static void on_signal(int sig) {
-  int action = sig == SIGINT ? g_sigint_action : g_sighup_action;
+/* In a worker process: a SIGTERM of the launcher itself (another worker
+ * failed) or of the kernel when the launcher died, as opposed to one it
+ * passes on from the user or a scheduler (sigqueue'd, marked). */
+static bool from_launcher(const siginfo_t *si) {
+  if (!g_launcher || !si) return false;
+  if (si->si_code == SI_QUEUE && si->si_value.sival_int == CT_LAUNCH_FORWARDED) return false;
+  return si->si_pid == g_launcher || si->si_pid == 0;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  if (sig == SIGINT && ct_cli_signal_from_self(si)) ct_cli_die_self_signal(sig);
+  if (sig == SIGTERM && from_launcher(si)) {
+    ct_dp_cancel(); /* stop at the next wait, no snapshot */
+    return;
+  }
+  int action = sig == SIGINT ? g_sigint_action : sig == SIGHUP ? g_sighup_action : g_sigterm_action;
   if (g_data_parallel) {
     ct_dp_request(action);
     return;
@@ -121,18 +150,22 @@ static void on_signal(int sig) {
 static int effect_action(const char *effect) {
   if (strcmp(effect, "stop") == 0) return CT_SOLVER_ACTION_STOP;
   if (strcmp(effect, "snapshot") == 0) return CT_SOLVER_ACTION_SNAPSHOT;
+  if (strcmp(effect, "snapshot_stop") == 0) return CT_SOLVER_ACTION_SNAPSHOT | CT_SOLVER_ACTION_STOP;
   return CT_SOLVER_ACTION_NONE;
 }
 
 static void install_signals(const ct_cli_args *args) {
   g_sigint_action = effect_action(ct_cli_string(args, "sigint_effect"));
   g_sighup_action = effect_action(ct_cli_string(args, "sighup_effect"));
+  g_sigterm_action = effect_action(ct_cli_string(args, "sigterm_effect"));
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 /* --level and --stage go into the solver's train_state, as Caffe's tool does. */
@@ -151,16 +184,28 @@ static void apply_state_flags(const ct_cli_args *args, Caffe__SolverParameter *s
   free(stages);
 }
 
-/* The GPUs to train on: --gpu's ids ('all': every visible GPU), else the
- * solver's device_id when its solver_mode is GPU, else none (the CPU). */
+/* The GPUs to train on: none (the CPU) for --cpu or --gpu=none, --gpu's
+ * ids ('all': every visible GPU), else the solver's device_id when its
+ * solver_mode is GPU, else none.  A missing GPU's message says how to train
+ * on the CPU instead. */
 static ct_status pick_train_gpus(const ct_cli_args *args, const Caffe__SolverParameter *sp,
                                  ct_gpu_list *gpus, ct_error *err) {
   memset(gpus, 0, sizeof *gpus);
-  if (ct_cli_is_set(args, "gpu")) return ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), gpus, err);
+  bool cpu;
+  CT_TRY(ct_cli_wants_cpu(args, &cpu, err));
+  if (cpu) return CT_OK;
+  if (ct_cli_is_set(args, "gpu")) {
+    if (ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), gpus, err) == CT_OK) return CT_OK;
+    char where[64];
+    snprintf(where, sizeof where, "--gpu=%.40s", ct_cli_text(args, "gpu"));
+    return ct_cli_gpu_failed(err, where, "--cpu (or --gpu=none) trains on the CPU");
+  }
   if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
     ct_gpu_list want = {.n = 1, .ids = {sp->has_device_id ? sp->device_id : 0}};
-    if (ct_cli_resolve_gpus(&want, gpus, err) != CT_OK)
-      return ct_error_prefix(err, "the solver says solver_mode: GPU (set solver_mode: CPU to train on the CPU)");
+    if (ct_cli_resolve_gpus(&want, gpus, err) == CT_OK) return CT_OK;
+    char where[CT_ERROR_MSG_MAX / 2];
+    snprintf(where, sizeof where, "%s says solver_mode: GPU", ct_cli_string(args, "solver"));
+    return ct_cli_gpu_failed(err, where, "train on the CPU with --cpu (or --gpu=none), or set solver_mode: CPU");
   }
   return CT_OK;
 }
@@ -168,6 +213,7 @@ static ct_status pick_train_gpus(const ct_cli_args *args, const Caffe__SolverPar
 static void log_gpus(const ct_gpu_list *gpus) {
   if (gpus->n == 0) {
     LOG_INFO("Use CPU.");
+    ct_cli_log_cpu();
   } else if (gpus->n == 1) {
     LOG_INFO("Use GPU with device ID %d", gpus->ids[0]);
   } else {
@@ -193,9 +239,10 @@ static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParamete
   return CT_OK;
 }
 
-/* The solver options that attach the CSV log (when there is one). */
-static ct_solver_opts csv_solver_opts(ct_csv_log *csv) {
+/* The solver options from the flags, and the CSV log (when there is one). */
+static ct_solver_opts solver_opts(const ct_cli_args *args, ct_csv_log *csv) {
   ct_solver_opts o = {0};
+  o.strict_weights = ct_cli_bool(args, "strict_weights");
   if (csv) {
     o.on_display = ct_csv_log_on_display;
     o.display_user = csv;
@@ -207,7 +254,7 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
                      ct_dp_job *job) {
   memset(job, 0, sizeof *job);
   job->solver_param = sp;
-  job->solver_opts = csv_solver_opts(csv);
+  job->solver_opts = solver_opts(args, csv);
   job->weights = ct_cli_is_set(args, "weights") ? ct_cli_string(args, "weights") : NULL;
   job->resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
   job->global_batch = ct_cli_bool(args, "global_batch");
@@ -305,11 +352,6 @@ static int train_threads(const ct_cli_args *args, const Caffe__SolverParameter *
   return run_dp(args, sp, csv, drive_threads, gpus);
 }
 
-static void on_launcher_term(int sig) {
-  (void)sig;
-  ct_dp_cancel();
-}
-
 /* One of the worker processes that ct_cli_train_processes started: the
  * same flags as the launcher, its rank and the NCCL id from the
  * environment; rank 0 logs and writes the CSV log. */
@@ -317,12 +359,9 @@ static int train_worker_process(const ct_cli_args *args, const Caffe__SolverPara
                                 const ct_cli_csv_info *csv_info, int rank, int count,
                                 const ct_nccl_id *id) {
   ct_log_set_quiet(rank != 0); /* main() silenced every worker until here */
-  /* the launcher's SIGTERM (another worker failed): stop at the next wait */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_launcher_term;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
+  /* the launcher's own SIGTERM (another worker failed) stops at the next
+   * wait; a SIGTERM it passes on is --sigterm_effect (install_signals) */
+  g_launcher = getppid();
   ct_error err;
   ct_gpu_list gpus;
   if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
@@ -348,8 +387,10 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   ct_error err;
   ct_gpu_list gpus;
   memset(&gpus, 0, sizeof gpus);
-  ct_status st = CT_OK;
-  if (ct_cli_is_set(args, "gpu")) {
+  bool cpu = false;
+  ct_status st = ct_cli_wants_cpu(args, &cpu, &err);
+  if (st != CT_OK || cpu) {
+  } else if (ct_cli_is_set(args, "gpu")) {
     st = ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, &err);
   } else if (sp->has_solver_mode && sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU) {
     ct_gpu_list all = {.all = true};
@@ -359,18 +400,23 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   ct_csv_log *csv = NULL;
   if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
     ct_error_prefix(&err, "--csv_log");
+  bool alike = false; /* every rank failed the same way, together */
   if (st == CT_OK) {
     ct_dp_job job;
     fill_job(args, sp, csv, &job);
-    g_data_parallel = 1;
-    install_signals(args);
-    LOG_INFO("Starting Optimization");
-    st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
-    g_data_parallel = 0;
+    /* the ranks train alike, or none does */
+    st = ct_dp_agree_mpi(&job, &alike, &err);
+    if (st == CT_OK) {
+      g_data_parallel = 1;
+      install_signals(args);
+      LOG_INFO("Starting Optimization");
+      st = ct_dp_train_mpi(&job, gpus.ids, gpus.n, &err);
+      g_data_parallel = 0;
+    }
   }
   if (st != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    ct_mpi_abort_job(1);
+    if (!alike) ct_mpi_abort_job(1);
   } else {
     LOG_INFO("Optimization Done.");
   }
@@ -389,7 +435,7 @@ static int train_single(const ct_cli_args *args, const Caffe__SolverParameter *s
     return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   int rc = CT_EXIT_OK;
   ct_solver *s = NULL;
-  ct_solver_opts opts = csv_solver_opts(csv);
+  ct_solver_opts opts = solver_opts(args, csv);
   if (ct_solver_init(&s, sp, &opts, &ctx, &err) != CT_OK) {
     rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
     goto done;
@@ -419,6 +465,9 @@ static int check_train_flags(const ct_cli_args *args) {
                         "give --snapshot to resume training or --weights to fine-tune, not both");
   if (ct_cli_double(args, "bucket_mb") <= 0 || ct_cli_double(args, "comm_timeout") < 0)
     return ct_cli_error(CT_EXIT_USAGE, "--bucket_mb must be positive and --comm_timeout not negative");
+  bool cpu;
+  ct_error err;
+  if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   return CT_EXIT_OK;
 }
 
@@ -491,5 +540,6 @@ const ct_cli_command ct_cli_cmd_train = {
     .n_flags = sizeof train_flags / sizeof train_flags[0],
     .min_args = 0,
     .max_args = 0,
+    .host_threads = true,
     .run = train_run,
 };

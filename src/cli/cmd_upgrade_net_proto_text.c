@@ -4,8 +4,8 @@
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
 
-static ct_status upgrade_net(ProtobufCMessage *msg, ct_error *err) {
-  return ct_net_upgrade((Caffe__NetParameter *)msg, NULL, NULL, err);
+static ct_status upgrade_net(ProtobufCMessage *msg, const char *source, ct_error *err) {
+  return ct_net_upgrade((Caffe__NetParameter *)msg, NULL, source, err);
 }
 
 static int run_upgrade_net(const ct_cli_args *args) {

@@ -129,7 +129,7 @@ static ct_status check_choice(const ct_flag_spec *spec, const char *text, ct_err
 ct_status ct_flags_parse_gpu_list(const char *flag, const char *text, ct_gpu_list *out,
                                   ct_error *err) {
   memset(out, 0, sizeof *out);
-  if (!*text) return CT_OK;
+  if (!*text || strcmp(text, "none") == 0) return CT_OK;
   if (strcmp(text, "all") == 0) {
     out->all = true;
     return CT_OK;
@@ -139,17 +139,17 @@ ct_status ct_flags_parse_gpu_list(const char *flag, const char *text, ct_gpu_lis
     size_t len = strcspn(p, ",");
     char tok[32];
     if (len == 0 || len >= sizeof tok)
-      return bad_value(err, flag, text, "expected device ids separated by ',' (e.g. 0,1) or 'all'");
+      return bad_value(err, flag, text, "expected device ids separated by ',' (e.g. 0,1), 'all' or 'none'");
     memcpy(tok, p, len);
     tok[len] = '\0';
     char *end;
     errno = 0;
     long id = strtol(tok, &end, 10);
     if (*end || isspace((unsigned char)tok[0]) || tok[0] == '+')
-      return bad_value(err, flag, text, "expected device ids separated by ',' (e.g. 0,1) or 'all'");
+      return bad_value(err, flag, text, "expected device ids separated by ',' (e.g. 0,1), 'all' or 'none'");
     if (id < 0)
       return bad_value(err, flag, text,
-                       "device ids are 0 or more (leave out --gpu to run on the CPU)");
+                       "device ids are 0 or more ('none' runs on the CPU)");
     if (errno == ERANGE || id > INT_MAX) return bad_value(err, flag, text, "device id too large");
     for (int i = 0; i < out->n; i++) {
       if (out->ids[i] == id) {

@@ -26,7 +26,7 @@ typedef enum ct_flag_type {
   CT_FLAG_INT64,
   CT_FLAG_DOUBLE,
   CT_FLAG_BOOL,
-  CT_FLAG_GPU_LIST /* "0,1", "all", or "" (no GPU) */
+  CT_FLAG_GPU_LIST /* "0,1", "all", or "" / "none" (no GPU) */
 } ct_flag_type;
 
 /* One declared flag.  The default is written as a user would type the value
@@ -42,7 +42,9 @@ typedef struct ct_flag_spec {
   int64_t min, max;    /* int types only: inclusive range, unchecked when min == max */
   const char *meta;    /* placeholder in help ("FILE"), or NULL for the type's */
   const char *setting; /* a CORTADO_* setting (core/settings.h) that gives the default when it
-                          is in the environment, or NULL */
+                           is in the environment, or NULL */
+  bool secret;         /* a password: its value is never written out (the CSV log's
+                          Namespace line shows '***') */
 } ct_flag_spec;
 
 /* Most device ids one --gpu list may name. */
@@ -93,8 +95,8 @@ ct_status ct_flags_parse(const char *command, const ct_flag_spec *specs, size_t 
                          int argc, char **argv, ct_cli_args *out, ct_error *err);
 void ct_cli_args_free(ct_cli_args *args);
 
-/* Parses a --gpu value: "" (none), "all", or distinct ids >= 0 separated by
- * ','.  `flag` names the flag in messages.  CT_ERR_INVALID on bad input. */
+/* Parses a --gpu value: "" or "none" (the CPU), "all", or distinct ids >= 0
+ * separated by ','.  `flag` names the flag in messages.  CT_ERR_INVALID on bad input. */
 ct_status ct_flags_parse_gpu_list(const char *flag, const char *text, ct_gpu_list *out,
                                   ct_error *err);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/run_common.h"
 #include "cli/train.h"
 #include "parallel/launch.h"
 #include "core/log.h"
@@ -43,12 +44,19 @@ const ct_cli_command *ct_cli_find_command(const char *name) {
 }
 
 int ct_cli_error(int exit_code, const char *fmt, ...) {
+  /* one write for the whole line, so that the lines of several processes
+   * sharing stderr (MPI ranks, shards, workers) do not interleave */
+  char line[2 * CT_ERROR_MSG_MAX + 64];
+  int n = snprintf(line, sizeof line, "cortado: error: ");
   va_list ap;
   va_start(ap, fmt);
-  fputs("cortado: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
   va_end(ap);
+  if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  fflush(stderr);
+  fwrite(line, 1, (size_t)n, stderr);
+  fflush(stderr);
   return exit_code;
 }
 
@@ -165,11 +173,16 @@ int main(int argc, char **argv) {
     rc = CT_EXIT_OK;
   } else {
     rc = check_arg_count(cmd, &args);
+    if (rc == CT_EXIT_OK && cmd->host_threads) ct_cli_setup_threads(argv);
     if (rc == CT_EXIT_OK) rc = apply_global_flags(&args);
     if (rc == CT_EXIT_OK) rc = cmd->run(&args);
     ct_log_set_file(NULL, NULL);
   }
   ct_cli_args_free(&args);
   free(rest);
+  /* A failed command leaves without exit()'s library destructors: after a
+   * failed allocation or thread start they can hang (OpenBLAS joining
+   * threads that never started). */
+  if (rc != CT_EXIT_OK) ct_exit_now(rc);
   return rc;
 }

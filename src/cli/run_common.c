@@ -3,19 +3,55 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/parallel.h"
 #include "net/net_load.h"
+
+void ct_cli_log_cpu(void) {
+  const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+  char wait[96];
+  if (spin) snprintf(wait, sizeof wait, "GOMP_SPINCOUNT=%.40s", spin);
+  else if (policy) snprintf(wait, sizeof wait, "OMP_WAIT_POLICY=%.40s", policy);
+  else snprintf(wait, sizeof wait, "OpenMP's default wait policy");
+  const int threads = ct_parallel_threads(), cpus = ct_cpu_count();
+  LOG_INFO("CPU: %d thread%s (%d CPU%s available), %s, subnormals %s", threads, threads == 1 ? "" : "s",
+           cpus, cpus == 1 ? "" : "s", wait, ct_cpu_subnormals_flushed() ? "flushed to zero" : "kept");
+}
+
+ct_status ct_cli_wants_cpu(const ct_cli_args *args, bool *cpu, ct_error *err) {
+  const bool flag = ct_cli_bool(args, "cpu");
+  const ct_gpu_list *g = ct_cli_gpus(args, "gpu");
+  const bool gpu_given = ct_cli_is_set(args, "gpu") && (g->all || g->n > 0);
+  if (flag && gpu_given)
+    return ct_error_set(err, CT_ERR_INVALID, "give --cpu or --gpu=%s, not both", ct_cli_text(args, "gpu"));
+  *cpu = flag || (ct_cli_is_set(args, "gpu") && !gpu_given);
+  return CT_OK;
+}
+
+ct_status ct_cli_gpu_failed(ct_error *err, const char *where, const char *hint) {
+  char cause[CT_ERROR_MSG_MAX];
+  snprintf(cause, sizeof cause, "%s", err->msg);
+  return ct_error_set(err, err->code, "%s: %s; %s", where, cause, hint);
+}
 
 ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err) {
   *device = CT_DEVICE_CPU;
-  if (!ct_cli_is_set(args, "gpu")) {
+  bool cpu;
+  CT_TRY(ct_cli_wants_cpu(args, &cpu, err));
+  if (cpu || !ct_cli_is_set(args, "gpu")) {
     LOG_INFO("Use CPU.");
+    ct_cli_log_cpu();
     return CT_OK;
   }
   ct_gpu_list gpus;
-  CT_TRY(ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, err));
-  *device = gpus.n > 0 ? gpus.ids[0] : 0;
+  if (ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, err) != CT_OK) {
+    char where[64];
+    snprintf(where, sizeof where, "--gpu=%.40s", ct_cli_text(args, "gpu"));
+    return ct_cli_gpu_failed(err, where, "leave out --gpu (or give --cpu) to run on the CPU");
+  }
+  *device = gpus.ids[0];
   LOG_INFO("Use GPU with device ID %d", *device);
   return CT_OK;
 }

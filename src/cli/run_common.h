@@ -7,8 +7,32 @@
 #include "core/context.h"
 #include "net/net.h"
 
+/* For a command that computes on the host's threads (early.c): without a
+ * wait policy in the environment, sets OMP_WAIT_POLICY=PASSIVE and the
+ * OpenMP and OpenBLAS thread counts from ct_cpu_count(), and executes the
+ * command again with them (it returns only when that fails, with the
+ * environment as it was). */
+void ct_cli_setup_threads(char **argv);
+
+/* Logs how the host computes: threads, available CPUs, the OpenMP wait
+ * policy and the subnormal mode, e.g. "CPU: 2 threads (2 CPUs available),
+ * OMP_WAIT_POLICY=PASSIVE, subnormals flushed to zero". */
+void ct_cli_log_cpu(void);
+
+/* Whether the command line asks for the CPU: --cpu, or --gpu=none (an empty
+ * list).  CT_ERR_INVALID for --cpu together with --gpu=IDS or --gpu=all. */
+ct_status ct_cli_wants_cpu(const ct_cli_args *args, bool *cpu, ct_error *err);
+
+/* Rewrites the message of a failed device check as "WHERE: CAUSE; HINT"
+ * (WHERE: what asked for the GPU, e.g. "--gpu=0"; HINT: how to run on the
+ * CPU instead); returns err->code. */
+ct_status ct_cli_gpu_failed(ct_error *err, const char *where, const char *hint);
+
 /* The device of --gpu (its first id; 'all' means device 0), or the CPU when
- * --gpu is not given.  Logs Caffe's "Use GPU with device ID N" / "Use CPU." */
+ * --gpu is not given, is 'none', or --cpu is.  Logs Caffe's "Use GPU with
+ * device ID N" / "Use CPU." and ct_cli_log_cpu's line.  A missing device
+ * fails with "--gpu=0: no CUDA device: ...; leave out --gpu (or give --cpu)
+ * to run on the CPU". */
 ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err);
 
 /* Sets up ctx on device with seed and applies --math (when the command has it). */

@@ -30,8 +30,8 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
 
 /* The command's own flags as Python's argparse prints its Namespace, names
  * sorted: "Namespace(batch_size=32, gpus=None, train_data='x')" (strings
- * quoted, unset empty strings None, bools True/False, doubles with a '.').
- * Caller frees. */
+ * quoted, unset empty strings None, bools True/False, doubles with a '.';
+ * secret flags, e.g. redis_password, as '***').  Caller frees. */
 char *ct_cli_namespace(const ct_cli_args *args);
 
 /* Inputs per epoch of a solver's train net: the record count of its first

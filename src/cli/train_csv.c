@@ -63,6 +63,7 @@ static void append_value(text_buf *b, const ct_cli_args *args, const ct_flag_spe
         append(b, "None");
         return;
       }
+      if (spec->secret) t = "***";
       append(b, "'");
       append(b, t);
       append(b, "'");

@@ -7,15 +7,14 @@
 #include "core/log.h"
 
 int ct_cli_upgrade_text(const ct_cli_args *args, const ProtobufCMessageDescriptor *desc,
-                        ct_status (*upgrade)(ProtobufCMessage *msg, ct_error *err)) {
+                        ct_status (*upgrade)(ProtobufCMessage *msg, const char *source, ct_error *err)) {
   const char *in = args->positional[0], *out = args->positional[1];
   ProtobufCMessage *msg = NULL;
   ct_error err;
   int rc = CT_EXIT_FAILURE;
   if (ct_text_parse_file(desc, in, &msg, &err) != CT_OK) {
     ct_cli_error(rc, "%s", err.msg);
-  } else if (upgrade(msg, &err) != CT_OK) {
-    ct_error_prefix(&err, "%s", in);
+  } else if (upgrade(msg, in, &err) != CT_OK) {
     ct_cli_error(rc, "%s", err.msg);
   } else if (ct_text_write_file(msg, out, &err) != CT_OK) {
     ct_cli_error(rc, "%s", err.msg);

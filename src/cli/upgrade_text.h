@@ -6,9 +6,10 @@
 #include "cli/flags.h"
 
 /* The body of both upgrade commands: reads positional[0] as a text message
- * of type desc, calls upgrade on it in place, writes it to positional[1].
- * Returns a CT_EXIT_* status, having printed any error. */
+ * of type desc, calls upgrade on it in place (source: that file's name, for
+ * its messages), writes it to positional[1].  Returns a CT_EXIT_* status,
+ * having printed any error. */
 int ct_cli_upgrade_text(const ct_cli_args *args, const ProtobufCMessageDescriptor *desc,
-                        ct_status (*upgrade)(ProtobufCMessage *msg, ct_error *err));
+                        ct_status (*upgrade)(ProtobufCMessage *msg, const char *source, ct_error *err));
 
 #endif

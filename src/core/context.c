@@ -1,4 +1,5 @@
 #include "core/context.h"
+#include "core/cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,11 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   ctx->deterministic = ct_setting_bool("CORTADO_DETERMINISTIC");
   ctx->next_check_id = 1;
   ct_rng_seed(&ctx->rng, seed);
-  if (device == CT_DEVICE_CPU) return CT_OK;
+  if (device == CT_DEVICE_CPU) {
+    ct_cpu_flush_subnormals_team();
+    return CT_OK;
+  }
+  ct_cpu_flush_subnormals();
   return ct_gpu_context_init(ctx, err);
 }
 

@@ -76,7 +76,8 @@ typedef struct ct_context {
 } ct_context;
 
 /* Sets up a context on device (CT_DEVICE_CPU or a GPU) with the given seed.
- * On a GPU: makes the device current, creates the compute and copy streams,
+ * The calling thread (on the CPU: and OpenMP's team) computes with
+ * subnormals flushed to zero from then on (core/cpu.h).  On a GPU: makes the device current, creates the compute and copy streams,
  * the cuBLAS and cuDNN handles, cuBLAS's fixed workspace and the device
  * words above.  Fails with CT_ERR_INVALID / CT_ERR_UNSUPPORTED /
  * CT_ERR_DEVICE naming the device. */

@@ -1,6 +1,7 @@
 #include "core/mem.h"
 
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,14 +21,39 @@ static void host_count(size_t add, size_t sub) {
   }
 }
 
-static void *host_alloc(size_t bytes) {
+/* NULL when the allocator has no memory. */
+static void *host_try_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n == 0) n = 64;
+  if (n < bytes) return NULL;
   void *p = aligned_alloc(64, n);
-  if (!p) ct_abort(__FILE__, __LINE__, "out of host memory allocating %zu bytes", bytes);
+  if (!p) return NULL;
   memset(p, 0, n);
   host_count(malloc_usable_size(p), 0);
   return p;
+}
+
+void ct_mem_out_of_host_memory(size_t bytes, char *buf, size_t cap) {
+  size_t held = __atomic_load_n(&g_host_current, __ATOMIC_RELAXED);
+  snprintf(buf, cap,
+           "out of host memory allocating %zu bytes (%.1f MB; Cortado holds %.1f MB of tensors; a "
+           "memory limit such as ulimit -v?)",
+           bytes, (double)bytes / 1048576.0, (double)held / 1048576.0);
+}
+
+static void *host_alloc(size_t bytes) {
+  void *p = host_try_alloc(bytes);
+  if (!p) {
+    char msg[256];
+    ct_mem_out_of_host_memory(bytes, msg, sizeof msg);
+    ct_fatal(__FILE__, __LINE__, "%s", msg);
+  }
+  return p;
+}
+
+void *ct_mem_try_alloc(int device, size_t bytes) {
+  if (device == CT_DEVICE_CPU) return host_try_alloc(bytes);
+  return ct_gpu_malloc(device, bytes);
 }
 
 void ct_mem_host_stats(size_t *current, size_t *peak) {

@@ -16,8 +16,16 @@ extern "C" {
 #define CT_DEVICE_CPU (-1)
 
 /* Returns zeroed memory of `bytes` on `device`; never NULL (bytes 0 gives a
- * valid, unique pointer). Free with ct_mem_free on the same device. */
+ * valid, unique pointer). Free with ct_mem_free on the same device.  Host
+ * memory that cannot be had ends the process through ct_fatal with the
+ * size (status 1, not an abort). */
 void *ct_mem_alloc(int device, size_t bytes);
+/* The same, but host memory that cannot be had is NULL (for callers that
+ * return CT_ERR_NOMEM; GPU memory behaves as ct_mem_alloc's). */
+void *ct_mem_try_alloc(int device, size_t bytes);
+/* "out of host memory allocating N bytes (... MB; Cortado holds ... MB of
+ * tensors; ...)" into buf, for the messages of failed host allocations. */
+void ct_mem_out_of_host_memory(size_t bytes, char *buf, size_t cap);
 void ct_mem_free(int device, void *p);
 /* Copies bytes between any two devices (host<->GPU, GPU<->GPU, host<->host).
  * Synchronous with respect to the host. */

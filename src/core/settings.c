@@ -24,8 +24,9 @@
 /* name, type, scope, default, choices, min, max, option, meaning */
 static const ct_setting_info k_settings[] = {
     {"CORTADO_DATA_THREADS", I, USER, NULL, NULL, 1, 256, NULL,
-     "decode/transform threads per data layer (default: the cores shared among this host's "
-     "data-parallel workers, 1 to 16)"},
+     "decode/transform threads per data layer (default: 1 for a net on the CPU, whose compute "
+     "threads have the cores; on GPUs, the CPUs this process may use, by affinity and cgroup quota, "
+     "shared among this host's data-parallel workers, 1 to 16)"},
     {"CORTADO_CUDA_GRAPHS", B, USER, "1", NULL, 0, 0, NULL,
      "`0`: run GPU iterations as plain launches instead of CUDA graph replays"},
     {"CORTADO_LAUNCH_AHEAD", B, USER, "1", NULL, 0, 0, NULL,

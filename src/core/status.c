@@ -6,6 +6,23 @@
 
 #include "core/log.h"
 
+#include <unistd.h>
+
+/* exit() runs LeakSanitizer's check; ct_exit_now runs it itself. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CT_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CT_LEAK_CHECK 1
+#endif
+#endif
+#ifndef CT_LEAK_CHECK
+#define CT_LEAK_CHECK 0
+#endif
+#if CT_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+#endif
+
 ct_status ct_error_setv(ct_error *err, ct_status code, const char *fmt, va_list ap) {
   if (err) {
     err->code = code;
@@ -69,28 +86,53 @@ static ct_abort_hook g_abort_hook;
 
 void ct_set_abort_hook(ct_abort_hook hook) { g_abort_hook = hook; }
 
+/* What both fatal paths do first: the message into msg, a FATAL line, the
+ * hook (once: a hook that fails must not recurse). */
+static void fatal_begin(const char *file, int line, const char *fmt, va_list ap, char *msg, size_t cap) {
+  vsnprintf(msg, cap, fmt, ap);
+  ct_log_write(CT_LOG_FATAL, file, line, "%s", msg);
+  ct_abort_hook hook = g_abort_hook;
+  g_abort_hook = NULL;
+  if (hook) hook(msg);
+}
+
 CT_NORETURN void ct_abort(const char *file, int line, const char *fmt, ...) {
   char msg[CT_ERROR_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  fatal_begin(file, line, fmt, ap, msg, sizeof msg);
   va_end(ap);
-  ct_log_write(CT_LOG_FATAL, file, line, "%s", msg);
-  ct_abort_hook hook = g_abort_hook;
-  g_abort_hook = NULL; /* a hook that fails must not recurse */
-  if (hook) hook(msg);
   abort();
+}
+
+CT_NORETURN void ct_exit_now(int code) {
+  ct_log_set_file(NULL, NULL);
+  fflush(NULL);
+#if CT_LEAK_CHECK
+  __lsan_do_leak_check();
+#endif
+  _exit(code);
+}
+
+CT_NORETURN void ct_fatal(const char *file, int line, const char *fmt, ...) {
+  char msg[CT_ERROR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  fatal_begin(file, line, fmt, ap, msg, sizeof msg);
+  va_end(ap);
+  fprintf(stderr, "cortado: error: %s\n", msg);
+  ct_exit_now(1);
 }
 
 void *ct_xcalloc(size_t n, size_t size) {
   void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) ct_abort(__FILE__, __LINE__, "out of memory allocating %zu x %zu bytes", n, size);
+  if (!p) ct_fatal(__FILE__, __LINE__, "out of memory allocating %zu x %zu bytes", n, size);
   return p;
 }
 
 void *ct_xrealloc(void *p, size_t size) {
   void *q = realloc(p, size ? size : 1);
-  if (!q) ct_abort(__FILE__, __LINE__, "out of memory reallocating %zu bytes", size);
+  if (!q) ct_fatal(__FILE__, __LINE__, "out of memory reallocating %zu bytes", size);
   return q;
 }
 

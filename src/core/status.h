@@ -69,6 +69,22 @@ void ct_set_abort_hook(ct_abort_hook hook);
 CT_NORETURN void ct_abort(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A failure that no status can carry back (out of memory inside a
+ * function that cannot fail): logs msg at FATAL level, calls the abort hook
+ * (distributed runs take the other workers down), prints
+ * "cortado: error: <msg>" and ends the process with status 1 through
+ * ct_exit_now.  Not a bug, so no core dump; and no library destructors,
+ * which can hang when memory is short (OpenBLAS joining threads that never
+ * started). */
+CT_NORETURN void ct_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Ends the process now with `code`: flushes every stdio stream (the logs,
+ * CSV logs) and leaves through _exit, without atexit handlers or library
+ * destructors.  The way out of every failing command (cli/main.c).  In
+ * sanitizer builds the leak check runs first, as exit() would run it. */
+CT_NORETURN void ct_exit_now(int code);
+
 /* Bugs only: a broken invariant.  Never for input validation. */
 #define CT_ASSERT(cond)                                                    \
   do {                                                                     \
@@ -87,8 +103,9 @@ CT_NORETURN void ct_abort(const char *file, int line, const char *fmt, ...)
     if (ct_try_s_ != CT_OK) return ct_try_s_; \
   } while (0)
 
-/* calloc that treats exhaustion as fatal (allocation sizes are bounded by
- * validated shapes, so running out is not recoverable input). */
+/* calloc that treats exhaustion as fatal (ct_fatal: a message with the
+ * size and status 1, never an abort); allocation sizes are bounded by
+ * validated shapes, so running out is not recoverable input. */
 void *ct_xcalloc(size_t n, size_t size);
 void *ct_xrealloc(void *p, size_t size);
 char *ct_xstrdup(const char *s);

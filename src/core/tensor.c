@@ -38,24 +38,36 @@ void ct_tensor_free(ct_tensor *t) {
   free(t);
 }
 
-/* Makes sure owned storage holds count values; views are checked by callers. */
-static void ensure_storage(ct_tensor *t) {
+/* CT_ERR_NOMEM naming the tensor and the size. */
+static ct_status no_memory(const ct_tensor *t, const char *what, size_t bytes, ct_error *err) {
+  char msg[256];
+  ct_mem_out_of_host_memory(bytes, msg, sizeof msg);
+  return ct_error_set(err, CT_ERR_NOMEM, "%s %s: %s", t->name ? t->name : "tensor", what, msg);
+}
+
+/* Makes sure owned storage holds count values; views are checked by callers.
+ * Host memory that cannot be had is CT_ERR_NOMEM (the tensor then holds
+ * nothing). */
+static ct_status ensure_storage(ct_tensor *t, ct_error *err) {
   bool view = (t->data && !t->owns_data);
-  if (view) return;
+  if (view) return CT_OK;
   if (t->count > t->capacity || !t->data) {
     if (t->owns_data) ct_mem_free(t->device, t->data);
     if (t->owns_diff) ct_mem_free(t->device, t->diff);
     t->diff = NULL;
     t->owns_diff = false;
-    t->capacity = t->count;
-    t->data = ct_mem_alloc(t->device, t->capacity * sizeof(float));
-    t->owns_data = true;
+    t->data = ct_mem_try_alloc(t->device, t->count * sizeof(float));
+    t->owns_data = t->data != NULL;
+    t->capacity = t->data ? t->count : 0;
+    if (!t->data) return no_memory(t, "data", t->count * sizeof(float), err);
   }
   if (t->has_diff && !t->diff) {
-    t->diff = ct_mem_alloc(t->device, t->capacity * sizeof(float));
+    t->diff = ct_mem_try_alloc(t->device, t->capacity * sizeof(float));
+    if (!t->diff) return no_memory(t, "diff", t->capacity * sizeof(float), err);
     t->owns_diff = true;
     t->diff_capacity = t->capacity;
   }
+  return CT_OK;
 }
 
 ct_status ct_tensor_reshape(ct_tensor *t, int ndim, const int *shape, ct_error *err) {
@@ -80,13 +92,14 @@ ct_status ct_tensor_reshape(ct_tensor *t, int ndim, const int *shape, ct_error *
   if (t->data && !t->owns_data)
     CT_ASSERTF(count <= t->capacity, "view %s too small: %zu > %zu", t->name ? t->name : "?", count,
                t->capacity);
-  ensure_storage(t);
-  return CT_OK;
+  return ensure_storage(t, err);
 }
 
 void ct_tensor_reshape_or_die(ct_tensor *t, int ndim, const int *shape) {
   ct_error err;
-  if (ct_tensor_reshape(t, ndim, shape, &err) != CT_OK) ct_abort(__FILE__, __LINE__, "%s", err.msg);
+  ct_status s = ct_tensor_reshape(t, ndim, shape, &err);
+  if (s == CT_ERR_NOMEM) ct_fatal(__FILE__, __LINE__, "%s", err.msg);
+  if (s != CT_OK) ct_abort(__FILE__, __LINE__, "%s", err.msg);
 }
 
 void ct_tensor_reshape_like(ct_tensor *t, const ct_tensor *other) {

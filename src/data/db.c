@@ -3,6 +3,7 @@
 #include "data/db.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,34 @@ void ct_db_index_add(ct_db *db, const void *key, size_t klen) {
   db->key_off[db->count] = db->key_bytes_len;
 }
 
+static bool has_file(const char *dir, const char *name) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A folder to read that holds no database of the backend's kind: what it
+ * holds instead (the other kind, nothing, other files). */
+static ct_status not_a_database(const char *path, ct_db_backend backend, ct_error *err) {
+  const bool lmdb = backend == CT_DB_LMDB;
+  const char *marker = lmdb ? "data.mdb" : "CURRENT";
+  if (has_file(path, marker)) return CT_OK;
+  char what[160] = "";
+  DIR *d = opendir(path);
+  bool empty = true;
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
+  if (d) closedir(d);
+  if (has_file(path, lmdb ? "CURRENT" : "data.mdb"))
+    snprintf(what, sizeof what, "; it holds %s database: give --backend=%s", lmdb ? "a LevelDB" : "an LMDB",
+             lmdb ? "leveldb" : "lmdb");
+  else if (empty)
+    snprintf(what, sizeof what, "; the folder is empty");
+  return ct_error_set(err, CT_ERR_IO, "a folder, but not %s database (no %s in it)%s",
+                      lmdb ? "an LMDB" : "a LevelDB", marker, what);
+}
+
 ct_status ct_db_open(ct_db **out, const char *path, ct_db_backend backend, ct_db_mode mode,
                      ct_error *err) {
   *out = NULL;
@@ -73,7 +102,8 @@ ct_status ct_db_open(ct_db **out, const char *path, ct_db_backend backend, ct_db
     s = ct_error_set(err, CT_ERR_IO, "not a folder (%s databases are folders)",
                      display_name(backend));
   } else {
-    s = backend == CT_DB_LMDB ? ct_db_lmdb_open(db, err) : ct_db_leveldb_open(db, err);
+    if (mode == CT_DB_READ) s = not_a_database(path, backend, err);
+    if (s == CT_OK) s = backend == CT_DB_LMDB ? ct_db_lmdb_open(db, err) : ct_db_leveldb_open(db, err);
   }
   if (s != CT_OK) {
     ct_error_prefix(err, "%s: cannot %s %s%s", db->path, what, display_name(backend), suffix);

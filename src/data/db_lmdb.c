@@ -1,23 +1,42 @@
 /* The LMDB back end of ct_db (liblmdb), laid out as Caffe's: the path is a
  * folder holding data.mdb and lock.mdb, records live in the unnamed main
  * database.  The map starts small and doubles whenever a commit fills it.
- * Databases opened for reading share one environment per process. */
+ * Databases opened for reading share one environment per process.
+ *
+ * A damaged data.mdb must be an error naming the database, not a signal
+ * inside liblmdb: at open the meta pages are checked and the file's size
+ * against the last page they name (a truncated file would raise SIGBUS
+ * where the map goes past its end); every read runs under a fault guard
+ * (garbage offsets in a page raise SIGSEGV), and every key and value handed
+ * out must lie inside the file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
+#include "core/fault_guard.h"
 #include "data/db_internal.h"
 
 #define LMDB_INITIAL_MAP ((size_t)64 << 20)
 #define LMDB_MAX_READERS 1024
 
+/* Our codes beside liblmdb's (which are -30799 .. -30780). */
+#define LMDB_FAULTED (-31000)  /* a read raised SIGSEGV or SIGBUS */
+#define LMDB_OUTSIDE (-31001)  /* a key or value points outside data.mdb */
+
 typedef struct lmdb_impl {
   MDB_env *env;
   MDB_dbi dbi;
+  const char *map;   /* the map's first byte (reading) */
+  int fd;            /* data.mdb (liblmdb's descriptor, reading) */
+  size_t file_size;  /* data.mdb's size as last seen (atomic) */
 } lmdb_impl;
 
 typedef struct lmdb_cursor {
@@ -25,9 +44,203 @@ typedef struct lmdb_cursor {
   MDB_cursor *cur;
 } lmdb_cursor;
 
+static int g_fault_sig; /* the signal of the latest fault (for its message) */
+
 static ct_status lmdb_fail(ct_error *err, const char *call, int rc) {
+  if (rc == LMDB_FAULTED)
+    return ct_error_set(err, CT_ERR_IO,
+                        "the database is damaged: %s faulted inside liblmdb with %s; rebuild it or "
+                        "restore a copy",
+                        call, ct_fault_guard_describe(__atomic_load_n(&g_fault_sig, __ATOMIC_RELAXED)));
+  if (rc == LMDB_OUTSIDE)
+    return ct_error_set(err, CT_ERR_IO,
+                        "the database is damaged: %s returned a key or value that lies outside "
+                        "data.mdb; rebuild it or restore a copy",
+                        call);
   ct_status code = rc == ENOENT ? CT_ERR_NOTFOUND : CT_ERR_IO;
   return ct_error_set(err, code, "%s failed: %s", call, mdb_strerror(rc));
+}
+
+/* ------------------------------------------------------------ the checks */
+
+/* Little-endian fields of a meta page (liblmdb's MDB_meta after the 16-byte
+ * page header: magic, version, address, mapsize, the free and main MDB_db of
+ * 48 bytes each, last page, transaction id). */
+#define META_MAGIC 0xBEEFC0DEu
+#define META_OFF_MAGIC 16
+#define META_OFF_VERSION 20
+#define META_OFF_PSIZE 40        /* the free DB's md_pad */
+#define META_OFF_FREE_ROOT 80
+#define META_OFF_MAIN_ROOT 128
+#define META_OFF_LAST_PG 136
+#define META_OFF_TXNID 144
+#define META_BYTES 152
+
+static uint64_t le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+typedef struct meta {
+  uint32_t magic, version, psize;
+  uint64_t free_root, main_root, last_pg, txnid;
+} meta;
+
+static void meta_read(const unsigned char *b, meta *m) {
+  m->magic = (uint32_t)le(b + META_OFF_MAGIC, 4);
+  m->version = (uint32_t)le(b + META_OFF_VERSION, 4);
+  m->psize = (uint32_t)le(b + META_OFF_PSIZE, 4);
+  m->free_root = le(b + META_OFF_FREE_ROOT, 8);
+  m->main_root = le(b + META_OFF_MAIN_ROOT, 8);
+  m->last_pg = le(b + META_OFF_LAST_PG, 8);
+  m->txnid = le(b + META_OFF_TXNID, 8);
+}
+
+/* What is wrong with meta page k of a file of `size` bytes ("" when it is
+ * sound). */
+static const char *meta_problem(const meta *m, uint64_t size, char *buf, size_t cap) {
+  const uint64_t none = ~(uint64_t)0;
+  if (m->magic != META_MAGIC) return "no LMDB magic number (not an LMDB file, or overwritten)";
+  if (m->version != 1) {
+    snprintf(buf, cap, "format version %u (liblmdb reads version 1)", m->version);
+    return buf;
+  }
+  if (m->psize < 512 || m->psize > 65536 || (m->psize & (m->psize - 1))) {
+    snprintf(buf, cap, "page size %u", m->psize);
+    return buf;
+  }
+  if (m->last_pg < 1 || m->last_pg > size) {
+    snprintf(buf, cap, "last page %llu", (unsigned long long)m->last_pg);
+    return buf;
+  }
+  if ((m->main_root != none && (m->main_root < 2 || m->main_root > m->last_pg)) ||
+      (m->free_root != none && (m->free_root < 2 || m->free_root > m->last_pg))) {
+    snprintf(buf, cap, "a root page past the last page %llu", (unsigned long long)m->last_pg);
+    return buf;
+  }
+  return "";
+}
+
+/* Checks data.mdb in folder path before liblmdb maps it: both meta pages
+ * sound, and the file as long as the newer one's last page says. */
+static ct_status check_data_file(const char *path, ct_error *err) {
+  char file[4200];
+  if ((size_t)snprintf(file, sizeof file, "%s/data.mdb", path) >= sizeof file) return CT_OK;
+  int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return CT_OK; /* liblmdb says why */
+  struct stat st;
+  unsigned char b0[META_BYTES], b1[META_BYTES];
+  ct_status s = CT_OK;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = ct_error_set(err, CT_ERR_IO, "data.mdb is not a regular file");
+  } else if (pread(fd, b0, sizeof b0, 0) != (ssize_t)sizeof b0) {
+    s = ct_error_set(err, CT_ERR_IO, "data.mdb is truncated: %lld bytes, too short for its meta pages",
+                     (long long)st.st_size);
+  }
+  meta m[2];
+  char why[2][160];
+  if (s == CT_OK) {
+    meta_read(b0, &m[0]);
+    const uint32_t psize = m[0].psize >= 512 && m[0].psize <= 65536 ? m[0].psize : 4096;
+    if (pread(fd, b1, sizeof b1, psize) != (ssize_t)sizeof b1)
+      s = ct_error_set(err, CT_ERR_IO, "data.mdb is truncated: %lld bytes, too short for its meta pages",
+                       (long long)st.st_size);
+    else
+      meta_read(b1, &m[1]);
+  }
+  close(fd);
+  if (s != CT_OK) return s;
+  const uint64_t size = (uint64_t)st.st_size;
+  for (int k = 0; k < 2; k++) {
+    const char *p = meta_problem(&m[k], size, why[k], sizeof why[k]);
+    if (*p)
+      return ct_error_set(err, CT_ERR_IO, "data.mdb is damaged: meta page %d has %s", k, p);
+  }
+  const meta *cur = m[1].txnid > m[0].txnid ? &m[1] : &m[0];
+  const uint64_t need = (cur->last_pg + 1) * (uint64_t)cur->psize;
+  if (size < need)
+    return ct_error_set(err, CT_ERR_IO,
+                        "data.mdb is truncated: %llu bytes, but its last page (%llu, of %u bytes) "
+                        "ends at %llu bytes",
+                        (unsigned long long)size, (unsigned long long)cur->last_pg, cur->psize,
+                        (unsigned long long)need);
+  return CT_OK;
+}
+
+/* Where this process maps the file st describes (liblmdb does not tell:
+ * mdb_env_info's me_mapaddr is only set for MDB_FIXEDMAP), from
+ * /proc/self/maps; NULL when it is not found (the bounds checks are then
+ * skipped, the fault guard stays). */
+static const char *find_map(const struct stat *st) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return NULL;
+  char line[4600];
+  const char *found = NULL;
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi, off, ino;
+    unsigned maj, mnr;
+    if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &lo, &hi, &off, &maj, &mnr, &ino) == 6 && off == 0 &&
+        ino == (unsigned long long)st->st_ino && maj == major(st->st_dev) && mnr == minor(st->st_dev))
+      found = (const char *)(uintptr_t)lo;
+  }
+  fclose(f);
+  return found;
+}
+
+/* Whether the bytes of v lie inside data.mdb (its size is looked up again
+ * before saying no: a database may grow while it is read). */
+static bool in_file(lmdb_impl *m, const MDB_val *v) {
+  if (!m->map) return true; /* writing: values are ours */
+  const char *p = v->mv_data;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    size_t size = __atomic_load_n(&m->file_size, __ATOMIC_RELAXED);
+    if (p >= m->map && (size_t)(p - m->map) <= size && v->mv_size <= size - (size_t)(p - m->map))
+      return true;
+    struct stat st;
+    if (attempt == 0 && fstat(m->fd, &st) == 0)
+      __atomic_store_n(&m->file_size, (size_t)st.st_size, __ATOMIC_RELAXED);
+  }
+  return false;
+}
+
+/* ---------------------------------------------------------- guarded reads */
+
+typedef struct read_call {
+  MDB_cursor *cur;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_val *k, *v;
+  MDB_cursor_op op;
+  bool key_out; /* the key is an output (a cursor's) and must lie in the file */
+  int rc;
+} read_call;
+
+static void run_cursor_get(void *arg) {
+  read_call *c = arg;
+  c->rc = mdb_cursor_get(c->cur, c->k, c->v, c->op);
+}
+
+static void run_get(void *arg) {
+  read_call *c = arg;
+  c->rc = mdb_get(c->txn, c->dbi, c->k, c->v);
+}
+
+/* mdb_cursor_get / mdb_get under the fault guard, with the key and value
+ * checked to lie in the file. */
+static int guarded(lmdb_impl *m, read_call *c, void (*fn)(void *)) {
+  int sig = ct_fault_guard_run(fn, c);
+  if (sig) {
+    __atomic_store_n(&g_fault_sig, sig, __ATOMIC_RELAXED);
+    return LMDB_FAULTED;
+  }
+  if (c->rc == 0 && ((c->key_out && !in_file(m, c->k)) || !in_file(m, c->v))) return LMDB_OUTSIDE;
+  return c->rc;
+}
+
+static int cursor_get(lmdb_impl *m, MDB_cursor *cur, MDB_val *k, MDB_val *v, MDB_cursor_op op) {
+  read_call c = {.cur = cur, .k = k, .v = v, .op = op, .key_out = true};
+  return guarded(m, &c, run_cursor_get);
 }
 
 static ct_status scan_keys(ct_db *db, lmdb_impl *m, ct_error *err) {
@@ -46,8 +259,7 @@ static ct_status scan_keys(ct_db *db, lmdb_impl *m, ct_error *err) {
     return lmdb_fail(err, "mdb_cursor_open", rc);
   }
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+  for (rc = cursor_get(m, cur, &k, &v, MDB_FIRST); rc == 0; rc = cursor_get(m, cur, &k, &v, MDB_NEXT))
     ct_db_index_add(db, k.mv_data, k.mv_size);
   mdb_cursor_close(cur);
   mdb_txn_abort(txn);
@@ -146,7 +358,12 @@ ct_status ct_db_lmdb_open(ct_db *db, ct_error *err) {
       return ct_error_set(err, errno == ENOENT ? CT_ERR_NOTFOUND : CT_ERR_IO, "mkdir failed: %s",
                           strerror(errno));
   }
+  if (db->mode == CT_DB_READ) {
+    CT_TRY(check_data_file(db->path, err));
+    ct_fault_guard_arm();
+  }
   lmdb_impl *m = ct_xcalloc(1, sizeof *m);
+  m->fd = -1;
   ct_status st = db->mode == CT_DB_READ ? acquire_read_env(db->path, &m->env, err)
                                         : open_env(db->path, db->mode, &m->env, err);
   if (st != CT_OK) {
@@ -155,6 +372,11 @@ ct_status ct_db_lmdb_open(ct_db *db, ct_error *err) {
   }
   db->impl = m;
   if (db->mode == CT_DB_READ) {
+    struct stat fst;
+    if (mdb_env_get_fd(m->env, &m->fd) == 0 && fstat(m->fd, &fst) == 0) {
+      m->map = find_map(&fst);
+      m->file_size = (size_t)fst.st_size;
+    }
     st = scan_keys(db, m, err);
     if (st != CT_OK) {
       ct_db_lmdb_close(db);
@@ -206,6 +428,7 @@ ct_status ct_db_lmdb_write(ct_db *db, ct_error *err) {
 
 ct_status ct_db_lmdb_reader_open(ct_db *db, void **impl, ct_error *err) {
   lmdb_impl *m = db->impl;
+  ct_fault_guard_arm();
   MDB_txn *txn;
   int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
   if (rc) return lmdb_fail(err, "mdb_txn_begin", rc);
@@ -222,7 +445,9 @@ ct_status ct_db_lmdb_get(ct_db *db, void *impl, const void *key, size_t klen, co
                          size_t *vlen, ct_error *err) {
   lmdb_impl *m = db->impl;
   MDB_val k = {klen, (void *)key}, v;
-  int rc = mdb_get(impl, m->dbi, &k, &v);
+  read_call c = {.txn = impl, .dbi = m->dbi, .k = &k, .v = &v};
+  int rc = guarded(m, &c, run_get);
+  if (rc == LMDB_FAULTED || rc == LMDB_OUTSIDE) return lmdb_fail(err, "mdb_get", rc);
   if (rc == MDB_NOTFOUND)
     return ct_error_set(err, CT_ERR_NOTFOUND,
                         "not found (the database changed since it was opened?)");
@@ -236,6 +461,7 @@ ct_status ct_db_lmdb_cursor_open(ct_db *db, ct_db_cursor *c, ct_error *err) {
   lmdb_impl *m = db->impl;
   if (!m || db->mode != CT_DB_READ)
     return ct_error_set(err, CT_ERR_INVALID, "cursors need a database opened for reading");
+  ct_fault_guard_arm();
   lmdb_cursor *lc = ct_xcalloc(1, sizeof *lc);
   int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &lc->txn);
   if (rc == 0) {
@@ -260,7 +486,7 @@ void ct_db_lmdb_cursor_close(ct_db_cursor *c) {
 ct_status ct_db_lmdb_cursor_move(ct_db_cursor *c, bool first, ct_error *err) {
   lmdb_cursor *lc = c->impl;
   MDB_val k, v;
-  int rc = mdb_cursor_get(lc->cur, &k, &v, first ? MDB_FIRST : MDB_NEXT);
+  int rc = cursor_get(c->db->impl, lc->cur, &k, &v, first ? MDB_FIRST : MDB_NEXT);
   if (rc == MDB_NOTFOUND) {
     c->valid = false;
     return CT_OK;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
 #include "core/mem.h"
 #include "core/settings.h"
 
@@ -86,11 +87,11 @@ static int g_local_workers = 1;
 
 void ct_pipeline_set_local_workers(int n) { g_local_workers = n > 0 ? n : 1; }
 
-int ct_pipeline_default_threads(void) {
+int ct_pipeline_default_threads(bool host_compute) {
   long given;
   if (ct_setting_given_int("CORTADO_DATA_THREADS", &given)) return (int)given;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
+  if (host_compute) return 1;
+  long cores = ct_cpu_count();
   long workers = g_local_workers;
   const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int local_size = local ? atoi(local) : 0;
@@ -139,6 +140,7 @@ static void *worker_main(void *arg_) {
   ct_pipeline *p = arg->p;
   void *tstate = p->tstates[arg->index];
   free(arg);
+  ct_cpu_flush_subnormals(); /* decoding and transforms compute in floats */
   const int B = p->cfg.batch_size;
   ct_error err;
   pthread_mutex_lock(&p->mu);
@@ -241,7 +243,7 @@ ct_status ct_pipeline_create(const ct_pipeline_config *cfg, const ct_pipeline_so
   p->world = world;
   p->rank = cfg->rank;
   p->nslots = cfg->prefetch > 0 ? cfg->prefetch : 4;
-  p->nthreads = cfg->threads > 0 ? cfg->threads : ct_pipeline_default_threads();
+  p->nthreads = cfg->threads > 0 ? cfg->threads : ct_pipeline_default_threads(cfg->host_compute);
   p->seed = cfg->seed;
   p->base_g = initial_skip(cfg->seed, cfg->rand_skip);
   pthread_mutex_init(&p->mu, NULL);
@@ -341,6 +343,10 @@ ct_status ct_pipeline_set_position(ct_pipeline *p, const ct_data_position *pos, 
     return ct_error_set(err, CT_ERR_INVALID,
                         "data position cursor %llu is past the %zu records of an epoch",
                         (unsigned long long)pos->cursor, p->count);
+  if (pos->epoch > (UINT64_MAX - pos->cursor) / p->count)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "data position epoch %llu is beyond any run (%zu records an epoch)",
+                        (unsigned long long)pos->epoch, p->count);
   pthread_mutex_lock(&p->mu);
   CT_ASSERTF(!p->out, "ct_pipeline_set_position: a batch is still out");
   p->paused = true;

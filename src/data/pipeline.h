@@ -61,7 +61,9 @@ typedef struct ct_pipeline_config {
   int batch_size;       /* samples per batch (> 0) */
   size_t sample_count;  /* floats per sample, e.g. C*H*W (> 0) */
   int prefetch;         /* batches in the ring (0: 4, Caffe's data_param.prefetch default) */
-  int threads;          /* worker threads (0: ct_pipeline_default_threads()) */
+  int threads;          /* worker threads (0: ct_pipeline_default_threads(host_compute)) */
+  bool host_compute;    /* the net these batches feed computes on the host's cores (a CPU
+                           context), whose pool already has every CPU */
   uint64_t seed;        /* shuffle and per-record randomness; equal on all workers */
   bool shuffle;         /* a new permutation every epoch */
   uint32_t rand_skip;   /* skip a seed-drawn number in [0, rand_skip) of records at start */
@@ -87,10 +89,15 @@ typedef struct ct_data_position {
 typedef struct ct_pipeline ct_pipeline;
 
 /* Threads used when a config says 0: CORTADO_DATA_THREADS from the
- * environment when set to a positive number, else the online cores shared
- * among the pipelines' workers on this host (ct_pipeline_set_local_workers
- * times Open MPI's local rank count), between 1 and 16. */
-int ct_pipeline_default_threads(void);
+ * environment when set to a positive number; else 1 when the net computes
+ * on the host (host_compute): the compute pool already has every CPU, and
+ * decode threads beside it preempt its parallel regions more than they
+ * help (LeNet beside two busy processes on 2 cores trained 1.6 times
+ * slower with 2 than with 1, and no slower quiet); else the CPUs this
+ * process may use (ct_cpu_count: affinity and cgroup quota) shared among
+ * the pipelines' workers on this host (ct_pipeline_set_local_workers times
+ * Open MPI's local rank count), between 1 and 16. */
+int ct_pipeline_default_threads(bool host_compute);
 /* How many data-parallel workers of this process read data at once (the
  * GPUs of `--gpu=0,1`; 1 by default): they share the cores. */
 void ct_pipeline_set_local_workers(int n);

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpu/device_query.h"
 extern "C" {
@@ -19,14 +20,37 @@ extern "C" {
     }                                                                                     \
   } while (0)
 
+/* Why the runtime sees no device, from the error of cudaGetDeviceCount (or
+ * cudaSuccess with a count of 0).  A machine without a driver reports
+ * cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA
+ * runtime version": the driver version (0 without one) tells the two apart. */
+static ct_status no_device(cudaError_t e, ct_error *err) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (e == cudaSuccess || e == cudaErrorNoDevice) {
+    if (visible)
+      return ct_error_set(err, CT_ERR_NOTFOUND, "no CUDA device: CUDA_VISIBLE_DEVICES=%s hides every GPU",
+                          visible);
+    return ct_error_set(err, CT_ERR_NOTFOUND, "no CUDA device: the NVIDIA driver sees no GPU");
+  }
+  if (driver == 0)
+    return ct_error_set(err, CT_ERR_NOTFOUND,
+                        "no CUDA device: no NVIDIA driver is installed on this machine");
+  if (e == cudaErrorInsufficientDriver)
+    return ct_error_set(err, CT_ERR_NOTFOUND,
+                        "no usable CUDA device: the NVIDIA driver supports CUDA %d.%d, older than "
+                        "this build's CUDA runtime %d.%d (update the driver)",
+                        driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return ct_error_set(err, CT_ERR_NOTFOUND, "no usable CUDA device: %s", cudaGetErrorString(e));
+}
+
 extern "C" ct_status ct_gpu_check_device(int device, ct_error *err) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError(); /* the "no driver" error is sticky otherwise */
-    return ct_error_set(err, CT_ERR_NOTFOUND, "no CUDA device found (%s)", cudaGetErrorString(e));
-  }
-  if (count == 0) return ct_error_set(err, CT_ERR_NOTFOUND, "no CUDA device found");
+  if (e != cudaSuccess || count == 0) return no_device(e, err);
   if (device < 0 || device >= count)
     return ct_error_set(err, CT_ERR_INVALID, "no CUDA device %d (%d visible: 0 to %d)", device,
                         count, count - 1);

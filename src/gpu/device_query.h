@@ -13,7 +13,11 @@ extern "C" {
 
 /* CT_OK when `device` is a CUDA device visible to this process.  Otherwise:
  *  - CT_ERR_UNSUPPORTED "no CUDA device (this build has no CUDA)" in a CPU build;
- *  - CT_ERR_NOTFOUND "no CUDA device found" when the driver sees none;
+ *  - CT_ERR_NOTFOUND naming the cause when there is none: "no CUDA device:
+ *    no NVIDIA driver is installed on this machine", "... the NVIDIA driver
+ *    sees no GPU", "... CUDA_VISIBLE_DEVICES=X hides every GPU", or "no
+ *    usable CUDA device: the NVIDIA driver supports CUDA 12.2, older than
+ *    this build's CUDA runtime 13.0 (update the driver)";
  *  - CT_ERR_INVALID "no CUDA device N (K visible: 0 to K-1)" when out of range. */
 ct_status ct_gpu_check_device(int device, ct_error *err);
 

@@ -11,6 +11,7 @@ ct_pipeline_config ct_feed_config(const ct_layer *l, int batch_size, int prefetc
   cfg.batch_size = batch_size;
   cfg.prefetch = prefetch;
   cfg.threads = 0;
+  cfg.host_compute = l->ctx->device == CT_DEVICE_CPU;
   cfg.seed = l->ctx->data_seed;
   cfg.shuffle = shuffle;
   cfg.rand_skip = rand_skip;

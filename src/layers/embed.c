@@ -22,12 +22,13 @@ typedef struct {
 static ct_status embed_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                              ct_error *err) {
   const Caffe__EmbedParameter *p = CT_PARAM_OR_DEFAULT(l, embed_param, CAFFE__EMBED_PARAMETER__INIT);
-  if (p->num_output == 0 || p->num_output > INT32_MAX)
-    return ct_error_set(err, CT_ERR_INVALID, "embed_param.num_output must be positive, got %u",
-                        p->num_output);
-  if (p->input_dim == 0 || p->input_dim > INT32_MAX)
-    return ct_error_set(err, CT_ERR_INVALID, "embed_param.input_dim must be positive, got %u",
-                        p->input_dim);
+  CT_TRY(ct_layer_check_count("embed_param.num_output", p->num_output, 1, err));
+  CT_TRY(ct_layer_check_count("embed_param.input_dim", p->input_dim, 1, err));
+  if ((uint64_t)p->num_output * p->input_dim > INT32_MAX)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "the table (embed_param.input_dim %u x num_output %u) would have more than "
+                        "2^31 - 1 values",
+                        p->input_dim, p->num_output);
   embed_priv *e = ct_xcalloc(1, sizeof *e);
   l->priv = e;
   e->K = (int)p->input_dim;

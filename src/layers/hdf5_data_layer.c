@@ -296,6 +296,10 @@ static ct_status h5_set_position(ct_layer *l, const Caffe__CortadoDataPosition *
     return ct_error_set(err, CT_ERR_INVALID,
                         "data position cursor %llu is past the %zu rows of an epoch",
                         (unsigned long long)dp.cursor, p->total);
+  if (dp.epoch > (UINT64_MAX - dp.cursor) / p->total)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "data position epoch %llu is beyond any run (%zu rows an epoch)",
+                        (unsigned long long)dp.epoch, p->total);
   p->seed = dp.seed;
   p->base_g = dp.epoch * p->total + dp.cursor;
   p->taken = 0;

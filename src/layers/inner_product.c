@@ -50,9 +50,9 @@ static ct_status ip_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *cons
       CT_PARAM_OR_DEFAULT(l, inner_product_param, CAFFE__INNER_PRODUCT_PARAMETER__INIT);
   ip_state *s = ct_xcalloc(1, sizeof *s);
   l->priv = s;
-  if (!p->has_num_output || p->num_output == 0 || p->num_output > (uint32_t)1 << 30)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "inner_product_param.num_output must be given and positive");
+  if (!p->has_num_output)
+    return ct_error_set(err, CT_ERR_INVALID, "inner_product_param.num_output must be given");
+  CT_TRY(ct_layer_check_count("inner_product_param.num_output", p->num_output, 1, err));
   if (ct_tensor_canonical_axis(bottom[0], p->axis, &s->axis, err) != CT_OK)
     return ct_error_prefix(err, "inner_product_param");
   size_t K = ct_tensor_count_range(bottom[0], s->axis, bottom[0]->ndim);

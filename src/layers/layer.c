@@ -70,6 +70,16 @@ ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape) {
   return t;
 }
 
+ct_status ct_layer_check_count(const char *field, uint64_t value, uint64_t lo, ct_error *err) {
+  if (value < lo)
+    return ct_error_set(err, CT_ERR_INVALID, "%s is %llu (must be at least %llu)", field,
+                        (unsigned long long)value, (unsigned long long)lo);
+  if (value > CT_LAYER_PARAM_MAX)
+    return ct_error_set(err, CT_ERR_INVALID, "%s %llu is too large (the limit is 2^30 = %u)", field,
+                        (unsigned long long)value, CT_LAYER_PARAM_MAX);
+  return CT_OK;
+}
+
 ct_status ct_layer_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                          ct_error *err) {
   ct_status s = l->ops->setup(l, bottom, top, err);

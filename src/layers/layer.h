@@ -192,6 +192,16 @@ void ct_layer_free(ct_layer *l);
 /* For ops->setup: declares learnable parameter number l->nparams (a host
  * tensor of the given shape, zeroed) and returns it for filling. */
 ct_tensor *ct_layer_add_param(ct_layer *l, int ndim, const int *shape);
+
+/* The most any count-like layer parameter may be (num_output, group,
+ * kernel sizes, strides, dilations, pads, local_size, ...): 2^30. */
+#define CT_LAYER_PARAM_MAX (1u << 30)
+/* Checks an unsigned parameter as written (before any cast to int) against
+ * [lo, CT_LAYER_PARAM_MAX].  CT_ERR_INVALID naming `field`:
+ *   "convolution_param.num_output is 0 (must be at least 1)"
+ *   "inner_product_param.num_output 2000000000 is too large (the limit is
+ *    2^30 = 1073741824)" */
+ct_status ct_layer_check_count(const char *field, uint64_t value, uint64_t lo, ct_error *err);
 /* Whether the layer's GPU forward and backward enqueue the same work on
  * every call with no host work, so that the runtime may record them once
  * and replay the recording: not for CT_LAYER_HOST_WORK types, data layers
@@ -204,8 +214,15 @@ bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */
 const ct_layer_ops *ct_layer_find(const char *type);
-/* The same with an error that lists the known types and the nearest one. */
+/* The same with an error that says what the type is: a BVLC Caffe type
+ * Cortado does not implement yet (CT_ERR_UNSUPPORTED), a type of a known
+ * Caffe fork (CT_ERR_UNSUPPORTED), a typo of a registered type ("did you
+ * mean"), or else unknown (the registered types listed). */
 ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *err);
+/* BVLC Caffe's layer types (proto/catalog.h) that no registered type
+ * implements, alphabetically, into out (at most cap); returns the count.
+ * The list shrinks by itself as types are registered. */
+size_t ct_layer_missing_caffe_types(const char **out, size_t cap);
 /* All registered types, in table order, then those registered at run time;
  * *n receives the count. */
 const char *const *ct_layer_types(int *n);

@@ -35,9 +35,13 @@ static ct_status lrn_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *con
   l->priv = s;
   s->scale = ct_tensor_new(l->ctx->device, NULL);
   s->tmp = ct_tensor_new(l->ctx->device, NULL);
-  if (p->local_size % 2 != 1 || p->local_size > (1u << 20))
+  if (p->local_size > (1u << 20))
     return ct_error_set(err, CT_ERR_INVALID,
-                        "lrn_param.local_size must be odd (got %u)", p->local_size);
+                        "lrn_param.local_size %u is too large (the limit is 2^20 = 1048576)",
+                        p->local_size);
+  if (p->local_size % 2 != 1)
+    return ct_error_set(err, CT_ERR_INVALID, "lrn_param.local_size must be odd (got %u)",
+                        p->local_size);
   if (p->norm_region != CAFFE__LRNPARAMETER__NORM_REGION__ACROSS_CHANNELS &&
       p->norm_region != CAFFE__LRNPARAMETER__NORM_REGION__WITHIN_CHANNEL)
     return ct_error_set(err, CT_ERR_INVALID, "lrn_param.norm_region: unknown region %d",

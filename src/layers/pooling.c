@@ -52,6 +52,18 @@ static ct_status parse(ct_layer *l, const pool_param *p, ct_pool_geom *g, ct_err
   if (p->has_stride_h != p->has_stride_w || (p->has_stride && p->has_stride_h))
     return ct_error_set(err, CT_ERR_INVALID,
                         "pooling_param: give either stride or both stride_h and stride_w");
+  /* as written, before they become ints: 2^31 is not negative */
+  if (!g->global) {
+    CT_TRY(ct_layer_check_count(p->has_kernel_size ? "pooling_param.kernel_size" : "pooling_param.kernel_h",
+                                p->has_kernel_size ? p->kernel_size : p->kernel_h, 1, err));
+    if (!p->has_kernel_size) CT_TRY(ct_layer_check_count("pooling_param.kernel_w", p->kernel_w, 1, err));
+  }
+  CT_TRY(ct_layer_check_count(p->has_stride_h ? "pooling_param.stride_h" : "pooling_param.stride",
+                              p->has_stride_h ? p->stride_h : p->stride, 1, err));
+  if (p->has_stride_h) CT_TRY(ct_layer_check_count("pooling_param.stride_w", p->stride_w, 1, err));
+  CT_TRY(ct_layer_check_count(p->has_pad_h ? "pooling_param.pad_h" : "pooling_param.pad",
+                              p->has_pad_h ? p->pad_h : p->pad, 0, err));
+  if (p->has_pad_h) CT_TRY(ct_layer_check_count("pooling_param.pad_w", p->pad_w, 0, err));
   if (!g->global) {
     g->kh = (int)(p->has_kernel_size ? p->kernel_size : p->kernel_h);
     g->kw = (int)(p->has_kernel_size ? p->kernel_size : p->kernel_w);

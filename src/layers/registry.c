@@ -6,6 +6,7 @@
 
 #include "core/strutil.h"
 #include "layers/layer.h"
+#include "proto/catalog.h"
 
 #define CT_LAYER(type_name, ops) extern const ct_layer_ops ops;
 #include "layers/list_core.inc"
@@ -90,19 +91,38 @@ const char *const *ct_layer_types(int *n) {
   return names;
 }
 
+size_t ct_layer_missing_caffe_types(const char **out, size_t cap) {
+  size_t n_caffe, n = 0;
+  const char *const *caffe = ct_caffe_layer_types(&n_caffe);
+  for (size_t i = 0; i < n_caffe && n < cap; i++)
+    if (!ct_layer_find(caffe[i])) out[n++] = caffe[i];
+  return n;
+}
+
 ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *err) {
   *out = ct_layer_find(type);
   if (*out) return CT_OK;
+  if (ct_caffe_is_layer_type(type)) {
+    const char *why = strcmp(type, "Python") == 0 ? " (its layers are Python classes run inside Caffe)" : "";
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "type '%s' is a Caffe layer type that Cortado does not implement yet%s; "
+                        "docs/layers.md lists every Caffe type and its status",
+                        type, why);
+  }
+  const char *fork = ct_caffe_fork_of_layer_type(type);
+  if (fork)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "type '%s' is a layer type of %s, not of BVLC Caffe; Cortado does not implement it",
+                        type, fork);
   int n;
   const char *const *names = ct_layer_types(&n);
   const char *near = ct_suggest(type, names, (size_t)n);
+  if (near)
+    return ct_error_set(err, CT_ERR_NOTFOUND, "unknown layer type '%s' (did you mean '%s'?)", type, near);
   char known[2048];
   size_t o = 0;
   known[0] = 0;
   for (int i = 0; i < n && o + 2 < sizeof known; i++)
     o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "", names[i]);
-  if (near)
-    return ct_error_set(err, CT_ERR_NOTFOUND, "unknown layer type '%s' (did you mean '%s'?); known types: %s",
-                        type, near, known);
   return ct_error_set(err, CT_ERR_NOTFOUND, "unknown layer type '%s'; known types: %s", type, known);
 }

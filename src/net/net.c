@@ -10,26 +10,27 @@
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
+#include "proto/srcpos.h"
 
 #define NET_LOG(net, ...) \
   do {                    \
     if (!(net)->quiet) LOG_INFO(__VA_ARGS__); \
   } while (0)
 
-/* Build-time bookkeeping that does not outlive ct_net_init. */
+/* Build-time bookkeeping that does not outlive ct_net_init.  Every name
+ * lookup goes through a hash map, so that building is linear in the net's
+ * size (a 200,000-layer net looks up every bottom and top). */
 typedef struct {
   ct_net *net;
   bool quiet;
   bool plan;      /* diffs are planned after the build */
   const char *source;
-  char **avail;   /* names of blobs available as bottoms */
-  int navail;
+  ct_strmap avail; /* names of blobs available as bottoms (-> 1) */
+  int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
 } builder;
 
 static int find_blob(const ct_net *net, const char *name) {
-  for (int i = 0; i < net->nblobs; i++)
-    if (net->blobs[i]->name && strcmp(net->blobs[i]->name, name) == 0) return i;
-  return -1;
+  return ct_strmap_get(&net->blob_index, name);
 }
 
 ct_tensor *ct_net_blob(const ct_net *net, const char *name) {
@@ -38,44 +39,43 @@ ct_tensor *ct_net_blob(const ct_net *net, const char *name) {
 }
 
 int ct_net_layer_index(const ct_net *net, const char *name) {
-  for (int i = 0; i < net->nlayers; i++)
-    if (strcmp(net->layers[i]->name, name) == 0) return i;
-  return -1;
+  return ct_strmap_get(&net->layer_index, name);
 }
 
 /* With diff planning, blobs get no diff while the net is built: the plan
  * gives them one afterwards, so the build never holds every diff at once. */
-static int add_blob(ct_net *net, const char *name, bool plan) {
-  net->blobs = ct_xrealloc(net->blobs, (size_t)(net->nblobs + 1) * sizeof *net->blobs);
-  net->blob_need_backward =
-      ct_xrealloc(net->blob_need_backward, (size_t)(net->nblobs + 1) * sizeof(bool));
+static int add_blob(builder *b, const char *name) {
+  ct_net *net = b->net;
+  if (net->nblobs == b->blob_cap) {
+    b->blob_cap = b->blob_cap ? 2 * b->blob_cap : 64;
+    net->blobs = ct_xrealloc(net->blobs, (size_t)b->blob_cap * sizeof *net->blobs);
+    net->blob_need_backward = ct_xrealloc(net->blob_need_backward, (size_t)b->blob_cap * sizeof(bool));
+  }
   ct_tensor *t = ct_tensor_new(net->ctx->device, name);
-  t->has_diff = !plan;
+  t->has_diff = !b->plan;
   net->blobs[net->nblobs] = t;
   net->blob_need_backward[net->nblobs] = false;
+  if (t->name) ct_strmap_put(&net->blob_index, t->name, net->nblobs);
   return net->nblobs++;
 }
 
-static void avail_add(builder *b, const char *name) {
-  for (int i = 0; i < b->navail; i++)
-    if (strcmp(b->avail[i], name) == 0) return;
-  b->avail = ct_xrealloc(b->avail, (size_t)(b->navail + 1) * sizeof(char *));
-  b->avail[b->navail++] = (char *)name;
-}
+static void avail_add(builder *b, const char *name) { ct_strmap_put(&b->avail, name, 1); }
 
-static bool avail_take(builder *b, const char *name) {
-  for (int i = 0; i < b->navail; i++)
-    if (strcmp(b->avail[i], name) == 0) {
-      b->avail[i] = b->avail[--b->navail];
-      return true;
-    }
-  return false;
-}
+static bool avail_take(builder *b, const char *name) { return ct_strmap_remove(&b->avail, name); }
 
 static char *shape_str(const ct_tensor *t, char *buf, size_t n) { return ct_tensor_shape_string(t, buf, n); }
 
 /* Net-level inputs (the legacy `input` fields). */
+static ct_status add_inputs_unlocated(builder *b, ct_error *err);
+
+/* Net-level inputs; errors point at the `input` lines. */
 static ct_status add_inputs(builder *b, ct_error *err) {
+  ct_status st = add_inputs_unlocated(b, err);
+  if (st != CT_OK) ct_srcpos_prefix(err, &b->net->param->base, "input", 0);
+  return st;
+}
+
+static ct_status add_inputs_unlocated(builder *b, ct_error *err) {
   ct_net *net = b->net;
   const Caffe__NetParameter *p = net->param;
   if (p->n_input == 0) return CT_OK;
@@ -94,13 +94,19 @@ static ct_status add_inputs(builder *b, ct_error *err) {
   for (size_t i = 0; i < p->n_input; i++) {
     if (find_blob(net, p->input[i]) >= 0)
       return ct_error_set(err, CT_ERR_INVALID, "%s: duplicate input blob '%s'", b->source, p->input[i]);
-    int id = add_blob(net, p->input[i], b->plan);
+    int id = add_blob(b, p->input[i]);
     int shape[CT_MAX_AXES], nd = 0;
     if (p->n_input_shape > 0) {
       const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
       if (s->n_dim > CT_MAX_AXES)
         return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' has too many axes", b->source, p->input[i]);
-      for (size_t k = 0; k < s->n_dim; k++) shape[nd++] = (int)s->dim[k];
+      for (size_t k = 0; k < s->n_dim; k++) {
+        /* as written: 2^32 must not become 0 */
+        if (s->dim[k] < 0 || s->dim[k] > INT32_MAX)
+          return ct_error_set(err, CT_ERR_INVALID, "%s: input '%s' dim %zu is %lld (must be in [0, %d])",
+                              b->source, p->input[i], k, (long long)s->dim[k], INT32_MAX);
+        shape[nd++] = (int)s->dim[k];
+      }
     } else {
       for (int k = 0; k < 4; k++) shape[nd++] = p->input_dim[4 * i + (size_t)k];
     }
@@ -117,18 +123,21 @@ static ct_status add_inputs(builder *b, ct_error *err) {
 static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *lp, ct_error *err) {
   ct_net *net = b->net;
   int nb = (int)lp->n_bottom, nt = (int)lp->n_top;
-  if (lp->n_propagate_down > 0 && (int)lp->n_propagate_down != nb)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "layer '%s': propagate_down has %zu values but the layer has %d bottoms",
-                        lp->name ? lp->name : "", lp->n_propagate_down, nb);
+  if (lp->n_propagate_down > 0 && (int)lp->n_propagate_down != nb) {
+    ct_error_set(err, CT_ERR_INVALID, "layer '%s': propagate_down has %zu values but the layer has %d bottoms",
+                 lp->name ? lp->name : "", lp->n_propagate_down, nb);
+    return ct_srcpos_prefix(err, &lp->base, "propagate_down", 0);
+  }
   net->bottom_ids[li] = ct_xcalloc((size_t)nb + 1, sizeof(int));
   net->bottom_need_backward[li] = ct_xcalloc((size_t)nb + 1, sizeof(bool));
   for (int j = 0; j < nb; j++) {
     const char *name = lp->bottom[j];
     int id = find_blob(net, name);
-    if (id < 0 || !avail_take(b, name))
-      return ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %d)",
-                          lp->name ? lp->name : "", name, j);
+    if (id < 0 || !avail_take(b, name)) {
+      ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %d)",
+                   lp->name ? lp->name : "", name, j);
+      return ct_srcpos_prefix(err, &lp->base, "bottom", (size_t)j);
+    }
     net->bottom_ids[li][j] = id;
     bool need = net->blob_need_backward[id];
     if (lp->n_propagate_down > 0) need = lp->propagate_down[j];
@@ -146,14 +155,16 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
       if (j < nb && strcmp(lp->bottom[j], name) == 0) {
         id = net->bottom_ids[li][j]; /* in place */
       } else {
-        if (find_blob(net, name) >= 0)
-          return ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
-                              lp->name ? lp->name : "", name);
-        id = add_blob(net, name, b->plan);
+        if (find_blob(net, name) >= 0) {
+          ct_error_set(err, CT_ERR_INVALID, "layer '%s': top blob '%s' produced by multiple sources",
+                       lp->name ? lp->name : "", name);
+          return ct_srcpos_prefix(err, &lp->base, "top", (size_t)j);
+        }
+        id = add_blob(b, name);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
-      id = add_blob(net, NULL, b->plan); /* automatic top, not available as a bottom */
+      id = add_blob(b, NULL); /* automatic top, not available as a bottom */
     }
     net->top_ids[li][j] = id;
     NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
@@ -225,6 +236,23 @@ static void alloc_loss(ct_net *net) {
   net->loss_dev = ct_mem_alloc(net->ctx->device, sizeof(double));
 }
 
+/* An error about "layer 'NAME'" that has no position yet gets that layer's
+ * (a layer's setup, fusion or parameter sharing). */
+static void locate_layer_error(const Caffe__NetParameter *p, ct_error *err) {
+  if (ct_srcpos_starts_with(err->msg)) return;
+  const char *q = strstr(err->msg, "layer '");
+  if (!q) return;
+  q += strlen("layer '");
+  size_t n = strcspn(q, "'");
+  for (size_t i = 0; i < p->n_layer; i++) {
+    const char *name = p->layer[i]->name ? p->layer[i]->name : "";
+    if (strlen(name) == n && strncmp(name, q, n) == 0) {
+      ct_srcpos_prefix(err, &p->layer[i]->base, NULL, 0);
+      return;
+    }
+  }
+}
+
 ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_net_opts *opts,
                       ct_context *ctx, ct_error *err) {
   *out = NULL;
@@ -239,11 +267,11 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   Caffe__NetParameter *filtered;
   ct_status st = ct_net_filter(param, &state, &filtered, err);
   ct_net_state_clear(&state);
-  if (st != CT_OK) return ct_error_prefix(err, "%s", source);
+  if (st != CT_OK) return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
   st = ct_net_insert_splits(filtered, err);
   if (st != CT_OK) {
     protobuf_c_message_free_unpacked(&filtered->base, NULL);
-    return ct_error_prefix(err, "%s", source);
+    return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
   }
   ct_net *net = ct_xcalloc(1, sizeof *net);
   net->param = filtered;
@@ -260,7 +288,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->bottom_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool *));
   net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
-  builder b = {net, opts->quiet, planning_wanted(opts), source, NULL, 0};
+  builder b = {net, opts->quiet, planning_wanted(opts), source, CT_STRMAP_INIT, 0};
   alloc_loss(net);
   NET_LOG(&b, "Initializing net '%s' (phase %s, %d layers)", net->name,
           opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
@@ -280,8 +308,13 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     const ct_layer_ops *ops = ct_layer_find(lp->type ? lp->type : "");
     if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && ntop < ops->min_tops) ntop = ops->min_tops;
     st = ct_layer_create(lp, opts->phase, ctx, (int)lp->n_bottom, ntop, &net->layers[i], err);
-    if (st != CT_OK) break;
+    if (st != CT_OK) {
+      ct_srcpos_prefix(err, &lp->base, "type", 0);
+      break;
+    }
     net->nlayers = i + 1;
+    if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
+      ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
     make_vecs(net, i);
     NET_LOG(&b, "Setting up %s", net->layers[i]->name);
     st = ct_layer_setup(net->layers[i], net->bottoms[i], net->tops[i], err);
@@ -310,19 +343,19 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */
-    net->output_ids = ct_xcalloc((size_t)b.navail + 1, sizeof(int));
+    net->output_ids = ct_xcalloc(b.avail.count + 1, sizeof(int));
     for (int i = 0; i < net->nblobs; i++)
-      for (int k = 0; k < b.navail; k++)
-        if (net->blobs[i]->name && strcmp(b.avail[k], net->blobs[i]->name) == 0) {
-          net->output_ids[net->noutputs++] = i;
-          NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
-          break;
-        }
+      if (net->blobs[i]->name && ct_strmap_get(&b.avail, net->blobs[i]->name) >= 0) {
+        net->output_ids[net->noutputs++] = i;
+        NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
+      }
     NET_LOG(&b, "Network initialization done.");
   }
-  free(b.avail);
+  ct_strmap_free(&b.avail);
   if (st != CT_OK) {
-    if (source && strncmp(err->msg, source, strlen(source)) != 0) ct_error_prefix(err, "%s", source);
+    locate_layer_error(filtered, err);
+    if (source && strncmp(err->msg, source, strlen(source)) != 0 && !ct_srcpos_starts_with(err->msg))
+      ct_error_prefix(err, "%s", source);
     ct_net_free(net);
     return st;
   }
@@ -334,6 +367,7 @@ void ct_net_free(ct_net *net) {
   if (!net) return;
   for (int i = 0; net->feeds && i < net->nlayers; i++) ct_net_feed_free(net->feeds[i]);
   free(net->feeds);
+  free(net->weights_copied);
   for (int i = 0; i < net->nlayers; i++) ct_layer_free(net->layers[i]);
   for (int i = 0; i < (int)(net->param ? net->param->n_layer : 0); i++) {
     free(net->bottom_ids[i]);
@@ -364,6 +398,8 @@ void ct_net_free(ct_net *net) {
   free(net->blobs);
   free(net->input_ids);
   free(net->output_ids);
+  ct_strmap_free(&net->blob_index);
+  ct_strmap_free(&net->layer_index);
   if (net->param) protobuf_c_message_free_unpacked(&net->param->base, NULL);
   free(net);
 }

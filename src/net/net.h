@@ -48,6 +48,7 @@
 #include "caffe.pb-c.h"
 #include "core/context.h"
 #include "core/status.h"
+#include "core/strmap.h"
 #include "core/tensor.h"
 #include "layers/layer.h"
 
@@ -140,6 +141,12 @@ typedef struct ct_net {
   double *loss_dev;            /* (1) GPU: device memory */
   struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
   unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
+  bool *weights_copied;        /* (nlayers) the layer took blobs from a weights file since
+                                  ct_net_weights_begin; NULL before the first copy */
+  char weights_unmatched[3][64]; /* source layers with blobs the net has not (their number */
+  int nweights_unmatched;        /* since ct_net_weights_begin, the first 3 names) */
+  ct_strmap blob_index;        /* blob name -> index into blobs (named blobs) */
+  ct_strmap layer_index;       /* layer name -> index of the first layer of that name */
 } ct_net;
 
 /* Options of a build besides the NetParameter. */
@@ -236,6 +243,22 @@ int ct_net_layer_index(const ct_net *net, const char *name);
 ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, ct_error *err);
 /* The same from a .caffemodel file (binary NetParameter). */
 ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err);
+
+/* Which layers took weights: ct_net_weights_begin forgets, each copy above
+ * remembers the layers it filled; ct_net_weights_check then looks for layers
+ * with parameters that none of the copies since filled (a weights file cut at
+ * a layer boundary, or a layer renamed in the net or the file: the layer
+ * keeps its random initial weights).  With strict it is CT_ERR_INVALID:
+ *   "--weights a.caffemodel: layer 'ip2' (InnerProduct, 2 blobs) got no
+ *    weights; its parameters stay as the fillers made them (renamed? the
+ *    file has 'ip2_old' that this net has not)"
+ * (up to 3 layers named, then "and N more"); otherwise the same text is
+ * logged as a warning and CT_OK is returned.  `what` names the files
+ * ("--weights a.caffemodel"); `hint` (may be NULL) is appended after "; ",
+ * e.g. the flag that changes the behaviour. */
+void ct_net_weights_begin(ct_net *net);
+ct_status ct_net_weights_check(const ct_net *net, const char *what, bool strict, const char *hint,
+                               ct_error *err);
 /* Shares parameter storage (values and gradients) with other's layers of
  * the same name (Caffe's ShareTrainedLayersWith, used for test nets).  When
  * every parameter is then other's, this net's own flat buffers are freed

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strmap.h"
 #include "net/net.h"
 #include "net/net_internal.h"
+#include "proto/srcpos.h"
 
 Caffe__NetParameter *ct_net_param_clone(const Caffe__NetParameter *p) {
   size_t n = protobuf_c_message_get_packed_size(&p->base);
@@ -56,6 +58,7 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
       ct_error_set(err, CT_ERR_INVALID,
                    "layer '%s': specify either include rules or exclude rules, not both",
                    l->name ? l->name : "");
+      ct_srcpos_prefix(err, &l->base, "exclude", 0);
       /* the array holds kept layers, then freed ones, then unvisited ones */
       memmove(net->layer + kept, net->layer + i, (net->n_layer - i) * sizeof *net->layer);
       net->n_layer = kept + (net->n_layer - i);
@@ -137,20 +140,21 @@ ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err) {
   t.count = ct_xcalloc(cells, sizeof(int));
   t.loss = ct_xcalloc(cells, sizeof(float));
   t.next = ct_xcalloc(cells, sizeof(int));
-  /* last producer of each blob name, and the source of each bottom */
+  /* last producer of each blob name (found by name in `index`), and the
+   * source of each bottom */
   size_t nsrc = 0, cap = 16;
   blob_src *last = ct_xcalloc(cap, sizeof *last);
+  ct_strmap index = CT_STRMAP_INIT;
   int **bottom_src = ct_xcalloc((size_t)nl + 1, sizeof(int *)); /* pairs (layer, top) */
   ct_status st = CT_OK;
 
 #define SET_LAST(nm, ly, tp)                                          \
   do {                                                                \
-    size_t k_;                                                        \
-    for (k_ = 0; k_ < nsrc; k_++)                                     \
-      if (strcmp(last[k_].name, nm) == 0) break;                      \
-    if (k_ == nsrc) {                                                 \
+    int k_ = ct_strmap_get(&index, nm);                               \
+    if (k_ < 0) {                                                     \
       if (nsrc == cap) last = ct_xrealloc(last, (cap *= 2) * sizeof *last); \
-      nsrc++;                                                         \
+      k_ = (int)nsrc++;                                               \
+      ct_strmap_put(&index, nm, k_);                                  \
     }                                                                 \
     last[k_] = (blob_src){nm, ly, tp};                                \
   } while (0)
@@ -160,12 +164,12 @@ ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err) {
     Caffe__LayerParameter *l = net->layer[i];
     bottom_src[i] = ct_xcalloc(2 * l->n_bottom + 1, sizeof(int));
     for (size_t j = 0; j < l->n_bottom; j++) {
-      size_t k;
-      for (k = 0; k < nsrc; k++)
-        if (strcmp(last[k].name, l->bottom[j]) == 0) break;
+      int found = ct_strmap_get(&index, l->bottom[j]);
+      size_t k = found < 0 ? nsrc : (size_t)found;
       if (k == nsrc) {
-        st = ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %zu)",
-                          l->name ? l->name : "", l->bottom[j], j);
+        ct_error_set(err, CT_ERR_NOTFOUND, "layer '%s': unknown bottom blob '%s' (bottom index %zu)",
+                     l->name ? l->name : "", l->bottom[j], j);
+        st = ct_srcpos_prefix(err, &l->base, "bottom", j);
         break;
       }
       bottom_src[i][2 * j] = last[k].layer;
@@ -175,15 +179,15 @@ ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err) {
     for (size_t j = 0; j < l->n_top && st == CT_OK; j++) SET_LAST(l->top[j], i, (int)j);
     size_t last_loss = l->n_loss_weight < l->n_top ? l->n_loss_weight : l->n_top;
     for (size_t j = 0; j < last_loss && st == CT_OK; j++) {
-      size_t k;
-      for (k = 0; k < nsrc; k++)
-        if (strcmp(last[k].name, l->top[j]) == 0) break;
+      int k = ct_strmap_get(&index, l->top[j]);
+      CT_ASSERT(k >= 0);
       int idx = tt_idx(&t, last[k].layer, last[k].top);
       t.loss[idx] = l->loss_weight[j];
       if (t.loss[idx] != 0.0f) t.count[idx]++;
     }
   }
 #undef SET_LAST
+  ct_strmap_free(&index);
   if (st != CT_OK) goto done;
 
   /* Rebuild the layer list with Split layers after each multiply-used top. */

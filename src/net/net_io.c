@@ -1,5 +1,6 @@
 /* A net's parameters in and out: Caffe's CopyTrainedLayersFrom, ToProto and
  * ShareTrainedLayersWith. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,17 @@ static ct_status copy_blob(ct_net *net, ct_layer *l, int j, const Caffe__BlobPro
     int sn = ct_blob_proto_shape(bp, sd, CT_MAX_AXES);
     char src[256] = "", dst[256];
     size_t o = 0;
-    size_t cnt = 1;
+    /* the count as Caffe prints it, but never wrapped: a negative or huge
+     * dimension in the file is shown as what it is */
+    uint64_t cnt = 1;
+    bool valid = sn <= CT_MAX_AXES;
     for (int a = 0; a < sn && a < CT_MAX_AXES && o < sizeof src; a++) {
       o += (size_t)snprintf(src + o, sizeof src - o, "%lld ", (long long)sd[a]);
-      cnt *= (size_t)sd[a];
+      if (sd[a] < 0 || (sd[a] > 0 && cnt > UINT64_MAX / (uint64_t)sd[a])) valid = false;
+      else cnt *= (uint64_t)sd[a];
     }
-    if (o < sizeof src) snprintf(src + o, sizeof src - o, "(%zu)", cnt);
+    if (o < sizeof src)
+      snprintf(src + o, sizeof src - o, valid ? "(%llu)" : "(not a valid shape)", (unsigned long long)cnt);
     return ct_error_set(err, CT_ERR_INVALID,
                         "cannot copy param %d weights from layer '%s'; shape mismatch. Source param "
                         "shape is %s; target param shape is %s. To learn this layer's parameters from "
@@ -60,6 +66,8 @@ static ct_status copy_layer(ct_net *net, const char *name, Caffe__BlobProto **bl
                         name, nblobs, l->nparams);
   if (!net->quiet_build) LOG_INFO("Copying source layer %s (%s, %zu blobs)", name, l->ops->type, nblobs);
   for (size_t j = 0; j < nblobs; j++) CT_TRY(copy_blob(net, l, (int)j, blobs[j], err));
+  if (!net->weights_copied) net->weights_copied = ct_xcalloc((size_t)net->nlayers + 1, sizeof(bool));
+  net->weights_copied[li] = true;
   return CT_OK;
 }
 
@@ -76,12 +84,66 @@ ct_status ct_net_copy_trained(ct_net *net, const Caffe__NetParameter *trained, c
   return CT_OK;
 }
 
+/* Remembers the source layers with blobs that this net has none of (for
+ * the hint of ct_net_weights_check). */
+static void note_unmatched(ct_net *net, const Caffe__NetParameter *trained) {
+  for (size_t i = 0; i < trained->n_layer + trained->n_layers; i++) {
+    const bool v2 = i < trained->n_layer;
+    const char *name = v2 ? trained->layer[i]->name : trained->layers[i - trained->n_layer]->name;
+    size_t nblobs = v2 ? trained->layer[i]->n_blobs : trained->layers[i - trained->n_layer]->n_blobs;
+    if (nblobs == 0 || !name || ct_net_layer_index(net, name) >= 0) continue;
+    if (net->nweights_unmatched < 3)
+      snprintf(net->weights_unmatched[net->nweights_unmatched], sizeof net->weights_unmatched[0], "%s",
+               name);
+    net->nweights_unmatched++;
+  }
+}
+
 ct_status ct_net_copy_trained_file(ct_net *net, const char *path, ct_error *err) {
   ProtobufCMessage *m;
   CT_TRY(ct_proto_read_binary(&caffe__net_parameter__descriptor, path, &m, err));
   ct_status s = ct_net_copy_trained(net, (Caffe__NetParameter *)m, err);
+  note_unmatched(net, (const Caffe__NetParameter *)m);
   protobuf_c_message_free_unpacked(m, NULL);
   if (s != CT_OK) return ct_error_prefix(err, "%s", path);
+  return CT_OK;
+}
+
+void ct_net_weights_begin(ct_net *net) {
+  if (net->weights_copied) memset(net->weights_copied, 0, (size_t)net->nlayers * sizeof(bool));
+  net->nweights_unmatched = 0;
+}
+
+ct_status ct_net_weights_check(const ct_net *net, const char *what, bool strict, const char *hint,
+                               ct_error *err) {
+  char msg[CT_ERROR_MSG_MAX] = "";
+  size_t o = 0;
+  int missing = 0;
+  for (int i = 0; i < net->nlayers; i++) {
+    const ct_layer *l = net->layers[i];
+    if (l->nparams == 0 || (net->weights_copied && net->weights_copied[i])) continue;
+    if (missing < 3 && o < sizeof msg)
+      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s'%s' (%s, %d blob%s)", missing ? ", " : "",
+                            l->name, l->ops->type, l->nparams, l->nparams == 1 ? "" : "s");
+    missing++;
+  }
+  if (!missing) return CT_OK;
+  if (missing > 3 && o < sizeof msg) o += (size_t)snprintf(msg + o, sizeof msg - o, " and %d more", missing - 3);
+  char others[512] = "";
+  size_t k = 0;
+  const int shown = net->nweights_unmatched < 3 ? net->nweights_unmatched : 3;
+  for (int i = 0; i < shown && k < sizeof others; i++)
+    k += (size_t)snprintf(others + k, sizeof others - k, "%s'%s'", i ? ", " : "", net->weights_unmatched[i]);
+  if (net->nweights_unmatched > 3 && k < sizeof others)
+    snprintf(others + k, sizeof others - k, " and %d more", net->nweights_unmatched - 3);
+  char full[CT_ERROR_MSG_MAX];
+  snprintf(full, sizeof full,
+           "%s: layer%s %s got no weights; %s parameters stay as the fillers made them (%s%s%s)",
+           what, missing == 1 ? "" : "s", msg, missing == 1 ? "its" : "their",
+           net->nweights_unmatched ? "renamed? the file has " : "the file has no layer of that name: cut short?",
+           others, net->nweights_unmatched ? " that this net has not" : "");
+  if (strict) return ct_error_set(err, CT_ERR_INVALID, "%s%s%s", full, hint ? "; " : "", hint ? hint : "");
+  LOG_WARNING("%s%s%s", full, hint ? "; " : "", hint ? hint : "");
   return CT_OK;
 }
 

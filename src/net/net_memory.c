@@ -183,35 +183,67 @@ static int cmp_size_t(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The groups placed so far that are live at each backward step (a list per
+ * step), so that a group meets only the placed groups of its own steps:
+ * placement is linear in the net's size for the short lifetimes of most
+ * diffs, not quadratic in the number of groups. */
+typedef struct {
+  int *items;
+  int n, cap;
+} step_list;
+
+static void step_add(step_list *l, int g) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 4;
+    l->items = ct_xrealloc(l->items, (size_t)l->cap * sizeof *l->items);
+  }
+  l->items[l->n++] = g;
+}
+
 /* First fit: the lowest aligned offset at which group g does not overlap a
  * placed group whose interval meets g's. */
-static void place_groups(ct_diff_plan *plan) {
+static void place_groups(ct_diff_plan *plan, int nsteps) {
   int *order = ct_xcalloc((size_t)plan->ngroups + 1, sizeof(int));
   int nplace = 0;
   for (int g = 0; g < plan->ngroups; g++)
     if (plan->groups[g].kind == CT_DIFF_POOLED) order[nplace++] = g;
   qsort_r(order, (size_t)nplace, sizeof(int), cmp_by_size, plan);
-  size_t *busy = ct_xcalloc(2 * (size_t)nplace + 2, sizeof(size_t)); /* (start, end) pairs */
+  step_list *live = ct_xcalloc((size_t)nsteps + 1, sizeof *live);
+  int *seen = ct_xcalloc((size_t)plan->ngroups + 1, sizeof(int)); /* k + 1 of the last look */
+  size_t *busy = NULL; /* (start, end) pairs */
+  size_t busy_cap = 0;
   for (int k = 0; k < nplace; k++) {
     ct_diff_group *g = &plan->groups[order[k]];
+    CT_ASSERT(g->first >= 0 && g->first <= g->last && g->last <= nsteps);
     size_t size = (g->count + CT_DIFF_ALIGN - 1) / CT_DIFF_ALIGN * CT_DIFF_ALIGN;
-    int nbusy = 0;
-    for (int q = 0; q < k; q++) {
-      const ct_diff_group *o = &plan->groups[order[q]];
-      if (o->first > g->last || g->first > o->last) continue;
-      busy[2 * nbusy] = o->offset;
-      busy[2 * nbusy + 1] = o->offset + (o->count + CT_DIFF_ALIGN - 1) / CT_DIFF_ALIGN * CT_DIFF_ALIGN;
-      nbusy++;
-    }
-    qsort(busy, (size_t)nbusy, 2 * sizeof(size_t), cmp_size_t);
+    size_t nbusy = 0;
+    for (int step = g->first; step <= g->last; step++)
+      for (int i = 0; i < live[step].n; i++) {
+        const int q = live[step].items[i];
+        if (seen[q] == k + 1) continue;
+        seen[q] = k + 1;
+        const ct_diff_group *o = &plan->groups[q];
+        if (nbusy == busy_cap) {
+          busy_cap = busy_cap ? 2 * busy_cap : 64;
+          busy = ct_xrealloc(busy, 2 * busy_cap * sizeof *busy);
+        }
+        busy[2 * nbusy] = o->offset;
+        busy[2 * nbusy + 1] = o->offset + (o->count + CT_DIFF_ALIGN - 1) / CT_DIFF_ALIGN * CT_DIFF_ALIGN;
+        nbusy++;
+      }
+    if (nbusy) qsort(busy, nbusy, 2 * sizeof(size_t), cmp_size_t);
     size_t off = 0;
-    for (int q = 0; q < nbusy; q++) {
+    for (size_t q = 0; q < nbusy; q++) {
       if (off + size <= busy[2 * q]) break;
       if (busy[2 * q + 1] > off) off = busy[2 * q + 1];
     }
     g->offset = off;
     if (off + size > plan->pool_count) plan->pool_count = off + size;
+    for (int step = g->first; step <= g->last; step++) step_add(&live[step], order[k]);
   }
+  for (int step = 0; step <= nsteps; step++) free(live[step].items);
+  free(live);
+  free(seen);
   free(busy);
   free(order);
 }
@@ -223,7 +255,7 @@ ct_diff_plan *ct_net_diff_plan_make(const ct_net *net) {
   plan->blob_offset = ct_xcalloc((size_t)net->nblobs + 1, sizeof(size_t));
   make_groups(net, plan);
   find_lifetimes(net, plan);
-  place_groups(plan);
+  place_groups(plan, net->nlayers);
   for (int g = 0; g < plan->ngroups; g++) {
     const ct_diff_group *d = &plan->groups[g];
     if (d->kind == CT_DIFF_ZERO && d->count > plan->zero_count) plan->zero_count = d->count;

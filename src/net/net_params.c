@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/strmap.h"
 #include "net/net.h"
 
 /* Values between parameters in the flat buffers are padded to this many
@@ -44,15 +45,21 @@ static void bind_view(ct_tensor *t, int device, float *data, float *diff, bool c
 void ct_net_params_ready_counts(ct_net *net) {
   if (!net->layer_ready_count)
     net->layer_ready_count = ct_xcalloc((size_t)net->nlayers + 1, sizeof(size_t));
-  for (int li = 0; li < net->nlayers; li++) {
-    size_t ready = 0;
-    for (int q = 0; q < net->nparams; q++)
-      if (net->params[q].final_layer >= li) {
-        size_t end = q + 1 < net->nparams ? net->params[q + 1].offset : net->flat_count;
-        if (end > ready) ready = end;
-      }
+  /* the largest end of the parameters final at each layer, then the
+   * maximum over the layers above: linear in the layers and parameters */
+  size_t *at = ct_xcalloc((size_t)net->nlayers + 1, sizeof *at);
+  for (int q = 0; q < net->nparams; q++) {
+    const int f = net->params[q].final_layer;
+    CT_ASSERT(f >= 0 && f < net->nlayers);
+    size_t end = q + 1 < net->nparams ? net->params[q + 1].offset : net->flat_count;
+    if (end > at[f]) at[f] = end;
+  }
+  size_t ready = 0;
+  for (int li = net->nlayers - 1; li >= 0; li--) {
+    if (at[li] > ready) ready = at[li];
     net->layer_ready_count[li] = ready;
   }
+  free(at);
 }
 
 ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
@@ -63,6 +70,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
   bool *has_lr = ct_xcalloc((size_t)total + 1, sizeof(bool));
   bool *has_decay = ct_xcalloc((size_t)total + 1, sizeof(bool));
   int *owner_of = ct_xcalloc((size_t)total + 1, sizeof(int)); /* per (layer, j) flattened */
+  ct_strmap by_name = CT_STRMAP_INIT;                            /* shared param name -> owner */
   int k = 0;
   ct_status st = CT_OK;
   for (int li = 0; li < net->nlayers && st == CT_OK; li++) {
@@ -76,10 +84,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
     for (int j = 0; j < l->nparams; j++, k++) {
       const Caffe__ParamSpec *spec = j < (int)lp->n_param ? lp->param[j] : &k_default_spec;
       const char *pname = spec->name && *spec->name ? spec->name : NULL;
-      int owner = -1;
-      if (pname)
-        for (int q = 0; q < net->nparams; q++)
-          if (strcmp(net->params[q].name, pname) == 0) owner = q;
+      int owner = pname ? ct_strmap_get(&by_name, pname) : -1;
       bool learn = l->param_propagate_down[j];
       float lr = learn ? (spec->has_lr_mult ? spec->lr_mult : 1.0f) : 0.0f;
       float decay = spec->has_decay_mult ? spec->decay_mult : 1.0f;
@@ -96,6 +101,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
         p->final_layer = li;
         has_lr[net->nparams] = spec->has_lr_mult || !learn;
         has_decay[net->nparams] = spec->has_decay_mult;
+        if (pname) ct_strmap_put(&by_name, p->name, net->nparams);
         owner = net->nparams++;
       } else {
         ct_net_param *p = &net->params[owner];
@@ -177,6 +183,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
              net->flat_count, net->flat_count * 4.0 / 1e6);
   free(order);
 done:
+  ct_strmap_free(&by_name);
   free(has_lr);
   free(has_decay);
   free(owner_of);
@@ -185,8 +192,24 @@ done:
 
 /* Which layers and bottoms need backward (Caffe's rules, including the
  * pruning of layers that do not reach a loss and force_backward). */
+/* A parameter's storage and its owner's lr_mult, sorted by storage, so that
+ * a layer's parameter finds its owner by binary search. */
+typedef struct {
+  const float *data;
+  float lr_mult;
+} owner_lr;
+
+static int cmp_owner_lr(const void *a, const void *b) {
+  const float *x = ((const owner_lr *)a)->data, *y = ((const owner_lr *)b)->data;
+  return x < y ? -1 : x > y;
+}
+
 void ct_net_analyze_backward(ct_net *net, bool quiet) {
   int nl = net->nlayers;
+  owner_lr *owners = ct_xcalloc((size_t)net->nparams + 1, sizeof *owners);
+  for (int q = 0; q < net->nparams; q++)
+    owners[q] = (owner_lr){net->params[q].tensor->data, net->params[q].lr_mult};
+  qsort(owners, (size_t)net->nparams, sizeof *owners, cmp_owner_lr);
   for (int b = 0; b < net->nblobs; b++) net->blob_need_backward[b] = false;
   for (int li = 0; li < nl; li++) {
     ct_layer *l = net->layers[li];
@@ -201,9 +224,9 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
     }
     for (int j = 0; j < l->nparams; j++) {
       /* lr_mult of the owner decides (Caffe: param_need_backward = lr_mult != 0) */
-      bool pn = false;
-      for (int q = 0; q < net->nparams; q++)
-        if (net->params[q].tensor->data == l->params[j]->data) pn = net->params[q].lr_mult != 0.0f;
+      const owner_lr key = {l->params[j]->data, 0};
+      const owner_lr *o = bsearch(&key, owners, (size_t)net->nparams, sizeof *owners, cmp_owner_lr);
+      bool pn = o && o->lr_mult != 0.0f;
       l->param_propagate_down[j] = pn;
       need |= pn;
     }
@@ -240,6 +263,7 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
   }
   free(under_loss);
   free(skip);
+  free(owners);
   if (net->param->has_force_backward && net->param->force_backward) {
     for (int li = 0; li < nl; li++) {
       ct_layer *l = net->layers[li];
@@ -256,12 +280,22 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
   }
 }
 
-/* How many layer parameter tensors view the storage starting at data. */
-static int users_of(const ct_net *net, const float *data) {
-  int n = 0;
-  for (int li = 0; li < net->nlayers; li++)
-    for (int j = 0; j < net->layers[li]->nparams; j++) n += net->layers[li]->params[j]->data == data;
-  return n;
+static int cmp_ptr(const void *a, const void *b) {
+  const float *x = *(const float *const *)a, *y = *(const float *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* How many of the n sorted storage pointers equal data. */
+static int users_of(const float *const *sorted, size_t n, const float *data) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) { /* the first >= data */
+    size_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < data) lo = mid + 1;
+    else hi = mid;
+  }
+  int users = 0;
+  for (size_t i = lo; i < n && sorted[i] == data; i++) users++;
+  return users;
 }
 
 /* Which layers put their parameter gradients on the gradient stream
@@ -272,6 +306,14 @@ static int users_of(const ct_net *net, const float *data) {
  * such layer, after whose backward the net joins the stream. */
 void ct_net_mark_grad_side(ct_net *net) {
   net->grad_side_last = -1;
+  /* every layer parameter's storage, sorted: users counted by search */
+  size_t n = 0;
+  for (int li = 0; li < net->nlayers; li++) n += (size_t)net->layers[li]->nparams;
+  const float **data = ct_xcalloc(n + 1, sizeof *data);
+  n = 0;
+  for (int li = 0; li < net->nlayers; li++)
+    for (int j = 0; j < net->layers[li]->nparams; j++) data[n++] = net->layers[li]->params[j]->data;
+  qsort(data, n, sizeof *data, cmp_ptr);
   for (int li = net->nlayers - 1; li >= 0; li--) {
     ct_layer *l = net->layers[li];
     l->grad_side = false;
@@ -281,10 +323,11 @@ void ct_net_mark_grad_side(ct_net *net) {
     bool any = false, shared = false;
     for (int j = 0; j < l->nparams; j++) {
       any |= l->param_propagate_down[j];
-      shared |= users_of(net, l->params[j]->data) != 1;
+      shared |= users_of(data, n, l->params[j]->data) != 1;
     }
     if (!any || shared) continue;
     l->grad_side = true;
     net->grad_side_last = li;
   }
+  free(data);
 }

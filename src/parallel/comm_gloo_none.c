@@ -17,7 +17,7 @@ ct_status ct_comm_gloo_create(ct_comm **out, ct_gloo_store *store, int rank, int
 const char *ct_comm_gloo_address(const ct_comm *c) { return "none"; }
 
 ct_status ct_shard_join(ct_shard_session **out, const ct_shard_opts *o, int gpus_per_shard,
-                        ct_error *err) {
+                        const char *agreement, ct_error *err) {
   *out = NULL;
   return ct_error_set(err, CT_ERR_UNSUPPORTED, CT_NO_GLOO);
 }

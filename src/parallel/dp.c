@@ -20,6 +20,7 @@
 #include "parallel/comm_mpi.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_gloo.h"
+#include "parallel/dp_agree.h"
 #include "parallel/dp_internal.h"
 #include "parallel/shards.h"
 
@@ -142,9 +143,10 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));
   }
   if (job->on_solver) CT_TRY(job->on_solver(job->user, w->solver, err));
-  /* rank 0 reads the process's signal requests; the others wish nothing */
-  CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0,
-                              w->rank == 0 ? &g_requests : NULL, err));
+  /* the process's signal requests are taken by whichever of its workers
+   * comes first; the agreement sums every process's, so that a SIGTERM
+   * reaching one shard or rank alone counts */
+  CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0, &g_requests, err));
   if (w->rank == 0) log_world(w);
   w->training = true;
   return ct_solver_solve(w->solver, NULL, err);
@@ -553,7 +555,11 @@ static ct_status shards_run(dp_shared *sh, ct_shard_session *ss, const ct_shard_
 ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, const int *gpus,
                              int n_gpus, ct_error *err) {
   ct_shard_session *ss = NULL;
-  CT_TRY(ct_shard_join(&ss, shard, n_gpus, err));
+  char *agreement = NULL;
+  CT_TRY(ct_dp_agreement(job, &agreement, err));
+  ct_status joined = ct_shard_join(&ss, shard, n_gpus, agreement, err);
+  free(agreement);
+  if (joined != CT_OK) return joined;
   const int world = ss->num_shards * (n_gpus > 0 ? n_gpus : 1);
   dp_shared sh;
   ct_status st = shared_init(&sh, job, world, err);

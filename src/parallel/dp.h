@@ -25,8 +25,9 @@
  *     host waits for the iteration under the communicator's watchdog.  With
  *     iter_size > 1 only the last pass reduces: one reduction per iteration;
  *   - tests run on every worker and their outputs are averaged;
- *   - stop/snapshot requests (signals) are sampled by rank 0 and agreed on
- *     by all workers every iteration, so all act on the same iteration.
+ *   - stop/snapshot requests (signals) are sampled by one worker of each
+ *     process and agreed on by all workers every iteration (a request of
+ *     any process counts), so all act on the same iteration.
  *
  * Failure: a worker that fails (a forward error, a NaN loss, a CUDA or NCCL
  * error, a communicator timeout) records the first failure, raises the
@@ -130,8 +131,9 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
                              int n_gpus, ct_error *err);
 
 /* Asks the running data-parallel job of this process to stop and/or
- * snapshot (ct_solver_action bits).  Async-signal-safe.  Rank 0 samples the
- * request once per iteration and all workers act on it together. */
+ * snapshot (ct_solver_action bits).  Async-signal-safe.  One worker of this
+ * process samples the request once per iteration and all workers of the
+ * job act on it together. */
 void ct_dp_request(int actions);
 
 /* Makes the net's batch sizes global: every data layer of the train net

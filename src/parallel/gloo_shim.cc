@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <gloo/allreduce.h>
@@ -65,7 +67,35 @@ ct_status guarded(ct_error* err, ct_status io_code, const std::string& what, Fn 
   } catch (const std::exception& e) {
     return ct_error_set(err, CT_ERR_COMM, "%s%s%s", what.c_str(), what.empty() ? "" : ": ",
                         clean(e.what()).c_str());
+  } catch (...) {
+    return ct_error_set(err, CT_ERR_COMM, "%s%san exception that is not a std::exception",
+                        what.c_str(), what.empty() ? "" : ": ");
   }
+}
+
+// Gloo's TCP device runs a network thread of its own; an exception there
+// (a peer that sends what this process does not expect) cannot reach any
+// caller and would end the process in std::terminate with status 134 and
+// the C++ runtime's words.  This handler says what happened instead and
+// ends with status 1, as other fatal errors do.
+[[noreturn]] void on_terminate() {
+  std::string what = "an unknown exception";
+  try {
+    std::exception_ptr p = std::current_exception();
+    if (p) std::rethrow_exception(p);
+  } catch (const std::exception& e) {
+    what = clean(e.what());
+  } catch (...) {
+  }
+  ct_fatal(__FILE__, __LINE__,
+           "Gloo failed outside any call of Cortado (in its network thread): %s (the shards ran "
+           "collectives that do not match: another build of Cortado or Gloo on one of them?)",
+           what.c_str());
+}
+
+void install_terminate_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::set_terminate(on_terminate); });
 }
 
 template <typename T>
@@ -102,15 +132,20 @@ extern "C" {
 ct_status ct_gloo_store_open_file(ct_gloo_store** out, const char* dir, const char* run_id,
                                   ct_error* err) {
   *out = nullptr;
-  auto s = std::make_unique<ct_gloo_store>();
+  std::unique_ptr<ct_gloo_store> s;
   try {
+    s = std::make_unique<ct_gloo_store>();
     auto folder = std::make_unique<cortado::FolderStore>(dir);
     s->name = "file store " + folder->path();
     s->base = std::move(folder);
   } catch (const std::exception& e) {
     return ct_error_set(err, CT_ERR_IO, "file store %s: %s", dir, clean(e.what()).c_str());
+  } catch (...) {
+    return ct_error_set(err, CT_ERR_IO, "file store %s: an unknown exception", dir);
   }
-  s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+  CT_TRY(guarded(err, CT_ERR_COMM, s->name, [&] {
+    s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+  }));
   *out = s.release();
   return CT_OK;
 }
@@ -119,15 +154,15 @@ ct_status ct_gloo_store_open_redis(ct_gloo_store** out, const char* host, int po
                                    const char* password, const char* run_id, int expire_s,
                                    double timeout_s, ct_error* err) {
   *out = nullptr;
-  auto s = std::make_unique<ct_gloo_store>();
-  ct_status st = guarded(err, CT_ERR_COMM, "", [&] {
+  std::unique_ptr<ct_gloo_store> s;
+  CT_TRY(guarded(err, CT_ERR_COMM, "", [&] {
+    s = std::make_unique<ct_gloo_store>();
     auto redis = std::make_unique<cortado::RedisAuthStore>(host, port, password ? password : "",
                                                            expire_s, timeout_s);
     s->name = redis->name();
     s->base = std::move(redis);
-  });
-  if (st != CT_OK) return st;
-  s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+    s->run = std::make_unique<gloo::rendezvous::PrefixStore>(run_id, *s->base);
+  }));
   *out = s.release();
   return CT_OK;
 }
@@ -160,30 +195,33 @@ ct_status ct_gloo_store_get(ct_gloo_store* s, const char* key, double timeout_s,
                             size_t* len, ct_error* err) {
   *data = nullptr;
   *len = 0;
-  std::vector<char> value;
-  try {
-    s->run->wait({key}, to_ms(timeout_s));
-  } catch (const gloo::IoException&) {
+  bool timed_out = false;
+  CT_TRY(guarded(err, CT_ERR_COMM, s->name, [&] {
+    try {
+      s->run->wait({key}, to_ms(timeout_s));
+    } catch (const gloo::IoException&) {
+      timed_out = true;
+    }
+  }));
+  if (timed_out)
     return ct_error_set(err, CT_ERR_COMM, "%s: key '%s' not set after %g s", s->name.c_str(), key,
                         timeout_s);
-  } catch (const cortado::StoreError& e) {
-    return ct_error_set(err, e.code, "%s: %s", s->name.c_str(), e.what());
-  } catch (const std::exception& e) {
-    return ct_error_set(err, CT_ERR_COMM, "%s: %s", s->name.c_str(), clean(e.what()).c_str());
-  }
-  CT_TRY(guarded(err, CT_ERR_COMM, s->name, [&] { value = s->run->get(key); }));
-  char* buf = static_cast<char*>(ct_xcalloc(value.size() + 1, 1));
-  memcpy(buf, value.data(), value.size());
-  *data = buf;
-  *len = value.size();
-  return CT_OK;
+  return guarded(err, CT_ERR_COMM, s->name, [&] {
+    std::vector<char> value = s->run->get(key);
+    char* buf = static_cast<char*>(ct_xcalloc(value.size() + 1, 1));
+    memcpy(buf, value.data(), value.size());
+    *data = buf;
+    *len = value.size();
+  });
 }
 
 ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int size,
                           const ct_gloo_bind* bind, double connect_timeout_s, double op_timeout_s,
                           ct_error* err) {
   *out = nullptr;
-  auto c = std::make_unique<ct_gloo_context>();
+  install_terminate_handler();
+  std::unique_ptr<ct_gloo_context> c;
+  CT_TRY(guarded(err, CT_ERR_COMM, "Gloo context", [&] { c = std::make_unique<ct_gloo_context>(); }));
   c->op_timeout = to_ms(op_timeout_s);
   const char* iface = bind && bind->iface && *bind->iface ? bind->iface : nullptr;
   const char* host = bind && bind->host && *bind->host ? bind->host : nullptr;
@@ -208,13 +246,13 @@ ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int
       ct_error_prefix(err, "no address for this machine's host name (give --gloo_iface or --gloo_host)");
     return st;
   }
-  c->address = describe_device(c->dev->str());
-  c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  c->ctx->setTimeout(to_ms(connect_timeout_s));
   CT_TRY(guarded(err, CT_ERR_COMM, "Gloo connect of rank " + std::to_string(rank), [&] {
+    c->address = describe_device(c->dev->str());
+    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    c->ctx->setTimeout(to_ms(connect_timeout_s));
     c->ctx->connectFullMesh(*s->run, c->dev);
+    c->ctx->setTimeout(c->op_timeout);
   }));
-  c->ctx->setTimeout(c->op_timeout);
   *out = c.release();
   return CT_OK;
 }

@@ -1,7 +1,10 @@
 /* The C face of the C++ Gloo library: rendezvous stores and a TCP context
  * with the three collectives the "gloo" communicator needs.  Only what
  * Cortado uses, as plain functions over opaque handles; every Gloo exception
- * becomes a ct_status with the exception's text in err.  Built only with
+ * becomes a ct_status with the exception's text in err.  One kind cannot:
+ * an exception in Gloo's own network thread (a peer that sends what this
+ * rank does not expect) ends the process through ct_fatal (status 1, the
+ * exception's text) instead of std::terminate's abort.  Built only with
  * Gloo (CORTADO_HAVE_GLOO); comm_gloo_none.c answers CT_ERR_UNSUPPORTED
  * otherwise.
  *

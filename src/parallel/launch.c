@@ -34,7 +34,11 @@ static void forward(int sig, siginfo_t *info, void *ctx) {
   /* a terminal's SIGINT/SIGHUP (si_code > 0: from the kernel) went to the
    * whole foreground group, the workers included */
   if (sig != SIGTERM && info && info->si_code > 0) return;
-  signal_all(g_pids, g_n, sig);
+  /* marked, so that a worker tells it from the launcher's own SIGTERM */
+  const union sigval v = {.sival_int = CT_LAUNCH_FORWARDED};
+  pid_t *pids = g_pids;
+  for (int i = 0; pids && i < g_n; i++)
+    if (pids[i] > 0) sigqueue(pids[i], sig, v);
 }
 
 static const int k_forwarded[3] = {SIGINT, SIGHUP, SIGTERM};

@@ -21,6 +21,11 @@ extern "C" {
 /* The environment variable that tells a worker "RANK,COUNT,LAUNCHER_PID". */
 #define CT_LAUNCH_WORKER_ENV "CORTADO_DP_WORKER"
 
+/* The sigqueue value of a signal the launcher passes on (a SIGTERM sent to
+ * the run), so that a worker tells it from the SIGTERM the launcher sends
+ * of its own when another worker failed (a plain kill). */
+#define CT_LAUNCH_FORWARDED 0x43540001
+
 /* How a launch ended when a worker failed. */
 typedef struct ct_launch_failure {
   int rank;       /* the first worker that failed (-1: none) */
@@ -34,9 +39,10 @@ typedef struct ct_launch_failure {
  * NAME=VALUE strings of extra (NULL-terminated; they replace variables of
  * the same names).  Waits for all.  While they run, SIGTERM and SIGINT/SIGHUP
  * sent to this process alone (by kill(2); a terminal's signal reaches the
- * whole group already) are passed to every worker.  When a worker exits
- * with a status other than 0, or is ended by a signal, the others get
- * SIGTERM, then SIGKILL after grace_s seconds.  Returns true when every
+ * whole group already) are passed to every worker, by sigqueue with the
+ * value CT_LAUNCH_FORWARDED.  When a worker exits with a status other than
+ * 0, or is ended by a signal, the others get SIGTERM (a plain kill), then
+ * SIGKILL after grace_s seconds.  Returns true when every
  * worker exited with 0, else false with *failure set.  Only the workers are
  * waited for (by pid), never the caller's other children. */
 bool ct_launch_workers(const char *path, char *const *argv, int n, const char *const *extra,

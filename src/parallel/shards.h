@@ -47,16 +47,21 @@ typedef struct ct_shard_session {
 } ct_shard_session;
 
 /* Opens the store of o, announces this shard (driving gpus_per_shard GPUs,
- * 0 for the CPU) and waits for all N shards.  *out is freed with
- * ct_shard_free.  Errors: CT_ERR_INVALID for inconsistent options or when
- * the run id was used before in this store ("... key 'r1/shard/0' is
- * already set: give each run a new --run_id") or when the shards disagree
- * on the GPU count; CT_ERR_COMM "rendezvous run 'r1' (file store /x): timed
- * out after 5 s waiting for shard 2 of 3 ..."; the store's own errors
- * (a wrong Redis password, an unreachable server, a missing folder),
+ * 0 for the CPU) and waits for all N shards; then every shard publishes
+ * `agreement` (what the shards must agree on: parallel/dp_agree.h; NULL:
+ * nothing) and compares shard 0's with each shard's, so that every shard
+ * fails alike, naming the first shard that differs and what differs.
+ * *out is freed with ct_shard_free.  Errors: CT_ERR_INVALID for
+ * inconsistent options or when the run id was used before in this store
+ * ("... key 'r1/shard/0' is already set: give each run a new --run_id") or
+ * when the shards disagree on the GPU count or their agreements ("shard 0
+ * and shard 1 do not train alike: solver base_lr is 0.01 on shard 0 but
+ * 0.02 on shard 1"); CT_ERR_COMM "rendezvous run 'r1' (file store /x):
+ * timed out after 5 s waiting for shard 2 of 3 ..."; the store's own
+ * errors (a wrong Redis password, an unreachable server, a missing folder),
  * prefixed "rendezvous run 'r1': ". */
 ct_status ct_shard_join(ct_shard_session **out, const ct_shard_opts *o, int gpus_per_shard,
-                        ct_error *err);
+                        const char *agreement, ct_error *err);
 
 /* Publishes len bytes under key from `maker` (that shard only, with its
  * status: when maker_status is not CT_OK the others get "shard 0 failed:

@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "parallel/dp_agree.h"
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -120,8 +121,34 @@ static ct_status read_shards(ct_shard_session *s, ct_error *err) {
   return st;
 }
 
+/* Publishes this shard's agreement and compares shard 0's with every
+ * shard's (each shard the same way, so that all fail alike). */
+static ct_status agree(ct_shard_session *s, const char *agreement, ct_error *err) {
+  char key[32];
+  snprintf(key, sizeof key, "agree/%d", s->shard_id);
+  const size_t n = strlen(agreement);
+  CT_TRY(ct_gloo_store_set(s->store, key, n ? agreement : "\n", n ? n : 1, err));
+  void *first = NULL;
+  size_t len = 0;
+  ct_status st = ct_gloo_store_get(s->store, "agree/0", s->timeout_s, &first, &len, err);
+  for (int i = 1; i < s->num_shards && st == CT_OK; i++) {
+    snprintf(key, sizeof key, "agree/%d", i);
+    void *other = NULL;
+    st = ct_gloo_store_get(s->store, key, s->timeout_s, &other, &len, err);
+    char me[32], them[32];
+    snprintf(me, sizeof me, "shard 0");
+    snprintf(them, sizeof them, "shard %d", i);
+    if (st == CT_OK) st = ct_dp_agreement_compare(first, me, other, them, err);
+    if (st != CT_OK && err && err->code == CT_ERR_INVALID)
+      ct_error_prefix(err, "rendezvous %s", s->where);
+    free(other);
+  }
+  free(first);
+  return st;
+}
+
 ct_status ct_shard_join(ct_shard_session **out, const ct_shard_opts *o, int gpus_per_shard,
-                        ct_error *err) {
+                        const char *agreement, ct_error *err) {
   *out = NULL;
   CT_TRY(check_opts(o, err));
   ct_shard_session *s = ct_xcalloc(1, sizeof *s);
@@ -152,6 +179,7 @@ ct_status ct_shard_join(ct_shard_session **out, const ct_shard_opts *o, int gpus
     ct_error_prefix(err, "rendezvous %s", s->where);
   if (st == CT_OK) st = wait_for_shards(s, err);
   if (st == CT_OK) st = read_shards(s, err);
+  if (st == CT_OK && agreement) st = agree(s, agreement, err);
   if (st != CT_OK) {
     ct_shard_free(s);
     return st;

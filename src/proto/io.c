@@ -6,6 +6,7 @@
 
 #include "core/fileio.h"
 #include "proto/legacy_types.h"
+#include "proto/srcpos.h"
 
 /* ------------------------------------------------------------- binary I/O */
 
@@ -47,13 +48,11 @@ ct_status ct_proto_read_binary(const ProtobufCMessageDescriptor *desc, const cha
 
 ct_status ct_proto_write_binary(const ProtobufCMessage *msg, const char *path, ct_error *err) {
   CT_ASSERT(msg && path);
-  size_t len = protobuf_c_message_get_packed_size(msg);
-  uint8_t *buf = malloc(len ? len : 1);
+  uint8_t *buf;
+  size_t len = ct_srcpos_pack_without(msg, &buf);
   if (!buf)
-    return ct_error_set(err, CT_ERR_NOMEM, "%s: cannot allocate %zu bytes to serialize %s", path,
-                        len, msg->descriptor->name);
-  size_t packed = protobuf_c_message_pack(msg, buf);
-  CT_ASSERT(packed == len);
+    return ct_error_set(err, CT_ERR_NOMEM, "%s: cannot allocate memory to serialize %s", path,
+                        msg->descriptor->name);
   ct_status s = ct_file_write_atomic(path, buf, len, err);
   free(buf);
   return s;

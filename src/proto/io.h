@@ -39,8 +39,9 @@ ct_status ct_proto_read_binary(const ProtobufCMessageDescriptor *desc, const cha
                                ProtobufCMessage **out, ct_error *err);
 
 /* Writes `msg` in binary form to `path`, atomically: a reader sees either the
- * previous file or the complete new one.  Errors: CT_ERR_IO from
- * ct_file_write_atomic ("PATH: <step> failed: <reason>"). */
+ * previous file or the complete new one.  Source positions of text-parsed
+ * messages (proto/srcpos.h) are left out.  Errors: CT_ERR_IO from
+ * ct_file_write_atomic ("PATH: <step> failed: <reason>"), CT_ERR_NOMEM. */
 ct_status ct_proto_write_binary(const ProtobufCMessage *msg, const char *path, ct_error *err);
 
 /* The shape Caffe gives a stored blob: the legacy 4-D num x channels x height

@@ -56,6 +56,11 @@ static ct_status check_not_empty(const char *path, const char *data, size_t len,
 
 ct_status ct_text_parse_file(const ProtobufCMessageDescriptor *desc, const char *path,
                              ProtobufCMessage **out, ct_error *err) {
+  return ct_text_parse_file_with(desc, path, 0, out, err);
+}
+
+ct_status ct_text_parse_file_with(const ProtobufCMessageDescriptor *desc, const char *path, unsigned flags,
+                                  ProtobufCMessage **out, ct_error *err) {
   CT_ASSERT(desc && path && out);
   *out = NULL;
   char *data = NULL;
@@ -63,7 +68,7 @@ ct_status ct_text_parse_file(const ProtobufCMessageDescriptor *desc, const char 
   CT_TRY(ct_file_read_all(path, &data, &len, MAX_TEXT_FILE_BYTES, err));
   ct_status st = check_is_text(path, data, len, err);
   if (st == CT_OK) st = check_not_empty(path, data, len, err);
-  if (st == CT_OK) st = ct_text_parse(desc, data, len, path, out, err);
+  if (st == CT_OK) st = ct_text_parse_with(desc, data, len, path, flags, out, err);
   free(data);
   return st;
 }

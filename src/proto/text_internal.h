@@ -9,6 +9,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "core/status.h"
+#include "proto/textformat.h"
 
 typedef enum ct_ttoken_kind {
   CT_TTOKEN_EOF,
@@ -70,5 +71,54 @@ size_t ct_utf8_seq_len(const unsigned char *s, size_t n);
 /* Bytes one element of a field of this type takes in a protobuf-c struct
  * (and in its repeated arrays). */
 size_t ct_text_elt_size(ProtobufCType type);
+
+
+/* ------------------------------------------------------------ the parser
+ * (textformat.c; unknown fields and where messages point: text_unknown.c) */
+
+#define NAME_MAX_LEN 128
+#define MAX_SUGGEST 512
+
+typedef struct path_step {
+  const char *field;
+  long index;            /* element of a repeated field, or -1 */
+  ProtobufCMessage *msg; /* the message this step leads to */
+} path_step;
+
+/* An unknown field, reported once the whole text is read (when the names
+ * of the layers around it are known). */
+typedef struct unknown_rec {
+  int line, col;
+  char word[64 + 1];
+  const ProtobufCMessageDescriptor *desc;
+  int depth;
+  path_step *path; /* (depth) copied */
+} unknown_rec;
+
+typedef struct ct_tparser {
+  ct_tlex lx;
+  ct_ttoken tok; /* the current token, not yet consumed */
+  const char *file;
+  unsigned flags; /* CT_TEXT_* */
+  ct_error *err;
+  int depth; /* path[0..depth) leads from the top message to the one being filled */
+  path_step path[CT_TEXT_MAX_DEPTH];
+  unknown_rec *unknown; /* (n_unknown) in the order met */
+  size_t n_unknown, cap_unknown;
+} ct_tparser;
+
+/* "ConvolutionParameter[ of layer 'conv1' (Convolution)][ at
+ * layer[1].convolution_param]": the message type, the layer around it (an
+ * element with a name and a type) and the path from the top message. */
+void ct_text_where(const path_step *path, int depth, const ProtobufCMessageDescriptor *desc, char *out,
+                   size_t size);
+
+/* An unknown field whose name is the current token: recorded, and its value
+ * skipped so that parsing goes on (an error only when what follows cannot
+ * be skipped). */
+ct_status ct_text_unknown_field(ct_tparser *p, const ProtobufCMessageDescriptor *desc, const ct_ttoken *name);
+/* The error for the unknown fields recorded (there is at least one). */
+ct_status ct_text_report_unknown(ct_tparser *p);
+void ct_text_free_unknown(ct_tparser *p);
 
 #endif

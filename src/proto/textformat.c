@@ -15,21 +15,11 @@
 #include <string.h>
 
 #include "core/strutil.h"
+#include "proto/catalog.h"
+#include "proto/srcpos.h"
 #include "proto/text_internal.h"
 
-typedef struct path_step {
-  const char *field;
-  long index; /* element of a repeated field, or -1 */
-} path_step;
-
-typedef struct parser {
-  ct_tlex lx;
-  ct_ttoken tok; /* the current token, not yet consumed */
-  const char *file;
-  ct_error *err;
-  int depth; /* path[0..depth) leads from the top message to the one being filled */
-  path_step path[CT_TEXT_MAX_DEPTH];
-} parser;
+typedef ct_tparser parser;
 
 /* A value read from the text, in the member matching the field's type.  All
  * members start at offset 0, so the first ct_text_elt_size() bytes are the value as
@@ -53,8 +43,6 @@ typedef struct block_open {
   char close;
 } block_open;
 
-#define NAME_MAX_LEN 128
-#define MAX_SUGGEST 512
 
 /* ------------------------------------------------------------ helpers */
 
@@ -102,15 +90,8 @@ static void type_label(const ProtobufCFieldDescriptor *f, char *out, size_t size
     snprintf(out, size, "%s", names[f->type]);
 }
 
-/* "ConvolutionParameter" at the top level, else
- * "ConvolutionParameter at layer[1].convolution_param". */
 static void where(const parser *p, const ProtobufCMessageDescriptor *desc, char *out, size_t size) {
-  int n = snprintf(out, size, "%s", desc->short_name);
-  for (int i = 0; i < p->depth && n >= 0 && (size_t)n < size; i++) {
-    n += snprintf(out + n, size - n, "%s%s", i == 0 ? " at " : ".", p->path[i].field);
-    if (p->path[i].index >= 0 && (size_t)n < size)
-      n += snprintf(out + n, size - n, "[%ld]", p->path[i].index);
-  }
+  ct_text_where(p->path, p->depth, desc, out, size);
 }
 
 /* "field 'num_output' (uint32) in ConvolutionParameter at layer[1].convolution_param" */
@@ -591,7 +572,7 @@ static ct_status parse_submessage(parser *p, ProtobufCMessage *msg,
   long index;
   bool merged;
   CT_TRY(message_slot(p, msg, f, &sub, &index, &merged));
-  p->path[p->depth++] = (path_step){f->name, index};
+  p->path[p->depth++] = (path_step){f->name, index, sub};
   ct_status st = advance(p);
   /* A merged block may leave out required fields: its first block had them. */
   if (st == CT_OK) st = parse_block(p, sub, &open, !merged);
@@ -631,19 +612,6 @@ static ct_status parse_list(parser *p, ProtobufCMessage *msg, const ProtobufCFie
   }
 }
 
-static ct_status unknown_field(parser *p, const ProtobufCMessageDescriptor *desc,
-                               const ct_ttoken *name) {
-  const char *names[MAX_SUGGEST];
-  size_t n = desc->n_fields < MAX_SUGGEST ? desc->n_fields : MAX_SUGGEST;
-  for (size_t i = 0; i < n; i++) names[i] = desc->fields[i].name;
-  char word[NAME_MAX_LEN], in[512], hint[NAME_MAX_LEN + 32] = "";
-  snprintf(word, sizeof word, "%.*s", (int)name->len, name->text);
-  const char *guess = ct_suggest(word, names, n);
-  if (guess) snprintf(hint, sizeof hint, " (did you mean '%s'?)", guess);
-  where(p, desc, in, sizeof in);
-  return fail_at(p, name, "unknown field '%.64s' in %s%s", word, in, hint);
-}
-
 /* Two members of one oneof: protobuf rejects the second. */
 static ct_status check_oneof(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f,
                              const ct_ttoken *name) {
@@ -671,28 +639,52 @@ static ct_status missing_colon(parser *p, const ProtobufCMessageDescriptor *desc
   return fail_at(p, &p->tok, "expected ':' after %s, got %s", phrase, got);
 }
 
+/* A non-repeated scalar given a list without brackets (`device_id: 0,1`):
+ * the ',' was read as the separator after the first value, and a value
+ * follows. */
+static ct_status one_value_only(parser *p, const ProtobufCMessageDescriptor *desc,
+                                const ProtobufCFieldDescriptor *f) {
+  if (!at_symbol(p, ',')) return CT_OK;
+  ct_ttoken next = peek_next(p);
+  if (next.kind != CT_TTOKEN_INT && next.kind != CT_TTOKEN_FLOAT && next.kind != CT_TTOKEN_STRING &&
+      !ct_ttoken_is(&next, '-'))
+    return CT_OK;
+  char field[768], note[512] = "";
+  field_phrase(p, desc, f, field, sizeof field);
+  const char *advice = ct_caffe_list_note(desc->short_name, f->name);
+  if (advice) snprintf(note, sizeof note, ": %s", advice);
+  return fail_at(p, &next, "%s takes one value, not a list%s", field, note);
+}
+
 /* One `name: value`, `name { ... }` or `name: [ ... ]`; p->tok is on name.
- * *field is set to the field once it is known. */
-static ct_status parse_field(parser *p, ProtobufCMessage *msg,
-                             const ProtobufCFieldDescriptor **field) {
+ * *field is set to the field once it is known (NULL for an unknown field,
+ * which is recorded and skipped).  Its position goes into pos (when
+ * recording). */
+static ct_status parse_field(parser *p, ProtobufCMessage *msg, const ProtobufCFieldDescriptor **field,
+                             ct_srcpos_builder *pos) {
   const ProtobufCMessageDescriptor *desc = msg->descriptor;
   ct_ttoken name = p->tok;
   char word[NAME_MAX_LEN];
   snprintf(word, sizeof word, "%.*s", (int)name.len, name.text);
   const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, word);
-  if (!f || name.len >= sizeof word) return unknown_field(p, desc, &name);
+  if (!f || name.len >= sizeof word) return ct_text_unknown_field(p, desc, &name);
   *field = f;
   CT_TRY(check_oneof(p, msg, f, &name));
   CT_TRY(advance(p));
   bool colon = at_symbol(p, ':');
   if (f->type != PROTOBUF_C_TYPE_MESSAGE && !colon) return missing_colon(p, desc, f);
   if (colon) CT_TRY(advance(p));
+  const bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
+  const size_t before = repeated ? *(size_t *)member_at(msg, f->quantifier_offset) : 0;
   if (at_symbol(p, '['))
     CT_TRY(parse_list(p, msg, f, &name));
   else if (f->type == PROTOBUF_C_TYPE_MESSAGE)
     CT_TRY(parse_submessage(p, msg, f, &name));
   else
     CT_TRY(parse_value(p, msg, f, &name));
+  if (!repeated && f->type != PROTOBUF_C_TYPE_MESSAGE) CT_TRY(one_value_only(p, desc, f));
+  const size_t after = repeated ? *(size_t *)member_at(msg, f->quantifier_offset) : 1;
+  for (size_t i = before; pos && i < after; i++) ct_srcpos_add(pos, f->id, i, name.line, name.col);
   if (at_symbol(p, ';') || at_symbol(p, ',')) CT_TRY(advance(p));
   return CT_OK;
 }
@@ -720,15 +712,15 @@ static ct_status not_a_field_name(parser *p, const ProtobufCMessageDescriptor *d
 
 /* Fields up to the closing symbol (or the end of the text at the top). */
 static ct_status parse_fields(parser *p, ProtobufCMessage *msg, const block_open *open,
-                              unsigned char *seen) {
+                              unsigned char *seen, ct_srcpos_builder *pos) {
   const ProtobufCMessageDescriptor *desc = msg->descriptor;
   char close = open ? open->close : 0;
   for (;;) {
     const ct_ttoken *t = &p->tok;
     if (t->kind == CT_TTOKEN_IDENT) {
       const ProtobufCFieldDescriptor *f = NULL;
-      CT_TRY(parse_field(p, msg, &f));
-      if (seen) seen[f - desc->fields] = 1;
+      CT_TRY(parse_field(p, msg, &f, pos));
+      if (seen && f) seen[f - desc->fields] = 1;
       continue;
     }
     if (t->kind == CT_TTOKEN_EOF) {
@@ -755,33 +747,50 @@ static bool has_required(const ProtobufCMessageDescriptor *desc) {
   return false;
 }
 
+/* The fields of msg (a block opened at `open`, or the whole text), and
+ * with CT_TEXT_POSITIONS their positions hung on msg (proto/srcpos.h).
+ * Required fields are checked unless the block adds to a message given
+ * before (check false). */
 static ct_status parse_block(parser *p, ProtobufCMessage *msg, const block_open *open,
                              bool check) {
   unsigned char *seen = NULL;
   if (check && has_required(msg->descriptor) && !(seen = calloc(msg->descriptor->n_fields, 1)))
     return out_of_memory(p);
-  ct_status st = parse_fields(p, msg, open, seen);
+  ct_srcpos_builder pos = {0};
+  const bool record = (p->flags & CT_TEXT_POSITIONS) != 0;
+  if (record) ct_srcpos_begin(&pos, p->file, open ? open->line : 1, open ? open->col : 1);
+  ct_status st = parse_fields(p, msg, open, seen, record ? &pos : NULL);
   free(seen);
+  if (st == CT_OK && record && !ct_srcpos_attach(&pos, msg)) st = out_of_memory(p);
+  ct_srcpos_discard(&pos);
   return st;
 }
 
-ct_status ct_text_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
-                        const char *filename, ProtobufCMessage **out, ct_error *err) {
+ct_status ct_text_parse_with(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
+                             const char *filename, unsigned flags, ProtobufCMessage **out, ct_error *err) {
   CT_ASSERT(desc && out && (text || len == 0));
   *out = NULL;
   parser p;
+  memset(&p, 0, sizeof p);
   p.file = filename ? filename : "<text>";
+  p.flags = flags;
   p.err = err;
-  p.depth = 0;
   ct_tlex_init(&p.lx, p.file, text ? text : "", len);
   ProtobufCMessage *msg = NULL;
   CT_TRY(new_message(&p, desc, &msg));
   ct_status st = advance(&p);
   if (st == CT_OK) st = parse_block(&p, msg, NULL, true);
+  if (st == CT_OK && p.n_unknown > 0) st = ct_text_report_unknown(&p);
+  ct_text_free_unknown(&p);
   if (st != CT_OK) {
     protobuf_c_message_free_unpacked(msg, NULL);
     return st;
   }
   *out = msg;
   return CT_OK;
+}
+
+ct_status ct_text_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
+                        const char *filename, ProtobufCMessage **out, ct_error *err) {
+  return ct_text_parse_with(desc, text, len, filename, 0, out, err);
 }

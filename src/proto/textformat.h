@@ -25,6 +25,14 @@
  * in a message's first block.  Extensions and Any (`[type.name]`) are not
  * supported.
  *
+ * An unknown field does not stop the parse: its value is skipped and the
+ * parse goes on, so that the error names every unknown field of the text
+ * (the first in full, "and N more", each logged with CT_TEXT_LOG_UNKNOWN).
+ * A field that another Caffe defines (SSD's norm_param, NVIDIA's
+ * scale_bias, ...) is said to be one (proto/catalog.h) instead of being
+ * taken for a typo.  A non-repeated field given a list without brackets
+ * (`device_id: 0,1`) is refused as such.
+ *
  * Errors are one line:
  *
  *   FILE:LINE:COL: PROBLEM in TYPE[ at PATH][ (did you mean 'NAME'?)]
@@ -33,7 +41,9 @@
  * bytes).  TYPE is the short name of the message being filled.  PATH is the
  * dotted field path from the top-level message, with 0-based indices for
  * repeated fields, e.g. `layer[1].convolution_param`; it is left out at the
- * top level.  Examples:
+ * top level; inside a layer (a repeated element with a name and a type) the
+ * layer is named: "ConvolutionParameter of layer 'conv1' (Convolution) at
+ * layer[1].convolution_param".  Examples:
  *
  *   lenet.prototxt:12:5: unknown field 'kernal_size' in ConvolutionParameter
  *       at layer[1].convolution_param (did you mean 'kernel_size'?)
@@ -68,6 +78,20 @@ extern "C" {
 ct_status ct_text_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
                         const char *filename, ProtobufCMessage **out, ct_error *err);
 
+/* Options of ct_text_parse_with and ct_text_parse_file_with (OR'ed). */
+enum {
+  /* Hang the source position of every message and field on the message
+   * tree (proto/srcpos.h), for errors found after parsing. */
+  CT_TEXT_POSITIONS = 1u << 0,
+  /* Several unknown fields: log each one (ERROR), not only the first in
+   * the error. */
+  CT_TEXT_LOG_UNKNOWN = 1u << 1,
+};
+
+/* ct_text_parse with options (flags: CT_TEXT_*). */
+ct_status ct_text_parse_with(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
+                             const char *filename, unsigned flags, ProtobufCMessage **out, ct_error *err);
+
 /* Reads the file at `path` and parses it as ct_text_parse does, with `path`
  * in the messages.  Beyond ct_text_parse it rejects, with CT_ERR_PARSE:
  *   - a file with no fields: "PATH: file is empty", or
@@ -82,6 +106,9 @@ ct_status ct_text_parse(const ProtobufCMessageDescriptor *desc, const char *text
  * directory", CT_ERR_IO, or CT_ERR_INVALID for a file over 256 MiB. */
 ct_status ct_text_parse_file(const ProtobufCMessageDescriptor *desc, const char *path,
                              ProtobufCMessage **out, ct_error *err);
+/* ct_text_parse_file with options (flags: CT_TEXT_*). */
+ct_status ct_text_parse_file_with(const ProtobufCMessageDescriptor *desc, const char *path, unsigned flags,
+                                  ProtobufCMessage **out, ct_error *err);
 
 /* Prints `msg` in Caffe's usual style: two-space indent, `name: "conv1"`,
  * `layer {` ... `}`, enums by name, floats in the shortest form that reads

@@ -1,11 +1,13 @@
 #include "proto/upgrade.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "proto/legacy_types.h"
 #include "proto/reflect.h"
+#include "proto/srcpos.h"
 
 typedef Caffe__NetParameter Net;
 typedef Caffe__LayerParameter Layer;
@@ -272,6 +274,7 @@ static bool ends_with(const char *s, const char *suffix) {
 /* Builds the LayerParameter for V1 layer `v1` (which it frees). */
 static Layer *v1_to_v2(V1 *v1) {
   Layer *l = (Layer *)ct_pb_new(LAYER_DESC);
+  ct_srcpos_copy_by_name(&l->base, &v1->base); /* name, type, bottom, top, ... keep their lines */
   static const char *const k_same[] = {"name",    "bottom", "top",        "include",
                                        "exclude", "blobs",  "loss_weight"};
   for (size_t i = 0; i < sizeof k_same / sizeof k_same[0]; i++)
@@ -450,11 +453,9 @@ ct_status ct_net_upgrade(Net *net, bool *changed, const char *source_name, ct_er
 
 /* ============================================================== solver */
 
-ct_status ct_solver_upgrade(Caffe__SolverParameter *solver, bool *changed, const char *source_name,
-                            ct_error *err) {
-  CT_ASSERT(solver);
-  const char *src = source_or_default(source_name);
-  if (changed) *changed = false;
+/* The deprecated solver_type enum becomes the `type` string. */
+static ct_status upgrade_solver_type(Caffe__SolverParameter *solver, bool *changed, const char *src,
+                                     ct_error *err) {
   if (!solver->has_solver_type) return CT_OK;
   static const char *const k_names[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
   const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
@@ -471,6 +472,36 @@ ct_status ct_solver_upgrade(Caffe__SolverParameter *solver, bool *changed, const
   ct_pb_set_string(&solver->base, tf, name);
   ct_pb_clear(&solver->base, ct_pb_field(&caffe__solver_parameter__descriptor, "solver_type"));
   LOG_INFO("%s: solver_type: %s upgraded to type: \"%s\"", src, ev->name, name);
-  if (changed) *changed = true;
+  *changed = true;
+  return CT_OK;
+}
+
+/* One inline net of the solver, upgraded as a net file is; its messages
+ * name it as "SOURCE: FIELD" ("lenet_consolidated_solver.prototxt:
+ * test_net_param[1]"). */
+static ct_status upgrade_inline_net(Net *net, const char *src, const char *field, long index, bool *changed,
+                                    ct_error *err) {
+  if (!net) return CT_OK;
+  char name[1024];
+  if (index >= 0) snprintf(name, sizeof name, "%s: %s[%ld]", src, field, index);
+  else snprintf(name, sizeof name, "%s: %s", src, field);
+  bool net_changed = false;
+  CT_TRY(ct_net_upgrade(net, &net_changed, name, err));
+  *changed |= net_changed;
+  return CT_OK;
+}
+
+ct_status ct_solver_upgrade(Caffe__SolverParameter *solver, bool *changed, const char *source_name,
+                            ct_error *err) {
+  CT_ASSERT(solver);
+  const char *src = source_name ? source_name : "solver";
+  bool any = false;
+  if (changed) *changed = false;
+  CT_TRY(upgrade_solver_type(solver, &any, src, err));
+  CT_TRY(upgrade_inline_net(solver->net_param, src, "net_param", -1, &any, err));
+  CT_TRY(upgrade_inline_net(solver->train_net_param, src, "train_net_param", -1, &any, err));
+  for (size_t i = 0; i < solver->n_test_net_param; i++)
+    CT_TRY(upgrade_inline_net(solver->test_net_param[i], src, "test_net_param", (long)i, &any, err));
+  if (changed) *changed = any;
   return CT_OK;
 }

@@ -58,11 +58,15 @@ ct_status ct_net_upgrade(Caffe__NetParameter *net, bool *changed, const char *so
                          ct_error *err);
 
 /* Replaces the deprecated `solver_type` enum by the `type` string (SGD,
- * Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) and clears solver_type.
- * *changed (may be NULL) tells whether anything was modified.
- * Errors (CT_ERR_INVALID, solver unmodified): both set and naming different
- * rules ("SOURCE: solver_type: ADAM disagrees with type: \"SGD\"; remove
- * solver_type"), or an unknown solver_type value. */
+ * Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) and clears solver_type, and
+ * upgrades the inline nets (net_param, train_net_param, each
+ * test_net_param) as ct_net_upgrade does, naming them "SOURCE: net_param",
+ * "SOURCE: test_net_param[1]" in its messages.  *changed (may be NULL)
+ * tells whether anything was modified.
+ * Errors (CT_ERR_INVALID): both set and naming different rules ("SOURCE:
+ * solver_type: ADAM disagrees with type: \"SGD\"; remove solver_type"), an
+ * unknown solver_type value, or an inline net's error.  A failed upgrade may
+ * leave the inline nets before the failing one upgraded. */
 ct_status ct_solver_upgrade(Caffe__SolverParameter *solver, bool *changed, const char *source_name,
                             ct_error *err);
 

@@ -79,6 +79,9 @@ float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
     case CT_LR_POLICY_INV:
       return (float)(base * pow(1.0 + gamma * iter, -power));
     case CT_LR_POLICY_MULTISTEP:
+      /* a restored current_step is checked (ct_solver_restore) */
+      CT_ASSERTF(*current_step >= 0 && *current_step <= s->nstepvalues,
+                 "multistep current_step %d outside [0, %d]", *current_step, s->nstepvalues);
       if (*current_step < s->nstepvalues && iter >= s->stepvalues[*current_step]) {
         (*current_step)++;
         LOG_INFO("MultiStep Status: Iteration %d, step = %d", iter, *current_step);

@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "math/math.h"
+#include "proto/srcpos.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
 #include "solvers/solver_internal.h"
@@ -172,6 +173,7 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
   if (opts) s->opts = *opts;
   ct_status st = solver_init(s, err);
   if (st != CT_OK) {
+    ct_srcpos_locate(err, &param->base); /* "lr_policy: ..." gets the field's FILE:LINE:COL */
     ct_solver_free(s);
     return st;
   }
@@ -425,7 +427,7 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
   const int start_iter = s->iter;
   CT_TRY(ct_solver_step(s, p->max_iter - s->iter, err));
   if (ct_solver_is_root(s) && p->snapshot_after_train &&
-      (!p->snapshot || s->iter % p->snapshot != 0))
+      (!p->snapshot || s->iter % p->snapshot != 0) && s->snapshot_iter_plus1 != s->iter + 1)
     CT_TRY(ct_solver_snapshot(s, err));
   if (s->requested_early_exit) {
     LOG_INFO("Optimization stopped early.");

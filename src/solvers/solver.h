@@ -122,6 +122,10 @@ typedef struct ct_solver_opts {
    * step (or solve) with that status.  NULL: nothing is called. */
   ct_status (*on_display)(void *user, const ct_solver_display *d, ct_error *err);
   void *display_user;
+  /* A layer with parameters that gets no weights from the `weights` files
+   * (the solver's, or ct_solver_copy_trained_files') is an error
+   * (CT_ERR_INVALID naming it) instead of a warning: --strict_weights. */
+  bool strict_weights;
 } ct_solver_opts;
 
 typedef struct ct_solver_update ct_solver_update;
@@ -142,6 +146,8 @@ typedef struct ct_solver {
                                     Caffe's learnable_params order (layer, index) */
 
   int iter;                      /* updates done so far */
+  int snapshot_iter_plus1;       /* 1 + the iteration of this solver's latest snapshot (0: none),
+                                    so that a stop after a requested snapshot writes no second one */
   int current_step;              /* Caffe's current_step_ (step / multistep) */
   float rate;                    /* the learning rate of the last update */
   float smoothed_loss;           /* mean of the last average_loss iteration losses */
@@ -181,7 +187,9 @@ typedef struct ct_solver {
  * Errors carry Caffe's wording, e.g. CT_ERR_INVALID "test_iter must be
  * specified for each test network." or "SolverParameter must specify a train
  * net using one of these fields: net, net_param, train_net,
- * train_net_param"; net build errors are passed on.  On success *out owns
+ * train_net_param"; an error about one field ("lr_policy: ...") starts with
+ * that field's FILE:LINE:COL when param was read with positions
+ * (proto/srcpos.h); net build errors are passed on.  On success *out owns
  * the nets; free with ct_solver_free.  opts may be NULL. */
 ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
                          const ct_solver_opts *opts, ct_context *ctx, ct_error *err);
@@ -233,11 +241,19 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err);
  * file); CT_ERR_UNSUPPORTED for an HDF5 state (.h5); CT_ERR_INVALID for a
  * history count or shape that does not fit this solver and net, e.g.
  * "s.solverstate: 4 history blobs, but the Adam solver of this net keeps 8
- * (Incorrect length of history blobs.)". */
+ * (Incorrect length of history blobs.)", and for values no run of this
+ * solver writes: a negative iter or one past max_iter (when the solver sets
+ * max_iter), a negative current_step or, for multistep, one past the
+ * stepvalue count ("s.solverstate: current_step is 9, but lr_policy
+ * 'multistep' of this solver has 2 stepvalues (...)"), a non-finite history
+ * value, an impossible RNG state, a data position past any epoch.  All of
+ * these are checked before anything changes. */
 ct_status ct_solver_restore(ct_solver *s, const char *path, ct_error *err);
 /* Caffe's --weights: copies the layers of each comma-separated .caffemodel
  * (or HDF5) file in `list`, in order, into the train net and every test net
- * (ct_net_copy_trained_file), logging "Finetuning from F". */
+ * (ct_net_copy_trained_file), logging "Finetuning from F".  A layer with
+ * parameters that none of the files filled is a warning (the root logs it),
+ * or with opts.strict_weights CT_ERR_INVALID (ct_net_weights_check). */
 ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err);
 
 /* Asks the running loop to stop and/or snapshot (bit flags of

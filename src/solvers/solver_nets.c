@@ -5,25 +5,8 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "proto/textformat.h"
-#include "proto/upgrade.h"
+#include "net/net_load.h"
 #include "solvers/solver_internal.h"
-
-/* Reads a net prototxt and upgrades it; *out is freed with
- * protobuf_c_message_free_unpacked. */
-static ct_status read_net_file(const char *path, Caffe__NetParameter **out, ct_error *err) {
-  *out = NULL;
-  ProtobufCMessage *m;
-  CT_TRY(ct_text_parse_file(&caffe__net_parameter__descriptor, path, &m, err));
-  Caffe__NetParameter *np = (Caffe__NetParameter *)m;
-  ct_status st = ct_net_upgrade(np, NULL, path, err);
-  if (st != CT_OK) {
-    protobuf_c_message_free_unpacked(m, NULL);
-    return st;
-  }
-  *out = np;
-  return CT_OK;
-}
 
 ct_net_opts ct_solver_net_opts(const Caffe__NetParameter *np, ct_phase phase,
                                const Caffe__NetState *over) {
@@ -84,7 +67,7 @@ static ct_status build_train_net(ct_solver *s, ct_error *err) {
   } else {
     const char *path = p->train_net ? p->train_net : p->net;
     LOG_INFO("Creating training net from %s file: %s", p->train_net ? "train_net" : "net", path);
-    CT_TRY(read_net_file(path, &read, err));
+    CT_TRY(ct_net_param_read(path, &read, err));
     np = read;
     source = path;
   }
@@ -159,7 +142,7 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
       snprintf(source, sizeof source, "net file: %s", path);
     }
     if (path) {
-      CT_TRY(read_net_file(path, &read, err));
+      CT_TRY(ct_net_param_read(path, &read, err));
       np = read;
     }
     LOG_INFO("Creating test net (#%d) specified by %s", i, source);
@@ -176,11 +159,15 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
 }
 
 /* Copies every file of the comma-separated list into the train net and
- * every test net, logging "<verb> <file>" for each. */
+ * every test net, logging "<verb> <file>" for each; then a layer with
+ * parameters that none of them filled is a warning, or with
+ * opts.strict_weights an error (`source` names the list in messages). */
 static ct_status copy_trained_list(ct_solver *s, const char *list, const char *verb,
-                                   ct_error *err) {
+                                   const char *source, ct_error *err) {
   char *copy = ct_xstrdup(list), *save = NULL;
   ct_status st = CT_OK;
+  ct_net_weights_begin(s->net);
+  for (int i = 0; i < s->ntest_nets; i++) ct_net_weights_begin(s->test_nets[i]);
   for (char *f = strtok_r(copy, ",", &save); f && st == CT_OK; f = strtok_r(NULL, ",", &save)) {
     LOG_INFO("%s %s", verb, f);
     st = ct_net_copy_trained_file(s->net, f, err);
@@ -188,6 +175,17 @@ static ct_status copy_trained_list(ct_solver *s, const char *list, const char *v
       st = ct_net_copy_trained_file(s->test_nets[i], f, err);
   }
   free(copy);
+  /* one warning per run: the root's */
+  const bool strict = s->opts.strict_weights, speak = strict || ct_solver_is_root(s);
+  char what[CT_ERROR_MSG_MAX / 2];
+  snprintf(what, sizeof what, "%s %s", source, list);
+  const char *hint = strict ? NULL : "--strict_weights makes this an error";
+  if (st == CT_OK && speak) st = ct_net_weights_check(s->net, what, strict, hint, err);
+  for (int i = 0; i < s->ntest_nets && st == CT_OK && speak; i++) {
+    char test_what[CT_ERROR_MSG_MAX / 2 + 32];
+    snprintf(test_what, sizeof test_what, "%s (test net #%d)", what, i);
+    st = ct_net_weights_check(s->test_nets[i], test_what, strict, hint, err);
+  }
   return st;
 }
 
@@ -195,7 +193,7 @@ static ct_status copy_trained_list(ct_solver *s, const char *list, const char *v
  * comma-separated list of .caffemodel files, copied into every net. */
 static ct_status load_weights(ct_solver *s, ct_error *err) {
   for (size_t w = 0; w < s->param->n_weights; w++)
-    CT_TRY(copy_trained_list(s, s->param->weights[w], "Loading weights from", err));
+    CT_TRY(copy_trained_list(s, s->param->weights[w], "Loading weights from", "the solver's weights", err));
   return CT_OK;
 }
 
@@ -214,5 +212,5 @@ float ct_solver_blob_loss_weight(const ct_net *net, int b) {
 }
 
 ct_status ct_solver_copy_trained_files(ct_solver *s, const char *list, ct_error *err) {
-  return copy_trained_list(s, list, "Finetuning from", err);
+  return copy_trained_list(s, list, "Finetuning from", "--weights", err);
 }

@@ -1,11 +1,13 @@
 /* Snapshots and restores: Caffe's Solver::Snapshot, SGDSolver's
  * SnapshotSolverStateToBinaryProto and RestoreSolverStateFromBinaryProto,
  * plus Cortado's RNG state for exact resume. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "proto/io.h"
@@ -105,8 +107,20 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   return status;
 }
 
+/* Removes the snapshot files that writers killed in the middle of a write
+ * left under this run's prefix ("<prefix>_iter_N.caffemodel.tmp.PID.K"). */
+static void remove_dead_snapshot_temps(const ct_solver *s) {
+  const char *prefix = s->param->snapshot_prefix ? s->param->snapshot_prefix : "";
+  size_t n = strlen(prefix) + 8;
+  char *p = ct_xcalloc(n, 1);
+  snprintf(p, n, "%s_iter_", prefix);
+  ct_file_remove_stale_temps(p);
+  free(p);
+}
+
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   if (s->opts.replica) return CT_OK;
+  remove_dead_snapshot_temps(s);
   char *model = ct_solver_snapshot_filename(s, ".caffemodel");
   char *state = ct_solver_snapshot_filename(s, ".solverstate");
   LOG_INFO("Snapshotting to binary proto file %s", model);
@@ -117,6 +131,7 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   }
   free(model);
   free(state);
+  if (st == CT_OK) s->snapshot_iter_plus1 = s->iter + 1;
   return st;
 }
 
@@ -193,18 +208,83 @@ static ct_status restore_history(ct_solver *s, const Caffe__SolverState *st, con
   return CT_OK;
 }
 
+/* The first non-finite value of n floats or doubles (one of them NULL), or
+ * n when all are finite. */
+static size_t first_non_finite(const float *f, const double *d, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(f ? (double)f[i] : d[i])) return i;
+  return n;
+}
+
+/* The RNG state: 48 bytes (ct_rng_save), a generator state that is not all
+ * zero (the generator would return zeros for ever) and a finite spare. */
+static ct_status check_rng_state(const Caffe__SolverState *st, const char *path, ct_error *err) {
+  if (!st->has_cortado_rng_state) return CT_OK;
+  const ProtobufCBinaryData *r = &st->cortado_rng_state;
+  if (r->len != CT_RNG_STATE_BYTES)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: cortado_rng_state has %zu bytes, expected %d",
+                        path, r->len, CT_RNG_STATE_BYTES);
+  bool zero = true;
+  for (int i = 0; i < 32; i++) zero = zero && r->data[i] == 0;
+  ct_rng probe;
+  ct_rng_load(&probe, r->data);
+  if (zero || (probe.has_spare && !isfinite(probe.spare)))
+    return ct_error_set(err, CT_ERR_INVALID, "%s: cortado_rng_state is not a state Cortado writes (%s)",
+                        path, zero ? "an all-zero generator" : "a non-finite spare value");
+  return CT_OK;
+}
+
+/* Checks the scalars of a state against this solver: iter in [0, max_iter]
+ * (a state past max_iter, or a negative one, is not from a run of this
+ * solver and would overflow the counters or the rate formulas; a solver
+ * without max_iter, stepped by its caller, takes any iter >= 0), current_step
+ * in [0, the stepvalue count] for multistep and not negative for any policy,
+ * every history value finite. */
+static ct_status check_state_values(const ct_solver *s, const Caffe__SolverState *st,
+                                    const char *path, ct_error *err) {
+  const int max_iter = s->param->max_iter;
+  if (st->iter < 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: iter is %d; an iteration count cannot be negative",
+                        path, st->iter);
+  if (s->param->has_max_iter && st->iter > max_iter)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: iter is %d, past this solver's max_iter %d (a state of another run, or "
+                        "raise max_iter to continue it)",
+                        path, st->iter, max_iter);
+  if (st->current_step < 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: current_step is %d; it counts learning-rate steps "
+                        "taken and cannot be negative",
+                        path, st->current_step);
+  if (s->lr.policy == CT_LR_POLICY_MULTISTEP && st->current_step > s->lr.nstepvalues)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: current_step is %d, but lr_policy 'multistep' of this solver has %d "
+                        "stepvalue%s (current_step counts those passed: 0 to %d)",
+                        path, st->current_step, s->lr.nstepvalues, s->lr.nstepvalues == 1 ? "" : "s",
+                        s->lr.nstepvalues);
+  for (size_t b = 0; b < st->n_history; b++) {
+    const Caffe__BlobProto *bp = st->history[b];
+    size_t n = bp->n_data ? bp->n_data : bp->n_double_data;
+    size_t i = first_non_finite(bp->n_data ? bp->data : NULL, bp->n_data ? NULL : bp->double_data, n);
+    if (i < n)
+      return ct_error_set(err, CT_ERR_INVALID, "%s: history blob %zu holds a non-finite value (%g at "
+                          "index %zu)",
+                          path, b, bp->n_data ? (double)bp->data[i] : bp->double_data[i], i);
+  }
+  return check_rng_state(st, path, err);
+}
+
 static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const char *path,
                                ct_error *err) {
-  if (st->has_cortado_rng_state && st->cortado_rng_state.len != CT_RNG_STATE_BYTES)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "%s: cortado_rng_state has %zu bytes, expected %d", path,
-                        st->cortado_rng_state.len, CT_RNG_STATE_BYTES);
   /* everything is checked before anything changes, except that the weights
    * file is only read while copying it */
   CT_TRY(restore_history(s, st, path, false, err));
+  CT_TRY(check_state_values(s, st, path, err));
   if (st->learned_net) {
+    /* the weights of this run's own snapshot: every layer must be there */
     char *model = locate_learned_net(path, st->learned_net);
+    ct_net_weights_begin(s->net);
     ct_status rc = ct_net_copy_trained_file(s->net, model, err);
+    if (rc == CT_OK) rc = ct_net_weights_check(s->net, model, true, NULL, err);
     free(model);
     if (rc != CT_OK) return ct_error_prefix(err, "%s: learned_net", path);
   }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileio.h"
 #include "core/log.h"
 #include "data/datum.h"
 #include "tools/tools_common.h"
@@ -72,19 +73,17 @@ static ct_status copy_batch(const batch_file *b, ct_db *db, size_t *index, ct_er
 /* Writes batches [first, last) into a new database at db_path. */
 static ct_status write_db(const char *db_path, ct_db_backend backend, const batch_file *batches,
                           int first, int last, ct_error *err) {
-  ct_db *db;
-  CT_TRY(ct_db_open(&db, db_path, backend, CT_DB_NEW, err));
+  ct_tools_out_db out;
+  CT_TRY(ct_tools_db_create(&out, db_path, backend, err));
   size_t index = 0;
   ct_status st = CT_OK;
   for (int i = first; i < last && st == CT_OK; i++) {
     if (i < CT_CIFAR_TRAIN_BATCHES) LOG_INFO("Training Batch %d", i + 1);
-    st = copy_batch(&batches[i], db, &index, err);
+    st = copy_batch(&batches[i], out.db, &index, err);
   }
-  if (st == CT_OK) st = ct_db_commit(db, err);
+  st = ct_tools_db_finish(&out, st, err);
   if (st == CT_OK && index % CT_TOOLS_PROGRESS_EVERY_BULK != 0)
     LOG_INFO("Processed %zu files.", index);
-  ct_db_close(db);
-  if (st != CT_OK) ct_tools_remove_tree(db_path);
   return st;
 }
 
@@ -112,7 +111,7 @@ ct_status ct_convert_cifar(const char *input_folder, const char *output_folder,
   if (st == CT_OK) {
     LOG_INFO("Writing Testing data");
     st = write_db(test_path, backend, batches, CT_CIFAR_TRAIN_BATCHES, N_BATCHES, err);
-    if (st != CT_OK) ct_tools_remove_tree(train_path);
+    if (st != CT_OK) ct_file_remove_tree(train_path);
   }
   free(batches);
   return st;

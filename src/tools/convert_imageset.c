@@ -267,12 +267,11 @@ ct_status ct_convert_imageset(const char *root_folder, const char *list_path, co
   }
   LOG_INFO("A total of %zu images.", n);
 
-  ct_db *db;
-  ct_status st = ct_db_open(&db, db_path, opt->backend, CT_DB_NEW, err);
+  ct_tools_out_db out;
+  ct_status st = ct_tools_db_create(&out, db_path, opt->backend, err);
   if (st == CT_OK) {
-    st = convert_entries(root_folder, entries, n, opt, encoding, format, db, &res, err);
-    ct_db_close(db);
-    if (st != CT_OK) ct_tools_remove_tree(db_path);
+    st = convert_entries(root_folder, entries, n, opt, encoding, format, out.db, &res, err);
+    st = ct_tools_db_finish(&out, st, err);
   }
   ct_imageset_entries_free(entries, n);
   if (result) *result = res;

@@ -127,7 +127,6 @@ static ct_status write_records(idx_file *images, idx_file *labels, uint32_t coun
   }
   free(pixels);
   if (st != CT_OK) return st;
-  CT_TRY(ct_db_commit(db, err));
   if (count % CT_TOOLS_PROGRESS_EVERY_BULK != 0) LOG_INFO("Processed %" PRIu32 " files.", count);
   warn_trailing(images);
   warn_trailing(labels);
@@ -137,8 +136,7 @@ static ct_status write_records(idx_file *images, idx_file *labels, uint32_t coun
 ct_status ct_convert_mnist(const char *images_path, const char *labels_path, const char *db_path,
                            ct_db_backend backend, ct_error *err) {
   idx_file images = {0}, labels = {0};
-  ct_db *db = NULL;
-  bool created = false;
+  ct_tools_out_db out = {0};
   ct_status st;
   uint32_t ih[4], lh[2];
   if ((st = idx_open(&images, images_path, err)) != CT_OK) goto done;
@@ -163,13 +161,11 @@ ct_status ct_convert_mnist(const char *images_path, const char *labels_path, con
   }
   LOG_INFO("A total of %" PRIu32 " items.", count);
   LOG_INFO("Rows: %" PRIu32 " Cols: %" PRIu32, rows, cols);
-  if ((st = ct_db_open(&db, db_path, backend, CT_DB_NEW, err)) != CT_OK) goto done;
-  created = true;
-  st = write_records(&images, &labels, count, rows, cols, db, err);
+  if ((st = ct_tools_db_create(&out, db_path, backend, err)) != CT_OK) goto done;
+  st = write_records(&images, &labels, count, rows, cols, out.db, err);
+  st = ct_tools_db_finish(&out, st, err);
 
 done:
-  ct_db_close(db);
-  if (st != CT_OK && created) ct_tools_remove_tree(db_path);
   idx_close(&images);
   idx_close(&labels);
   return st;

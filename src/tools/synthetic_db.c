@@ -118,8 +118,9 @@ static ct_status encode(const ct_synthetic_options *o, ct_image *img, uint8_t *c
 ct_status ct_make_synthetic_db(const char *db_path, const ct_synthetic_options *opt,
                                ct_error *err) {
   CT_TRY(check_options(opt, err));
-  ct_db *db;
-  CT_TRY(ct_db_open(&db, db_path, opt->backend, CT_DB_NEW, err));
+  ct_tools_out_db out;
+  CT_TRY(ct_tools_db_create(&out, db_path, opt->backend, err));
+  ct_db *db = out.db;
   ct_rng rng;
   ct_rng_seed(&rng, opt->seed);
   /* A ct_image for the encoders even when the channel count is not 1 or 3:
@@ -142,7 +143,7 @@ ct_status ct_make_synthetic_db(const char *db_path, const ct_synthetic_options *
     st = ct_tools_put_owned(db, key, (size_t)klen, &value, vlen, err);
     if (st == CT_OK && (i + 1) % CT_TOOLS_PROGRESS_EVERY == 0) LOG_INFO("Processed %zu files.", i + 1);
   }
-  if (st == CT_OK) st = ct_db_commit(db, err);
+  st = ct_tools_db_finish(&out, st, err);
   if (st == CT_OK) {
     if (opt->num % CT_TOOLS_PROGRESS_EVERY != 0) LOG_INFO("Processed %zu files.", opt->num);
     if (opt->num)
@@ -150,7 +151,5 @@ ct_status ct_make_synthetic_db(const char *db_path, const ct_synthetic_options *
   }
   free(chw);
   free(img.data);
-  ct_db_close(db);
-  if (st != CT_OK) ct_tools_remove_tree(db_path);
   return st;
 }

@@ -1,32 +1,51 @@
 #include "tools/tools_common.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/log.h"
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)ftw;
-  int rc = (flag == FTW_DP) ? rmdir(path) : unlink(path);
-  if (rc != 0) LOG_WARNING("cannot remove %s: %s", path, strerror(errno));
-  return 0; /* keep going: remove as much as possible */
+ct_status ct_tools_db_create(ct_tools_out_db *o, const char *path, ct_db_backend backend,
+                             ct_error *err) {
+  memset(o, 0, sizeof *o);
+  struct stat st;
+  if (lstat(path, &st) == 0)
+    return ct_error_set(err, CT_ERR_INVALID, "%s: cannot create %s: the path already exists", path,
+                        backend == CT_DB_LMDB ? "LMDB" : "LevelDB");
+  ct_file_remove_stale_temps(path);
+  o->tmp = ct_file_temp_name(path);
+  ct_status s = ct_db_open(&o->db, o->tmp, backend, CT_DB_NEW, err);
+  if (s != CT_OK) {
+    ct_file_remove_tree(o->tmp); /* what the open made before it failed */
+    free(o->tmp);
+    o->tmp = NULL;
+    return s;
+  }
+  o->path = ct_xstrdup(path);
+  return CT_OK;
 }
 
-void ct_tools_remove_tree(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {
-    if (unlink(path) != 0) LOG_WARNING("cannot remove %s: %s", path, strerror(errno));
-    return;
+ct_status ct_tools_db_finish(ct_tools_out_db *o, ct_status st, ct_error *err) {
+  if (!o->db) return st;
+  if (st == CT_OK) st = ct_db_commit(o->db, err);
+  ct_db_close(o->db);
+  o->db = NULL;
+  if (st == CT_OK && rename(o->tmp, o->path) != 0) {
+    int e = errno;
+    st = ct_error_set(err, CT_ERR_IO, "%s: cannot move the finished database %s into place: %s",
+                      o->path, o->tmp, e == ENOTEMPTY || e == EEXIST ? "the path already exists" : strerror(e));
   }
-  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-    LOG_WARNING("cannot remove %s: %s", path, strerror(errno));
+  if (st == CT_OK) st = ct_file_sync_parent(o->path, err);
+  if (st != CT_OK) ct_file_remove_tree(o->tmp);
+  free(o->tmp);
+  free(o->path);
+  o->tmp = o->path = NULL;
+  return st;
 }
 
 static int file_in(const char *dir, const char *name) {

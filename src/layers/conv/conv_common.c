@@ -26,6 +26,17 @@ void ct_conv_set_chunk_bytes(size_t bytes) {
 static ct_status spatial_values(const char *name, const char *pair, size_t n,
                                 const uint32_t *values, bool has_h, uint32_t h, bool has_w,
                                 uint32_t w, int nspatial, int dflt, int *out, ct_error *err) {
+  /* each value as written, before it becomes an int: 2^31 is not negative */
+  const uint64_t lo = strcmp(name, "pad") == 0 ? 0 : 1;
+  char field[64];
+  if (has_h) {
+    snprintf(field, sizeof field, "convolution_param.%s_h", pair);
+    CT_TRY(ct_layer_check_count(field, h, lo, err));
+  }
+  if (has_w) {
+    snprintf(field, sizeof field, "convolution_param.%s_w", pair);
+    CT_TRY(ct_layer_check_count(field, w, lo, err));
+  }
   if (has_h || has_w) {
     CT_ASSERT(pair != NULL);
     if (nspatial != 2)
@@ -53,6 +64,8 @@ static ct_status spatial_values(const char *name, const char *pair, size_t n,
                         "convolution_param.%s must be given once or once per spatial axis (given "
                         "%zu times for %d spatial axes)",
                         name, n, nspatial);
+  snprintf(field, sizeof field, "convolution_param.%s", name);
+  for (size_t i = 0; i < n; i++) CT_TRY(ct_layer_check_count(field, values[i], lo, err));
   for (int i = 0; i < nspatial; i++) out[i] = (int)values[n == 1 ? 0 : i];
   return CT_OK;
 }
@@ -104,9 +117,10 @@ ct_status ct_conv_window_out(const ct_conv_window *w, int i, long in, bool rever
                    : (in + 2L * w->pad[i] - extent) / w->stride[i] + 1;
   if (in <= 0 || o <= 0 || o > (1L << 30))
     return ct_error_set(err, CT_ERR_INVALID,
-                        "output size %ld along spatial axis %d is not positive (input %ld, "
-                        "kernel extent %ld, pad %d, stride %d)",
-                        o, i, in, extent, w->pad[i], w->stride[i]);
+                        "output size %ld along spatial axis %d is %s (input %ld, kernel extent "
+                        "%ld, pad %d, stride %d%s)",
+                        o, i, o > 0 ? "too large" : "not positive", in, extent, w->pad[i],
+                        w->stride[i], o > 0 ? "; the limit is 2^30 = 1073741824" : "");
   *out = (int)o;
   return CT_OK;
 }
@@ -128,14 +142,11 @@ static ct_status parse_param(ct_conv *c, const Caffe__ConvolutionParameter *p,
     c->is_1x1 = c->is_1x1 && c->kernel[i] == 1 && c->stride[i] == 1 && c->pad[i] == 0;
   }
   c->channels = bottom->shape[c->axis];
-  if (!p->has_num_output || p->num_output == 0)
-    return ct_error_set(err, CT_ERR_INVALID, "convolution_param.num_output must be given and positive");
-  if (p->num_output > (uint32_t)1 << 30)
-    return ct_error_set(err, CT_ERR_INVALID, "convolution_param.num_output %u is too large",
-                        p->num_output);
+  if (!p->has_num_output)
+    return ct_error_set(err, CT_ERR_INVALID, "convolution_param.num_output must be given");
+  CT_TRY(ct_layer_check_count("convolution_param.num_output", p->num_output, 1, err));
   c->num_output = (int)p->num_output;
-  if (p->group == 0 || p->group > (uint32_t)1 << 30)
-    return ct_error_set(err, CT_ERR_INVALID, "convolution_param.group must be positive");
+  CT_TRY(ct_layer_check_count("convolution_param.group", p->group, 1, err));
   c->group = (int)p->group;
   if (c->channels % c->group != 0)
     return ct_error_set(err, CT_ERR_INVALID,

@@ -1,0 +1,56 @@
+# Sourced by the SIGTERM tests (sh_sigterm*.sh, sh_gpu_sigterm.sh): a run to
+# send SIGTERM to, and the checks of what it leaves.
+#   write_term_job DIR MODE [EXTRA]   DIR/net.prototxt (kill_job.sh's net of dummy
+#                         data) and DIR/solver.prototxt, trained practically
+#                         for ever, snapshots under DIR/run (MODE: CPU or GPU;
+#                         EXTRA: more solver lines)
+#   wait_line LOG TEXT PID    waits (up to 120 s) for TEXT in LOG while PID runs
+#   snapshot_iter LOG         the iteration of the one snapshot LOG reports
+#   check_term_exit NAME RC LOG DIR   status 0, "Optimization stopped early.", one
+#                         snapshot pair on disk and in the log
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+. "$(dirname "${BASH_SOURCE[0]}")/kill_job.sh"
+
+write_term_job() {
+  local dir=$1 mode=$2 extra=${3:-}
+  write_kill_job "$dir" # its net; the solver is ours
+  cat >"$dir/solver.prototxt" <<SOLVER
+net: "$dir/net.prototxt"
+base_lr: 0.01 lr_policy: "fixed" momentum: 0.9
+max_iter: 100000000 display: 10 random_seed: 3
+snapshot_prefix: "$dir/run" solver_mode: $mode
+$extra
+SOLVER
+}
+
+wait_line() {
+  local log=$1 text=$2 pid=$3
+  for _ in $(seq 1 1200); do
+    grep -qF -- "$text" "$log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || fail "the run ended before '$text' appeared in $log: $(tail -3 "$log")"
+    sleep 0.1
+  done
+  fail "no '$text' in $log within 120 s"
+}
+
+snapshot_iter() {
+  grep -oE "Snapshotting to binary proto file .*_iter_[0-9]+\.caffemodel" "$1" | grep -oE "[0-9]+\.caffemodel" |
+    sed 's/\.caffemodel//'
+}
+
+check_term_exit() {
+  local name=$1 rc=$2 log=$3 dir=$4
+  [ "$rc" = 0 ] || fail "$name: exit status $rc after SIGTERM: $(tail -3 "$log")"
+  grep -q "Optimization stopped early." "$log" || fail "$name: no 'Optimization stopped early.' in $log"
+  local iters
+  iters=$(snapshot_iter "$log")
+  [ "$(echo "$iters" | wc -w)" = 1 ] || fail "$name: wanted one snapshot, the log reports: $iters"
+  [ "$(ls "$dir"/run_iter_*.caffemodel | wc -l)" = 1 ] || fail "$name: $(ls "$dir")"
+  [ -s "$dir/run_iter_$iters.caffemodel" ] && [ -s "$dir/run_iter_$iters.solverstate" ] ||
+    fail "$name: no snapshot files of iteration $iters"
+  echo "ok   $name: SIGTERM -> a snapshot at iteration $iters, then a clean stop (status 0)"
+}
