@@ -65,6 +65,14 @@ typedef struct ct_dp_job {
   bool global_batch;          /* the net's batch sizes are global: divide them by world */
   bool strict_fp32;           /* GPU math without TF32 (--math=fp32) */
   ct_reduce_opts dp;
+  /* Called on each worker's thread once its solver is built, its weights
+   * loaded or its state restored, before the parameters are broadcast from
+   * rank 0 and training starts (a failure ends the worker with it); and
+   * before that solver is freed.  Both may be NULL.  (The Python package
+   * adds its callbacks to each worker's solver here.) */
+  ct_status (*on_solver)(void *user, ct_solver *s, ct_error *err);
+  void (*on_solver_end)(void *user, ct_solver *s);
+  void *user;
 } ct_dp_job;
 
 /* Trains with `n` worker threads in this process: worker i on GPU gpus[i],
