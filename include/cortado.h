@@ -346,9 +346,11 @@ typedef struct cortado_solver_options {
   const char *const *stages; /* added to the train net's stages (as --stage) */
   int nstages;
   bool quiet;                /* no per-layer lines while building the nets */
-  bool keep_blob_diffs;      /* every blob keeps its own diff, as in Caffe (default: blob
-                                diffs share memory by lifetime, and a blob's diff is only
-                                meaningful during the backward pass that uses it) */
+  bool keep_blob_diffs;      /* every blob keeps its own diff and its full values, as in
+                                Caffe (default: blob diffs share memory by lifetime, and a
+                                blob's diff is only meaningful during the backward pass that
+                                uses it; on a GPU a Convolution read only by a MAX Pooling
+                                leaves its bias for the Pooling to add) */
 } cortado_solver_options;
 #define CORTADO_SOLVER_OPTIONS_INIT {NULL, 0, NULL, 0, false, false}
 
