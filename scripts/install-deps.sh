@@ -4,10 +4,15 @@
 # all when nothing is missing.  Needs root (or sudo) when something is missing.
 #   scripts/install-deps.sh           install what is missing
 #   scripts/install-deps.sh --check   exit 1 and print the command when something is missing
+#
+# Then the Python packages the Python package's tests need (numpy, protobuf,
+# pytest, pydot: python/requirements-test.txt), for the `python3` that CMake
+# finds first on PATH: from PyPI with pip, or, for an interpreter that pip may
+# not change (Debian's own, PEP 668), as Debian packages.
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git python3
+  build-essential cmake pkg-config git python3 python3-dev python3-venv python3-pip graphviz
   protobuf-c-compiler libprotobuf-c-dev
   libopenblas-dev libdnnl-dev liblmdb-dev lmdb-utils libleveldb-dev libsnappy-dev
   libjpeg62-turbo-dev libpng-dev zlib1g-dev libhdf5-dev
@@ -26,13 +31,34 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+# Python modules (import name:PyPI name:Debian package) for `python3` on PATH.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY_MODULES=(numpy:numpy:python3-numpy google.protobuf:protobuf:python3-protobuf
+            pytest:pytest:python3-pytest pydot:pydot:python3-pydot)
+py_missing=()
+py_missing_debs=()
+python_missing() {
+  py_missing=()
+  py_missing_debs=()
+  command -v python3 >/dev/null || return 0
+  for m in "${PY_MODULES[@]}"; do
+    IFS=: read -r mod pypi deb <<<"$m"
+    if ! python3 -c "import $mod" >/dev/null 2>&1; then
+      py_missing+=("$pypi")
+      py_missing_debs+=("$deb")
+    fi
+  done
+}
+python_missing
+
+if [ ${#missing[@]} -eq 0 ] && [ ${#py_missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages and ${#PY_MODULES[@]} Python modules present"
   exit 0
 fi
 
 if [ "${1:-}" = "--check" ]; then
-  echo "install-deps: missing: ${missing[*]}" >&2
+  [ ${#missing[@]} -eq 0 ] || echo "install-deps: missing: ${missing[*]}" >&2
+  [ ${#py_missing[@]} -eq 0 ] || echo "install-deps: missing Python modules for $(command -v python3): ${py_missing[*]}" >&2
   echo "run: sudo scripts/install-deps.sh" >&2
   exit 1
 fi
@@ -40,11 +66,29 @@ fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then SUDO=sudo; else
-    echo "install-deps: need root to install: ${missing[*]}" >&2
+    echo "install-deps: need root to install: ${missing[*]} ${py_missing[*]}" >&2
     exit 1
   fi
 fi
-echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+python_missing
+if [ ${#py_missing[@]} -gt 0 ]; then
+  py=$(command -v python3)
+  echo "install-deps: installing Python modules for $py: ${py_missing[*]}"
+  if ! "$py" -m pip install --quiet --disable-pip-version-check -r "$HERE/python/requirements-test.txt"; then
+    # an interpreter pip may not change (PEP 668): Debian's packages
+    echo "install-deps: pip could not install into $py; using Debian's packages"
+    $SUDO apt-get install -y -qq --no-install-recommends "${py_missing_debs[@]}"
+  fi
+  python_missing
+  if [ ${#py_missing[@]} -gt 0 ]; then
+    echo "install-deps: still missing Python modules for $py: ${py_missing[*]}" >&2
+    exit 1
+  fi
+fi

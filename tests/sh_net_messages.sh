@@ -71,7 +71,10 @@ for t in WindowData HDF5Output Im2col LSTM LSTMUnit RNN Python; do
     expect_no_err "known types:" "BVLC type $t: no list"
   fi
 done
-[ "$missing" -ge 1 ] || fail "no BVLC type left to check the 'not implemented yet' message with"
+# Every BVLC type may be implemented by now (Python layers came last): the
+# loop above then checked that none is called unknown, and there is no type
+# left to show the 'not implemented yet' message with.
+[ "$missing" -ge 1 ] || echo "note: every BVLC layer type is implemented; no 'not implemented yet' message to check"
 printf '%s\nlayer { name: "c" type: "Convolutoin" bottom: "data" top: "c" }\n' "$input" >"$TMP/typo.prototxt"
 run time --model=typo.prototxt --iterations=1
 expect_err "cortado: error: typo.prototxt:2:19: layer 'c': unknown layer type 'Convolutoin' (did you mean 'Convolution'?)" "a type's typo"

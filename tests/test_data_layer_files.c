@@ -301,7 +301,7 @@ static void test_memory_data_layer(void **state) {
   assert_int_equal(r.top[1]->ndim, 1);
   assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_ERR_INVALID);
   assert_string_equal(err.msg,
-                      "layer 'in' (MemoryData): no data: call ct_memory_data_set before the first forward");
+                      "layer 'in' (MemoryData): no data: give the layer its arrays before the first forward (set_input_arrays)");
   float data[4 * 6], labels[4];
   for (int i = 0; i < 24; i++) data[i] = (float)i;
   for (int i = 0; i < 4; i++) labels[i] = (float)(i + 50);

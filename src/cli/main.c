@@ -135,9 +135,16 @@ static int run_without_command(int argc, char **argv) {
   return ct_cli_error(CT_EXIT_USAGE, "no command given");
 }
 
+#ifdef CORTADO_HAVE_PYTHON
+void ct_cli_python_setup(void); /* python/src/embed.c: the "Python" layer type */
+#endif
+
 int main(int argc, char **argv) {
   ct_log_init_from_env();
   ct_cli_set_argv(argv);
+#ifdef CORTADO_HAVE_PYTHON
+  ct_cli_python_setup();
+#endif
   /* a data-parallel worker process: its launcher logged the same start;
    * rank 0 speaks again once training begins (cmd_train.c) */
   if (ct_setting_text(CT_LAUNCH_WORKER_ENV)) ct_log_set_quiet(true);

@@ -237,8 +237,15 @@ ct_status ct_layer_lookup(const char *type, const ct_layer_ops **out, ct_error *
  * implements, alphabetically, into out (at most cap); returns the count.
  * The list shrinks by itself as types are registered. */
 size_t ct_layer_missing_caffe_types(const char **out, size_t cap);
-/* All registered types, in table order; *n receives the count. */
+/* All registered types, in table order, then those registered at run time;
+ * *n receives the count. */
 const char *const *ct_layer_types(int *n);
+/* Adds a layer type defined outside the table (cortado.h's custom layer
+ * classes: the Python package's "Python" layers); ops must live as long as
+ * the process.  Registering the same ops again is a no-op.  Errors
+ * (CT_ERR_INVALID): a type of the table, a type registered with other ops,
+ * too many types. */
+ct_status ct_layer_register(const ct_layer_ops *ops, ct_error *err);
 
 /* Typed parameters with Caffe's defaults when absent, e.g.
  * const Caffe__ReLUParameter *p = CT_PARAM_OR_DEFAULT(l, relu_param, CAFFE__RE_LUPARAMETER__INIT); */

@@ -72,7 +72,7 @@ static ct_status memory_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
   memory_priv *p = l->priv;
   if (!p->data)
     return ct_error_set(err, CT_ERR_INVALID,
-                        "no data: call ct_memory_data_set before the first forward");
+                        "no data: give the layer its arrays before the first forward (set_input_arrays)");
   size_t sample = (size_t)p->c * p->h * p->w;
   ct_mem_copy(top[0]->device, top[0]->data, CT_DEVICE_CPU, p->data + p->pos * sample,
               (size_t)p->batch * sample * sizeof(float));

@@ -1,5 +1,6 @@
 /* The one table of layer types.  Each group's types are listed in
  * list_<group>.inc as CT_LAYER("Type", ops_symbol) lines. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,16 +37,57 @@ static const ct_layer_entry k_layers[] = {
 
 #define CT_NUM_LAYERS ((int)(sizeof k_layers / sizeof k_layers[0]) - 1)
 
-const ct_layer_ops *ct_layer_find(const char *type) {
+/* Types registered at run time (ct_layer_register): after the table, in
+ * the order they came. */
+#define CT_MAX_EXTRA_LAYERS 64
+static pthread_mutex_t g_extra_mu = PTHREAD_MUTEX_INITIALIZER;
+static const ct_layer_ops *g_extra[CT_MAX_EXTRA_LAYERS];
+static int g_nextra;
+
+static const ct_layer_ops *find_table(const char *type) {
   for (int i = 0; i < CT_NUM_LAYERS; i++)
     if (strcmp(k_layers[i].type, type) == 0) return k_layers[i].ops;
   return NULL;
 }
 
+const ct_layer_ops *ct_layer_find(const char *type) {
+  const ct_layer_ops *ops = find_table(type);
+  if (ops) return ops;
+  pthread_mutex_lock(&g_extra_mu);
+  for (int i = 0; i < g_nextra && !ops; i++)
+    if (strcmp(g_extra[i]->type, type) == 0) ops = g_extra[i];
+  pthread_mutex_unlock(&g_extra_mu);
+  return ops;
+}
+
+ct_status ct_layer_register(const ct_layer_ops *ops, ct_error *err) {
+  CT_ASSERT(ops && ops->type && ops->setup && ops->reshape && ops->forward_cpu);
+  if (find_table(ops->type))
+    return ct_error_set(err, CT_ERR_INVALID, "layer type '%s' is built in and cannot be registered again",
+                        ops->type);
+  ct_status st = CT_OK;
+  pthread_mutex_lock(&g_extra_mu);
+  int found = -1;
+  for (int i = 0; i < g_nextra; i++)
+    if (strcmp(g_extra[i]->type, ops->type) == 0) found = i;
+  if (found >= 0 && g_extra[found] != ops)
+    st = ct_error_set(err, CT_ERR_INVALID, "layer type '%s' is already registered", ops->type);
+  else if (found < 0 && g_nextra == CT_MAX_EXTRA_LAYERS)
+    st = ct_error_set(err, CT_ERR_INVALID, "layer type '%s': %d types are registered already (the most)",
+                      ops->type, CT_MAX_EXTRA_LAYERS);
+  else if (found < 0)
+    g_extra[g_nextra++] = ops;
+  pthread_mutex_unlock(&g_extra_mu);
+  return st;
+}
+
 const char *const *ct_layer_types(int *n) {
-  static const char *names[CT_NUM_LAYERS + 1];
+  static const char *names[CT_NUM_LAYERS + CT_MAX_EXTRA_LAYERS + 1];
+  pthread_mutex_lock(&g_extra_mu);
   for (int i = 0; i < CT_NUM_LAYERS; i++) names[i] = k_layers[i].type;
-  *n = CT_NUM_LAYERS;
+  for (int i = 0; i < g_nextra; i++) names[CT_NUM_LAYERS + i] = g_extra[i]->type;
+  *n = CT_NUM_LAYERS + g_nextra;
+  pthread_mutex_unlock(&g_extra_mu);
   return names;
 }
 

@@ -294,6 +294,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->param = filtered;
   net->name = filtered->name ? filtered->name : "";
   net->phase = opts->phase;
+  net->exact_blobs = opts->keep_blob_diffs;
   net->ctx = ctx;
   net->prep_first = net->prep_launch = net->prep_at = -1;
   int nl = (int)filtered->n_layer;

@@ -125,6 +125,7 @@ typedef struct ct_net {
   size_t *layer_ready_count;   /* (nlayers) final-gradient prefix after layer i's backward */
 
   bool quiet_build;           /* built with opts.quiet */
+  bool exact_blobs;           /* built with opts.keep_blob_diffs: no fusion leaves a blob partial */
   int grad_side_last;          /* the lowest layer with grad_side (layers/layer.h), -1 when none */
   /* ct_net_prepare_async's work: enqueued at layer prep_launch's forward
    * (-1: not armed), for layers from prep_at up; prep_first: prep_at while
@@ -157,9 +158,11 @@ typedef struct ct_net_opts {
   int nstages;
   const char *source_name;    /* file name for messages */
   bool quiet;                 /* no per-layer INFO lines */
-  /* Every blob keeps its own diff after backward (for callers that read
-   * intermediate gradients); otherwise diffs share a pool by lifetime.
-   * CORTADO_DIFF_PLANNING=0 in the environment has the same effect. */
+  /* For callers that read intermediate blobs (cortado.h, pycaffe): every
+   * blob keeps its own diff after backward, and holds its full values (no
+   * fusion that leaves a blob partial: a Convolution whose bias the MAX
+   * Pooling after it adds).  Otherwise diffs share a pool by lifetime.
+   * CORTADO_DIFF_PLANNING=0 in the environment keeps the diffs too. */
   bool keep_blob_diffs;
   /* No layer fusion (net_fuse.c: a training BatchNorm computes the Scale
    * after it); CORTADO_FUSE=0 in the environment has the same effect. */

@@ -17,7 +17,8 @@
  * And a Convolution whose top only a MAX Pooling reads (cifar10_quick's
  * conv1 + pool1): the pooling adds the convolution's bias to the maxima,
  * which is exact, and the convolution leaves it out (its top then holds
- * conv(x) without the bias: build with CORTADO_FUSE=0 to inspect it).
+ * conv(x) without the bias: not in nets built for callers that read
+ * intermediate blobs, ct_net_opts.keep_blob_diffs, such as pycaffe's).
  *
  * And Caffe's BatchNorm + Scale: a training BatchNorm
  * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
@@ -110,7 +111,8 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
     if (!quiet) LOG_INFO("%s computes %s too (Pooling + ReLU fused)", before->name, self->name);
     return CT_OK;
   }
-  if (conv_with_bias_into(net, bi, si) && ct_pool_take_bias(self, before->params[1])) {
+  if (!net->exact_blobs && conv_with_bias_into(net, bi, si) &&
+      ct_pool_take_bias(self, before->params[1])) {
     if (ct_conv_defer_bias(before)) {
       CT_TRY(ct_layer_reshape(self, net->bottoms[si], net->tops[si], err));
       if (!quiet)

@@ -143,6 +143,7 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));
   }
+  if (job->on_solver) CT_TRY(job->on_solver(job->user, w->solver, err));
   /* the process's signal requests are taken by whichever of its workers
    * comes first; the agreement sums every process's, so that a SIGTERM
    * reaching one shard or rank alone counts */
@@ -173,6 +174,8 @@ static void worker_failed(dp_worker *w) {
 }
 
 static void worker_cleanup(dp_worker *w) {
+  const ct_dp_job *job = w->sh->job;
+  if (w->solver && job->on_solver_end) job->on_solver_end(job->user, w->solver);
   ct_solver_free(w->solver);
   w->solver = NULL;
   if (w->own_comm) ct_comm_free(w->comm);

@@ -67,6 +67,14 @@ typedef struct ct_dp_job {
   ct_dtype precision;         /* 16-bit type of layers that have one (--precision), CT_F32: none */
   bool precision_given;       /* --precision was set (overrides the nets' default_forward_type) */
   ct_reduce_opts dp;
+  /* Called on each worker's thread once its solver is built, its weights
+   * loaded or its state restored, before the parameters are broadcast from
+   * rank 0 and training starts (a failure ends the worker with it); and
+   * before that solver is freed.  Both may be NULL.  (The Python package
+   * adds its callbacks to each worker's solver here.) */
+  ct_status (*on_solver)(void *user, ct_solver *s, ct_error *err);
+  void (*on_solver_end)(void *user, ct_solver *s);
+  void *user;
 } ct_dp_job;
 
 /* Trains with `n` worker threads in this process: worker i on GPU gpus[i],

@@ -104,6 +104,9 @@ typedef struct ct_solver_opts {
   /* GPU: run every iteration with plain launches, never replayed from a
    * recording (CORTADO_CUDA_GRAPHS=0 in the environment does the same). */
   bool no_replay;
+  /* Every blob of the nets keeps its own diff (ct_net_opts.keep_blob_diffs:
+   * for callers that read intermediate gradients, as pycaffe's do). */
+  bool keep_blob_diffs;
   /* GPU: finish each iteration before launching the next
    * (CORTADO_LAUNCH_AHEAD=0 in the environment does the same).  By default
    * iteration n + 1 is launched before the host waits for n, except where

@@ -30,10 +30,11 @@ void ct_solver_train_state(const Caffe__SolverParameter *sp, const Caffe__NetPar
   ct_net_state_make(np, &o, state);
 }
 
-static ct_net_opts merged_opts(const Caffe__NetParameter *np, ct_phase phase,
-                               const Caffe__NetState *over, bool quiet, const char *source) {
+static ct_net_opts merged_opts(const ct_solver *s, const Caffe__NetParameter *np, ct_phase phase,
+                               const Caffe__NetState *over, const char *source) {
   ct_net_opts o = ct_solver_net_opts(np, phase, over);
-  o.quiet = quiet;
+  o.quiet = s->opts.quiet_nets;
+  o.keep_blob_diffs = s->opts.keep_blob_diffs;
   o.source_name = source;
   return o;
 }
@@ -70,7 +71,7 @@ static ct_status build_train_net(ct_solver *s, ct_error *err) {
     np = read;
     source = path;
   }
-  ct_net_opts o = merged_opts(np, CT_PHASE_TRAIN, p->train_state, s->opts.quiet_nets, source);
+  ct_net_opts o = merged_opts(s, np, CT_PHASE_TRAIN, p->train_state, source);
   ct_status st = ct_net_init(&s->net, np, &o, s->ctx, err);
   if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
   return st;
@@ -145,8 +146,8 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
       np = read;
     }
     LOG_INFO("Creating test net (#%d) specified by %s", i, source);
-    ct_net_opts o = merged_opts(np, CT_PHASE_TEST, p->n_test_state ? p->test_state[i] : NULL,
-                                s->opts.quiet_nets, path ? path : source);
+    ct_net_opts o = merged_opts(s, np, CT_PHASE_TEST, p->n_test_state ? p->test_state[i] : NULL,
+                                path ? path : source);
     ct_status st = ct_net_init(&s->test_nets[i], np, &o, s->ctx, err);
     if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
     if (st != CT_OK) return st;
