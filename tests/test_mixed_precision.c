@@ -21,6 +21,7 @@
 #include "layertest.h"
 #include "mptest.h"
 #include "net/net.h"
+#include "proto/catalog.h"
 #include "proto/textformat.h"
 #include "testutil.h"
 
@@ -295,6 +296,24 @@ static void test_net_builds(void **state) {
   ct_context_free(&ctx);
 }
 
+/* NVCaffe's fields that Cortado parses without acting on are named, one
+ * warning each; those it honours are not. */
+static void test_ignored_fields(void **state) {
+  Caffe__NetParameter *n = net_from(
+      "default_forward_type: FLOAT16 global_grad_scale: 8 reduce_buckets: 6 "
+      "layer { name: 'a' type: 'ReLU' forward_type: FLOAT16 backward_type: FLOAT16 } "
+      "layer { name: 'b' type: 'ReLU' forward_math: FLOAT }");
+  assert_int_equal(ct_caffe_log_ignored_fields(&n->base), 4);
+  protobuf_c_message_free_unpacked(&n->base, NULL);
+  ProtobufCMessage *m = NULL;
+  ct_error err;
+  const char *sp = "base_lr: 0.1 min_lr: 0.001 larc: true larc_eta: 0.002";
+  assert_int_equal(ct_text_parse(&caffe__solver_parameter__descriptor, sp, strlen(sp), NULL, &m, &err),
+                   CT_OK);
+  assert_int_equal(ct_caffe_log_ignored_fields(m), 2);
+  protobuf_c_message_free_unpacked(m, NULL);
+}
+
 static void test_cpu_refusals(void **state) {
   ct_context ctx;
   ct_error err;
@@ -315,6 +334,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cast_layer),        cmocka_unit_test(test_dtype_pass),
       cmocka_unit_test(test_dtype_pass_identity), cmocka_unit_test(test_dtype_pass_errors),
       cmocka_unit_test(test_net_builds),        cmocka_unit_test(test_cpu_refusals),
+      cmocka_unit_test(test_ignored_fields),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

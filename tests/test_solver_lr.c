@@ -1,5 +1,6 @@
 /* Learning-rate policies at several iterations against their formulas. */
 #include <math.h>
+#include <string.h>
 
 #include "solvers/lr_policy.h"
 #include "testutil.h"
@@ -139,6 +140,28 @@ static void expect_error(Caffe__SolverParameter *p, const char *msg) {
   ct_lr_schedule_free(&s);
 }
 
+/* NVCaffe's min_lr: a floor under any policy's rate; negative is refused. */
+static void test_min_lr(void **state) {
+  Caffe__SolverParameter p = solver("step");
+  p.gamma = 0.1f;
+  p.stepsize = 100;
+  p.has_min_lr = 1;
+  p.min_lr = 2e-5f;
+  ct_lr_schedule s;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, NULL), CT_OK);
+  int step = 0;
+  expect_rate(&s, 0, &step, 0.01);
+  expect_rate(&s, 150, &step, 0.001);
+  expect_rate(&s, 250, &step, 1e-4);
+  expect_rate(&s, 350, &step, 2e-5); /* 1e-5 by the policy */
+  expect_rate(&s, 1000, &step, 2e-5);
+  ct_lr_schedule_free(&s);
+  p.min_lr = -1.0f;
+  ct_error err;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, &err), CT_ERR_INVALID);
+  assert_non_null(strstr(err.msg, "min_lr"));
+}
+
 static void test_errors(void **state) {
   Caffe__SolverParameter p = solver("stpe");
   expect_error(&p, "lr_policy: unknown policy 'stpe' (known: fixed, step, exp, inv, multistep, "
@@ -165,6 +188,7 @@ int main(void) {
       cmocka_unit_test(test_exp),       cmocka_unit_test(test_inv),
       cmocka_unit_test(test_multistep), cmocka_unit_test(test_poly),
       cmocka_unit_test(test_sigmoid),   cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_min_lr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

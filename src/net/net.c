@@ -10,6 +10,7 @@
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
+#include "proto/catalog.h"
 #include "proto/srcpos.h"
 
 #define NET_LOG(net, ...) \
@@ -283,6 +284,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   ct_status st = ct_net_filter(param, &state, &filtered, err);
   ct_net_state_clear(&state);
   if (st != CT_OK) return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
+  if (!opts->quiet) ct_caffe_log_ignored_fields(&filtered->base);
   st = ct_net_plan_dtypes(filtered, ctx->device, ctx->precision, ctx->precision_given, opts->quiet,
                           err);
   if (st == CT_OK) st = ct_net_insert_splits(filtered, err);

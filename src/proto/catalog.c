@@ -1,6 +1,11 @@
 #include "proto/catalog.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "caffe.pb-c.h"
+#include "core/log.h"
+#include "proto/reflect.h"
 
 /* Every type BVLC Caffe's master registers (REGISTER_LAYER_CLASS and the
  * creator functions of layer_factory.cpp). */
@@ -106,4 +111,68 @@ const char *ct_caffe_foreign_field_note(const char *message, const char *field) 
 const char *ct_caffe_list_note(const char *message, const char *field) {
   if (strcmp(message, "SolverParameter") == 0 && strcmp(field, "device_id") == 0) return k_device_id_list;
   return NULL;
+}
+
+/* NVCaffe's fields that Cortado parses without acting on them, and why. */
+typedef struct ignored_field {
+  const char *message, *field, *why;
+} ignored_field;
+
+#define GRADS_AS_FORWARD "gradients take the layer's forward type in Cortado"
+#define MATH_FLOAT32 "16-bit layers always accumulate in float32 in Cortado"
+
+static const ignored_field k_ignored[] = {
+    {"NetParameter", "default_backward_type", GRADS_AS_FORWARD},
+    {"NetParameter", "default_forward_math", MATH_FLOAT32},
+    {"NetParameter", "default_backward_math", MATH_FLOAT32},
+    {"NetParameter", "global_grad_scale", "Cortado does not scale the loss yet"},
+    {"NetParameter", "global_grad_scale_adaptive", "Cortado does not scale the loss yet"},
+    {"NetParameter", "default_conv_algos_override", "Cortado benchmarks cuDNN's algorithms itself"},
+    {"NetParameter", "reduce_buckets", "Cortado sizes its buckets with --bucket_mb"},
+    {"NetParameter", "default_cudnn_math_override", "Cortado chooses the math (--precision)"},
+    {"LayerParameter", "backward_type", GRADS_AS_FORWARD},
+    {"LayerParameter", "forward_math", MATH_FLOAT32},
+    {"LayerParameter", "backward_math", MATH_FLOAT32},
+    {"LayerParameter", "debug", "Cortado has no per-layer debug output"},
+    {"LayerParameter", "cudnn_math_override", "Cortado chooses the math (--precision)"},
+    {"SolverParameter", "rampup_interval", "Cortado has no learning-rate ramp-up yet"},
+    {"SolverParameter", "rampup_lr", "Cortado has no learning-rate ramp-up yet"},
+    {"SolverParameter", "solver_data_type", "Cortado keeps the solver's history in float32"},
+    {"SolverParameter", "store_blobs_in_old_format", "Cortado writes BVLC Caffe's float32 blobs"},
+    {"SolverParameter", "momentum_policy", "Cortado's momentum is fixed"},
+    {"SolverParameter", "max_momentum", "Cortado's momentum is fixed"},
+    {"SolverParameter", "momentum_power", "Cortado's momentum is fixed"},
+    {"SolverParameter", "larc", "Cortado has no LARC yet: training differs from NVCaffe's"},
+    {"SolverParameter", "larc_policy", "Cortado has no LARC yet"},
+    {"SolverParameter", "larc_eta", "Cortado has no LARC yet"},
+    {"SolverParameter", "weight_decay_policy", "Cortado's weight decay is fixed"},
+    {"SolverParameter", "weight_decay_power", "Cortado's weight decay is fixed"},
+    {"SolverParameter", "test_and_snapshot_last_epochs", "Cortado has no epoch-based schedule"},
+};
+
+static int log_ignored_of(const ProtobufCMessage *m, const char *where) {
+  int n = 0;
+  const char *type = m->descriptor->short_name;
+  for (size_t i = 0; i < sizeof k_ignored / sizeof *k_ignored; i++) {
+    if (strcmp(k_ignored[i].message, type) != 0) continue;
+    const ProtobufCFieldDescriptor *f = ct_pb_field(m->descriptor, k_ignored[i].field);
+    if (!f || !ct_pb_present(m, f)) continue;
+    LOG_WARNING("%s%s: NVCaffe's field %s is parsed but ignored (%s)", type, where,
+                k_ignored[i].field, k_ignored[i].why);
+    n++;
+  }
+  return n;
+}
+
+int ct_caffe_log_ignored_fields(const ProtobufCMessage *msg) {
+  int n = log_ignored_of(msg, "");
+  if (msg->descriptor == &caffe__net_parameter__descriptor) {
+    const Caffe__NetParameter *net = (const Caffe__NetParameter *)msg;
+    for (size_t i = 0; i < net->n_layer; i++) {
+      char where[160];
+      snprintf(where, sizeof where, " (layer '%s')", net->layer[i]->name ? net->layer[i]->name : "");
+      n += log_ignored_of(&net->layer[i]->base, where);
+    }
+  }
+  return n;
 }

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <protobuf-c/protobuf-c.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,6 +37,13 @@ const char *ct_caffe_foreign_field_note(const char *message, const char *field);
 /* What to tell when a field that takes one value was given a list
  * (`device_id: 0,1`), or NULL. */
 const char *ct_caffe_list_note(const char *message, const char *field);
+
+/* Logs a warning for each field of NVIDIA's Caffe (NVCaffe) that msg (a
+ * NetParameter with its layers, or a SolverParameter) sets and that Cortado
+ * parses but does not act on, saying what Cortado does instead; returns how
+ * many.  The fields Cortado honours (forward_type, default_forward_type,
+ * min_lr, ...) are not named. */
+int ct_caffe_log_ignored_fields(const ProtobufCMessage *msg);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,9 @@ ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p
   }
   s->policy = (ct_lr_policy)k;
   s->base_lr = p->base_lr;
+  if (p->has_min_lr && p->min_lr < 0)
+    return ct_error_set(err, CT_ERR_INVALID, "min_lr: must not be negative, got %g", (double)p->min_lr);
+  s->min_lr = p->min_lr;
   s->gamma = p->gamma;
   s->power = p->power;
   s->stepsize = p->stepsize;
@@ -66,7 +69,7 @@ void ct_lr_schedule_free(ct_lr_schedule *s) {
   s->nstepvalues = 0;
 }
 
-float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
+static float policy_rate(const ct_lr_schedule *s, int iter, int *current_step) {
   const double base = s->base_lr, gamma = s->gamma, power = s->power;
   switch (s->policy) {
     case CT_LR_POLICY_FIXED:
@@ -94,4 +97,9 @@ float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
   }
   CT_ASSERT(!"unknown lr policy");
   return 0.0f;
+}
+
+float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
+  const float r = policy_rate(s, iter, current_step);
+  return r < s->min_lr ? s->min_lr : r;
 }

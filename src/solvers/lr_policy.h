@@ -35,6 +35,7 @@ typedef struct ct_lr_schedule {
   int stepsize, max_iter;
   int nstepvalues;
   int *stepvalues; /* (nstepvalues) owned */
+  float min_lr;    /* NVCaffe's min_lr: the rate never goes below it (0: no floor) */
 } ct_lr_schedule;
 
 /* Reads lr_policy and the fields it uses from p, with Caffe's checks:
@@ -48,7 +49,7 @@ typedef struct ct_lr_schedule {
 ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p, ct_error *err);
 void ct_lr_schedule_free(ct_lr_schedule *s);
 
-/* The rate at iteration iter.  *current_step is Caffe's current_step_: step
+/* The rate at iteration iter (at least min_lr).  *current_step is Caffe's current_step_: step
  * sets it to iter / stepsize; multistep advances it by one when iter has
  * reached the next stepvalue (and logs "MultiStep Status: Iteration N,
  * step = K"); other policies leave it alone. */

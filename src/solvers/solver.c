@@ -14,6 +14,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "math/math.h"
+#include "proto/catalog.h"
 #include "proto/srcpos.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
@@ -152,6 +153,7 @@ static ct_status solver_init(ct_solver *s, ct_error *err) {
   CT_TRY(check_param(p, err));
   CT_TRY(check_snapshot_prefix(s, err));
   if (p->debug_info) LOG_WARNING("debug_info: per-layer debug output is not supported; ignored");
+  if (!s->opts.replica) ct_caffe_log_ignored_fields(&p->base);
   seed_context(s);
   CT_TRY(ct_solver_build_nets(s, err));
   if (ct_solver_is_root(s)) LOG_INFO("Solver scaffolding done.");
