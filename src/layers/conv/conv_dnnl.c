@@ -78,10 +78,9 @@ struct ct_conv_dnnl {
   int nbufs;
   bool direct;        /* forward and backward weights by conv_direct.h's kernels */
   /* 16-bit layers whose geometry the direct kernels fit (few channels, as
-   * a net's first convolution): forward and backward weights by those
-   * float32 kernels on float32 copies (x32, y32), where oneDNN's bf16
-   * kernels fall back to a GEMM (LeNet's conv1 weight gradient: 8 ms
-   * against 0.3 in float32, one thread) */
+   * a net's first convolution) and whose oneDNN weight gradient is a GEMM
+   * (LeNet's conv1: 8 ms against 0.3 in float32, one thread): the weight
+   * gradient by the float32 direct kernel on float32 copies (x32, y32) */
   bool direct16;
   float *x32, *y32;
   float *dw_tmp;      /* (w_count) the weight gradient before it is added */
@@ -191,11 +190,6 @@ static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, ct
   f->y_bias = y_bias;
   f->act = act;
   f->direct = act == CT_F32 && ct_conv_direct_fits(c);
-  f->direct16 = act != CT_F32 && ct_conv_direct_fits(c);
-  if (f->direct16) {
-    f->x32 = ct_xcalloc((size_t)c->num * c->x_channels * c->x_spatial + 1, sizeof(float));
-    f->y32 = ct_xcalloc((size_t)c->num * c->y_channels * c->y_spatial + 1, sizeof(float));
-  }
 }
 
 static dnnl_data_type_t dnnl_type(ct_dtype t) {
@@ -291,6 +285,12 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
       ((s = arg_init(f, &f->fwd_b, &b_md, &b_md, ROLE_OWN, true)) ||
        (s = arg_init(f, &f->bw_db, &b_md, &b_md, ROLE_OWN, false))))
     return s;
+  f->direct16 = f->act != CT_F32 && ct_conv_direct_fits(c) &&
+                strstr(impl_name(&f->bwd_weights), "gemm") != NULL;
+  if (f->direct16) {
+    f->x32 = ct_xcalloc((size_t)c->num * c->x_channels * c->x_spatial + 1, sizeof(float));
+    f->y32 = ct_xcalloc((size_t)c->num * c->y_channels * c->y_spatial + 1, sizeof(float));
+  }
   f->w_count = (size_t)c->y_channels * c->kernel_dim;
   f->dw_tmp = ct_xcalloc(f->w_count, sizeof *f->dw_tmp);
   f->db_tmp = ct_xcalloc((size_t)c->y_channels, sizeof *f->db_tmp);
@@ -348,11 +348,10 @@ void ct_conv_dnnl_free(ct_conv_dnnl *f) {
 
 const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len) {
   const char *direct = "direct:avx2";
-  const bool d = f->direct || f->direct16;
-  if (f->direct16) direct = "direct:avx2 (float32 copies)";
   snprintf(buf, len, "oneDNN (forward %s, backward data %s, backward weights %s)",
-           d ? direct : impl_name(&f->fwd), impl_name(&f->bwd_data),
-           d ? direct : impl_name(&f->bwd_weights));
+           f->direct ? direct : impl_name(&f->fwd), impl_name(&f->bwd_data),
+           f->direct ? direct : f->direct16 ? "direct:avx2 on float32 copies"
+                                             : impl_name(&f->bwd_weights));
   return buf;
 }
 
@@ -371,15 +370,7 @@ void ct_conv_dnnl_y_from_x(ct_conv_dnnl *f, const float *w, const float *bias, c
     ct_conv_direct_forward(&f->conv, w, bias, x, y);
     return;
   }
-  if (f->direct16) {
-    const ct_conv *c = &f->conv;
-    const size_t nx = (size_t)c->num * c->x_channels * c->x_spatial;
-    const size_t ny = (size_t)c->num * c->y_channels * c->y_spatial;
-    ct_cpu_convert(nx, f->act, x, CT_F32, f->x32);
-    ct_conv_direct_forward(c, w, bias, f->x32, f->y32);
-    ct_cpu_convert(ny, CT_F32, f->y32, f->act, y);
-    return;
-  }
+
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, arg_in(f, &f->fwd_x, x)},
                              {DNNL_ARG_WEIGHTS, arg_in(f, &f->fwd_w, w)},
                              {DNNL_ARG_DST, arg_out(f, &f->fwd_y, y)}};
