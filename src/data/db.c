@@ -40,7 +40,8 @@ void ct_db_index_add(ct_db *db, const void *key, size_t klen) {
     db->key_cap = db->key_cap ? 2 * db->key_cap : 1024;
     db->key_off = ct_xrealloc(db->key_off, db->key_cap * sizeof *db->key_off);
   }
-  if (db->key_bytes_len + klen > db->key_bytes_cap) {
+  /* allocated with the first key, even an empty one (ct_db_key offsets into it) */
+  if (!db->key_bytes || db->key_bytes_len + klen > db->key_bytes_cap) {
     size_t cap = db->key_bytes_cap ? 2 * db->key_bytes_cap : 16384;
     while (cap < db->key_bytes_len + klen) cap *= 2;
     db->key_bytes = ct_xrealloc(db->key_bytes, cap);
