@@ -6,11 +6,13 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "core/mem.h"
 #include "layertest.h"
+#include "proto/textformat.h"
 #include "testutil.h"
 
 double tu_rel_error(const float *a, const float *b, size_t n) {
@@ -23,14 +25,27 @@ double tu_rel_error(const float *a, const float *b, size_t n) {
   return scale > 0 ? err / scale : err;
 }
 
+Caffe__LayerParameter *tu_layer_from(const char *text) {
+  ProtobufCMessage *m = NULL;
+  ct_error err;
+  if (ct_text_parse(&caffe__layer_parameter__descriptor, text, strlen(text), NULL, &m, &err) != CT_OK)
+    fail_msg("%s", err.msg);
+  return (Caffe__LayerParameter *)m;
+}
+
+/* n host values rounded through type and back, in place. */
+static void round_host(float *v, size_t n, ct_dtype type) {
+  void *tmp = malloc(n * sizeof(float) + 1);
+  ct_dtype_convert(type, tmp, CT_F32, v, n);
+  ct_dtype_convert(CT_F32, v, type, tmp, n);
+  free(tmp);
+}
+
 /* Values of t rounded through type and back, in place (t float32). */
 static void round_through(ct_tensor *t, ct_dtype type) {
   float *h = tu_values(t);
-  void *tmp = malloc(t->count * sizeof(float) + 1);
-  ct_dtype_convert(type, tmp, CT_F32, h, t->count);
-  ct_dtype_convert(CT_F32, h, type, tmp, t->count);
+  round_host(h, t->count, type);
   ct_tensor_upload(t, h);
-  free(tmp);
   free(h);
 }
 
@@ -79,12 +94,9 @@ void tu_twin_check(const Caffe__LayerParameter *p, int device, ct_dtype type,
   for (int t = 0; t < ntop; t++) {
     float *d = malloc(f.top[t]->count * sizeof(float) + 1);
     tu_fill_uniform(d, f.top[t]->count, -1.0f, 1.0f, 500 + (uint64_t)t);
-    void *tmp = malloc(f.top[t]->count * sizeof(float) + 1);
-    ct_dtype_convert(type, tmp, CT_F32, d, f.top[t]->count);
-    ct_dtype_convert(CT_F32, d, type, tmp, f.top[t]->count);
+    round_host(d, f.top[t]->count, type);
     ct_tensor_upload_diff(f.top[t], d);
     ct_tensor_upload_diff(h.top[t], d);
-    free(tmp);
     free(d);
   }
   bool down[TU_MAX_BLOBS];

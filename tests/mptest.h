@@ -16,6 +16,10 @@
 
 #include "layers/layer.h"
 
+/* A LayerParameter from text format (fails the test on a parse error); free
+ * with protobuf_c_message_free_unpacked. */
+Caffe__LayerParameter *tu_layer_from(const char *text);
+
 /* The largest |a - b| over n values, relative to the largest |a|. */
 double tu_rel_error(const float *a, const float *b, size_t n);
 

@@ -12,20 +12,12 @@
 #include "proto/textformat.h"
 #include "testutil.h"
 
-static Caffe__LayerParameter *layer_from(const char *text) {
-  ProtobufCMessage *m = NULL;
-  ct_error err;
-  if (ct_text_parse(&caffe__layer_parameter__descriptor, text, strlen(text), NULL, &m, &err) != CT_OK)
-    fail_msg("%s", err.msg);
-  return (Caffe__LayerParameter *)m;
-}
-
 static const ct_dtype k_types[2] = {CT_BF16, CT_F16};
 static const double k_product_bound[2] = {1.0 / 64, 1.0 / 512};
 static const double k_rounding[2] = {1.0 / 256, 1.0 / 2048};
 
 static void twin_all(const char *text, const char *shapes, int ntop, bool product) {
-  Caffe__LayerParameter *p = layer_from(text);
+  Caffe__LayerParameter *p = tu_layer_from(text);
   for (int k = 0; k < 2; k++)
     tu_twin_check(p, 0, k_types[k], shapes, ntop, product ? k_product_bound[k] : k_rounding[k]);
   protobuf_c_message_free_unpacked(&p->base, NULL);

@@ -28,14 +28,6 @@
 #define BF16_BOUND (1.0 / 64)
 #define BF16_ONE_ROUNDING (1.0 / 256)
 
-static Caffe__LayerParameter *layer_from(const char *text) {
-  ProtobufCMessage *m = NULL;
-  ct_error err;
-  if (ct_text_parse(&caffe__layer_parameter__descriptor, text, strlen(text), NULL, &m, &err) != CT_OK)
-    fail_msg("%s", err.msg);
-  return (Caffe__LayerParameter *)m;
-}
-
 static Caffe__NetParameter *net_from(const char *text) {
   ProtobufCMessage *m = NULL;
   ct_error err;
@@ -111,13 +103,13 @@ static void test_tensor_storage(void **state) {
 
 static void test_twin_convolution(void **state) {
   skip_without_bf16();
-  Caffe__LayerParameter *p = layer_from(
+  Caffe__LayerParameter *p = tu_layer_from(
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 pad: 1 "
       "weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'constant' value: 0.2 } }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "4,8,10,10", 1, BF16_BOUND);
   protobuf_c_message_free_unpacked(&p->base, NULL);
   /* strided, grouped, without bias, one input channel per group */
-  p = layer_from(
+  p = tu_layer_from(
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 5 stride: 2 "
       "group: 3 bias_term: false weight_filler { type: 'xavier' } }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "2,3,13,11", 1, BF16_BOUND);
@@ -126,12 +118,12 @@ static void test_twin_convolution(void **state) {
 
 static void test_twin_inner_product(void **state) {
   skip_without_bf16();
-  Caffe__LayerParameter *p = layer_from(
+  Caffe__LayerParameter *p = tu_layer_from(
       "name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 10 "
       "weight_filler { type: 'xavier' } bias_filler { type: 'constant' value: -0.1 } }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "7,4,5,6", 1, BF16_BOUND);
   protobuf_c_message_free_unpacked(&p->base, NULL);
-  p = layer_from(
+  p = tu_layer_from(
       "name: 'ip' type: 'InnerProduct' inner_product_param { num_output: 33 transpose: true "
       "weight_filler { type: 'gaussian' std: 0.3 } bias_term: false }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "5,64", 1, BF16_BOUND);
@@ -140,13 +132,13 @@ static void test_twin_inner_product(void **state) {
 
 static void test_twin_relu_split(void **state) {
   skip_without_bf16();
-  Caffe__LayerParameter *p = layer_from("name: 'relu' type: 'ReLU'");
+  Caffe__LayerParameter *p = tu_layer_from("name: 'relu' type: 'ReLU'");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "2,3,4,5", 1, 0.0);  /* exact: a select */
   protobuf_c_message_free_unpacked(&p->base, NULL);
-  p = layer_from("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }");
+  p = tu_layer_from("name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "2,3,4,5", 1, BF16_ONE_ROUNDING);
   protobuf_c_message_free_unpacked(&p->base, NULL);
-  p = layer_from("name: 'split' type: 'Split'");
+  p = tu_layer_from("name: 'split' type: 'Split'");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "3,7,2", 3, BF16_ONE_ROUNDING);
   protobuf_c_message_free_unpacked(&p->base, NULL);
 }
@@ -154,7 +146,7 @@ static void test_twin_relu_split(void **state) {
 /* Cast: float32 -> bfloat16 rounds each value once; its backward converts
  * the gradient back exactly. */
 static void test_cast_layer(void **state) {
-  Caffe__LayerParameter *p = layer_from("name: 'c' type: 'Cast' forward_type: BFLOAT16");
+  Caffe__LayerParameter *p = tu_layer_from("name: 'c' type: 'Cast' forward_type: BFLOAT16");
   tu_layer_case c;
   tu_layer_case_init(&c, p, CT_DEVICE_CPU, CT_PHASE_TRAIN, "4,9", 1);
   ct_tensor_set_dtype(c.top[0], CT_BF16);

@@ -1,8 +1,6 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "gpu/gpu.h"
 #include "layers/relu.h"
+#include "math/typed.cuh"
 
 __global__ static void relu_fwd(size_t n, float slope, const float *x, float *y) {
   CT_CUDA_KERNEL_LOOP(i, n) y[i] = x[i] > 0 ? x[i] : slope * x[i];
@@ -27,24 +25,17 @@ extern "C" void ct_relu_backward_gpu(ct_context *ctx, size_t n, float slope, con
 }
 
 /* 16-bit values, computed in float32 and rounded once. */
-template <typename T> __device__ __forceinline__ float ld(T v);
-template <> __device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T st(float v);
-template <> __device__ __forceinline__ __nv_bfloat16 st(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half st(float v) { return __float2half_rn(v); }
-
 template <typename T>
 __global__ static void relu_fwd_t(size_t n, float slope, const T *x, T *y) {
   CT_CUDA_KERNEL_LOOP(i, n) {
-    float v = ld(x[i]);
-    y[i] = st<T>(v > 0 ? v : slope * v);
+    float v = ct_ld(x[i]);
+    y[i] = ct_st<T>(v > 0 ? v : slope * v);
   }
 }
 
 template <typename T>
 __global__ static void relu_bwd_t(size_t n, float slope, const T *x, const T *dy, T *dx) {
-  CT_CUDA_KERNEL_LOOP(i, n) dx[i] = st<T>(ld(dy[i]) * (ld(x[i]) > 0 ? 1.0f : slope));
+  CT_CUDA_KERNEL_LOOP(i, n) dx[i] = ct_st<T>(ct_ld(dy[i]) * (ct_ld(x[i]) > 0 ? 1.0f : slope));
 }
 
 extern "C" void ct_relu_forward_gpu_typed(ct_context *ctx, ct_dtype t, size_t n, float slope,

@@ -1,40 +1,25 @@
 /* Element-wise work on typed arrays, GPU side: one grid-stride kernel per
  * operation, templated on the element types. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "gpu/gpu.h"
 #include "math/typed.h"
-
-template <typename T> struct elem;
-template <> struct elem<float> {
-  static __device__ float load(float v) { return v; }
-  static __device__ float make(float v) { return v; }
-};
-template <> struct elem<__nv_bfloat16> {
-  static __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __nv_bfloat16 make(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct elem<__half> {
-  static __device__ float load(__half v) { return __half2float(v); }
-  static __device__ __half make(float v) { return __float2half_rn(v); }
-};
+#include "math/typed.cuh"
 
 template <typename From, typename To>
 __global__ static void convert_k(size_t n, const From *x, To *y) {
-  CT_CUDA_KERNEL_LOOP(i, n) y[i] = elem<To>::make(elem<From>::load(x[i]));
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = ct_st<To>(ct_ld(x[i]));
 }
 
 template <typename From>
 __global__ static void axpy_from_k(size_t n, float alpha, const From *x, float *y) {
-  CT_CUDA_KERNEL_LOOP(i, n) y[i] += alpha * elem<From>::load(x[i]);
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] += alpha * ct_ld(x[i]);
 }
 
 template <typename T>
 __global__ static void add_k(size_t n, const T *a, const T *b, T *y) {
-  CT_CUDA_KERNEL_LOOP(i, n) y[i] = elem<T>::make(elem<T>::load(a[i]) + elem<T>::load(b[i]));
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = ct_st<T>(ct_ld(a[i]) + ct_ld(b[i]));
 }
 
 #define STREAM(ctx) ((cudaStream_t)(ctx)->stream)

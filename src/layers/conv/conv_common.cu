@@ -1,11 +1,9 @@
 /* The GPU backend of the convolution engine (conv_common.h): cuBLAS GEMMs,
  * im2col.cu, and small kernels for the layout permutes and the bias. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "gpu/gpu.h"
 #include "layers/conv/conv_common.h"
 #include "math/math.h"
+#include "math/typed.cuh"
 
 /* rows (C, B*S) from images (B, C, S): one thread per image value. */
 __global__ static void to_rows_kernel(size_t n, int B, int C, size_t S, const float *images,
@@ -41,21 +39,10 @@ __global__ static void bias_relu_kernel(unsigned n, unsigned C, unsigned S, cons
 
 template <typename T>
 __global__ static void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
-                                             bool relu, T *y);
-template <>
-__global__ void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
-                                      bool relu, __nv_bfloat16 *y) {
+                                             bool relu, T *y) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    float v = __bfloat162float(y[i]) + bias[(i / S) % C];
-    y[i] = __float2bfloat16_rn(relu ? fmaxf(v, 0.0f) : v);
-  }
-}
-template <>
-__global__ void bias_add_typed_kernel(unsigned n, unsigned C, unsigned S, const float *bias,
-                                      bool relu, __half *y) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    float v = __half2float(y[i]) + bias[(i / S) % C];
-    y[i] = __float2half_rn(relu ? fmaxf(v, 0.0f) : v);
+    float v = ct_ld(y[i]) + bias[(i / S) % C];
+    y[i] = ct_st<T>(relu ? fmaxf(v, 0.0f) : v);
   }
 }
 
@@ -113,10 +100,6 @@ static unsigned bias_slices(int B, size_t S) {
 
 /* Block (p, c): the sum of slice p of channel c's B*S values into
  * partial[c * P + p].  32-bit indices (the caller asserts B*S fits). */
-static __device__ __forceinline__ float as_float(float v) { return v; }
-static __device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-static __device__ __forceinline__ float as_float(__half v) { return __half2float(v); }
-
 template <typename T>
 __global__ static void bias_partial_kernel(unsigned BS, unsigned S, int C, unsigned chunk,
                                            const T *dx, float *partial) {
@@ -126,7 +109,7 @@ __global__ static void bias_partial_kernel(unsigned BS, unsigned S, int C, unsig
   float sum = 0.0f;
   for (unsigned j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
     unsigned b = j / S, s = j - b * S;
-    sum += as_float(dx[((size_t)b * C + c) * S + s]);
+    sum += ct_ld(dx[((size_t)b * C + c) * S + s]);
   }
   for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = sum;
