@@ -162,6 +162,66 @@ static void test_min_lr(void **state) {
   assert_non_null(strstr(err.msg, "min_lr"));
 }
 
+/* NVCaffe 0.17's ramp-up: quadratic from rampup_lr to base_lr over
+ * rampup_interval iterations, the policy (and multistep's current_step)
+ * untouched meanwhile; min_lr still a floor. */
+static void test_rampup(void **state) {
+  Caffe__SolverParameter p = solver("multistep");
+  p.gamma = 0.1f;
+  int32_t steps[] = {50, 200};
+  p.stepvalue = steps;
+  p.n_stepvalue = 2;
+  p.rampup_interval = 100;
+  p.has_rampup_lr = 1;
+  p.rampup_lr = 0.002f;
+  ct_lr_schedule s;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, NULL), CT_OK);
+  int step = 0;
+  expect_rate(&s, 0, &step, 0.002);
+  expect_rate(&s, 25, &step, 0.002 + 0.008 * 0.0625);
+  expect_rate(&s, 50, &step, 0.002 + 0.008 * 0.25); /* a stepvalue passes inside the ramp-up */
+  assert_int_equal(step, 0);
+  expect_rate(&s, 99, &step, 0.002 + 0.008 * 0.99 * 0.99);
+  expect_rate(&s, 100, &step, 0.001);               /* the policy: step 50 passed */
+  assert_int_equal(step, 1);
+  ct_lr_schedule_free(&s);
+  /* no rampup_lr: from 0; min_lr holds the ramp-up too */
+  p = solver("fixed");
+  p.rampup_interval = 10;
+  p.has_min_lr = 1;
+  p.min_lr = 0.001f;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, NULL), CT_OK);
+  expect_rate(&s, 0, &step, 0.001);
+  expect_rate(&s, 5, &step, 0.0025);
+  expect_rate(&s, 10, &step, 0.01);
+  ct_lr_schedule_free(&s);
+  p.rampup_interval = -1;
+  ct_error err;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "rampup_interval: must not be negative, got -1");
+}
+
+/* NVCaffe's poly with min_lr decays to min_lr, not to 0 clamped. */
+static void test_poly_min_lr(void **state) {
+  Caffe__SolverParameter p = solver("poly");
+  p.max_iter = 1000;
+  p.power = 2.0f;
+  p.has_min_lr = 1;
+  p.min_lr = 0.001f;
+  ct_lr_schedule s;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, NULL), CT_OK);
+  int step = 0;
+  expect_rate(&s, 0, &step, 0.01);
+  expect_rate(&s, 500, &step, 0.009 * 0.25 + 0.001);
+  expect_rate(&s, 1000, &step, 0.001);
+  ct_lr_schedule_free(&s);
+  p.min_lr = 0.02f;
+  ct_error err;
+  assert_int_equal(ct_lr_schedule_init(&s, &p, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "min_lr: lr_policy 'poly' decays from base_lr to min_lr, but base_lr 0.01 "
+                               "is below min_lr 0.02");
+}
+
 static void test_errors(void **state) {
   Caffe__SolverParameter p = solver("stpe");
   expect_error(&p, "lr_policy: unknown policy 'stpe' (known: fixed, step, exp, inv, multistep, "
@@ -188,7 +248,8 @@ int main(void) {
       cmocka_unit_test(test_exp),       cmocka_unit_test(test_inv),
       cmocka_unit_test(test_multistep), cmocka_unit_test(test_poly),
       cmocka_unit_test(test_sigmoid),   cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_min_lr),
+      cmocka_unit_test(test_min_lr),    cmocka_unit_test(test_rampup),
+      cmocka_unit_test(test_poly_min_lr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

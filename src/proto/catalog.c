@@ -135,8 +135,6 @@ static const ignored_field k_ignored[] = {
     {"LayerParameter", "backward_math", MATH_FLOAT32},
     {"LayerParameter", "debug", "Cortado has no per-layer debug output"},
     {"LayerParameter", "cudnn_math_override", "Cortado chooses the math (--precision)"},
-    {"SolverParameter", "rampup_interval", "Cortado has no learning-rate ramp-up yet"},
-    {"SolverParameter", "rampup_lr", "Cortado has no learning-rate ramp-up yet"},
     {"SolverParameter", "solver_data_type", "Cortado keeps the solver's history in float32"},
     {"SolverParameter", "store_blobs_in_old_format", "Cortado writes BVLC Caffe's float32 blobs"},
     {"SolverParameter", "momentum_policy", "Cortado's momentum is fixed"},

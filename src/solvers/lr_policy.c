@@ -38,6 +38,11 @@ ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p
   if (p->has_min_lr && p->min_lr < 0)
     return ct_error_set(err, CT_ERR_INVALID, "min_lr: must not be negative, got %g", (double)p->min_lr);
   s->min_lr = p->min_lr;
+  if (p->rampup_interval < 0)
+    return ct_error_set(err, CT_ERR_INVALID, "rampup_interval: must not be negative, got %d",
+                        p->rampup_interval);
+  s->rampup_interval = p->rampup_interval;
+  s->rampup_lr = p->has_rampup_lr ? p->rampup_lr : 0.0f;
   s->gamma = p->gamma;
   s->power = p->power;
   s->stepsize = p->stepsize;
@@ -54,6 +59,11 @@ ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p
   if (s->policy == CT_LR_POLICY_POLY && s->max_iter <= 0)
     return ct_error_set(err, CT_ERR_INVALID, "max_iter: lr_policy 'poly' needs max_iter > 0, got %d",
                         s->max_iter);
+  if (s->policy == CT_LR_POLICY_POLY && s->base_lr < s->min_lr)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "min_lr: lr_policy 'poly' decays from base_lr to min_lr, but base_lr %g is below "
+                        "min_lr %g",
+                        (double)s->base_lr, (double)s->min_lr);
   if (s->policy == CT_LR_POLICY_MULTISTEP && p->n_stepvalue > 0) {
     s->nstepvalues = (int)p->n_stepvalue;
     s->stepvalues = malloc(p->n_stepvalue * sizeof *s->stepvalues);
@@ -90,8 +100,10 @@ static float policy_rate(const ct_lr_schedule *s, int iter, int *current_step) {
         LOG_INFO("MultiStep Status: Iteration %d, step = %d", iter, *current_step);
       }
       return (float)(base * pow(gamma, *current_step));
-    case CT_LR_POLICY_POLY:
-      return (float)(base * pow(1.0 - (double)iter / s->max_iter, power));
+    case CT_LR_POLICY_POLY: {
+      const double floor = s->min_lr;
+      return (float)((base - floor) * pow(1.0 - (double)iter / s->max_iter, power) + floor);
+    }
     case CT_LR_POLICY_SIGMOID:
       return (float)(base / (1.0 + exp(-gamma * ((double)iter - s->stepsize))));
   }
@@ -99,7 +111,12 @@ static float policy_rate(const ct_lr_schedule *s, int iter, int *current_step) {
   return 0.0f;
 }
 
+static float rampup_rate(const ct_lr_schedule *s, int iter) {
+  const float alpha = (float)iter / (float)s->rampup_interval;
+  return s->rampup_lr + (s->base_lr - s->rampup_lr) * alpha * alpha;
+}
+
 float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
-  const float r = policy_rate(s, iter, current_step);
+  const float r = iter < s->rampup_interval ? rampup_rate(s, iter) : policy_rate(s, iter, current_step);
   return r < s->min_lr ? s->min_lr : r;
 }

@@ -36,6 +36,8 @@ typedef struct ct_lr_schedule {
   int nstepvalues;
   int *stepvalues; /* (nstepvalues) owned */
   float min_lr;    /* NVCaffe's min_lr: the rate never goes below it (0: no floor) */
+  int rampup_interval; /* NVCaffe's ramp-up: iterations before the policy applies (0: none) */
+  float rampup_lr;     /* the rate the ramp-up starts from */
 } ct_lr_schedule;
 
 /* Reads lr_policy and the fields it uses from p, with Caffe's checks:
@@ -49,7 +51,14 @@ typedef struct ct_lr_schedule {
 ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p, ct_error *err);
 void ct_lr_schedule_free(ct_lr_schedule *s);
 
-/* The rate at iteration iter (at least min_lr).  *current_step is Caffe's current_step_: step
+/* NVCaffe's fields (0.17, the version with min_lr):
+ *   rampup     for iter < rampup_interval the policy is not consulted:
+ *              rampup_lr + (base_lr - rampup_lr) * (iter / rampup_interval)^2
+ *   poly       with min_lr it decays to min_lr instead of 0:
+ *              (base_lr - min_lr) * (1 - iter / max_iter) ^ power + min_lr
+ *              (base_lr below min_lr is an error then)
+ *   min_lr     every rate, the ramp-up's too, is at least min_lr.
+ * The rate at iteration iter (at least min_lr).  *current_step is Caffe's current_step_: step
  * sets it to iter / stepsize; multistep advances it by one when iter has
  * reached the next stepvalue (and logs "MultiStep Status: Iteration N,
  * step = K"); other policies leave it alone. */
