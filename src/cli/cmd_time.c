@@ -7,6 +7,7 @@
 #include "cli/run_common.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "runtime/runtime.h"
 #include "proto/reflect.h"
@@ -28,6 +29,8 @@ static const ct_flag_spec time_flags[] = {
     {"update", CT_FLAG_BOOL, "false",
      "Time whole training iterations instead: forward, backward and an SGD update (momentum "
      "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},
+    CT_CLI_FLAG_TRACE,
+    CT_CLI_FLAG_TRACE_ITERS,
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }
@@ -107,6 +110,7 @@ static double time_iterations(ct_net *net, int iters) {
     return -1;
   }
   double ms = -1;
+  ct_runtime_set_trace_iter(rt, -3); /* the timed iterations are 0, 1, ... */
   /* three runs before timing: plain, watched, captured */
   for (int it = 0; it < 3 + iters; it++) {
     if (it == 3) ms = now_ms();
@@ -140,11 +144,13 @@ static int time_run(const ct_cli_args *args) {
   if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
+  if (ct_cli_trace_start(args, device != CT_DEVICE_CPU, 0, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   if (ct_cli_bool(args, "update")) {
     int rc = time_training(args, &ctx);
     ct_context_free(&ctx);
-    return rc;
+    return ct_cli_trace_finish(args, rc);
   }
   const char *phase_s = ct_cli_string(args, "phase");
   ct_phase phase = phase_s && strcmp(phase_s, "TEST") == 0 ? CT_PHASE_TEST : CT_PHASE_TRAIN;
@@ -198,7 +204,9 @@ static int time_run(const ct_cli_args *args) {
     LOG_INFO("Iteration: %d forward-backward time: %g ms.", it + 1, t);
   }
   double replay_ms = 0;
-  if (rc == CT_EXIT_OK && device != CT_DEVICE_CPU) {
+  /* a trace shows whole iterations as the runtime runs them: on the CPU
+   * they run after the per-layer passes, as on a GPU */
+  if (rc == CT_EXIT_OK && (device != CT_DEVICE_CPU || ct_trace_enabled())) {
     replay_ms = time_iterations(net, iters);
     if (replay_ms < 0) rc = CT_EXIT_FAILURE;
   }
@@ -231,7 +239,7 @@ static int time_run(const ct_cli_args *args) {
 done:
   ct_net_free(net);
   ct_context_free(&ctx);
-  return rc;
+  return ct_cli_trace_finish(args, rc);
 }
 
 const ct_cli_command ct_cli_cmd_time = {
