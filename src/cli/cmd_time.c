@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_common.h"
+#include "cli/time_report.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/trace.h"
@@ -31,6 +32,12 @@ static const ct_flag_spec time_flags[] = {
      "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},
     CT_CLI_FLAG_TRACE,
     CT_CLI_FLAG_TRACE_ITERS,
+    {"format", CT_FLAG_STRING, "table",
+     "The per-layer report written to standard output after the log's lines (not with "
+     "--update): each layer's time (mean and standard deviation over the iterations), FLOPs, "
+     "achieved GFLOP/s and memory (tops, parameters, workspace), then the same per layer type "
+     "and for the whole net; as a table, CSV or JSON.",
+     .choices = CT_TIME_REPORT_FORMATS},
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }
@@ -172,8 +179,10 @@ static int time_run(const ct_cli_args *args) {
   ct_net_backward(net);
   ct_context_sync(&ctx);
 
-  double *fwd = calloc((size_t)net->nlayers + 1, sizeof(double));
-  double *bwd = calloc((size_t)net->nlayers + 1, sizeof(double));
+  /* (iters, nlayers) milliseconds of each pass of each layer */
+  const size_t nl = (size_t)net->nlayers;
+  double *fwd = ct_xcalloc((size_t)iters * nl + 1, sizeof(double));
+  double *bwd = ct_xcalloc((size_t)iters * nl + 1, sizeof(double));
   LOG_INFO("*** Benchmark begins ***");
   LOG_INFO("Testing for %d iterations.", iters);
   double total = 0, fwd_total = 0, bwd_total = 0;
@@ -186,7 +195,7 @@ static int time_run(const ct_cli_args *args) {
         break;
       }
       ct_context_sync(&ctx);
-      fwd[i] += now_ms() - t0;
+      fwd[(size_t)it * nl + i] = now_ms() - t0;
     }
     fwd_total += now_ms() - t_f;
     double t_b = now_ms();
@@ -196,7 +205,7 @@ static int time_run(const ct_cli_args *args) {
         ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
       ct_context_grad_join(&ctx); /* the layer's time includes its gradient-stream work */
       ct_context_sync(&ctx);
-      bwd[i] += now_ms() - t0;
+      bwd[(size_t)it * nl + i] = now_ms() - t0;
     }
     bwd_total += now_ms() - t_b;
     double t = now_ms() - t_iter;
@@ -213,8 +222,13 @@ static int time_run(const ct_cli_args *args) {
   if (rc == CT_EXIT_OK) {
     LOG_INFO("Average time per layer: ");
     for (int i = 0; i < net->nlayers; i++) {
-      LOG_INFO("%10s\tforward: %g ms.", net->layers[i]->name, fwd[i] / iters);
-      LOG_INFO("%10s\tbackward: %g ms.", net->layers[i]->name, bwd[i] / iters);
+      double f = 0, b = 0;
+      for (int it = 0; it < iters; it++) {
+        f += fwd[(size_t)it * nl + i];
+        b += bwd[(size_t)it * nl + i];
+      }
+      LOG_INFO("%10s\tforward: %g ms.", net->layers[i]->name, f / iters);
+      LOG_INFO("%10s\tbackward: %g ms.", net->layers[i]->name, b / iters);
     }
     LOG_INFO("Average Forward pass: %g ms.", fwd_total / iters);
     LOG_INFO("Average Backward pass: %g ms.", bwd_total / iters);
@@ -233,6 +247,12 @@ static int time_run(const ct_cli_args *args) {
       LOG_INFO("Total Time: %g ms.", total);
     }
     LOG_INFO("*** Benchmark ends ***");
+    char where[32];
+    if (device == CT_DEVICE_CPU) snprintf(where, sizeof where, "CPU");
+    else snprintf(where, sizeof where, "GPU %d", device);
+    const ct_time_report report = {.net = net, .device = where, .iters = iters, .fwd = fwd, .bwd = bwd};
+    if (!ct_time_report_write(&report, ct_cli_string(args, "format"), stdout))
+      rc = ct_cli_error(CT_EXIT_FAILURE, "writing the report to standard output failed");
   }
   free(fwd);
   free(bwd);
