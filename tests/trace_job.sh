@@ -19,7 +19,7 @@ layer { name: "pool1" type: "Pooling" bottom: "c1" top: "p1"
 layer { name: "ip" type: "InnerProduct" bottom: "p1" top: "p"
   inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "p" bottom: "label" top: "loss" }
-layer { name: "acc" type: "Accuracy" bottom: "p" bottom: "label" top: "acc"
+layer { name: "accuracy" type: "Accuracy" bottom: "p" bottom: "label" top: "accuracy"
   include { phase: TEST } }
 NET
   printf 'net: "net.prototxt"\ntest_iter: 2\ntest_interval: 4\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 8\ndisplay: 2\nsnapshot: 6\nsnapshot_prefix: "snap"\nsolver_mode: CPU\n' >solver.prototxt

@@ -118,6 +118,7 @@ extern const ct_cli_command ct_cli_cmd_convert_imageset;
 extern const ct_cli_command ct_cli_cmd_compute_image_mean;
 extern const ct_cli_command ct_cli_cmd_db_info;
 extern const ct_cli_command ct_cli_cmd_make_synthetic_db;
+extern const ct_cli_command ct_cli_cmd_plot;
 extern const ct_cli_command ct_cli_cmd_help;
 
 /* The command table, in the order `cortado --help` lists it. */
