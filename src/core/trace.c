@@ -2,7 +2,6 @@
 #include "core/trace.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "core/strutil.h"
 
 int ct_trace_recording_;
 int ct_trace_enabled_;
@@ -211,51 +211,19 @@ void ct_trace_set_alignment(double shift_us, int world) {
 
 /* ------------------------------------------------------------------ JSON */
 
-typedef struct strbuf {
-  char *s;
-  size_t len, cap;
-} strbuf;
-
-static void sb_reserve(strbuf *sb, size_t more) {
-  if (sb->len + more + 1 <= sb->cap) return;
-  while (sb->len + more + 1 > sb->cap) sb->cap = sb->cap ? 2 * sb->cap : 4096;
-  sb->s = ct_xrealloc(sb->s, sb->cap);
-}
-
-static void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *sb, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  CT_ASSERT(n >= 0);
-  sb_reserve(sb, (size_t)n);
-  va_start(ap, fmt);
-  vsnprintf(sb->s + sb->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  sb->len += (size_t)n;
-}
-
 /* s as a JSON string, quotes included. */
-static void sb_json_string(strbuf *sb, const char *s) {
-  sb_reserve(sb, 6 * strlen(s) + 2);
-  sb->s[sb->len++] = '"';
+static void sb_json_string(ct_text *sb, const char *s) {
+  ct_text_append(sb, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') {
-      sb->s[sb->len++] = '\\';
-      sb->s[sb->len++] = (char)*p;
-    } else if (*p < 0x20) {
-      sb->len += (size_t)snprintf(sb->s + sb->len, 7, "\\u%04x", *p);
-    } else {
-      sb->s[sb->len++] = (char)*p;
-    }
+    if (*p == '"' || *p == '\\') ct_text_printf(sb, "\\%c", *p);
+    else if (*p < 0x20) ct_text_printf(sb, "\\u%04x", *p);
+    else ct_text_append(sb, (const char *)p, 1);
   }
-  sb->s[sb->len++] = '"';
-  sb->s[sb->len] = '\0';
+  ct_text_append(sb, "\"", 1);
 }
 
-static void sep(strbuf *sb) {
-  if (sb->len) sb_printf(sb, ",\n");
+static void sep(ct_text *sb) {
+  if (sb->len) ct_text_printf(sb, ",\n");
 }
 
 static const char *track_name(int tid, char *buf, size_t size) {
@@ -269,42 +237,42 @@ static const char *track_name(int tid, char *buf, size_t size) {
   return buf;
 }
 
-static void write_event(strbuf *sb, const thread_buf *b, const event *e) {
+static void write_event(ct_text *sb, const thread_buf *b, const event *e) {
   sep(sb);
-  sb_printf(sb, "{\"ph\":\"X\",\"name\":");
+  ct_text_printf(sb, "{\"ph\":\"X\",\"name\":");
   sb_json_string(sb, b->str + e->name);
-  sb_printf(sb, ",\"cat\":\"%s\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", e->cat,
+  ct_text_printf(sb, ",\"cat\":\"%s\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", e->cat,
             e->ts + g.shift, e->dur, b->pid, e->tid);
   if (!e->type && !e->index_name && !e->bytes) {
-    sb_printf(sb, "}");
+    ct_text_printf(sb, "}");
     return;
   }
   const char *comma = "";
-  sb_printf(sb, ",\"args\":{");
+  ct_text_printf(sb, ",\"args\":{");
   if (e->type) {
-    sb_printf(sb, "\"type\":");
+    ct_text_printf(sb, "\"type\":");
     sb_json_string(sb, b->str + e->type);
     comma = ",";
   }
   if (e->index_name) {
-    sb_printf(sb, "%s\"%s\":%lld", comma, e->index_name, e->index);
+    ct_text_printf(sb, "%s\"%s\":%lld", comma, e->index_name, e->index);
     comma = ",";
   }
   if (e->bytes) {
-    sb_printf(sb, "%s\"bytes\":%llu", comma, (unsigned long long)e->bytes);
+    ct_text_printf(sb, "%s\"bytes\":%llu", comma, (unsigned long long)e->bytes);
     if (e->dur > 0) {
       /* bytes per microsecond = MB/s; algbw as NCCL's tests report it, and
        * busbw, what a ring all-reduce moves over each link */
       const double algbw = (double)e->bytes / e->dur / 1e3;
       const double busbw = algbw * 2.0 * (g.world - 1) / g.world;
-      sb_printf(sb, ",\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f", algbw, busbw);
+      ct_text_printf(sb, ",\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f", algbw, busbw);
     }
   }
-  sb_printf(sb, "}}");
+  ct_text_printf(sb, "}}");
 }
 
 /* Process and thread names of every (pid, tid) the buffers used. */
-static void write_metadata(strbuf *sb) {
+static void write_metadata(ct_text *sb) {
   int pids[256], npids = 0;
   for (const thread_buf *b = g.bufs; b; b = b->next) {
     bool seen = false;
@@ -312,7 +280,7 @@ static void write_metadata(strbuf *sb) {
     if (seen || npids == 256) continue;
     pids[npids++] = b->pid;
     sep(sb);
-    sb_printf(sb,
+    ct_text_printf(sb,
               "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank "
               "%d\"}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
               "\"args\":{\"sort_index\":%d}}",
@@ -324,7 +292,7 @@ static void write_metadata(strbuf *sb) {
       if (!(tids >> t & 1)) continue;
       char buf[32];
       sep(sb);
-      sb_printf(sb,
+      ct_text_printf(sb,
                 "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":"
                 "\"%s\"}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
                 "\"args\":{\"sort_index\":%d}}",
@@ -337,13 +305,12 @@ char *ct_trace_take_json(size_t *len) {
   __atomic_store_n(&ct_trace_recording_, 0, __ATOMIC_RELAXED);
   pthread_mutex_lock(&g.mu);
   g.closed = true;
-  strbuf sb = {0};
+  ct_text sb = {0};
   write_metadata(&sb);
   for (const thread_buf *b = g.bufs; b; b = b->next)
     for (size_t i = 0; i < b->n; i++) write_event(&sb, b, &b->ev[i]);
   pthread_mutex_unlock(&g.mu);
-  sb_reserve(&sb, 0);
-  sb.s[sb.len] = '\0';
+  if (!sb.s) ct_text_append(&sb, "", 0);
   *len = sb.len;
   return sb.s;
 }
@@ -377,20 +344,18 @@ ct_status ct_trace_write(const char *path, ct_error *err) {
   if (sent) return CT_OK;
   size_t own_len;
   char *own = ct_trace_take_json(&own_len);
-  strbuf sb = {0};
-  sb_printf(&sb, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"cortado\"},\"traceEvents\":[\n");
-  sb_printf(&sb, "%s", own);
+  ct_text sb = {0};
+  ct_text_printf(&sb, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"cortado\"},\"traceEvents\":[\n");
+  ct_text_append(&sb, own, own_len);
   pthread_mutex_lock(&g.mu);
   for (int i = 0; i < g.nforeign; i++) {
     if (g.foreign_len[i] == 0) continue;
-    if (sb.s[sb.len - 1] != '\n') sb_printf(&sb, ",\n");
-    sb_reserve(&sb, g.foreign_len[i]);
-    memcpy(sb.s + sb.len, g.foreign[i], g.foreign_len[i]);
-    sb.len += g.foreign_len[i];
+    if (sb.s[sb.len - 1] != '\n') ct_text_printf(&sb, ",\n");
+    ct_text_append(&sb, g.foreign[i], g.foreign_len[i]);
   }
   const int ranks = 1 + g.nforeign;
   pthread_mutex_unlock(&g.mu);
-  sb_printf(&sb, "\n]}\n");
+  ct_text_printf(&sb, "\n]}\n");
   free(own);
   ct_status st = ct_file_write_atomic(path, sb.s, sb.len, err);
   free(sb.s);
