@@ -16,10 +16,24 @@
 #include "cortado.h"
 
 #include "core/context.h"
+#include "core/signals.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "net/net.h"
 #include "solvers/solver.h"
+
+/* Calls that compute run with SIGINT/SIGHUP/SIGTERM blocked in the
+ * caller's thread and taken by the relay thread instead (core/signals.h):
+ * the embedder's handlers (Python's) never run on a thread inside oneDNN's
+ * kernels.  api_shield returns whether it blocked (api_unshield undoes). */
+static inline bool api_shield(sigset_t *old) {
+  if (!ct_signals_start_relay()) return false;
+  ct_signals_block_async(old);
+  return true;
+}
+static inline void api_unshield(bool shielded, const sigset_t *old) {
+  if (shielded) ct_signals_restore(old);
+}
 
 /* Where a blob array's newest values are (GPU host copies). */
 typedef enum api_sync {

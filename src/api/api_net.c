@@ -301,7 +301,10 @@ cortado_status cortado_net_forward_range(cortado_net *n, int start, int end, dou
     return cortado_set_error(CORTADO_ERR_INVALID, "forward from layer %d to %d: the net has layers 0 to %d",
                              start, end, n->net->nlayers - 1);
   api_net_flush(n);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
   ct_status st = forward_segments(n, start, end, loss, &err);
+  api_unshield(shielded, &mask);
   api_net_touched(n);
   return api_result(st, &err);
 }
@@ -321,9 +324,12 @@ cortado_status cortado_net_backward_range(cortado_net *n, int start, int end) {
                              "backward from layer %d down to %d: the net has layers 0 to %d", start,
                              end, net->nlayers - 1);
   api_net_flush(n);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
   for (int i = start; i >= end; i--) ct_net_backward_layer(net, i);
   ct_context_grad_join(net->ctx);
   ct_context_sync(net->ctx);
+  api_unshield(shielded, &mask);
   api_net_touched(n);
   ct_error err;
   return api_result(api_custom_take_failure(net, &err), &err);

@@ -159,13 +159,21 @@ cortado_status cortado_solver_step(cortado_solver *cs, int iters) {
   ct_error err;
   if (iters < 0) return cortado_set_error(CORTADO_ERR_INVALID, "step: %d iterations", iters);
   flush_all(cs);
-  return finish(cs, ct_solver_step(cs->s, iters, &err), &err);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
+  ct_status st = ct_solver_step(cs->s, iters, &err);
+  api_unshield(shielded, &mask);
+  return finish(cs, st, &err);
 }
 
 cortado_status cortado_solver_solve(cortado_solver *cs, const char *resume) {
   ct_error err;
   flush_all(cs);
-  return finish(cs, ct_solver_solve(cs->s, resume && *resume ? resume : NULL, &err), &err);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
+  ct_status st = ct_solver_solve(cs->s, resume && *resume ? resume : NULL, &err);
+  api_unshield(shielded, &mask);
+  return finish(cs, st, &err);
 }
 
 cortado_status cortado_solver_restore(cortado_solver *cs, const char *path) {
@@ -185,13 +193,20 @@ cortado_status cortado_solver_snapshot(cortado_solver *cs) {
 cortado_status cortado_solver_test_all(cortado_solver *cs) {
   ct_error err;
   flush_all(cs);
-  return finish(cs, ct_solver_test_all(cs->s, &err), &err);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
+  ct_status st = ct_solver_test_all(cs->s, &err);
+  api_unshield(shielded, &mask);
+  return finish(cs, st, &err);
 }
 
 cortado_status cortado_solver_apply_update(cortado_solver *cs) {
   flush_all(cs);
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
   ct_solver_apply_update(cs->s);
   ct_context_sync(cs->s->ctx);
+  api_unshield(shielded, &mask);
   touched_all(cs);
   return CORTADO_OK;
 }

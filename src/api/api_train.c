@@ -180,7 +180,10 @@ cortado_status cortado_train(const char *solver_path, const cortado_train_option
   job.on_solver_end = on_solver_end;
   job.user = &t;
   LOG_INFO("Starting Optimization");
+  sigset_t mask;
+  const bool shielded = api_shield(&mask);
   ct_status st = run(opts, &job, &err);
+  api_unshield(shielded, &mask);
   if (st == CT_OK) LOG_INFO("Optimization Done.");
   CT_ASSERT(t.nworkers == 0); /* every worker's end was reported */
   free(t.workers);

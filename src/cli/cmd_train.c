@@ -11,6 +11,7 @@
 #include "cli/train.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/signals.h"
 #include "gpu/gpu.h"
 #include "net/net_load.h"
 #include "parallel/comm_mpi.h"
@@ -169,6 +170,8 @@ static void install_signals(const ct_cli_args *args) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  /* this thread trains: the relay thread runs on_signal (core/signals.h) */
+  if (ct_signals_start_relay()) ct_signals_block_async(NULL);
 }
 
 /* --level and --stage go into the solver's train_state, as Caffe's tool does. */

@@ -7,6 +7,7 @@
 
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/signals.h"
 #include "core/device.h"
 
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err) {
@@ -21,6 +22,7 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   ct_rng_seed(&ctx->rng, seed);
   if (device == CT_DEVICE_CPU) {
     ct_cpu_flush_subnormals_team();
+    ct_signals_block_in_team();
     return CT_OK;
   }
   ct_cpu_flush_subnormals();

@@ -16,6 +16,7 @@
 #include "core/cpu.h"
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/signals.h"
 #include "core/trace.h"
 
 #define PERM_CACHE 4
@@ -142,6 +143,7 @@ static void *worker_main(void *arg_) {
   void *tstate = p->tstates[arg->index];
   free(arg);
   ct_cpu_flush_subnormals(); /* decoding and transforms compute in floats */
+  ct_signals_block_async(NULL);
   const int B = p->cfg.batch_size;
   ct_error err;
   pthread_mutex_lock(&p->mu);

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/signals.h"
 #include "core/trace.h"
 #include "data/pipeline.h"
 #include "parallel/comm.h"
@@ -205,6 +206,7 @@ static void worker_cleanup(dp_worker *w) {
 static void *worker_main(void *arg) {
   dp_worker *w = arg;
   t_worker = w;
+  ct_signals_block_async(NULL); /* it computes: no handler runs here */
   ct_log_set_thread_quiet(w->rank != 0);
   w->st = worker_run(w, &w->err);
   if (w->st != CT_OK) worker_failed(w);

@@ -5,6 +5,7 @@
 #include "parallel/launch.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/settings.h"
+#include "core/signals.h"
 
 extern char **environ;
 
@@ -102,6 +104,17 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
   g_pids = pids;
   struct sigaction old[3];
   install_forwarding(old);
+  /* the workers start with SIGINT/SIGHUP/SIGTERM unblocked, whatever this
+   * thread blocks (core/signals.h) */
+  posix_spawnattr_t attr;
+  sigset_t child_mask, async;
+  posix_spawnattr_init(&attr);
+  pthread_sigmask(SIG_BLOCK, NULL, &child_mask);
+  ct_signals_async_set(&async);
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember(&async, sig)) sigdelset(&child_mask, sig);
+  posix_spawnattr_setsigmask(&attr, &child_mask);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   int running = 0;
   double deadline = 0;
   bool killed = false;
@@ -109,7 +122,7 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
     char var[96];
     snprintf(var, sizeof var, CT_LAUNCH_WORKER_ENV "=%d,%d,%ld", r, n, (long)getpid());
     char **env = child_env(extra, var);
-    int e = posix_spawn(&pids[r], path, NULL, NULL, argv, env);
+    int e = posix_spawn(&pids[r], path, NULL, &attr, argv, env);
     free(env);
     if (e != 0) {
       pids[r] = 0;
@@ -150,6 +163,7 @@ bool ct_launch_workers(const char *path, char *const *argv, int n, const char *c
     struct timespec ts = {0, 10000000};
     nanosleep(&ts, NULL);
   }
+  posix_spawnattr_destroy(&attr);
   restore_signals(old);
   g_pids = NULL;
   g_n = 0;
