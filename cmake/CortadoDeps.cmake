@@ -1,7 +1,7 @@
 # Finds what libcortado links with and collects it in CT_DEP_TARGETS.
 # Required: protobuf-c (+ protoc-c), OpenBLAS, liblmdb, libleveldb, libjpeg,
 # libpng, HDF5, pthreads.  Optional (auto-detected, each sets CORTADO_HAVE_X):
-# MPI, hiredis, Gloo, OpenMP, oneDNN.  With CUDA: cudart, cuBLAS, cuBLASLt, cuDNN, NCCL.
+# MPI, hiredis, Gloo, OpenMP, oneDNN, cairo (the command only).  With CUDA: cudart, cuBLAS, cuBLASLt, cuDNN, NCCL.
 # Point CMAKE_PREFIX_PATH at a folder to find libraries unpacked outside /usr.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
@@ -87,6 +87,17 @@ else()
   set(CORTADO_HAVE_GLOO OFF)
 endif()
 message(STATUS "Cortado: MPI ${CORTADO_HAVE_MPI}, hiredis ${CORTADO_HAVE_HIREDIS}, Gloo ${CORTADO_HAVE_GLOO}")
+
+# cairo draws `cortado plot`'s charts; only the command links it, and
+# without it the command says so (optional: the library does not need it).
+pkg_check_modules(CAIRO QUIET IMPORTED_TARGET cairo)
+if(CAIRO_FOUND)
+  set(CORTADO_HAVE_CAIRO ON)
+else()
+  set(CORTADO_HAVE_CAIRO OFF)
+  message(STATUS "Cortado: cairo not found: `cortado plot` will say so (Debian: libcairo2-dev)")
+endif()
+message(STATUS "Cortado: cairo ${CORTADO_HAVE_CAIRO}")
 
 # OpenMP: the host's data-parallel loops (src/core/parallel.c) run on its
 # thread team, the same one oneDNN uses.  Without it those loops run serially.

@@ -19,6 +19,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libhiredis-dev redis-server libgloo-dev
   libcmocka-dev
+  libcairo2-dev
   clang libclang-rt-14-dev
   iproute2
   dataset-fashion-mnist

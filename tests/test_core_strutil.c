@@ -17,8 +17,21 @@ static void test_suggest(void **state) {
   assert_null(ct_suggest("zz", names, 4));
 }
 
+static void test_text(void **state) {
+  ct_text t = {0};
+  ct_text_append(&t, "", 0);
+  assert_non_null(t.s);
+  assert_string_equal(t.s, "");
+  for (int i = 0; i < 1000; i++) ct_text_printf(&t, "%d,", i);
+  ct_text_append(&t, "end", 3);
+  assert_int_equal(t.len, strlen(t.s));
+  assert_memory_equal(t.s, "0,1,2,", 6);
+  assert_string_equal(t.s + t.len - 7, "999,end");
+  free(t.s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_edit_distance),
-                                     cmocka_unit_test(test_suggest)};
+                                     cmocka_unit_test(test_suggest), cmocka_unit_test(test_text)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,6 +90,20 @@ typedef struct ct_cli_command {
    "declares.",                                                                        \
    .meta = "C,H,W"}
 
+/* --trace and --trace_iters (train, time): see ct_cli_trace_start. */
+#define CT_CLI_FLAG_TRACE                                                                    \
+  {"trace", CT_FLAG_STRING, NULL,                                                            \
+   "Write a trace of the run's iterations to FILE: Chrome trace event JSON, which "          \
+   "ui.perfetto.dev and chrome://tracing open (a process per rank; tracks for compute, "     \
+   "communication and data threads; an event per layer forward and backward, update, "      \
+   "all-reduce bucket, data wait, test and snapshot). CPU runs only for now.",              \
+   .meta = "FILE"}
+#define CT_CLI_FLAG_TRACE_ITERS                                                             \
+  {"trace_iters", CT_FLAG_STRING, NULL,                                                     \
+   "With --trace: only iterations FIRST to LAST (inclusive, counted as the log's "         \
+   "'Iteration N' lines count them); left out, every iteration.",                          \
+   .meta = "FIRST:LAST"}
+
 extern const ct_cli_command ct_cli_cmd_train;
 extern const ct_cli_command ct_cli_cmd_test;
 extern const ct_cli_command ct_cli_cmd_time;
@@ -104,6 +118,7 @@ extern const ct_cli_command ct_cli_cmd_convert_imageset;
 extern const ct_cli_command ct_cli_cmd_compute_image_mean;
 extern const ct_cli_command ct_cli_cmd_db_info;
 extern const ct_cli_command ct_cli_cmd_make_synthetic_db;
+extern const ct_cli_command ct_cli_cmd_plot;
 extern const ct_cli_command ct_cli_cmd_help;
 
 /* The command table, in the order `cortado --help` lists it. */

@@ -5,8 +5,10 @@
 
 #include "cli/cli.h"
 #include "cli/run_common.h"
+#include "cli/time_report.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "runtime/runtime.h"
 #include "proto/reflect.h"
@@ -28,6 +30,14 @@ static const ct_flag_spec time_flags[] = {
     {"update", CT_FLAG_BOOL, "false",
      "Time whole training iterations instead: forward, backward and an SGD update (momentum "
      "0.9, weight decay 5e-4, the settings of the PyTorch peer in bench/), through the solver."},
+    CT_CLI_FLAG_TRACE,
+    CT_CLI_FLAG_TRACE_ITERS,
+    {"format", CT_FLAG_STRING, "table",
+     "The per-layer report written to standard output after the log's lines (not with "
+     "--update): each layer's time (mean and standard deviation over the iterations), FLOPs, "
+     "achieved GFLOP/s and memory (tops, parameters, workspace), then the same per layer type "
+     "and for the whole net; as a table, CSV or JSON.",
+     .choices = CT_TIME_REPORT_FORMATS},
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }
@@ -107,6 +117,7 @@ static double time_iterations(ct_net *net, int iters) {
     return -1;
   }
   double ms = -1;
+  ct_runtime_set_trace_iter(rt, -3); /* the timed iterations are 0, 1, ... */
   /* three runs before timing: plain, watched, captured */
   for (int it = 0; it < 3 + iters; it++) {
     if (it == 3) ms = now_ms();
@@ -140,11 +151,13 @@ static int time_run(const ct_cli_args *args) {
   if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
+  if (ct_cli_trace_start(args, device != CT_DEVICE_CPU, 0, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   if (ct_cli_bool(args, "update")) {
     int rc = time_training(args, &ctx);
     ct_context_free(&ctx);
-    return rc;
+    return ct_cli_trace_finish(args, rc);
   }
   const char *phase_s = ct_cli_string(args, "phase");
   ct_phase phase = phase_s && strcmp(phase_s, "TEST") == 0 ? CT_PHASE_TEST : CT_PHASE_TRAIN;
@@ -166,8 +179,10 @@ static int time_run(const ct_cli_args *args) {
   ct_net_backward(net);
   ct_context_sync(&ctx);
 
-  double *fwd = calloc((size_t)net->nlayers + 1, sizeof(double));
-  double *bwd = calloc((size_t)net->nlayers + 1, sizeof(double));
+  /* (iters, nlayers) milliseconds of each pass of each layer */
+  const size_t nl = (size_t)net->nlayers;
+  double *fwd = ct_xcalloc((size_t)iters * nl + 1, sizeof(double));
+  double *bwd = ct_xcalloc((size_t)iters * nl + 1, sizeof(double));
   LOG_INFO("*** Benchmark begins ***");
   LOG_INFO("Testing for %d iterations.", iters);
   double total = 0, fwd_total = 0, bwd_total = 0;
@@ -180,7 +195,7 @@ static int time_run(const ct_cli_args *args) {
         break;
       }
       ct_context_sync(&ctx);
-      fwd[i] += now_ms() - t0;
+      fwd[(size_t)it * nl + i] = now_ms() - t0;
     }
     fwd_total += now_ms() - t_f;
     double t_b = now_ms();
@@ -190,7 +205,7 @@ static int time_run(const ct_cli_args *args) {
         ct_layer_backward(net->layers[i], net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
       ct_context_grad_join(&ctx); /* the layer's time includes its gradient-stream work */
       ct_context_sync(&ctx);
-      bwd[i] += now_ms() - t0;
+      bwd[(size_t)it * nl + i] = now_ms() - t0;
     }
     bwd_total += now_ms() - t_b;
     double t = now_ms() - t_iter;
@@ -198,15 +213,22 @@ static int time_run(const ct_cli_args *args) {
     LOG_INFO("Iteration: %d forward-backward time: %g ms.", it + 1, t);
   }
   double replay_ms = 0;
-  if (rc == CT_EXIT_OK && device != CT_DEVICE_CPU) {
+  /* a trace shows whole iterations as the runtime runs them: on the CPU
+   * they run after the per-layer passes, as on a GPU */
+  if (rc == CT_EXIT_OK && (device != CT_DEVICE_CPU || ct_trace_enabled())) {
     replay_ms = time_iterations(net, iters);
     if (replay_ms < 0) rc = CT_EXIT_FAILURE;
   }
   if (rc == CT_EXIT_OK) {
     LOG_INFO("Average time per layer: ");
     for (int i = 0; i < net->nlayers; i++) {
-      LOG_INFO("%10s\tforward: %g ms.", net->layers[i]->name, fwd[i] / iters);
-      LOG_INFO("%10s\tbackward: %g ms.", net->layers[i]->name, bwd[i] / iters);
+      double f = 0, b = 0;
+      for (int it = 0; it < iters; it++) {
+        f += fwd[(size_t)it * nl + i];
+        b += bwd[(size_t)it * nl + i];
+      }
+      LOG_INFO("%10s\tforward: %g ms.", net->layers[i]->name, f / iters);
+      LOG_INFO("%10s\tbackward: %g ms.", net->layers[i]->name, b / iters);
     }
     LOG_INFO("Average Forward pass: %g ms.", fwd_total / iters);
     LOG_INFO("Average Backward pass: %g ms.", bwd_total / iters);
@@ -225,13 +247,19 @@ static int time_run(const ct_cli_args *args) {
       LOG_INFO("Total Time: %g ms.", total);
     }
     LOG_INFO("*** Benchmark ends ***");
+    char where[32];
+    if (device == CT_DEVICE_CPU) snprintf(where, sizeof where, "CPU");
+    else snprintf(where, sizeof where, "GPU %d", device);
+    const ct_time_report report = {.net = net, .device = where, .iters = iters, .fwd = fwd, .bwd = bwd};
+    if (!ct_time_report_write(&report, ct_cli_string(args, "format"), stdout))
+      rc = ct_cli_error(CT_EXIT_FAILURE, "writing the report to standard output failed");
   }
   free(fwd);
   free(bwd);
 done:
   ct_net_free(net);
   ct_context_free(&ctx);
-  return rc;
+  return ct_cli_trace_finish(args, rc);
 }
 
 const ct_cli_command ct_cli_cmd_time = {

@@ -115,6 +115,8 @@ static const ct_flag_spec train_flags[] = {
      "directory (ending in '/' or existing) gets a name made of the run's parameters and a "
      "timestamp; anything else is the file.",
      .meta = "FILE|DIR"},
+    CT_CLI_FLAG_TRACE,
+    CT_CLI_FLAG_TRACE_ITERS,
 };
 
 /* The solver that SIGINT/SIGHUP/SIGTERM act on, and what they ask of it. */
@@ -408,6 +410,7 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
     ct_error_prefix(&err, "--csv_log");
   bool alike = false; /* every rank failed the same way, together */
+  if (st == CT_OK) st = ct_cli_trace_start(args, gpus.n > 0, ct_mpi_rank_from_env(), &err);
   if (st == CT_OK) {
     ct_dp_job job;
     fill_job(args, sp, csv, &job);
@@ -427,6 +430,7 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   } else {
     LOG_INFO("Optimization Done.");
   }
+  rc = ct_cli_trace_finish(args, rc);
   ct_csv_log_close(csv);
   ct_mpi_finalize();
   return rc;
@@ -498,6 +502,9 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   ct_gpu_list gpus;
   if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   log_gpus(&gpus);
+  const int first_rank = shards_requested(args) ? ct_cli_int(args, "shard_id") * (gpus.n ? gpus.n : 1) : 0;
+  if (ct_cli_trace_start(args, gpus.n > 0, first_rank, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   const bool processes = !shards_requested(args) && gpus.n > 1 &&
                          strcmp(ct_cli_string(args, "dp_workers"), "processes") == 0;
   if (processes) return ct_cli_train_processes(gpus.ids, gpus.n);
@@ -510,6 +517,7 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (shards_requested(args)) rc = train_shards(args, sp, &gpus, csv);
   else if (gpus.n > 1) rc = train_threads(args, sp, &gpus, csv);
   else rc = train_single(args, sp, gpus.n ? gpus.ids[0] : CT_DEVICE_CPU, csv);
+  rc = ct_cli_trace_finish(args, rc);
   ct_csv_log_close(csv);
   return rc;
 }

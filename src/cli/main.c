@@ -28,6 +28,7 @@ static const ct_cli_command *const g_commands[] = {
     &ct_cli_cmd_compute_image_mean,
     &ct_cli_cmd_db_info,
     &ct_cli_cmd_make_synthetic_db,
+    &ct_cli_cmd_plot,
     &ct_cli_cmd_help,
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

@@ -1,12 +1,15 @@
 #include "cli/run_common.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cpu.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/parallel.h"
+#include "core/trace.h"
 #include "net/net_load.h"
 
 void ct_cli_log_cpu(void) {
@@ -163,4 +166,50 @@ ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context
   free(stages);
   protobuf_c_message_free_unpacked(&param->base, NULL);
   return s;
+}
+
+/* "FIRST:LAST" into *first and *last. */
+static bool parse_iters(const char *text, long long *first, long long *last) {
+  char *end;
+  const char *colon = strchr(text, ':');
+  if (!colon || colon == text || text[0] == '-') return false;
+  *first = strtoll(text, &end, 10);
+  if (end != colon || colon[1] == '\0' || colon[1] == '-') return false;
+  *last = strtoll(colon + 1, &end, 10);
+  return *end == '\0' && *first >= 0 && *last >= *first;
+}
+
+ct_status ct_cli_trace_start(const ct_cli_args *args, bool gpu, int rank, ct_error *err) {
+  const bool iters = ct_cli_is_set(args, "trace_iters");
+  if (!ct_cli_is_set(args, "trace") || !*ct_cli_string(args, "trace")) {
+    if (iters) return ct_error_set(err, CT_ERR_INVALID, "--trace_iters needs --trace=FILE");
+    return CT_OK;
+  }
+  long long first = 0, last = -1;
+  if (iters && !parse_iters(ct_cli_string(args, "trace_iters"), &first, &last))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--trace_iters=%.64s: expected FIRST:LAST, two iteration numbers with 0 <= "
+                        "FIRST <= LAST (e.g. 100:110)",
+                        ct_cli_string(args, "trace_iters"));
+  if (gpu)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--trace: traces of GPU runs are not written yet; trace a CPU run (--cpu)");
+  /* the file is written at the end: a folder that is not there fails now */
+  const char *path = ct_cli_string(args, "trace"), *slash = strrchr(path, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  if (access(dir, W_OK | X_OK) != 0)
+    return ct_error_set(err, CT_ERR_INVALID, "--trace=%.200s: cannot write into the folder %.200s: %s",
+                        path, dir, strerror(errno));
+  ct_trace_start(first, last, rank < 0 ? 0 : rank);
+  return CT_OK;
+}
+
+int ct_cli_trace_finish(const ct_cli_args *args, int rc) {
+  if (!ct_trace_enabled()) return rc;
+  ct_error err;
+  if (ct_trace_write(ct_cli_string(args, "trace"), &err) != CT_OK)
+    rc = ct_cli_error(CT_EXIT_FAILURE, "--trace: %s", err.msg);
+  ct_trace_free();
+  return rc;
 }

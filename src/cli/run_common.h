@@ -63,4 +63,16 @@ ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter *
 ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
                              ct_error *err);
 
+/* --trace (and --trace_iters) of a command that has them: when --trace is
+ * given, starts tracing (core/trace.h) this process, whose first rank is
+ * `rank`.  CT_ERR_INVALID for a --trace_iters that is not FIRST:LAST with 0
+ * <= FIRST <= LAST, for --trace_iters without --trace, and for a run on a
+ * GPU (gpu: GPU traces are not written yet). */
+ct_status ct_cli_trace_start(const ct_cli_args *args, bool gpu, int rank, ct_error *err);
+/* Writes the trace that ct_cli_trace_start began (rank 0's process; a
+ * no-op elsewhere and without --trace) and stops tracing.  A failed write
+ * is reported as the command's error: returns CT_EXIT_FAILURE then, else
+ * rc. */
+int ct_cli_trace_finish(const ct_cli_args *args, int rc);
+
 #endif

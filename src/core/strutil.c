@@ -1,7 +1,11 @@
 #include "core/strutil.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/status.h"
 
 int ct_edit_distance(const char *a, const char *b, int cap) {
   size_t n = strlen(a), m = strlen(b);
@@ -47,4 +51,31 @@ const char *ct_suggest(const char *word, const char *const *candidates, size_t n
     }
   }
   return best;
+}
+
+/* Room for `more` characters and the '\0' after them. */
+static void text_reserve(ct_text *t, size_t more) {
+  if (t->len + more + 1 <= t->cap) return;
+  t->cap = (t->len + more + 1) * 2;
+  t->s = ct_xrealloc(t->s, t->cap);
+}
+
+void ct_text_printf(ct_text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  CT_ASSERT(n >= 0);
+  text_reserve(t, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+}
+
+void ct_text_append(ct_text *t, const char *s, size_t n) {
+  text_reserve(t, n);
+  memcpy(t->s + t->len, s, n);
+  t->len += n;
+  t->s[t->len] = '\0';
 }

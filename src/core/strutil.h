@@ -17,6 +17,18 @@ int ct_edit_distance(const char *a, const char *b, int cap);
  * Ties go to the earlier candidate. */
 const char *ct_suggest(const char *word, const char *const *candidates, size_t n);
 
+/* A growing text: s (NULL until the first append) holds len characters and
+ * a '\0'; the owner frees s.  Start from {0}. */
+typedef struct ct_text {
+  char *s;
+  size_t len, cap;
+} ct_text;
+
+/* Appends printf's output of fmt. */
+void ct_text_printf(ct_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends n bytes of s. */
+void ct_text_append(ct_text *t, const char *s, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

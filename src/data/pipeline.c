@@ -17,6 +17,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "core/signals.h"
+#include "core/trace.h"
 
 #define PERM_CACHE 4
 
@@ -164,8 +165,14 @@ static void *worker_main(void *arg_) {
     ct_pipeline_record_rng(seed, epoch, record, &rng);
     err.code = CT_OK;
     err.msg[0] = 0;
+    const bool traced = ct_trace_on();
+    const double t0 = traced ? ct_trace_now() : 0;
     ct_status st = p->src.load(p->src.ctx, tstate, record, &rng,
                                s->b.data + (size_t)i * p->cfg.sample_count, s->b.label + i, &err);
+    if (traced) {
+      const ct_trace_args a = {.index_name = "record", .index = (long long)record};
+      ct_trace_complete(CT_TRACE_DATA, "data", "load", t0, ct_trace_now(), &a);
+    }
 
     pthread_mutex_lock(&p->mu);
     p->active--;
@@ -297,6 +304,11 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch **batch, ct_error *err) {
   pthread_mutex_lock(&p->mu);
   CT_ASSERTF(!p->out, "ct_pipeline_next: the previous batch was not released");
   slot *s = &p->slots[p->handed % p->nslots];
+  if (s->done < p->cfg.batch_size && ct_trace_on()) {
+    const double t0 = ct_trace_now();
+    while (s->done < p->cfg.batch_size) pthread_cond_wait(&p->cv_done, &p->mu);
+    ct_trace_complete(CT_TRACE_COMPUTE, "data", "data wait", t0, ct_trace_now(), NULL);
+  }
   while (s->done < p->cfg.batch_size) pthread_cond_wait(&p->cv_done, &p->mu);
   p->handed++;
   if (s->status != CT_OK) {

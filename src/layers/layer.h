@@ -102,6 +102,10 @@ typedef struct ct_layer_ops {
   ct_layer_forward_fn forward_gpu;   /* NULL: the layer has no GPU path yet */
   ct_layer_backward_fn backward_gpu;
   void (*destroy)(ct_layer *l);      /* frees l->priv; may be NULL */
+  /* Bytes of scratch the layer holds for its current shapes beyond its tops
+   * and parameters (im2col columns), for `cortado time`'s memory report;
+   * NULL: none. */
+  size_t (*workspace_bytes)(const ct_layer *l);
   /* GPU only, both optional: reshape_gpu runs after ops->reshape on a GPU
    * context and plans the device side for the current shapes into
    * l->gpu_priv (library descriptors, algorithms, workspace: everything that

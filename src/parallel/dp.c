@@ -16,6 +16,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "core/signals.h"
+#include "core/trace.h"
 #include "data/pipeline.h"
 #include "parallel/comm.h"
 #include "parallel/comm_mpi.h"
@@ -23,6 +24,7 @@
 #include "parallel/comm_gloo.h"
 #include "parallel/dp_agree.h"
 #include "parallel/dp_internal.h"
+#include "parallel/trace_ranks.h"
 #include "parallel/shards.h"
 
 /* What the workers of this process share. */
@@ -118,6 +120,20 @@ static ct_status make_thread_comm(dp_worker *w, ct_error *err) {
   return CT_OK;
 }
 
+/* Traces (core/trace.h): a worker records under its rank.  A CPU worker
+ * whose communicator reaches other processes (MPI, Gloo: one it did not
+ * make for the threads of this process) aligns its clock with rank 0's
+ * before training and sends its events to rank 0 after. */
+static bool trace_across_processes(const dp_worker *w) {
+  return ct_trace_enabled() && !w->sh->gpu && !w->own_comm && w->sh->world > 1;
+}
+
+static ct_status trace_join(dp_worker *w, ct_error *err) {
+  if (!ct_trace_enabled()) return CT_OK;
+  ct_trace_set_thread_rank(w->rank);
+  return trace_across_processes(w) ? ct_trace_ranks_align(w->comm, err) : CT_OK;
+}
+
 static ct_status worker_run(dp_worker *w, ct_error *err) {
   dp_shared *sh = w->sh;
   const ct_dp_job *job = sh->job;
@@ -150,8 +166,10 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
    * reaching one shard or rank alone counts */
   CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0, &g_requests, err));
   if (w->rank == 0) log_world(w);
+  CT_TRY(trace_join(w, err));
   w->training = true;
-  return ct_solver_solve(w->solver, NULL, err);
+  CT_TRY(ct_solver_solve(w->solver, NULL, err));
+  return trace_across_processes(w) ? ct_trace_ranks_gather(w->comm, err) : CT_OK;
 }
 
 /* Records w's failure when it is the first (an interruption caused by

@@ -7,33 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strutil.h"
 #include "parallel/comm_mpi.h"
 #include "proto/reflect.h"
 #include "proto/srcpos.h"
 #include "proto/textformat.h"
-
-/* A growing text. */
-typedef struct text {
-  char *s;
-  size_t len, cap;
-} text;
-
-static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  CT_ASSERT(n >= 0);
-  if (t->len + (size_t)n + 1 > t->cap) {
-    t->cap = (t->len + (size_t)n + 1) * 2;
-    t->s = ct_xrealloc(t->s, t->cap);
-  }
-  va_start(ap, fmt);
-  vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-  va_end(ap);
-  t->len += (size_t)n;
-}
 
 static uint64_t fnv1a(const uint8_t *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -63,8 +41,8 @@ static void clear_in(Caffe__LayerParameter *l, const char *sub, const char *name
 
 /* "<what>: N layers" and a line per layer with its digest; paths that
  * each machine may have its own of are left out. */
-static void add_net(text *t, const char *what, const Caffe__NetParameter *np) {
-  add(t, "%s: %zu layers\n", what, np->n_layer);
+static void add_net(ct_text *t, const char *what, const Caffe__NetParameter *np) {
+  ct_text_printf(t, "%s: %zu layers\n", what, np->n_layer);
   for (size_t i = 0; i < np->n_layer; i++) {
     Caffe__LayerParameter *l = (Caffe__LayerParameter *)clone(&np->layer[i]->base);
     clear_in(l, "data_param", "source");
@@ -76,7 +54,7 @@ static void add_net(text *t, const char *what, const Caffe__NetParameter *np) {
     size_t n = protobuf_c_message_get_packed_size(&l->base);
     uint8_t *buf = ct_xcalloc(n + 1, 1);
     protobuf_c_message_pack(&l->base, buf);
-    add(t, "%s layer %zu: '%s' (%s) %016llx\n", what, i, l->name ? l->name : "",
+    ct_text_printf(t, "%s layer %zu: '%s' (%s) %016llx\n", what, i, l->name ? l->name : "",
         l->type ? l->type : "", (unsigned long long)fnv1a(buf, n));
     free(buf);
     protobuf_c_message_free_unpacked(&l->base, NULL);
@@ -85,7 +63,7 @@ static void add_net(text *t, const char *what, const Caffe__NetParameter *np) {
 
 /* The solver's fields, one line per top-level field (a message or repeated
  * field's lines joined), from its text form. */
-static void add_solver(text *t, Caffe__SolverParameter *sp) {
+static void add_solver(ct_text *t, Caffe__SolverParameter *sp) {
   static const char *const drop[] = {"net", "net_param", "train_net", "train_net_param", "test_net",
                                      "test_net_param", "snapshot_prefix", "device_id"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
@@ -101,20 +79,20 @@ static void add_solver(text *t, Caffe__SolverParameter *sp) {
       const char *value = line + strlen(k);
       while (*value == ':' || *value == ' ') value++;
       if (open && strcmp(k, key) == 0) {
-        add(t, " | %s", value); /* a repeated field: one line */
+        ct_text_printf(t, " | %s", value); /* a repeated field: one line */
         continue;
       }
-      if (open) add(t, "\n");
+      if (open) ct_text_printf(t, "\n");
       snprintf(key, sizeof key, "%s", k);
-      add(t, "solver %s: %s", key, value);
+      ct_text_printf(t, "solver %s: %s", key, value);
       open = true;
     } else {
       const char *p = line;
       while (*p == ' ') p++;
-      add(t, " %s", p);
+      ct_text_printf(t, " %s", p);
     }
   }
-  if (open) add(t, "\n");
+  if (open) ct_text_printf(t, "\n");
   free(printed);
 }
 
@@ -126,15 +104,15 @@ ct_status ct_dp_agreement(const ct_dp_job *job, char **out, ct_error *err) {
     protobuf_c_message_free_unpacked(&sp->base, NULL);
     return st;
   }
-  text t = {0};
-  add(&t, "flag --global_batch: %s\n", job->global_batch ? "true" : "false");
-  add(&t, "flag --math: %s\n", job->strict_fp32 ? "fp32" : "tf32");
-  add(&t, "flag --precision: %s%s\n", ct_dtype_name(job->precision),
+  ct_text t = {0};
+  ct_text_printf(&t, "flag --global_batch: %s\n", job->global_batch ? "true" : "false");
+  ct_text_printf(&t, "flag --math: %s\n", job->strict_fp32 ? "fp32" : "tf32");
+  ct_text_printf(&t, "flag --precision: %s%s\n", ct_dtype_name(job->precision),
       job->precision_given ? "" : " (unset)");
-  add(&t, "flag --bucket_mb: %.17g\n",
+  ct_text_printf(&t, "flag --bucket_mb: %.17g\n",
       (double)(job->dp.bucket_bytes ? job->dp.bucket_bytes : CT_REDUCE_DEFAULT_BUCKET_BYTES) / 1048576.0);
-  add(&t, "flag --dp_timing: %d\n", job->dp.timing_iters);
-  add(&t, "flag --snapshot: %s\n", job->resume ? "given (resuming)" : "not given");
+  ct_text_printf(&t, "flag --dp_timing: %d\n", job->dp.timing_iters);
+  ct_text_printf(&t, "flag --snapshot: %s\n", job->resume ? "given (resuming)" : "not given");
   if (sp->net_param) add_net(&t, "net", sp->net_param);
   if (sp->train_net_param) add_net(&t, "train_net", sp->train_net_param);
   for (size_t i = 0; i < sp->n_test_net_param; i++) {
@@ -204,7 +182,7 @@ static void describe(const line *l, char *buf, size_t cap) {
   else snprintf(buf, cap, "%.*s", n, v);
 }
 
-static void add_difference(text *t, int *count, const line *key, const line *a, const line *b,
+static void add_difference(ct_text *t, int *count, const line *key, const line *a, const line *b,
                            const char *me, const char *them) {
   if ((*count)++ >= 3) return;
   char va[200], vb[200];
@@ -212,9 +190,9 @@ static void add_difference(text *t, int *count, const line *key, const line *a, 
   describe(b, vb, sizeof vb);
   const char *sep = *count > 1 ? "; " : "";
   if (strcmp(va, vb) == 0) /* a layer of the same name and type, other parameters */
-    add(t, "%s%.*s %s has other parameters on %s than on %s", sep, (int)key->k, key->s, va, them, me);
+    ct_text_printf(t, "%s%.*s %s has other parameters on %s than on %s", sep, (int)key->k, key->s, va, them, me);
   else
-    add(t, "%s%.*s is %s on %s but %s on %s", sep, (int)key->k, key->s, va, me, vb, them);
+    ct_text_printf(t, "%s%.*s is %s on %s but %s on %s", sep, (int)key->k, key->s, va, me, vb, them);
 }
 
 ct_status ct_dp_agreement_compare(const char *mine, const char *me, const char *theirs,
@@ -222,7 +200,7 @@ ct_status ct_dp_agreement_compare(const char *mine, const char *me, const char *
   if (strcmp(mine, theirs) == 0) return CT_OK;
   size_t na, nb;
   line *a = split(mine, &na), *b = split(theirs, &nb);
-  text t = {0};
+  ct_text t = {0};
   int count = 0;
   for (size_t i = 0; i < na; i++) {
     const line *o = find(b, nb, &a[i], i);
@@ -231,7 +209,7 @@ ct_status ct_dp_agreement_compare(const char *mine, const char *me, const char *
   }
   for (size_t i = 0; i < nb; i++)
     if (!find(a, na, &b[i], i)) add_difference(&t, &count, &b[i], NULL, &b[i], me, them);
-  if (count > 3) add(&t, "; and %d more", count - 3);
+  if (count > 3) ct_text_printf(&t, "; and %d more", count - 3);
   ct_status st = ct_error_set(err, CT_ERR_INVALID, "%s and %s do not train alike: %s", me, them,
                               t.s ? t.s : "their agreements differ");
   free(t.s);

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "runtime/graph.h"
 
@@ -95,11 +96,26 @@ void ct_program_invalidate(ct_program *ex) {
   if (ex->state != PROGRAM_WARMUP) ex->state = PROGRAM_WATCH;
 }
 
+/* Runs step s as an event of the trace (program.h). */
+static ct_status run_traced(const ct_program_step *s, ct_error *err) {
+  const double t0 = ct_trace_now();
+  const ct_status st = s->run(s->user, s->arg, err);
+  const double t1 = ct_trace_now();
+  const bool reduce = s->kind == CT_STEP_REDUCE;
+  const ct_trace_args a = {.type = s->type, .bytes = s->bytes, .index_name = reduce ? "bucket" : NULL,
+                           .index = s->arg};
+  const char *kind = ct_step_kind_name(s->kind);
+  ct_trace_complete(reduce ? CT_TRACE_COMM : CT_TRACE_COMPUTE, kind, s->what ? s->what : kind, t0, t1,
+                    &a);
+  return st;
+}
+
 static ct_status run_plain(ct_program *ex, int begin, int end, bool watch, ct_error *err) {
   for (int i = begin; i < end; i++) {
     const ct_program_step *s = &ex->steps[i];
     unsigned long before = ct_gpu_host_waits();
-    CT_TRY(s->run(s->user, s->arg, err));
+    if (ct_trace_on()) CT_TRY(run_traced(s, err));
+    else CT_TRY(s->run(s->user, s->arg, err));
     if (watch) ex->waited[i] = ct_gpu_host_waits() != before;
   }
   return CT_OK;

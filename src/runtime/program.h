@@ -63,6 +63,12 @@ typedef enum ct_step_kind {
 /* The kind's name ("forward", "reduce", ...). */
 const char *ct_step_kind_name(ct_step_kind kind);
 
+/* Traces (core/trace.h): while events are recorded, each step that runs on
+ * the host is an event named by `what`, its category the kind's name, on
+ * the communication track for all-reduces and the compute track for the
+ * rest.  Steps replayed inside a CUDA graph are not seen by the host: a GPU
+ * trace takes device times instead (not written yet). */
+
 typedef struct ct_program_step {
   ct_program_fn run;   /* enqueues the step's work; may run inside a capture */
   void *user;
@@ -70,6 +76,8 @@ typedef struct ct_program_step {
   bool capturable;     /* false: always run plainly */
   const char *what;    /* for messages, e.g. the layer name (borrowed) */
   ct_step_kind kind;
+  const char *type;    /* a layer step's layer type, for traces (borrowed; NULL: none) */
+  size_t bytes;        /* data the step moves (an all-reduce's bucket), for traces; 0: none */
 } ct_program_step;
 
 typedef struct ct_program ct_program;

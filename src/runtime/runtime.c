@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/trace.h"
 #include "runtime/steps.h"
 
 struct ct_runtime {
@@ -29,6 +30,8 @@ struct ct_runtime {
   int actions;           /* agreed actions waiting for the last launched iteration's finish */
   ct_program_fn on_gradients; /* the callback step, or NULL */
   void *gradients_user;
+  long long trace_base;  /* iteration seq is iteration trace_base + seq in traces */
+  double trace_t0[2];    /* traces: when iteration seq (index seq & 1) was launched */
 };
 
 static bool on_gpu(const ct_runtime *rt) { return rt->ctx->device != CT_DEVICE_CPU; }
@@ -47,6 +50,7 @@ ct_status ct_runtime_new(ct_runtime **out, ct_net *net, const ct_rt_opts *opts, 
   ct_iter_clock_init(&rt->clock, rt->ctx);
   rt->loss_slots = ct_slots_new(rt->ctx, sizeof(ct_loss_slot));
   rt->requests = &rt->own_requests;
+  rt->trace_base = -1;
   *out = rt;
   return CT_OK;
 }
@@ -177,10 +181,14 @@ static void place_buckets(void *user, ct_program *p, int layer) {
   ct_reducer *r = bp->rt->reducer;
   const size_t ready =
       layer == 0 || !net->layer_ready_count ? net->flat_count : net->layer_ready_count[layer];
-  for (; bp->next < ct_reducer_buckets(r) && ct_reducer_bucket_end(r, bp->next) <= ready; bp->next++)
+  for (; bp->next < ct_reducer_buckets(r) && ct_reducer_bucket_end(r, bp->next) <= ready; bp->next++) {
+    const size_t start = bp->next ? ct_reducer_bucket_end(r, bp->next - 1) : 0;
     ct_program_add(p, (ct_program_step){.run = step_reduce, .user = bp->rt, .arg = bp->next,
                                         .capturable = true, .what = "all-reduce",
-                                        .kind = CT_STEP_REDUCE});
+                                        .kind = CT_STEP_REDUCE,
+                                        .bytes = (ct_reducer_bucket_end(r, bp->next) - start) *
+                                                 sizeof(float)});
+  }
 }
 
 static void add(ct_runtime *rt, ct_program_fn fn, bool capturable, const char *what,
@@ -233,12 +241,17 @@ int ct_runtime_poll(ct_runtime *rt) { return rt->reducer ? 0 : take_requests(rt)
 
 unsigned ct_runtime_next(const ct_runtime *rt) { return rt->clock.launched + 1; }
 
+void ct_runtime_set_trace_iter(ct_runtime *rt, long long iter) {
+  rt->trace_base = iter - (long long)ct_runtime_next(rt);
+}
+
 ct_status ct_runtime_launch(ct_runtime *rt, unsigned *seq, ct_error *err) {
   CT_ASSERT(rt->clock.launched - rt->finished < 2);
   if (rt->reducer && ct_reducer_cancelled(rt->reducer))
     return ct_error_set(err, CT_ERR_INTERRUPTED, "stopped because another worker failed");
   if (!rt->prog) build_program(rt);
   const unsigned n = ++rt->clock.launched;
+  if (ct_trace_enabled()) rt->trace_t0[n & 1] = ct_trace_iteration_begin(rt->trace_base + n);
   /* requests travel inside the iteration: this one carries the wish of now */
   if (rt->reducer && ct_reducer_carries_requests(rt->reducer))
     ct_reducer_carry(rt->reducer, n, take_requests(rt));
@@ -292,6 +305,7 @@ ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_
   memset(res, 0, sizeof *res);
   ct_status st = finish(rt, seq, res, err);
   rt->finished = seq;
+  if (ct_trace_enabled()) ct_trace_iteration_end(rt->trace_base + seq, rt->trace_t0[seq & 1]);
   if (st != CT_OK) ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
   return st;
 }

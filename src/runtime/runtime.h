@@ -118,6 +118,13 @@ const double *ct_runtime_loss_sum(const ct_runtime *rt);
 /* The number the next launch will get (the caller fills that iteration's
  * slots first). */
 unsigned ct_runtime_next(const ct_runtime *rt);
+/* Traces (core/trace.h): the next launch is iteration `iter` (the
+ * solver's count), and those after it count on from there; by default the
+ * first launch is iteration 0.  A traced iteration is an event from its
+ * launch to its finish enclosing its steps' events; with iteration n + 1
+ * launched before n is finished (a GPU) they would overlap, which is for
+ * the GPU trace to settle. */
+void ct_runtime_set_trace_iter(ct_runtime *rt, long long iter);
 /* Launches the next iteration without waiting for it (on the CPU it has
  * run on return); *seq gets its number.  At most two iterations are in
  * flight: the one before may still be running.  Errors: a step's, or

@@ -54,11 +54,11 @@ void ct_steps_forward(ct_program *p, ct_net *net) {
     ct_layer *l = net->layers[i];
     if (fed(net, i))
       ct_program_add(p, (ct_program_step){.run = step_feed_copy, .user = net, .arg = i,
-                                          .what = l->name, .kind = CT_STEP_FEED});
+                                          .what = l->name, .kind = CT_STEP_FEED, .type = l->ops->type});
     else
       ct_program_add(p, (ct_program_step){.run = step_forward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
-                                          .kind = CT_STEP_FORWARD});
+                                          .kind = CT_STEP_FORWARD, .type = l->ops->type});
   }
 }
 
@@ -69,7 +69,7 @@ void ct_steps_backward(ct_program *p, ct_net *net,
     if (net->layer_need_backward[i])
       ct_program_add(p, (ct_program_step){.run = step_backward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
-                                          .kind = CT_STEP_BACKWARD});
+                                          .kind = CT_STEP_BACKWARD, .type = l->ops->type});
     if (after) after(user, p, i);
   }
 }

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/settings.h"
+#include "core/trace.h"
 #include "math/math.h"
 #include "proto/catalog.h"
 #include "proto/srcpos.h"
@@ -365,6 +366,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
   s->timer_start = ct_monotonic_s();
   s->iterations_last = s->iter;
   if (iters > 0) ct_solver_update_reset_halt(s);
+  ct_runtime_set_trace_iter(s->rt, s->iter);
   launched cur = {0}, next = {0};
   bool ahead = false; /* iteration s->iter was launched while the one before it ran */
   while (s->iter < stop_iter) {

@@ -9,6 +9,7 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/mem.h"
 #include "proto/io.h"
 #include "solvers/solver_internal.h"
@@ -120,6 +121,8 @@ static void remove_dead_snapshot_temps(const ct_solver *s) {
 
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   if (s->opts.replica) return CT_OK;
+  const bool traced = ct_trace_on();
+  const double t0 = traced ? ct_trace_now() : 0;
   remove_dead_snapshot_temps(s);
   char *model = ct_solver_snapshot_filename(s, ".caffemodel");
   char *state = ct_solver_snapshot_filename(s, ".solverstate");
@@ -132,6 +135,10 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   free(model);
   free(state);
   if (st == CT_OK) s->snapshot_iter_plus1 = s->iter + 1;
+  if (traced) {
+    const ct_trace_args a = {.index_name = "iter", .index = s->iter};
+    ct_trace_complete(CT_TRACE_HOST, "snapshot", "snapshot", t0, ct_trace_now(), &a);
+  }
   return st;
 }
 

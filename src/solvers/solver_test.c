@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "core/trace.h"
 #include "solvers/solver_internal.h"
 
 /* Handles requests that arrive while testing, as Caffe does between test
@@ -97,6 +98,14 @@ static ct_status test_one(ct_solver *s, int id, ct_error *err) {
 }
 
 ct_status ct_solver_test_all(ct_solver *s, ct_error *err) {
-  for (int i = 0; i < s->ntest_nets && !s->requested_early_exit; i++) CT_TRY(test_one(s, i, err));
+  for (int i = 0; i < s->ntest_nets && !s->requested_early_exit; i++) {
+    const bool traced = ct_trace_on();
+    const double t0 = traced ? ct_trace_now() : 0;
+    CT_TRY(test_one(s, i, err));
+    if (traced) {
+      const ct_trace_args a = {.index_name = "net", .index = i};
+      ct_trace_complete(CT_TRACE_COMPUTE, "test", "test", t0, ct_trace_now(), &a);
+    }
+  }
   return CT_OK;
 }

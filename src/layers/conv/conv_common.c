@@ -204,6 +204,14 @@ void ct_conv_destroy(ct_layer *l) {
   l->priv = NULL;
 }
 
+size_t ct_conv_workspace_bytes(const ct_layer *l) {
+  const ct_conv *c = l->priv;
+  size_t bytes = 0;
+  if (c && c->col) bytes += c->col->capacity * ct_dtype_size(c->col->dtype);
+  if (c && c->rows) bytes += c->rows->capacity * ct_dtype_size(c->rows->dtype);
+  return bytes;
+}
+
 /* ---------------------------------------------------------------- shapes */
 
 /* The host engine for c's geometry (conv_common.h, Engines): chosen again

@@ -159,6 +159,9 @@ ct_status ct_conv_setup(ct_layer *l, ct_tensor *const *bottom, bool reverse, ct_
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err);
 void ct_conv_destroy(ct_layer *l);
+/* ops->workspace_bytes of Convolution and Deconvolution: the host column
+ * and row buffers. */
+size_t ct_conv_workspace_bytes(const ct_layer *l);
 
 /* The engine, one chunk of B images at a time (x, y point at the chunk's
  * first image; rows are Y channel-major, (y_channels, B * y_spatial)).

@@ -155,6 +155,7 @@ const ct_layer_ops ct_convolution_ops = {
     .destroy_gpu = ct_conv_cudnn_destroy,
 #endif
     .destroy = ct_conv_destroy,
+    .workspace_bytes = ct_conv_workspace_bytes,
 #ifdef CORTADO_HAVE_DNNL
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
 #endif

@@ -135,4 +135,5 @@ const ct_layer_ops ct_deconvolution_ops = {
     .destroy_gpu = ct_conv_cudnn_destroy,
 #endif
     .destroy = ct_conv_destroy,
+    .workspace_bytes = ct_conv_workspace_bytes,
 };
