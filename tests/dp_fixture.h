@@ -58,7 +58,7 @@ static inline void dpf_write_lmdb(const char *path, int n, int bad_at) {
  * "iter_size: 2"). */
 static inline void dpf_write_solver_tested(const char *dir, const char *lmdb, int batch, int test_batch,
                                            int max_iter, int snapshot_every, const char *extra) {
-  char path[4200], text[16384], test_layer[4600] = "";
+  char path[4300], text[16384], test_layer[4600] = "";
   if (test_batch > 0)
     snprintf(test_layer, sizeof test_layer,
              "layer { name: 'data_test' type: 'Data' top: 'x' top: 'label' include { phase: TEST }\n"
@@ -79,7 +79,7 @@ static inline void dpf_write_solver_tested(const char *dir, const char *lmdb, in
            "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n",
            test_batch > 0 ? "include { phase: TRAIN }" : "", lmdb, batch, test_layer, DPF_CLASSES);
   tu_write_file(path, text, strlen(text));
-  char solver[4200];
+  char solver[4300];
   snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
   snprintf(text, sizeof text,
            "net: '%s/net.prototxt'\n"

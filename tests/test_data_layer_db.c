@@ -188,6 +188,49 @@ static void test_data_layer_shards_by_rank(void **state) {
   }
 }
 
+/* NVCaffe's data_param.shuffle: every epoch a new order, the pipeline's
+ * permutation of that epoch from the run's seed; threads sizes the pool. */
+static void test_data_layer_shuffle(void **state) {
+  const char *dir = tu_tmpdir("data_layer_shuffle");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/lmdb", dir);
+  make_db(path, CT_DB_LMDB, 10);
+  run r;
+  run_init(&r, path, CT_DB_LMDB, 5, 2);
+  r.dp.has_shuffle = 1;
+  r.dp.shuffle = 1;
+  r.dp.has_threads = 1;
+  r.dp.threads = 3;
+  ct_error err;
+  assert_int_equal(run_setup(&r, CT_PHASE_TRAIN, &err), CT_OK);
+  int order[3][10];
+  for (int it = 0; it < 6; it++) {
+    assert_int_equal(ct_layer_forward(r.l, NULL, r.top, NULL, &err), CT_OK);
+    for (int i = 0; i < 5; i++) order[it / 2][(it % 2) * 5 + i] = (int)ct_f32(r.top[1])[i];
+  }
+  for (int e = 0; e < 3; e++) {
+    uint32_t perm[10];
+    ct_pipeline_permutation(1234, (uint64_t)e, true, 10, perm);
+    int seen[10] = {0};
+    for (int j = 0; j < 10; j++) {
+      assert_int_equal(order[e][j], (int)perm[j]);
+      seen[order[e][j]]++;
+    }
+    for (int k = 0; k < 10; k++) assert_int_equal(seen[k], 1);
+  }
+  assert_memory_not_equal(order[0], order[1], sizeof order[0]);
+  bool identity = true;
+  for (int j = 0; j < 10; j++) identity = identity && order[0][j] == j;
+  assert_false(identity);
+  run_free(&r);
+  /* more threads than any machine needs is an error naming the field */
+  run_init(&r, path, CT_DB_LMDB, 5, 2);
+  r.dp.threads = 1000;
+  assert_int_equal(run_setup(&r, CT_PHASE_TRAIN, &err), CT_ERR_INVALID);
+  assert_non_null(strstr(err.msg, "data_param.threads/parser_threads: at most 64, got 1000"));
+  run_free(&r);
+}
+
 static void test_data_layer_encoded_and_position(void **state) {
   const char *dir = tu_tmpdir("data_layer_encoded");
   char path[4200];
@@ -415,6 +458,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_layer_batches),
       cmocka_unit_test(test_data_layer_shards_by_rank),
+      cmocka_unit_test(test_data_layer_shuffle),
       cmocka_unit_test(test_data_layer_encoded_and_position),
       cmocka_unit_test(test_data_layer_batch_hooks),
       cmocka_unit_test(test_data_layer_bad_input),

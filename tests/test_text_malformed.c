@@ -188,14 +188,14 @@ static const malformed_case cases[] = {
      "ssd.prototxt:2:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' "
      "(Normalize) at layer[0]: a field of SSD's Caffe fork (weiliu89/caffe, branch ssd), which "
      "Cortado does not implement (and 2 more unknown fields)"},
-    /* NVCaffe's precision fields parse (mixed precision); its BatchNorm
-     * scale_bias and DataParameter threads do not yet */
+    /* NVCaffe's precision and DataParameter fields parse; its BatchNorm
+     * scale_bias does not yet */
     {"nvcaffe.prototxt",
-     "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT batch_norm_param { "
-     "scale_bias: true } data_param { threads: 4 } }\n",
-     "nvcaffe.prototxt:2:58: unknown field 'scale_bias' in BatchNormParameter of layer 'a' at "
+     "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT data_param { threads: 4 "
+     "parser_threads: 2 cache: true shuffle: true } batch_norm_param { scale_bias: true } }\n",
+     "nvcaffe.prototxt:2:115: unknown field 'scale_bias' in BatchNormParameter of layer 'a' at "
      "layer[0].batch_norm_param: a field of "
-     "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement (and 1 more unknown field)"},
+     "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement"},
     {"skip_list.prototxt", "frob: [1, 2, {a: 3}]\nfrob2: \"a\" \"b\";\nnmae: \"x\"\n",
      "skip_list.prototxt:1:1: unknown field 'frob' in NetParameter (and 2 more unknown fields)"},
     {"skip_eof.prototxt", "frob { a: 1\n",

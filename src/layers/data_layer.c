@@ -131,8 +131,23 @@ static ct_status data_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
                                         .thread_init = data_thread_init,
                                         .thread_free = data_thread_free,
                                         .load = data_load};
-  ct_pipeline_config cfg = ct_feed_config(l, (int)dp->batch_size, (int)dp->prefetch, false,
+  /* NVCaffe's shuffle: a permutation per epoch drawn from the run's seed
+   * (the same on every rank, so the shards stay disjoint; resumed exactly).
+   * Its threads/parser_threads: one pool here reads and decodes, sized by
+   * the larger.  Its cache: the records are read from the memory-mapped
+   * database (LMDB) or LevelDB's block cache every epoch, which the page
+   * cache already keeps in memory. */
+  ct_pipeline_config cfg = ct_feed_config(l, (int)dp->batch_size, (int)dp->prefetch, dp->shuffle,
                                           dp->rand_skip);
+  const uint32_t threads = dp->threads > dp->parser_threads ? dp->threads : dp->parser_threads;
+  if (threads > 64)
+    return ct_error_set(err, CT_ERR_INVALID, "data_param.threads/parser_threads: at most 64, got %u",
+                        threads);
+  cfg.threads = (int)threads;
+  if (dp->cache)
+    LOG_INFO("layer %s: data_param.cache: records are read through the database's memory map, "
+             "which the page cache keeps in memory",
+             l->name);
   CT_TRY(ct_feed_start(&p->feed, &cfg, top, err));
   LOG_INFO("layer %s: %zu records in %s, output data size: %d,%d,%d,%d", l->name,
            ct_db_count(p->db), dp->source, (int)dp->batch_size, p->feed.c, p->feed.h, p->feed.w);
