@@ -57,6 +57,10 @@ typedef enum ct_step_kind {
   CT_STEP_UPDATE,       /* the solver's update of the parameters */
   CT_STEP_READBACK,     /* the loss and the check word into the iteration's slot */
   CT_STEP_PREFETCH,     /* a data layer's next batch staged */
+  CT_STEP_SEND,         /* a blob (or its diff) to another pipeline stage (runtime/stages.h) */
+  CT_STEP_RECV,         /* a blob (or its diff) from another pipeline stage */
+  CT_STEP_STASH,        /* a micro-batch's stage input kept for its backward */
+  CT_STEP_RESTORE,      /* a micro-batch's stage inputs put back before its recomputation */
   CT_STEP_KINDS
 } ct_step_kind;
 
