@@ -157,18 +157,21 @@ static ct_status check_net(const ct_stages *pl, ct_error *err) {
 static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
   const ct_net *net = pl->net;
   pl->out = ct_xcalloc((size_t)net->nblobs * (size_t)pl->nstages + 1, sizeof *pl->out);
-  int *diff_from = ct_xcalloc((size_t)net->nblobs + 1, sizeof *diff_from);
+  /* diff_from[blob * nstages + sender]: the stage that sends that diff back (0: none yet) */
+  int *diff_from = ct_xcalloc((size_t)net->nblobs * (size_t)pl->nstages + 1, sizeof *diff_from);
   ct_status st = CT_OK;
   for (int s = 1; s < pl->nstages && st == CT_OK; s++) {
     crossing *in = NULL;
     int n = 0;
     st = stage_inputs(pl, s, &in, &n, err);
     for (int k = 0; k < n && st == CT_OK; k++) {
-      if (in[k].diff && diff_from[in[k].blob])
+      int *from = &diff_from[(size_t)in[k].blob * (size_t)pl->nstages + (size_t)in[k].peer];
+      if (in[k].diff && *from)
         st = ct_error_set(err, CT_ERR_INVALID,
-                          "--pipeline: the diff of blob '%s' would come back from stages %d and %d",
-                          net->blobs[in[k].blob]->name, diff_from[in[k].blob], s);
-      if (in[k].diff) diff_from[in[k].blob] = s;
+                          "--pipeline: the diff of blob '%s' would come back to stage %d from stages "
+                          "%d and %d",
+                          net->blobs[in[k].blob]->name, in[k].peer, *from, s);
+      if (in[k].diff) *from = s;
       if (in[k].peer == pl->stage) pl->out[pl->nout++] = (crossing){in[k].blob, s, in[k].diff};
     }
     if (s == pl->stage && st == CT_OK) {
