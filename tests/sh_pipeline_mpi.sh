@@ -28,10 +28,15 @@ NET
 }
 net "" >net.prototxt
 net 'layer { name: "bn" type: "BatchNorm" bottom: "h" top: "h" }' >bn.prototxt
+# the same net with its stages in the prototxt (pipeline_stage), and with a stage skipped
+sed 's/name: "ip2"/name: "ip2" pipeline_stage: 1/' net.prototxt >placed.prototxt
+sed 's/name: "ip2"/name: "ip2" pipeline_stage: 2/' net.prototxt >skipped.prototxt
 solver() { printf 'net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' "$1" "${2:-}"; }
 solver net.prototxt >solver.prototxt
 solver bn.prototxt >solver_bn.prototxt
 solver net.prototxt "iter_size: 2" >solver_iter2.prototxt
+solver skipped.prototxt >solver_skipped.prototxt
+solver placed.prototxt >solver_field.prototxt
 fail=0
 expect() { # description, ranks (0: no mpirun), solver, flags, wanted message
   local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out
@@ -74,5 +79,9 @@ expect "iter_size as the micro-batches" 2 solver_iter2.prototxt "--pipeline=relu
 expect "no mpirun" 0 solver.prototxt "--pipeline=relu" \
   "--pipeline needs one process per stage: start them with mpirun -np P (P: the stage count, one more than the layer names)"
 expect "--microbatches alone" 0 solver.prototxt "--microbatches=2" \
-  "--microbatches goes with --pipeline (without it, use the solver's iter_size)"
+  "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in the net under mpirun); without them, use the solver's iter_size"
+expect "a pipeline_stage that skips a stage" 3 solver_skipped.prototxt "" \
+  "layer 'ip2': pipeline_stage 2 after stage 0: stages start at 0 and go up one at a time through the net"
+# stages from the prototxt (their weights against --pipeline's: tests/test_pipeline_mpi.c)
+expect "stages from pipeline_stage" 2 solver_field.prototxt "--microbatches=2" ""
 exit $fail

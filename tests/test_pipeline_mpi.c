@@ -148,12 +148,43 @@ static void test_resume(void **state) {
   assert_true(max_abs_diff(a, c) == 0.0);
 }
 
+/* The stages from the net's pipeline_stage fields (ip2 starts stage 1)
+ * train as --pipeline=relu cuts the unchanged net. */
+static void test_stages_from_prototxt(void **state) {
+  const char *base = tu_tmpdir("pipe_field");
+  char lmdb[4200], flag[4400], field[4400], net[4400], a[4400], c[4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  setup(flag, sizeof flag, base, "flag", lmdb, 3, 6, 0, NULL);
+  setup(field, sizeof field, base, "field", lmdb, 3, 6, 0, NULL);
+  snprintf(net, sizeof net, "%s/field/net.prototxt", base);
+  size_t len = 0;
+  char *text = tu_read_file(net, &len);
+  const char *at = strstr(text, "name: 'ip2'");
+  assert_non_null(at);
+  char placed[16384];
+  snprintf(placed, sizeof placed, "%.*sname: 'ip2' pipeline_stage: 1%s", (int)(at - text), text,
+           at + strlen("name: 'ip2'"));
+  tu_write_file(net, placed, strlen(placed));
+  free(text);
+  char *out = NULL;
+  must_run(run_mpi(2, flag, "--pipeline=relu --microbatches=2", &out), out, "--pipeline");
+  free(out);
+  must_run(run_mpi(2, field, "--microbatches=2", &out), out, "pipeline_stage");
+  assert_non_null(strstr(out, "Pipeline stage 0 of 2: layers 0-2 ('data' to 'relu')"));
+  free(out);
+  snprintf(a, sizeof a, "%s/flag/snap_iter_6.caffemodel", base);
+  snprintf(c, sizeof c, "%s/field/snap_iter_6.caffemodel", base);
+  assert_true(max_abs_diff(a, c) == 0.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_stages_four_micro),
       cmocka_unit_test(test_two_stages_one_micro),
       cmocka_unit_test(test_three_stages),
       cmocka_unit_test(test_resume),
+      cmocka_unit_test(test_stages_from_prototxt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

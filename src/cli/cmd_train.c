@@ -521,7 +521,11 @@ static int train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp, c
   char **cuts = NULL;
   int ncuts = 0, micro = 1;
   bool cpu = false;
-  ct_status st = pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
+  ct_status st = CT_OK;
+  if (ct_cli_is_set(args, "pipeline"))
+    st = pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
+  else
+    LOG_INFO("Pipeline stages from the train net's pipeline_stage fields");
   if (st == CT_OK) st = pipeline_micro(args, sp, &micro, &err);
   if (st == CT_OK) st = ct_cli_wants_cpu(args, &cpu, &err);
   if (st == CT_OK && ct_cli_is_set(args, "gpu") && !cpu)
@@ -577,10 +581,39 @@ static int train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp, c
   ct_solver_free(s);
   if (ctx_made) ct_context_free(&ctx);
   ct_comm_free(comm);
-  free(cuts[0]);
+  if (cuts) free(cuts[0]);
   free(cuts);
   ct_mpi_finalize();
   return rc;
+}
+
+/* Whether a train net of sp places its layers (pipeline_stage). */
+static bool net_places_layers(const Caffe__NetParameter *np) {
+  for (size_t i = 0; np && i < np->n_layer; i++)
+    if (np->layer[i]->has_pipeline_stage) return true;
+  return false;
+}
+
+/* *yes becomes true when the net file at path places its layers; a file
+ * that cannot be read places nothing (the solver reports it as it builds
+ * the net). */
+static void file_places_layers(const char *path, bool *yes) {
+  Caffe__NetParameter *np = NULL;
+  ct_error ignored;
+  if (!path || ct_net_param_read(path, &np, &ignored) != CT_OK) return;
+  *yes = *yes || net_places_layers(np);
+  protobuf_c_message_free_unpacked(&np->base, NULL);
+}
+
+/* Pipeline parallelism was asked for: --pipeline, or under mpirun a train
+ * net whose layers say their stage (pipeline_stage). */
+static bool wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
+  bool yes = ct_cli_is_set(args, "pipeline");
+  if (yes || !ct_mpi_launched()) return yes;
+  yes = net_places_layers(sp->net_param) || net_places_layers(sp->train_net_param);
+  file_places_layers(sp->net, &yes);
+  file_places_layers(sp->train_net, &yes);
+  return yes;
 }
 
 /* One device (or the CPU) in this process. */
@@ -639,11 +672,14 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (rc != CT_EXIT_OK) return rc;
   apply_state_flags(args, sp);
   if (apply_dummy_data(args, sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  if (ct_cli_int(args, "microbatches") > 0 && !ct_cli_is_set(args, "pipeline"))
-    return ct_cli_error(CT_EXIT_USAGE, "--microbatches goes with --pipeline (without it, use the solver's iter_size)");
   if (ct_mpi_launched() && shards_requested(args))
     return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
-  if (ct_cli_is_set(args, "pipeline")) {
+  const bool pipeline = wants_pipeline(args, sp);
+  if (ct_cli_int(args, "microbatches") > 0 && !pipeline)
+    return ct_cli_error(CT_EXIT_USAGE,
+                        "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in "
+                        "the net under mpirun); without them, use the solver's iter_size");
+  if (pipeline) {
     if (!ct_mpi_launched())
       return ct_cli_error(CT_EXIT_USAGE,
                           "--pipeline needs one process per stage: start them with mpirun -np P "

@@ -106,7 +106,14 @@ ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *con
   rt->fwd_prog = NULL;
   ct_program_free(rt->prog);
   rt->prog = NULL;
-  CT_TRY(ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, err));
+  const char **own = NULL;
+  if (!after) {
+    CT_TRY(ct_stages_cuts_from_net(rt->net, &own, &nafter, err));
+    after = own;
+  }
+  ct_status st = ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, err);
+  free(own);
+  CT_TRY(st);
   char line[256];
   ct_stages_describe(rt->pipe, line, sizeof line);
   LOG_INFO("Pipeline %s", line);

@@ -97,7 +97,8 @@ void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *u
 ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
                                 bool log_timing, int *requests, ct_error *err);
 /* Pipeline parallelism (stages.h): this process runs stage comm->rank of
- * the net cut after the layers named in after[0 .. nafter), the
+ * the net cut after the layers named in after[0 .. nafter) (after NULL:
+ * where the layers' pipeline_stage fields say), the
  * iteration's iter_size passes being the micro-batches (GPipe); the loss
  * and the requests are agreed on by every stage at each finish.  The
  * program is rebuilt at the next launch.  Nothing may be in flight.

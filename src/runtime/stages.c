@@ -247,6 +247,35 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   return CT_OK;
 }
 
+ct_status ct_stages_cuts_from_net(const ct_net *net, const char ***after, int *n, ct_error *err) {
+  *after = NULL;
+  *n = 0;
+  const Caffe__NetParameter *np = net->param;
+  CT_ASSERT((int)np->n_layer == net->nlayers);
+  const char **names = ct_xcalloc((size_t)net->nlayers + 1, sizeof *names);
+  int stage = 0, count = 0;
+  for (int i = 0; i < net->nlayers; i++) {
+    const Caffe__LayerParameter *lp = np->layer[i];
+    if (!lp->has_pipeline_stage || lp->pipeline_stage == stage) continue;
+    if (lp->pipeline_stage != stage + 1 || i == 0) {
+      free(names);
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "layer '%s': pipeline_stage %d after stage %d: stages start at 0 and go "
+                          "up one at a time through the net",
+                          lp->name ? lp->name : "", (int)lp->pipeline_stage, stage);
+    }
+    names[count++] = net->layers[i - 1]->name;
+    stage++;
+  }
+  if (count == 0) {
+    free(names);
+    return CT_OK;
+  }
+  *after = names;
+  *n = count;
+  return CT_OK;
+}
+
 void ct_stages_free(ct_stages *pl) {
   if (!pl) return;
   free(pl->first);

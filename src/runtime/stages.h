@@ -61,6 +61,13 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
                              int nafter, int microbatches, ct_error *err);
 void ct_stages_free(ct_stages *pl);
 
+/* The cuts that the train net's pipeline_stage fields (caffe.proto) make:
+ * *after gets the names of the layers after which the stage goes up
+ * (borrowed from net; free the array), *n their count; none (NULL, 0) when
+ * no layer sets the field.  Errors (CT_ERR_INVALID naming the layer): a
+ * first stage other than 0, a stage that goes down or skips one. */
+ct_status ct_stages_cuts_from_net(const ct_net *net, const char ***after, int *n, ct_error *err);
+
 /* This process's stage and the stage count. */
 int ct_stages_stage(const ct_stages *pl);
 int ct_stages_count(const ct_stages *pl);
