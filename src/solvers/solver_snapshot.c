@@ -131,7 +131,12 @@ static ct_status gather_stages(ct_solver *s, ct_error *err) {
 
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   CT_TRY(gather_stages(s, err));
-  if (s->opts.replica || ct_runtime_stage(s->rt) != 0) return CT_OK;
+  if (s->opts.replica) return CT_OK;
+  if (ct_runtime_stage(s->rt) != 0) {
+    /* this stage took part: no second snapshot of this iteration at the end */
+    s->snapshot_iter_plus1 = s->iter + 1;
+    return CT_OK;
+  }
   const bool traced = ct_trace_on();
   const double t0 = traced ? ct_trace_now() : 0;
   remove_dead_snapshot_temps(s);
