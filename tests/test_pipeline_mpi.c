@@ -6,7 +6,8 @@
  *   - within 1e-6 against one process with M times the batch (the same
  *     gradient, the mean over the batch summed in another order);
  * for 2 stages and for 3 (a stage of one in-place ReLU; the labels go from
- * stage 0 straight to stage 2), with one micro-batch and with several, and
+ * stage 0 straight to stage 2), with one micro-batch and with several, in
+ * the GPipe and the 1F1B order, and
  * a run resumed from a pipeline snapshot goes on as one that was not
  * stopped.  Stage 0 writes the snapshots, whole (every stage's
  * parameters): the same bytes as the single process's .caffemodel. */
@@ -65,7 +66,8 @@ static void setup(char *solver, size_t size, const char *base, const char *sub, 
 
 /* P stages (cut after `cuts`) x M micro-batches of b against one process
  * with iter_size M (bit for bit) and with batch M x b (1e-6). */
-static void check_stages(const char *name, int stages, const char *cuts, int m, int b) {
+static void check_stages(const char *name, int stages, const char *cuts, int m, int b,
+                         const char *schedule) {
   const char *base = tu_tmpdir(name);
   char lmdb[4200], pipe[4400], acc[4400], big[4400], extra[64], flags[256], path[2][4400];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
@@ -75,10 +77,13 @@ static void check_stages(const char *name, int stages, const char *cuts, int m, 
   setup(acc, sizeof acc, base, "acc", lmdb, b, 6, 0, extra);
   setup(big, sizeof big, base, "big", lmdb, m * b, 6, 0, NULL);
   char *out = NULL;
-  snprintf(flags, sizeof flags, "--pipeline=%s --microbatches=%d", cuts, m);
+  snprintf(flags, sizeof flags, "--pipeline=%s --microbatches=%d --schedule=%s", cuts, m, schedule);
   must_run(run_mpi(stages, pipe, flags, &out), out, "the pipeline");
   char want[256];
   snprintf(want, sizeof want, "Pipeline stage 0 of %d: layers 0-", stages);
+  assert_non_null(strstr(out, want));
+  snprintf(want, sizeof want, "%d micro-batch%s (%s)", m, m == 1 ? "" : "es",
+           strcmp(schedule, "1f1b") == 0 ? "1F1B" : "GPipe");
   assert_non_null(strstr(out, want));
   /* stage 0 displays the loss stage's loss */
   assert_non_null(strstr(out, "Train net output #0: loss = "));
@@ -107,13 +112,22 @@ static void check_stages(const char *name, int stages, const char *cuts, int m, 
   free(c);
 }
 
-static void test_two_stages_four_micro(void **state) { check_stages("pipe_p2_m4", 2, "relu", 4, 3); }
+static void test_two_stages_four_micro(void **state) {
+  check_stages("pipe_p2_m4", 2, "relu", 4, 3, "gpipe");
+}
 
-static void test_two_stages_one_micro(void **state) { check_stages("pipe_p2_m1", 2, "ip1", 1, 6); }
+static void test_two_stages_one_micro(void **state) { check_stages("pipe_p2_m1", 2, "ip1", 1, 6, "gpipe"); }
 
 /* Stage 1 is the in-place ReLU alone: it receives h, changes it in place
  * and sends it on; the labels skip it. */
-static void test_three_stages(void **state) { check_stages("pipe_p3_m3", 3, "ip1,relu", 3, 2); }
+static void test_three_stages(void **state) { check_stages("pipe_p3_m3", 3, "ip1,relu", 3, 2, "gpipe"); }
+
+/* 1F1B: the backwards come between the forwards, in the same order. */
+static void test_1f1b_two_stages(void **state) { check_stages("pipe_1f1b_p2", 2, "relu", 4, 3, "1f1b"); }
+
+static void test_1f1b_three_stages(void **state) {
+  check_stages("pipe_1f1b_p3", 3, "ip1,relu", 5, 2, "1f1b");
+}
 
 /* Snapshot at 3 (stage 0 gathers the parameters and the momentum), resume
  * to 6: the same parameters as 6 straight iterations. */
@@ -183,6 +197,8 @@ int main(void) {
       cmocka_unit_test(test_two_stages_four_micro),
       cmocka_unit_test(test_two_stages_one_micro),
       cmocka_unit_test(test_three_stages),
+      cmocka_unit_test(test_1f1b_two_stages),
+      cmocka_unit_test(test_1f1b_three_stages),
       cmocka_unit_test(test_resume),
       cmocka_unit_test(test_stages_from_prototxt),
   };

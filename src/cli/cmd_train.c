@@ -123,9 +123,14 @@ static const ct_flag_spec train_flags[] = {
      .meta = "LAYERS"},
     {"microbatches", CT_FLAG_INT, "0",
      "With --pipeline: micro-batches per iteration, each a batch of the net's batch_size, "
-     "their gradients accumulated as iter_size's passes are (GPipe: all forwards, then all "
-     "backwards); 0: the solver's iter_size.",
+     "their gradients accumulated as iter_size's passes are (in the order of --schedule); 0: "
+     "the solver's iter_size.",
      .min = 0, .max = 65536},
+    {"schedule", CT_FLAG_STRING, "gpipe",
+     "With --pipeline: the order of the micro-batches on each stage: every forward, then every "
+     "backward (gpipe), or P - s - 1 forwards ahead on stage s, then one forward and one "
+     "backward in turn (1f1b: fewer micro-batches held at once). The same weights either way.",
+     .choices = "gpipe|1f1b"},
     CT_CLI_FLAG_TRACE,
     CT_CLI_FLAG_TRACE_ITERS,
 };
@@ -560,7 +565,9 @@ static int train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp, c
   sp->has_iter_size = has_iter_size;
   if (st == CT_OK && ct_cli_is_set(args, "weights"))
     st = ct_solver_copy_trained_files(s, ct_cli_string(args, "weights"), &err);
-  if (st == CT_OK) st = ct_solver_set_pipeline(s, comm, (const char *const *)cuts, ncuts, &err);
+  const ct_stages_schedule schedule =
+      strcmp(ct_cli_string(args, "schedule"), "1f1b") == 0 ? CT_STAGES_1F1B : CT_STAGES_GPIPE;
+  if (st == CT_OK) st = ct_solver_set_pipeline(s, comm, (const char *const *)cuts, ncuts, schedule, &err);
   int rc = CT_EXIT_OK;
   if (st == CT_OK) {
     g_solver = s;

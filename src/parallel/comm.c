@@ -64,3 +64,16 @@ ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, 
                         c->ops->name);
   return c->ops->recv(c, buf, count, peer, tag, stream, err);
 }
+
+ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err) {
+  *req = NULL;
+  if (!c->ops->isend) return ct_comm_send(c, buf, count, peer, tag, NULL, err);
+  return c->ops->isend(c, buf, count, peer, tag, req, err);
+}
+
+ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
+  if (!req) return CT_OK;
+  CT_ASSERT(c->ops->send_wait);
+  return c->ops->send_wait(c, req, err);
+}

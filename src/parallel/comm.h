@@ -71,6 +71,11 @@ typedef struct ct_comm_ops {
                     ct_error *err);
   ct_status (*recv)(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
                     ct_error *err);
+  /* A send that returns at once: *req gets what send_wait completes (NULL:
+   * done already); buf must stay as it is until then. */
+  ct_status (*isend)(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                     ct_error *err);
+  ct_status (*send_wait)(ct_comm *c, void *req, ct_error *err);
 } ct_comm_ops;
 
 struct ct_comm {
@@ -126,6 +131,12 @@ ct_status ct_comm_send(ct_comm *c, const float *buf, size_t count, int peer, int
                        ct_error *err);
 ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
                        ct_error *err);
+/* A send that returns at once (ct_comm_ops.isend); ct_comm_send_wait(c,
+ * req) completes it under the watchdog (req NULL: nothing).  Back ends
+ * without one send at once (blocking) and give req NULL. */
+ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err);
+ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
 void ct_comm_free(ct_comm *c);
 
 /* ------------------------------------------------------------ threads */

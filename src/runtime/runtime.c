@@ -95,7 +95,7 @@ ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_o
 }
 
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
-                                  int nafter, ct_error *err) {
+                                  int nafter, ct_stages_schedule schedule, ct_error *err) {
   CT_ASSERT(rt->finished == rt->clock.launched);
   if (rt->reducer)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
@@ -111,7 +111,8 @@ ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *con
     CT_TRY(ct_stages_cuts_from_net(rt->net, &own, &nafter, err));
     after = own;
   }
-  ct_status st = ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, err);
+  ct_status st = ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size,
+                                  schedule, err);
   free(own);
   CT_TRY(st);
   char line[256];

@@ -40,6 +40,7 @@
 #include "runtime/program.h"
 #include "runtime/reduce.h"
 #include "runtime/slots.h"
+#include "runtime/stages.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,12 +100,13 @@ ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_o
 /* Pipeline parallelism (stages.h): this process runs stage comm->rank of
  * the net cut after the layers named in after[0 .. nafter) (after NULL:
  * where the layers' pipeline_stage fields say), the
- * iteration's iter_size passes being the micro-batches (GPipe); the loss
+ * iteration's iter_size passes being the micro-batches, in the order of
+ * `schedule`; the loss
  * and the requests are agreed on by every stage at each finish.  The
  * program is rebuilt at the next launch.  Nothing may be in flight.
  * Errors: ct_stages_create's; CT_ERR_UNSUPPORTED with a reducer. */
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
-                                  int nafter, ct_error *err);
+                                  int nafter, ct_stages_schedule schedule, ct_error *err);
 /* One forward of the net outside the iterations (a display's last one):
  * ct_net_forward, or with a pipeline a forward through every stage (each
  * must call it) with the loss and the net's outputs agreed on by all.

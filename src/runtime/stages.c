@@ -35,6 +35,14 @@ struct ct_stages {
   stashed *stash;       /* (nstash) inputs first, then the data layers' tops */
   size_t stash_count;   /* values per micro-batch */
   float *stash_data;    /* (micro * stash_count) */
+  ct_stages_schedule schedule;
+  /* Sends return at once and complete at the iteration's end (send join):
+   * micro-batch m's values of output k travel from sendbuf + m * send_count
+   * + out_off[k], the diff of input k from ... + in_off[k]. */
+  size_t *out_off, *in_off; /* (nout), (nin) */
+  size_t send_count;        /* values per micro-batch */
+  float *sendbuf;           /* (micro * send_count) */
+  void **reqs;              /* (micro * (nout + nin)) pending sends, NULL: none */
   int *output_stage;    /* (net->noutputs) the stage that computes each net output */
   size_t output_count;  /* values of all net outputs */
 };
@@ -204,8 +212,24 @@ static void plan_stash(ct_stages *pl) {
   pl->stash_data = ct_xcalloc(pl->stash_count * (size_t)pl->micro + 1, sizeof(float));
 }
 
+/* The send buffers (see the struct). */
+static void plan_sends(ct_stages *pl) {
+  pl->out_off = ct_xcalloc((size_t)pl->nout + 1, sizeof *pl->out_off);
+  pl->in_off = ct_xcalloc((size_t)pl->nin + 1, sizeof *pl->in_off);
+  for (int k = 0; k < pl->nout; k++) {
+    pl->out_off[k] = pl->send_count;
+    pl->send_count += pl->net->blobs[pl->out[k].blob]->count;
+  }
+  for (int k = 0; k < pl->nin; k++) {
+    pl->in_off[k] = pl->send_count;
+    if (pl->in[k].diff) pl->send_count += pl->net->blobs[pl->in[k].blob]->count;
+  }
+  pl->sendbuf = ct_xcalloc(pl->send_count * (size_t)pl->micro + 1, sizeof(float));
+  pl->reqs = ct_xcalloc((size_t)pl->micro * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
+}
+
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
-                             int nafter, int microbatches, ct_error *err) {
+                             int nafter, int microbatches, ct_stages_schedule schedule, ct_error *err) {
   *out = NULL;
   CT_ASSERT(microbatches >= 1 && nafter >= 0);
   if (net->ctx->device != CT_DEVICE_CPU)
@@ -218,6 +242,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   pl->stage = comm->rank;
   pl->nstages = nafter + 1;
   pl->micro = microbatches;
+  pl->schedule = schedule;
   ct_status st = place_cuts(pl, after, nafter, err);
   if (st == CT_OK && comm->size != pl->nstages)
     st = ct_error_set(err, CT_ERR_INVALID,
@@ -233,6 +258,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
     return st;
   }
   plan_stash(pl);
+  plan_sends(pl);
   pl->output_stage = ct_xcalloc((size_t)net->noutputs + 1, sizeof *pl->output_stage);
   for (int k = 0; k < net->noutputs; k++) {
     const int blob = net->output_ids[k];
@@ -284,6 +310,10 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->stash);
   free(pl->stash_data);
   free(pl->output_stage);
+  free(pl->out_off);
+  free(pl->in_off);
+  free(pl->sendbuf);
+  free(pl->reqs);
   free(pl);
 }
 
@@ -303,11 +333,16 @@ static ct_status step_recv(void *user, int k, ct_error *err) {
                       NULL, err);
 }
 
-static ct_status step_send(void *user, int k, ct_error *err) {
+/* arg: micro-batch * nout + output k */
+static ct_status step_send(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
+  const int m = arg / (pl->nout ? pl->nout : 1), k = arg % (pl->nout ? pl->nout : 1);
   const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
-  return ct_comm_send(pl->comm, ct_f32(t), t->count, pl->out[k].peer, data_tag(pl, pl->out[k].blob),
-                      NULL, err);
+  float *buf = pl->sendbuf + (size_t)m * pl->send_count + pl->out_off[k];
+  CT_ASSERT(pl->reqs[arg] == NULL);
+  memcpy(buf, ct_f32(t), t->count * sizeof(float));
+  return ct_comm_isend(pl->comm, buf, t->count, pl->out[k].peer, data_tag(pl, pl->out[k].blob),
+                       &pl->reqs[arg], err);
 }
 
 static ct_status step_recv_diff(void *user, int k, ct_error *err) {
@@ -317,11 +352,29 @@ static ct_status step_recv_diff(void *user, int k, ct_error *err) {
                       diff_tag(pl, pl->out[k].blob), NULL, err);
 }
 
-static ct_status step_send_diff(void *user, int k, ct_error *err) {
+/* arg: micro-batch * nin + input k */
+static ct_status step_send_diff(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
+  const int m = arg / pl->nin, k = arg % pl->nin;
   const ct_tensor *t = pl->net->blobs[pl->in[k].blob];
-  return ct_comm_send(pl->comm, ct_f32_diff(t), t->count, pl->in[k].peer,
-                      diff_tag(pl, pl->in[k].blob), NULL, err);
+  float *buf = pl->sendbuf + (size_t)m * pl->send_count + pl->in_off[k];
+  void **req = &pl->reqs[(size_t)pl->micro * (size_t)pl->nout + (size_t)arg];
+  CT_ASSERT(*req == NULL);
+  memcpy(buf, ct_f32_diff(t), t->count * sizeof(float));
+  return ct_comm_isend(pl->comm, buf, t->count, pl->in[k].peer, diff_tag(pl, pl->in[k].blob), req,
+                       err);
+}
+
+/* The iteration's sends complete (their buffers are reused next time). */
+static ct_status step_send_join(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  ct_status st = CT_OK;
+  for (int i = 0; i < pl->micro * (pl->nout + pl->nin); i++) {
+    if (st == CT_OK) st = ct_comm_send_wait(pl->comm, pl->reqs[i], err);
+    else free(pl->reqs[i]);
+    pl->reqs[i] = NULL;
+  }
+  return st;
 }
 
 /* arg: micro-batch * nstash + the stashed blob */
@@ -391,34 +444,58 @@ static void add_forward(ct_stages *pl, ct_program *p, int m, bool stash,
   ct_steps_forward_range(p, net, pl->first[pl->stage], pl->first[pl->stage + 1], false,
                          stash ? stash_tops : NULL, &sp);
   for (int k = 0; k < pl->nout; k++)
-    add(p, pl, step_send, k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
+    add(p, pl, step_send, m * pl->nout + k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
         blob_bytes(pl, pl->out[k].blob));
   if (pass_loss) ct_program_add(p, *pass_loss);
 }
 
-void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss) {
+/* One micro-batch's backward; its forward is recomputed from its stash
+ * first unless its activations are the ones in the blobs (*live). */
+static void add_backward(ct_stages *pl, ct_program *p, int m, int *live) {
   ct_net *net = pl->net;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
-  for (int m = 0; m < pl->micro; m++) add_forward(pl, p, m, pl->stash_data != NULL, pass_loss);
-  for (int m = 0; m < pl->micro; m++) {
-    if (pl->micro > 1) {
-      add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_count * sizeof(float));
-      ct_steps_forward_range(p, net, lo, hi, true, NULL, NULL);
-      add(p, pl, step_drop_loss, 0, "recomputed loss", CT_STEP_LOSS, 0);
-    }
-    for (int k = 0; k < pl->nout; k++)
-      if (pl->out[k].diff)
-        add(p, pl, step_recv_diff, k, net->blobs[pl->out[k].blob]->name, CT_STEP_RECV,
-            blob_bytes(pl, pl->out[k].blob));
-    ct_steps_backward_range(p, net, lo, hi, NULL, NULL);
-    for (int k = 0; k < pl->nin; k++)
-      if (pl->in[k].diff)
-        add(p, pl, step_send_diff, k, net->blobs[pl->in[k].blob]->name, CT_STEP_SEND,
-            blob_bytes(pl, pl->in[k].blob));
+  if (*live != m) {
+    CT_ASSERT(pl->stash_data);
+    add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_count * sizeof(float));
+    ct_steps_forward_range(p, net, lo, hi, true, NULL, NULL);
+    add(p, pl, step_drop_loss, 0, "recomputed loss", CT_STEP_LOSS, 0);
+    *live = m;
   }
+  for (int k = 0; k < pl->nout; k++)
+    if (pl->out[k].diff)
+      add(p, pl, step_recv_diff, k, net->blobs[pl->out[k].blob]->name, CT_STEP_RECV,
+          blob_bytes(pl, pl->out[k].blob));
+  ct_steps_backward_range(p, net, lo, hi, NULL, NULL);
+  for (int k = 0; k < pl->nin; k++)
+    if (pl->in[k].diff)
+      add(p, pl, step_send_diff, m * pl->nin + k, net->blobs[pl->in[k].blob]->name, CT_STEP_SEND,
+          blob_bytes(pl, pl->in[k].blob));
 }
 
-void ct_stages_build_forward(ct_stages *pl, ct_program *p) { add_forward(pl, p, 0, false, NULL); }
+void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss) {
+  const bool stash = pl->stash_data != NULL;
+  /* GPipe: every forward first.  1F1B: stage s runs P - s - 1 forwards
+   * ahead, then one forward and one backward in turn, then the rest of the
+   * backwards.  Backwards run in micro-batch order either way. */
+  int ahead = pl->micro;
+  if (pl->schedule == CT_STAGES_1F1B) {
+    ahead = pl->nstages - pl->stage - 1;
+    if (ahead > pl->micro) ahead = pl->micro;
+  }
+  int live = -1, next_b = 0;
+  for (int m = 0; m < pl->micro; m++) {
+    add_forward(pl, p, m, stash, pass_loss);
+    live = m;
+    if (m >= ahead) add_backward(pl, p, next_b++, &live);
+  }
+  while (next_b < pl->micro) add_backward(pl, p, next_b++, &live);
+  add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
+}
+
+void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
+  add_forward(pl, p, 0, false, NULL);
+  add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
+}
 
 /* ------------------------------------------------------------------ host */
 
@@ -472,8 +549,8 @@ void ct_stages_describe(const ct_stages *pl, char *buf, size_t size) {
   const ct_net *net = pl->net;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
   snprintf(buf, size, "stage %d of %d: layers %d-%d ('%s' to '%s'), %d input%s, %d output%s, %d "
-           "micro-batch%s (GPipe)",
+           "micro-batch%s (%s)",
            pl->stage, pl->nstages, lo, hi - 1, net->layers[lo]->name, net->layers[hi - 1]->name,
            pl->nin, pl->nin == 1 ? "" : "s", pl->nout, pl->nout == 1 ? "" : "s", pl->micro,
-           pl->micro == 1 ? "" : "es");
+           pl->micro == 1 ? "" : "es", pl->schedule == CT_STAGES_1F1B ? "1F1B" : "GPipe");
 }

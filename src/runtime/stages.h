@@ -14,22 +14,27 @@
  * receiving its inputs, stashing them, running the stage's layers and
  * sending its outputs; then their backwards in the same order (the order
  * iter_size's passes add their gradients in, so the sums are bit for bit
- * those of one process with iter_size M).  A layer keeps only one
- * micro-batch's state (its tops, a pooling's argmax, a softmax's
- * probabilities), so the backward of micro-batch m first restores m's stash
- * and recomputes the stage's forward from it (not the data layers': their
- * tops are stashed) unless m is the micro-batch the forwards ended with and
- * no other forward has run since (M = 1).  Memory: M copies of the stage's
- * inputs, one of everything else.  A layer whose forward changes state
- * (BatchNorm's running statistics) would change it twice: such nets are
- * refused with M > 1; a layer that draws random numbers (Dropout) draws
- * new ones in the recomputation, which its backward then uses.
+ * those of one process with iter_size M).  1F1B: stage s runs P - s - 1
+ * forwards ahead, then one forward and one backward in turn; the backwards
+ * keep their order, and so the sums.  A layer keeps only one micro-batch's
+ * state (its tops, a pooling's argmax, a softmax's probabilities), so the
+ * backward of micro-batch m first restores m's stash and recomputes the
+ * stage's forward from it (not the data layers': their tops are stashed)
+ * unless the blobs hold m's activations already (the forward just before
+ * was m's).  Memory: M copies of the stage's inputs, one of everything
+ * else.  A layer whose forward changes state (BatchNorm's running
+ * statistics) would change it twice: such nets are refused with M > 1; a
+ * layer that draws random numbers (Dropout) draws new ones in the
+ * recomputation, which its backward then uses.
  *
  * Sends, receives, stashes and restores are steps of the runtime's program
- * (CT_STEP_SEND, ...), placed by ct_stages_build.  On the CPU they are
- * blocking MPI sends and receives; a GPU stage boundary (peer copies or
- * NCCL send/receive on the communication stream) is the same step with a
- * device body, not written yet: ct_stages_create refuses GPU nets.
+ * (CT_STEP_SEND, ...), placed by ct_stages_build.  On the CPU a receive
+ * blocks; a send copies into a buffer of its micro-batch and returns, and
+ * a send join at the iteration's end completes them (so no schedule
+ * deadlocks, whatever the message size).  A GPU stage boundary (peer
+ * copies or NCCL send/receive on the communication stream) is the same
+ * step with a device body, not written yet: ct_stages_create refuses GPU
+ * nets.
  * Internal to the runtime: the solver reaches it through runtime.h. */
 #ifndef CT_RUNTIME_STAGES_H
 #define CT_RUNTIME_STAGES_H
@@ -48,17 +53,23 @@ extern "C" {
 
 typedef struct ct_stages ct_stages;
 
+/* The order of an iteration's micro-batches on a stage. */
+typedef enum ct_stages_schedule {
+  CT_STAGES_GPIPE = 0, /* every forward, then every backward */
+  CT_STAGES_1F1B       /* P - s - 1 forwards ahead, then one forward and one backward in turn */
+} ct_stages_schedule;
+
 /* A pipeline for net (borrowed) over comm (borrowed), this process being
  * stage comm->rank: the net is cut after each layer named in after[0 ..
  * nafter) (nafter + 1 stages), with `microbatches` (>= 1) micro-batches per
- * iteration.  Errors (CT_ERR_INVALID, the message starting "--pipeline"):
+ * iteration run in the order of `schedule`.  Errors (CT_ERR_INVALID, the message starting "--pipeline"):
  * an unknown layer name (the net's layers are listed), names out of the
  * net's order or repeated, a stage left without layers, a stage count
  * other than comm->size, a parameter shared by layers of two stages, a
  * blob whose diff two later stages would send back, BatchNorm with more
  * than one micro-batch; CT_ERR_UNSUPPORTED for a net on a GPU. */
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
-                             int nafter, int microbatches, ct_error *err);
+                             int nafter, int microbatches, ct_stages_schedule schedule, ct_error *err);
 void ct_stages_free(ct_stages *pl);
 
 /* The cuts that the train net's pipeline_stage fields (caffe.proto) make:

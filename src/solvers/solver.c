@@ -216,8 +216,8 @@ ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts
 }
 
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
-                                 ct_error *err) {
-  return ct_runtime_set_pipeline(s->rt, comm, after, nafter, err);
+                                 ct_stages_schedule schedule, ct_error *err) {
+  return ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err);
 }
 
 void ct_solver_request(ct_solver *s, int actions) { ct_runtime_request(s->rt, actions); }
