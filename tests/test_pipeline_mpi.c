@@ -18,18 +18,8 @@
 
 #include "dp_fixture.h"
 
-/* mpirun as test_dp_mpi.c runs it (sanitizer options passed to the ranks). */
 static int run_mpi(int ranks, const char *solver, const char *flags, char **out) {
-  const char *asan = getenv("ASAN_OPTIONS");
-  char cmd[12000];
-  snprintf(cmd, sizeof cmd,
-           "ASAN_OPTIONS='%s%sfast_unwind_on_malloc=0' "
-           "LSAN_OPTIONS='suppressions=%s:print_suppressions=0' "
-           "mpirun -np %d --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS "
-           "%s train --solver=%s %s 2>&1",
-           asan ? asan : "", asan && *asan ? ":" : "", tu_src("tests/data/lsan_mpi.supp"), ranks,
-           tu_cortado_bin(), solver, flags);
-  return tu_run(cmd, out);
+  return dpf_mpirun(ranks, solver, flags, out);
 }
 
 static int run_single(const char *solver, const char *flags, char **out) {
