@@ -86,6 +86,8 @@ for mb in 3000 2000 1500 1300 1200 1150 1100 1050 1000 950 900 800 600 400; do
     seen_oom=1
   elif [ $rc = 1 ] && [ "$last" = "$self_sigint" ]; then
     what="OpenBLAS could not start its threads, said so"
+  elif [ $rc = 1 ] && [ "$last" = "libgomp: Thread creation failed: Resource temporarily unavailable" ]; then
+    what="OpenMP could not start its threads, said so (libgomp)"
   elif [ $rc = 127 ] && grep -q "error while loading shared libraries" <<<"$last"; then
     what="the loader cannot map the libraries (before any code of Cortado runs)"
     seen_load=1

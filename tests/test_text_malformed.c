@@ -193,7 +193,7 @@ static const malformed_case cases[] = {
     {"nvcaffe.prototxt",
      "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT data_param { threads: 4 "
      "parser_threads: 2 cache: true shuffle: true } batch_norm_param { scale_bias: true } }\n",
-     "nvcaffe.prototxt:2:115: unknown field 'scale_bias' in BatchNormParameter of layer 'a' at "
+     "nvcaffe.prototxt:2:128: unknown field 'scale_bias' in BatchNormParameter of layer 'a' at "
      "layer[0].batch_norm_param: a field of "
      "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement"},
     {"skip_list.prototxt", "frob: [1, 2, {a: 3}]\nfrob2: \"a\" \"b\";\nnmae: \"x\"\n",

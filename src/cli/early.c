@@ -33,6 +33,27 @@
 #include "cli/run_common.h"
 #include "core/cpu.h"
 
+/* A failing exit ends the process at once, after flushing stdio, without
+ * the shared libraries' destructors: out of memory, libgomp's exit() when it
+ * cannot start a thread left OpenBLAS's destructor joining a worker that
+ * retried its buffer's mmap for ever (a hang under ulimit -v, found by
+ * sh_memory_pressure).  Sanitizer builds keep the full exit, whose leak
+ * check runs in it. */
+#if !defined(__SANITIZE_ADDRESS__)
+static void exit_fast_on_failure(int status, void *arg) {
+  (void)arg;
+  if (status == 0) return;
+  fflush(NULL);
+  _exit(status);
+}
+#endif
+
+void ct_cli_install_fast_failure_exit(void) {
+#if !defined(__SANITIZE_ADDRESS__)
+  on_exit(exit_fast_on_failure, NULL);
+#endif
+}
+
 static void cortado_early(int argc, char **argv, char **envp) {
   (void)argc, (void)argv, (void)envp;
   ct_cpu_flush_subnormals();

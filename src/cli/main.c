@@ -141,6 +141,7 @@ void ct_cli_python_setup(void); /* python/src/embed.c: the "Python" layer type *
 #endif
 
 int main(int argc, char **argv) {
+  ct_cli_install_fast_failure_exit();
   ct_log_init_from_env();
   ct_cli_set_argv(argv);
 #ifdef CORTADO_HAVE_PYTHON

@@ -14,6 +14,12 @@
  * environment as it was). */
 void ct_cli_setup_threads(char **argv);
 
+/* From main(), before anything else: a failing exit (status != 0) flushes
+ * stdio and ends the process without the shared libraries' destructors
+ * (src/cli/early.c says why).  Registered in main so that it runs before
+ * the loader's destructors, which were registered before main. */
+void ct_cli_install_fast_failure_exit(void);
+
 /* Logs how the host computes: threads, available CPUs, the OpenMP wait
  * policy and the subnormal mode, e.g. "CPU: 2 threads (2 CPUs available),
  * OMP_WAIT_POLICY=PASSIVE, subnormals flushed to zero". */

@@ -64,6 +64,8 @@ static void deliver(int sig, siginfo_t *si) {
   cur.sa_handler(sig);
 }
 
+#define RELAY_STACK_BYTES (256u * 1024u)
+
 static void *relay_main(void *arg) {
   (void)arg;
   sigset_t set;
@@ -89,6 +91,10 @@ static bool start_relay(void) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* a small stack: the handlers it runs are signal handlers, and under a
+   * tight ulimit -v the default 8 MB would be taken from the pools that
+   * need it (libgomp's team, OpenBLAS's buffers) */
+  pthread_attr_setstacksize(&attr, RELAY_STACK_BYTES);
   pthread_t t;
   const int rc = pthread_create(&t, &attr, relay_main, NULL);
   pthread_attr_destroy(&attr);
