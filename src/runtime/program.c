@@ -230,6 +230,11 @@ ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err) {
   return CT_OK;
 }
 
+const ct_program_step *ct_program_steps(const ct_program *ex, int *n) {
+  *n = ex->nsteps;
+  return ex->steps;
+}
+
 bool ct_program_steady(const ct_program *ex) { return !ex->graphs || ex->state == PROGRAM_REPLAY; }
 
 void ct_program_get_stats(const ct_program *ex, ct_program_stats *st) {

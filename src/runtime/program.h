@@ -116,6 +116,9 @@ ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err);
 /* Drops the graphs; the next run watches the steps again. */
 void ct_program_invalidate(ct_program *ex);
 void ct_program_get_stats(const ct_program *ex, ct_program_stats *st);
+/* The program's steps in order (borrowed until the next ct_program_add);
+ * *n gets their count. */
+const ct_program_step *ct_program_steps(const ct_program *ex, int *n);
 /* Whether the next run runs as every later one will (its graphs replayed,
  * or plain launches without graphs): it neither watches nor captures, so
  * it may be launched while an earlier run is still on the device. */
