@@ -99,7 +99,8 @@ static void test_gpipe_recomputes(void **state) {
 }
 
 /* 1F1B with 3 micro-batches: stage 0 of 2 runs one forward ahead; the last
- * stage runs each backward right after its forward, with no recomputation. */
+ * stage runs each backward right after its forward: no recomputation, no
+ * stash. */
 static void test_1f1b_order(void **state) {
   const char *cuts[] = {"relu"};
   expect_steps(0, 2, cuts, 3, CT_STAGES_1F1B,
@@ -110,9 +111,9 @@ static void test_1f1b_order(void **state) {
                "restore F:ip1 F:relu recv:h B:relu B:ip1 "
                "restore F:ip1 F:relu recv:h B:relu B:ip1 join");
   expect_steps(1, 2, cuts, 3, CT_STAGES_1F1B,
-               "recv:h stash recv:label stash F:ip2 F:loss B:loss B:ip2 send:h "
-               "recv:h stash recv:label stash F:ip2 F:loss B:loss B:ip2 send:h "
-               "recv:h stash recv:label stash F:ip2 F:loss B:loss B:ip2 send:h join");
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h join");
 }
 
 /* Three stages, the middle one the in-place ReLU alone: it receives h from

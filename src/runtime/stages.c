@@ -196,7 +196,9 @@ static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
 /* The stash: the inputs, then the tops of the stage's data layers. */
 static void plan_stash(ct_stages *pl) {
   const ct_net *net = pl->net;
-  if (pl->micro == 1) return;
+  /* one micro-batch, or the last stage under 1F1B (each backward follows
+   * its own forward): nothing is ever recomputed */
+  if (pl->micro == 1 || (pl->schedule == CT_STAGES_1F1B && pl->stage == pl->nstages - 1)) return;
   int n = pl->nin;
   for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++)
     if (net->layers[i]->nbottom == 0) n += net->layers[i]->ntop;
