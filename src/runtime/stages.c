@@ -252,6 +252,12 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
                       "(run mpirun -np %d: one rank per stage)",
                       nafter, nafter == 1 ? "" : "s", nafter == 1 ? "s" : "", pl->nstages,
                       comm->size, pl->nstages);
+  /* tags: blobs, their diffs, then the parameters of a gather; MPI promises 32767 */
+  if (st == CT_OK && 2 * net->nblobs + net->nparams > 32767)
+    st = ct_error_set(err, CT_ERR_UNSUPPORTED,
+                      "--pipeline: the net has %d blobs and %d parameters, more than the message "
+                      "tags a stage boundary can name (2 x blobs + parameters <= 32767)",
+                      net->nblobs, net->nparams);
   if (st == CT_OK) st = check_net(pl, err);
   if (st == CT_OK && pl->stage == 0) st = stage_inputs(pl, 0, &pl->in, &pl->nin, err);
   if (st == CT_OK) st = plan_outputs(pl, err);
