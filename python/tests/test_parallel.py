@@ -123,3 +123,41 @@ except KeyboardInterrupt:
     stopped = [l for l in lines if l.startswith('interrupted at')]
     assert stopped and 2 <= int(stopped[0].split()[-1]) < 1000000
     assert 'train interrupted' in lines
+
+
+def test_ctrl_c_during_forward_raises_keyboard_interrupt(caffe, lenet_deploy, lenet_weights, tmp_path):
+    """SIGINT while net.forward() computes (oneDNN's GEMMs on this thread and
+    OpenMP's): Python's own handler runs on Cortado's relay thread, the
+    forward finishes and KeyboardInterrupt follows; the heap stays intact
+    (before the relay, a handler frame written below the GEMM kernels' rsp
+    corrupted it)."""
+    script = write(tmp_path / 'fwd.py', '''import sys
+import numpy as np
+import cortado as caffe
+caffe.init_log(2)
+net = caffe.Net(sys.argv[1], caffe.TEST, weights=sys.argv[2])
+net.blobs['data'].reshape(64, 1, 28, 28)
+net.reshape()
+net.blobs['data'].data[...] = np.random.RandomState(1).rand(64, 1, 28, 28)
+first = net.forward()['prob'].copy()
+print('ready', flush=True)
+interrupted = 0
+for i in range(100000):
+    try:
+        out = net.forward()['prob']
+        assert np.array_equal(out, first)
+    except KeyboardInterrupt:
+        interrupted += 1
+        if interrupted == 5:
+            break
+print('interrupted', interrupted, flush=True)
+''')
+    p = subprocess.Popen([sys.executable, script, lenet_deploy, lenet_weights], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == 'ready', p.stderr.read()
+    for _ in range(5):
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert 'interrupted 5' in out
