@@ -132,6 +132,24 @@ static inline double dpf_caffemodel_rel_err(const char *a, const char *b) {
   return e;
 }
 
+/* Runs `cortado train --solver=solver flags` under `mpirun -np ranks` as
+ * the tests run it: several ranks on one machine (as root in CI: the
+ * OMPI_ALLOW_RUN_AS_ROOT* variables come from ctest).  In sanitizer builds
+ * the ranks check leaks with full stacks, so that what Open MPI never frees
+ * can be suppressed (tests/data/lsan_mpi.supp).  *out gets the output. */
+static inline int dpf_mpirun(int ranks, const char *solver, const char *flags, char **out) {
+  const char *asan = getenv("ASAN_OPTIONS");
+  char cmd[12000];
+  snprintf(cmd, sizeof cmd,
+           "ASAN_OPTIONS='%s%sfast_unwind_on_malloc=0' "
+           "LSAN_OPTIONS='suppressions=%s:print_suppressions=0' "
+           "mpirun -np %d --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS "
+           "%s train --solver=%s %s 2>&1",
+           asan ? asan : "", asan && *asan ? ":" : "", tu_src("tests/data/lsan_mpi.supp"), ranks,
+           tu_cortado_bin(), solver, flags ? flags : "");
+  return tu_run(cmd, out);
+}
+
 /* How many files in dir have `part` in their names (e.g. ".caffemodel"). */
 static inline int dpf_count_files(const char *dir, const char *part) {
   int n = 0;

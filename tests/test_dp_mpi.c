@@ -12,21 +12,8 @@
 
 #include "dp_fixture.h"
 
-/* mpirun as the tests run it: several ranks on one machine (as root in CI:
- * the OMPI_ALLOW_RUN_AS_ROOT* variables come from ctest).  In sanitizer
- * builds the ranks check leaks with full stacks, so that what Open MPI
- * never frees can be suppressed (tests/data/lsan_mpi.supp). */
 static int run_mpi(int ranks, const char *solver, const char *extra_flags, char **out) {
-  const char *asan = getenv("ASAN_OPTIONS");
-  char cmd[12000];
-  snprintf(cmd, sizeof cmd,
-           "ASAN_OPTIONS='%s%sfast_unwind_on_malloc=0' "
-           "LSAN_OPTIONS='suppressions=%s:print_suppressions=0' "
-           "mpirun -np %d --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS "
-           "%s train --solver=%s %s 2>&1",
-           asan ? asan : "", asan && *asan ? ":" : "", tu_src("tests/data/lsan_mpi.supp"), ranks,
-           tu_cortado_bin(), solver, extra_flags ? extra_flags : "");
-  return tu_run(cmd, out);
+  return dpf_mpirun(ranks, solver, extra_flags, out);
 }
 
 static int run_single(const char *solver, char **out) {

@@ -48,3 +48,32 @@ int ct_comm_cancelled(const ct_comm *c) {
 void ct_comm_free(ct_comm *c) {
   if (c) c->ops->destroy(c);
 }
+
+ct_status ct_comm_send(ct_comm *c, const float *buf, size_t count, int peer, int tag, void *stream,
+                       ct_error *err) {
+  if (!c->ops->send)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator has no point-to-point send",
+                        c->ops->name);
+  return c->ops->send(c, buf, count, peer, tag, stream, err);
+}
+
+ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
+                       ct_error *err) {
+  if (!c->ops->recv)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator has no point-to-point receive",
+                        c->ops->name);
+  return c->ops->recv(c, buf, count, peer, tag, stream, err);
+}
+
+ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err) {
+  *req = NULL;
+  if (!c->ops->isend) return ct_comm_send(c, buf, count, peer, tag, NULL, err);
+  return c->ops->isend(c, buf, count, peer, tag, req, err);
+}
+
+ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
+  if (!req) return CT_OK;
+  CT_ASSERT(c->ops->send_wait);
+  return c->ops->send_wait(c, req, err);
+}

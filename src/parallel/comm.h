@@ -63,6 +63,19 @@ typedef struct ct_comm_ops {
    * has failed).  MPI's abort ends the whole job. */
   void (*abort)(ct_comm *c);
   void (*destroy)(ct_comm *c);
+  /* Point to point (pipeline stages; NULL where the back end has none):
+   * send gives buf (count floats) to rank peer, recv fills buf from it;
+   * messages between two ranks with the same tag arrive in the order they
+   * were sent.  Done on return for host back ends. */
+  ct_status (*send)(ct_comm *c, const float *buf, size_t count, int peer, int tag, void *stream,
+                    ct_error *err);
+  ct_status (*recv)(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
+                    ct_error *err);
+  /* A send that returns at once: *req gets what send_wait completes (NULL:
+   * done already); buf must stay as it is until then. */
+  ct_status (*isend)(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                     ct_error *err);
+  ct_status (*send_wait)(ct_comm *c, void *req, ct_error *err);
 } ct_comm_ops;
 
 struct ct_comm {
@@ -112,6 +125,18 @@ static inline ct_status ct_comm_wait(ct_comm *c, void *stream, ct_error *err) {
   return c->ops->wait(c, stream, err);
 }
 static inline void ct_comm_abort(ct_comm *c) { c->ops->abort(c); }
+/* Point to point (see ct_comm_ops.send and .recv).  CT_ERR_UNSUPPORTED
+ * naming the back end where it has none. */
+ct_status ct_comm_send(ct_comm *c, const float *buf, size_t count, int peer, int tag, void *stream,
+                       ct_error *err);
+ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
+                       ct_error *err);
+/* A send that returns at once (ct_comm_ops.isend); ct_comm_send_wait(c,
+ * req) completes it under the watchdog (req NULL: nothing).  Back ends
+ * without one send at once (blocking) and give req NULL. */
+ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err);
+ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
 void ct_comm_free(ct_comm *c);
 
 /* ------------------------------------------------------------ threads */

@@ -130,12 +130,61 @@ static ct_status mpi_barrier(ct_comm *c, ct_error *err) {
   return wait_request(&req, c->timeout_s, c->cancel, "barrier", err);
 }
 
+/* Point to point, in chunks like the collectives; each chunk polled under
+ * the watchdog, so that a dead peer is an error, not a hang. */
+static ct_status mpi_send(ct_comm *c, const float *buf, size_t count, int peer, int tag,
+                          void *stream, ct_error *err) {
+  for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
+    int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
+    MPI_Request req;
+    int rc = MPI_Isend(buf + off, n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "send", err);
+    CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "send", err));
+  }
+  return CT_OK;
+}
+
+static ct_status mpi_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
+                          ct_error *err) {
+  for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
+    int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
+    MPI_Request req;
+    int rc = MPI_Irecv(buf + off, n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "receive", err);
+    CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "receive", err));
+  }
+  return CT_OK;
+}
+
+/* Buffers past one chunk go blocking (*req NULL): pipeline tops are far
+ * smaller than 2^28 floats. */
+static ct_status mpi_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                           ct_error *err) {
+  *req = NULL;
+  if (count > CT_MPI_CHUNK) return mpi_send(c, buf, count, peer, tag, NULL, err);
+  MPI_Request *r = ct_xcalloc(1, sizeof *r);
+  int rc = MPI_Isend(buf, (int)count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, r);
+  if (rc != MPI_SUCCESS) {
+    free(r);
+    return mpi_fail(rc, "send", err);
+  }
+  *req = r;
+  return CT_OK;
+}
+
+static ct_status mpi_send_wait(ct_comm *c, void *req, ct_error *err) {
+  ct_status st = wait_request(req, c->timeout_s, c->cancel, "send", err);
+  free(req);
+  return st;
+}
+
 static ct_status mpi_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
 static void mpi_abort(ct_comm *c) { ct_mpi_abort_job(1); }
 static void mpi_destroy(ct_comm *c) { free(c); }
 
 static const ct_comm_ops k_mpi_ops = {"mpi",       mpi_allreduce, mpi_broadcast, mpi_host_f64,
-                                      mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy};
+                                      mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy,
+                                      mpi_send,    mpi_recv,      mpi_isend,     mpi_send_wait};
 
 void ct_mpi_abort_job(int code) {
   int inited = 0, fin = 0;

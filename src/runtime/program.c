@@ -41,7 +41,7 @@ struct ct_program {
 const char *ct_step_kind_name(ct_step_kind kind) {
   static const char *const names[CT_STEP_KINDS] = {
       "clock", "begin", "feed", "forward", "loss", "backward", "reduce begin", "reduce", "reduce join",
-      "callback", "update", "readback", "prefetch"};
+      "callback", "update", "readback", "prefetch", "send", "receive", "stash", "restore"};
   return kind >= 0 && kind < CT_STEP_KINDS ? names[kind] : "?";
 }
 
@@ -102,10 +102,11 @@ static ct_status run_traced(const ct_program_step *s, ct_error *err) {
   const ct_status st = s->run(s->user, s->arg, err);
   const double t1 = ct_trace_now();
   const bool reduce = s->kind == CT_STEP_REDUCE;
+  const bool comm = reduce || s->kind == CT_STEP_SEND || s->kind == CT_STEP_RECV;
   const ct_trace_args a = {.type = s->type, .bytes = s->bytes, .index_name = reduce ? "bucket" : NULL,
                            .index = s->arg};
   const char *kind = ct_step_kind_name(s->kind);
-  ct_trace_complete(reduce ? CT_TRACE_COMM : CT_TRACE_COMPUTE, kind, s->what ? s->what : kind, t0, t1,
+  ct_trace_complete(comm ? CT_TRACE_COMM : CT_TRACE_COMPUTE, kind, s->what ? s->what : kind, t0, t1,
                     &a);
   return st;
 }
@@ -227,6 +228,11 @@ ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err) {
       return replay(ex, err);
   }
   return CT_OK;
+}
+
+const ct_program_step *ct_program_steps(const ct_program *ex, int *n) {
+  *n = ex->nsteps;
+  return ex->steps;
 }
 
 bool ct_program_steady(const ct_program *ex) { return !ex->graphs || ex->state == PROGRAM_REPLAY; }

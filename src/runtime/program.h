@@ -57,6 +57,10 @@ typedef enum ct_step_kind {
   CT_STEP_UPDATE,       /* the solver's update of the parameters */
   CT_STEP_READBACK,     /* the loss and the check word into the iteration's slot */
   CT_STEP_PREFETCH,     /* a data layer's next batch staged */
+  CT_STEP_SEND,         /* a blob (or its diff) to another pipeline stage (runtime/stages.h) */
+  CT_STEP_RECV,         /* a blob (or its diff) from another pipeline stage */
+  CT_STEP_STASH,        /* a micro-batch's stage input kept for its backward */
+  CT_STEP_RESTORE,      /* a micro-batch's stage inputs put back before its recomputation */
   CT_STEP_KINDS
 } ct_step_kind;
 
@@ -112,6 +116,9 @@ ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err);
 /* Drops the graphs; the next run watches the steps again. */
 void ct_program_invalidate(ct_program *ex);
 void ct_program_get_stats(const ct_program *ex, ct_program_stats *st);
+/* The program's steps in order (borrowed until the next ct_program_add);
+ * *n gets their count. */
+const ct_program_step *ct_program_steps(const ct_program *ex, int *n);
 /* Whether the next run runs as every later one will (its graphs replayed,
  * or plain launches without graphs): it neither watches nor captures, so
  * it may be launched while an earlier run is still on the device. */

@@ -10,6 +10,7 @@
 #include "core/mem.h"
 #include "core/settings.h"
 #include "core/trace.h"
+#include "runtime/stages.h"
 #include "runtime/steps.h"
 
 struct ct_runtime {
@@ -25,6 +26,8 @@ struct ct_runtime {
   float pass_losses;
   double iter_loss;      /* CPU: pass_losses as the update step reads it */
   ct_reducer *reducer;   /* data parallel, or NULL */
+  ct_stages *pipe;       /* a pipeline stage, or NULL */
+  ct_program *fwd_prog;  /* pipeline: a forward of one batch (ct_runtime_forward), or NULL */
   int own_requests;      /* CT_RT_* bits asked for (ct_runtime_request) */
   int *requests;         /* where this worker's wishes are read: own_requests or the driver's */
   int actions;           /* agreed actions waiting for the last launched iteration's finish */
@@ -60,6 +63,8 @@ void ct_runtime_free(ct_runtime *rt) {
   ct_runtime_drain(rt);
   ct_program_free(rt->prog);
   ct_reducer_free(rt->reducer);
+  ct_stages_free(rt->pipe);
+  ct_program_free(rt->fwd_prog);
   ct_slots_free(rt->ctx, rt->loss_slots);
   ct_iter_clock_free(&rt->clock);
   free(rt);
@@ -78,12 +83,64 @@ void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *u
 ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
                                 bool log_timing, int *requests, ct_error *err) {
   CT_ASSERT(rt->finished == rt->clock.launched);
+  if (rt->pipe)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "--pipeline: pipeline stages with data-parallel replicas are not written yet");
   ct_reducer_free(rt->reducer);
   rt->reducer = NULL;
   ct_program_free(rt->prog);
   rt->prog = NULL;
   rt->requests = requests ? requests : &rt->own_requests;
   return ct_reducer_create(&rt->reducer, rt->net, &rt->clock, comm, opts, log_timing, err);
+}
+
+ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
+                                  int nafter, ct_stages_schedule schedule, ct_error *err) {
+  CT_ASSERT(rt->finished == rt->clock.launched);
+  if (rt->reducer)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "--pipeline: pipeline stages with data-parallel replicas are not written yet");
+  ct_stages_free(rt->pipe);
+  rt->pipe = NULL;
+  ct_program_free(rt->fwd_prog);
+  rt->fwd_prog = NULL;
+  ct_program_free(rt->prog);
+  rt->prog = NULL;
+  const char **own = NULL;
+  if (!after) {
+    CT_TRY(ct_stages_cuts_from_net(rt->net, &own, &nafter, err));
+    after = own;
+  }
+  ct_status st = ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size,
+                                  schedule, err);
+  free(own);
+  CT_TRY(st);
+  char line[256];
+  ct_stages_describe(rt->pipe, line, sizeof line);
+  LOG_INFO("Pipeline %s", line);
+  return CT_OK;
+}
+
+ct_status ct_runtime_forward(ct_runtime *rt, double *loss, ct_error *err) {
+  if (!rt->pipe) return ct_net_forward(rt->net, loss, err);
+  CT_ASSERT(rt->finished == rt->clock.launched);
+  if (!rt->fwd_prog) {
+    rt->fwd_prog = ct_program_new(rt->ctx, false);
+    ct_stages_build_forward(rt->pipe, rt->fwd_prog);
+  }
+  ct_net_zero_loss(rt->net);
+  CT_TRY(ct_program_run(rt->fwd_prog, ct_net_signature(rt->net), err));
+  double sum = rt->net->loss_host;
+  int none = 0;
+  CT_TRY(ct_stages_agree(rt->pipe, &sum, &none, err));
+  if (loss) *loss = sum;
+  return CT_OK;
+}
+
+int ct_runtime_stage(const ct_runtime *rt) { return rt->pipe ? ct_stages_stage(rt->pipe) : 0; }
+
+ct_status ct_runtime_gather(ct_runtime *rt, float *flat, ct_error *err) {
+  return rt->pipe ? ct_stages_gather(rt->pipe, flat, err) : CT_OK;
 }
 
 ct_status ct_runtime_broadcast_params(ct_runtime *rt, int root, ct_error *err) {
@@ -204,7 +261,12 @@ static void build_program(ct_runtime *rt) {
   if (rt->reducer) ct_program_set_capture_end(rt->prog, step_capture_end, rt);
   add(rt, step_clock, true, "iteration count", CT_STEP_CLOCK);
   ct_steps_begin(rt->prog, net);
-  for (int pass = 0; pass < rt->opts.iter_size; pass++) {
+  if (rt->pipe) {
+    const ct_program_step loss = {.run = step_pass_loss, .user = rt, .what = "pass loss",
+                                  .kind = CT_STEP_LOSS};
+    ct_stages_build(rt->pipe, rt->prog, on_gpu(rt) ? NULL : &loss);
+  }
+  for (int pass = 0; !rt->pipe && pass < rt->opts.iter_size; pass++) {
     const bool last = pass == rt->opts.iter_size - 1;
     ct_steps_forward(rt->prog, net);
     if (!on_gpu(rt)) add(rt, step_pass_loss, false, "pass loss", CT_STEP_LOSS);
@@ -237,7 +299,7 @@ void ct_runtime_request(ct_runtime *rt, int actions) {
   __atomic_fetch_or(rt->requests, actions, __ATOMIC_SEQ_CST);
 }
 
-int ct_runtime_poll(ct_runtime *rt) { return rt->reducer ? 0 : take_requests(rt); }
+int ct_runtime_poll(ct_runtime *rt) { return rt->reducer || rt->pipe ? 0 : take_requests(rt); }
 
 unsigned ct_runtime_next(const ct_runtime *rt) { return rt->clock.launched + 1; }
 
@@ -278,7 +340,7 @@ static ct_status agree(ct_runtime *rt, unsigned seq, int *actions, ct_error *err
   }
   *actions = 0;
   if (seq != rt->clock.launched) return CT_OK; /* they come with the next one */
-  if (!carried) {
+  if (!carried && !rt->pipe) {
     int a = take_requests(rt);
     if (r) CT_TRY(ct_reducer_agree(r, seq, a, &a, err));
     rt->actions |= a;
@@ -294,6 +356,12 @@ static ct_status finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_erro
   CT_TRY(agree(rt, seq, &res->actions, err));
   const ct_loss_slot *slot = ct_slot(rt->loss_slots, sizeof(ct_loss_slot), seq);
   res->loss = slot->loss;
+  if (rt->pipe) {
+    /* the loss stage's loss and every stage's requests, on every stage */
+    int a = take_requests(rt);
+    CT_TRY(ct_stages_agree(rt->pipe, &res->loss, &a, err));
+    res->actions |= a;
+  }
   if (slot->check == 0) return CT_OK;
   const unsigned word = slot->check;
   ct_context_clear_checks_async(rt->ctx);

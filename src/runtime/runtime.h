@@ -40,6 +40,7 @@
 #include "runtime/program.h"
 #include "runtime/reduce.h"
 #include "runtime/slots.h"
+#include "runtime/stages.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,27 @@ void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *u
  * reducer's. */
 ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
                                 bool log_timing, int *requests, ct_error *err);
+/* Pipeline parallelism (stages.h): this process runs stage comm->rank of
+ * the net cut after the layers named in after[0 .. nafter) (after NULL:
+ * where the layers' pipeline_stage fields say), the
+ * iteration's iter_size passes being the micro-batches, in the order of
+ * `schedule`; the loss
+ * and the requests are agreed on by every stage at each finish.  The
+ * program is rebuilt at the next launch.  Nothing may be in flight.
+ * Errors: ct_stages_create's; CT_ERR_UNSUPPORTED with a reducer. */
+ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
+                                  int nafter, ct_stages_schedule schedule, ct_error *err);
+/* One forward of the net outside the iterations (a display's last one):
+ * ct_net_forward, or with a pipeline a forward through every stage (each
+ * must call it) with the loss and the net's outputs agreed on by all.
+ * Nothing may be in flight.  Errors: a layer's; the communicator's. */
+ct_status ct_runtime_forward(ct_runtime *rt, double *loss, ct_error *err);
+/* This process's pipeline stage (0 without a pipeline). */
+int ct_runtime_stage(const ct_runtime *rt);
+/* Pipeline: stage 0 gets every stage's part of flat (laid out as the net's
+ * flat buffers) from the stage that trains it; every stage must call it.
+ * Nothing without a pipeline.  Errors: the communicator's. */
+ct_status ct_runtime_gather(ct_runtime *rt, float *flat, ct_error *err);
 /* The reducer's: replaces the parameters by rank root's (blocking; nothing
  * without a reducer). */
 ct_status ct_runtime_broadcast_params(ct_runtime *rt, int root, ct_error *err);

@@ -49,9 +49,11 @@ void ct_steps_begin(ct_program *p, ct_net *net) {
                                       .what = "begin", .kind = CT_STEP_BEGIN});
 }
 
-void ct_steps_forward(ct_program *p, ct_net *net) {
-  for (int i = 0; i < net->nlayers; i++) {
+void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool skip_sources,
+                            void (*after)(void *user, ct_program *p, int layer), void *user) {
+  for (int i = first; i < end; i++) {
     ct_layer *l = net->layers[i];
+    if (skip_sources && l->nbottom == 0) continue;
     if (fed(net, i))
       ct_program_add(p, (ct_program_step){.run = step_feed_copy, .user = net, .arg = i,
                                           .what = l->name, .kind = CT_STEP_FEED, .type = l->ops->type});
@@ -59,12 +61,17 @@ void ct_steps_forward(ct_program *p, ct_net *net) {
       ct_program_add(p, (ct_program_step){.run = step_forward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
                                           .kind = CT_STEP_FORWARD, .type = l->ops->type});
+    if (after) after(user, p, i);
   }
 }
 
-void ct_steps_backward(ct_program *p, ct_net *net,
-                       void (*after)(void *user, ct_program *p, int layer), void *user) {
-  for (int i = net->nlayers - 1; i >= 0; i--) {
+void ct_steps_forward(ct_program *p, ct_net *net) {
+  ct_steps_forward_range(p, net, 0, net->nlayers, false, NULL, NULL);
+}
+
+void ct_steps_backward_range(ct_program *p, ct_net *net, int first, int end,
+                             void (*after)(void *user, ct_program *p, int layer), void *user) {
+  for (int i = end - 1; i >= first; i--) {
     ct_layer *l = net->layers[i];
     if (net->layer_need_backward[i])
       ct_program_add(p, (ct_program_step){.run = step_backward, .user = net, .arg = i,
@@ -72,6 +79,11 @@ void ct_steps_backward(ct_program *p, ct_net *net,
                                           .kind = CT_STEP_BACKWARD, .type = l->ops->type});
     if (after) after(user, p, i);
   }
+}
+
+void ct_steps_backward(ct_program *p, ct_net *net,
+                       void (*after)(void *user, ct_program *p, int layer), void *user) {
+  ct_steps_backward_range(p, net, 0, net->nlayers, after, user);
 }
 
 void ct_steps_prefetch(ct_program *p, ct_net *net) {

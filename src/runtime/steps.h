@@ -14,11 +14,20 @@ void ct_steps_begin(ct_program *p, ct_net *net);
  * the loss sum; GPU data layers with batch hooks become feed steps (copies
  * from a staging buffer, net_feed.h). */
 void ct_steps_forward(ct_program *p, ct_net *net);
+/* The same over layers [first, end) (a pipeline stage's): layers without
+ * bottoms (data layers) are left out when skip_sources (a recomputation),
+ * and after each layer's step after(user, p, i) may append steps of its
+ * own (NULL: none). */
+void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool skip_sources,
+                            void (*after)(void *user, ct_program *p, int layer), void *user);
 /* Appends one backward pass: the layers that need it, in reverse.  After
  * the place of each layer i (whether it has a step or not), after(user, p,
  * i) may append steps of its own (NULL: none). */
 void ct_steps_backward(ct_program *p, ct_net *net,
                        void (*after)(void *user, ct_program *p, int layer), void *user);
+/* The same over layers [first, end), from end - 1 down to first. */
+void ct_steps_backward_range(ct_program *p, ct_net *net, int first, int end,
+                             void (*after)(void *user, ct_program *p, int layer), void *user);
 /* Appends the staging of the next batch of every fed data layer (at the end
  * of the program, after the graphs are launched). */
 void ct_steps_prefetch(ct_program *p, ct_net *net);

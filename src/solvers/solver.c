@@ -215,6 +215,11 @@ ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts
   return ct_runtime_broadcast_params(s->rt, 0, err);
 }
 
+ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
+                                 ct_stages_schedule schedule, ct_error *err) {
+  return ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err);
+}
+
 void ct_solver_request(ct_solver *s, int actions) { ct_runtime_request(s->rt, actions); }
 
 /* ------------------------------------------------------------------ update */
@@ -440,7 +445,7 @@ ct_status ct_solver_solve(ct_solver *s, const char *resume_file, ct_error *err) 
   const bool display = p->display && s->iter % p->display == 0;
   if (display) {
     double loss = 0;
-    CT_TRY(ct_net_forward(s->net, &loss, err));
+    CT_TRY(ct_runtime_forward(s->rt, &loss, err));
     update_smoothed_loss(s, (float)loss, start_iter);
     LOG_INFO("Iteration %d, loss = %g", s->iter, (double)s->smoothed_loss);
   }

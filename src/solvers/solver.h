@@ -207,6 +207,18 @@ void ct_solver_add_callback(ct_solver *s, const ct_solver_callback *cb);
  * loaded or the state restored.  Errors: the reducer's and the broadcast's. */
 ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts *opts,
                                bool log_timing, int *requests, ct_error *err);
+/* Pipeline parallelism (runtime/stages.h): this process trains stage
+ * comm->rank of the train net cut after the layers named in after[0 ..
+ * nafter) (NULL: where its layers' pipeline_stage fields say), the
+ * iteration's iter_size passes being its micro-batches, run in the order
+ * of `schedule` (GPipe or 1F1B).  Every stage keeps
+ * the whole net and updates the parameters of its own layers; a snapshot
+ * gathers every stage's parameters and history into stage 0, which alone
+ * writes the files.  Call after weights were loaded or the
+ * state restored (every stage reads the same files).  Errors:
+ * ct_runtime_set_pipeline's. */
+ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
+                                 ct_stages_schedule schedule, ct_error *err);
 
 /* Runs `iters` iterations (fewer when a STOP request arrives; then
  * s->requested_early_exit is true and the status is CT_OK).  Errors: a

@@ -119,8 +119,24 @@ static void remove_dead_snapshot_temps(const ct_solver *s) {
   free(p);
 }
 
+/* Pipeline stages: stage 0 gets every stage's parameters and history (a
+ * no-op without a pipeline).  The flat buffers are host memory: pipelines
+ * run on the CPU. */
+static ct_status gather_stages(ct_solver *s, ct_error *err) {
+  CT_TRY(ct_runtime_gather(s->rt, s->net->flat_data, err));
+  for (int k = 0; s->history && k < s->rule->nslots; k++)
+    CT_TRY(ct_runtime_gather(s->rt, s->history + (size_t)k * s->net->flat_count, err));
+  return CT_OK;
+}
+
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
+  CT_TRY(gather_stages(s, err));
   if (s->opts.replica) return CT_OK;
+  if (ct_runtime_stage(s->rt) != 0) {
+    /* this stage took part: no second snapshot of this iteration at the end */
+    s->snapshot_iter_plus1 = s->iter + 1;
+    return CT_OK;
+  }
   const bool traced = ct_trace_on();
   const double t0 = traced ? ct_trace_now() : 0;
   remove_dead_snapshot_temps(s);

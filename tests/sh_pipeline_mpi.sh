@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# `cortado train --pipeline`: what cannot be trained as asked stops before
+# training, with a message that says why (every rank the same, or the
+# command itself before any rank starts).  The equivalence with one process
+# is tests/test_pipeline_mpi.c.
+set -euo pipefail
+bin=${CORTADO_BIN:?}
+dir=${CORTADO_TMP:?}/sh_pipeline_mpi
+rm -rf "$dir" && mkdir -p "$dir"
+cd "$dir"
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+export LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0"
+"$bin" make_synthetic_db db --num=16 --shape=1,4,4 --labels=3 --log_level=1
+net() { # $1: a layer between ip1 and ip2 (may be empty)
+  cat <<NET
+name: "pp"
+layer { name: "data" type: "Data" top: "x" top: "label"
+  data_param { source: "db" batch_size: 4 backend: LMDB } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
+  inner_product_param { num_output: 6 weight_filler { type: "gaussian" std: 0.1 } } }
+$1
+layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
+layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "p"
+  inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "p" bottom: "label" top: "loss" }
+NET
+}
+net "" >net.prototxt
+net 'layer { name: "bn" type: "BatchNorm" bottom: "h" top: "h" }' >bn.prototxt
+# the same net with its stages in the prototxt (pipeline_stage), and with a stage skipped
+sed 's/name: "ip2"/name: "ip2" pipeline_stage: 1/' net.prototxt >placed.prototxt
+sed 's/name: "ip2"/name: "ip2" pipeline_stage: 2/' net.prototxt >skipped.prototxt
+solver() { printf 'net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' "$1" "${2:-}"; }
+solver net.prototxt >solver.prototxt
+solver bn.prototxt >solver_bn.prototxt
+solver net.prototxt "iter_size: 2" >solver_iter2.prototxt
+solver skipped.prototxt >solver_skipped.prototxt
+solver placed.prototxt >solver_field.prototxt
+fail=0
+expect() { # description, ranks (0: no mpirun), solver, flags, wanted message
+  local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out
+  if [ "$np" = 0 ]; then
+    out=$("$bin" train --solver="$s" $flags 2>&1) || rc=$?
+  else
+    out=$(timeout 300 mpirun --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
+      -np "$np" "$bin" train --solver="$s" $flags 2>&1) || rc=$?
+  fi
+  if [ -z "$want" ]; then
+    [ $rc = 0 ] && echo "ok   $what trains" || { echo "FAIL $what: status $rc: $(tail -3 <<<"$out")"; fail=1; }
+    return
+  fi
+  if [ $rc != 0 ] && grep -qxF "cortado: error: $want" <<<"$out" && ! grep -q "Iteration 1" <<<"$out"; then
+    echo "ok   $what: $want"
+  else
+    echo "FAIL $what: status $rc, wanted 'cortado: error: $want' in:"; tail -5 <<<"$out"; fail=1
+  fi
+}
+expect "an unknown layer" 2 solver.prototxt "--pipeline=ip9" \
+  "--pipeline: no layer 'ip9' in the train net 'pp' (its layers: data, ip1, relu, ip2, loss)"
+expect "split points out of order" 3 solver.prototxt "--pipeline=ip2,ip1" \
+  "--pipeline: split points must follow the net's order: 'ip1' (layer 1) is not after 'ip2' (layer 3)"
+expect "more ranks than stages" 3 solver.prototxt "--pipeline=relu" \
+  "--pipeline: 1 split point makes 2 stages, but 3 ranks were started (run mpirun -np 2: one rank per stage)"
+expect "a last stage without layers" 2 solver.prototxt "--pipeline=loss" \
+  "--pipeline: stage 1 would have no layers: 'loss' is the net's last layer"
+expect "an empty layer name" 2 solver.prototxt "--pipeline=ip1," \
+  "--pipeline=ip1,: layer name 2 is empty (give layer names separated by ',')"
+expect "BatchNorm with micro-batches" 2 solver_bn.prototxt "--pipeline=relu --microbatches=2" \
+  "--pipeline with 2 micro-batches: layer 'bn' is BatchNorm, whose forward would update its statistics again when a micro-batch is recomputed for its backward; use one micro-batch (--microbatches=1)"
+expect "BatchNorm with one micro-batch" 2 solver_bn.prototxt "--pipeline=relu" ""
+expect "iter_size against --microbatches" 2 solver_iter2.prototxt "--pipeline=relu --microbatches=3" \
+  "--microbatches=3 and the solver's iter_size 2 disagree: under --pipeline the iteration's passes are its micro-batches (give one of them)"
+expect "iter_size as the micro-batches" 2 solver_iter2.prototxt "--pipeline=relu" ""
+expect "a GPU" 2 solver.prototxt "--pipeline=relu --gpu=0" \
+  "--pipeline: stages run on CPU ranks only for now (give --cpu, or leave --gpu out)"
+expect "no mpirun" 0 solver.prototxt "--pipeline=relu" \
+  "--pipeline needs one process per stage: start them with mpirun -np P (P: the stage count, one more than the layer names)"
+expect "--microbatches alone" 0 solver.prototxt "--microbatches=2" \
+  "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in the net under mpirun); without them, use the solver's iter_size"
+expect "a pipeline_stage that skips a stage" 3 solver_skipped.prototxt "" \
+  "layer 'ip2': pipeline_stage 2 after stage 0: stages start at 0 and go up one at a time through the net"
+# stages from the prototxt (their weights against --pipeline's: tests/test_pipeline_mpi.c)
+expect "stages from pipeline_stage" 2 solver_field.prototxt "--microbatches=2" ""
+exit $fail

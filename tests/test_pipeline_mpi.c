@@ -1,0 +1,196 @@
+/* Pipeline parallelism on CPU ranks: `mpirun -np P cortado train
+ * --pipeline=... --microbatches=M` ends with the parameters of one
+ * `cortado train` on the same records:
+ *   - bit for bit against one process with iter_size M (the same sums in
+ *     the same order: the micro-batches' gradients are added in order);
+ *   - within 1e-6 against one process with M times the batch (the same
+ *     gradient, the mean over the batch summed in another order);
+ * for 2 stages and for 3 (a stage of one in-place ReLU; the labels go from
+ * stage 0 straight to stage 2), with one micro-batch and with several, in
+ * the GPipe and the 1F1B order, and
+ * a run resumed from a pipeline snapshot goes on as one that was not
+ * stopped.  Stage 0 writes the snapshots, whole (every stage's
+ * parameters): the same bytes as the single process's .caffemodel. */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#include "dp_fixture.h"
+
+static int run_mpi(int ranks, const char *solver, const char *flags, char **out) {
+  return dpf_mpirun(ranks, solver, flags, out);
+}
+
+static int run_single(const char *solver, const char *flags, char **out) {
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "%s train --solver=%s %s 2>&1", tu_cortado_bin(), solver, flags);
+  return tu_run(cmd, out);
+}
+
+/* max |a - b| over two caffemodels' parameters (the same layout). */
+static double max_abs_diff(const char *a, const char *b) {
+  dpf_params pa = dpf_read_caffemodel(a), pb = dpf_read_caffemodel(b);
+  assert_int_equal(pa.n, pb.n);
+  assert_true(pa.n > 0);
+  double m = 0;
+  for (size_t i = 0; i < pa.n; i++) m = fmax(m, fabs((double)pa.v[i] - (double)pb.v[i]));
+  free(pa.v);
+  free(pb.v);
+  return m;
+}
+
+static void must_run(int rc, char *out, const char *what) {
+  if (rc != 0) fail_msg("%s failed (%d):\n%s", what, rc, out ? out : "");
+}
+
+/* Writes folder `sub` of base with a solver of batch b (and `extra`). */
+static void setup(char *solver, size_t size, const char *base, const char *sub, const char *lmdb, int b,
+                  int max_iter, int snapshot_every, const char *extra) {
+  char dir[4300];
+  snprintf(dir, sizeof dir, "%s/%s", base, sub);
+  mkdir(dir, 0755);
+  dpf_write_solver(dir, lmdb, b, max_iter, snapshot_every, extra);
+  snprintf(solver, size, "%s/solver.prototxt", dir);
+}
+
+/* P stages (cut after `cuts`) x M micro-batches of b against one process
+ * with iter_size M (bit for bit) and with batch M x b (1e-6). */
+static void check_stages(const char *name, int stages, const char *cuts, int m, int b,
+                         const char *schedule) {
+  const char *base = tu_tmpdir(name);
+  char lmdb[4200], pipe[4400], acc[4400], big[4400], extra[64], flags[256], path[2][4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  snprintf(extra, sizeof extra, "iter_size: %d", m);
+  setup(pipe, sizeof pipe, base, "pipe", lmdb, b, 6, 0, NULL);
+  setup(acc, sizeof acc, base, "acc", lmdb, b, 6, 0, extra);
+  setup(big, sizeof big, base, "big", lmdb, m * b, 6, 0, NULL);
+  char *out = NULL;
+  snprintf(flags, sizeof flags, "--pipeline=%s --microbatches=%d --schedule=%s", cuts, m, schedule);
+  must_run(run_mpi(stages, pipe, flags, &out), out, "the pipeline");
+  char want[256];
+  snprintf(want, sizeof want, "Pipeline stage 0 of %d: layers 0-", stages);
+  assert_non_null(strstr(out, want));
+  snprintf(want, sizeof want, "%d micro-batch%s (%s)", m, m == 1 ? "" : "es",
+           strcmp(schedule, "1f1b") == 0 ? "1F1B" : "GPipe");
+  assert_non_null(strstr(out, want));
+  /* stage 0 displays the loss stage's loss */
+  assert_non_null(strstr(out, "Train net output #0: loss = "));
+  assert_null(strstr(out, "Train net output #0: loss = 0 "));
+  free(out);
+  must_run(run_single(acc, "", &out), out, "iter_size reference");
+  free(out);
+  must_run(run_single(big, "", &out), out, "big batch reference");
+  free(out);
+  snprintf(path[0], sizeof path[0], "%s/pipe/snap_iter_6.caffemodel", base);
+  snprintf(path[1], sizeof path[1], "%s/acc/snap_iter_6.caffemodel", base);
+  const double exact = max_abs_diff(path[0], path[1]);
+  snprintf(path[1], sizeof path[1], "%s/big/snap_iter_6.caffemodel", base);
+  const double near = max_abs_diff(path[0], path[1]);
+  printf("%s: %d stages x %d micro-batches of %d: max |diff| %.3g vs iter_size %d, %.3g vs batch %d\n",
+         name, stages, m, b, exact, m, near, m * b);
+  assert_true(exact == 0.0);
+  assert_true(near < 1e-6);
+  /* the whole file, bytes and all, is the one process's */
+  snprintf(path[1], sizeof path[1], "%s/acc/snap_iter_6.caffemodel", base);
+  size_t na = 0, nb = 0;
+  char *a = tu_read_file(path[0], &na), *c = tu_read_file(path[1], &nb);
+  assert_int_equal(na, nb);
+  assert_memory_equal(a, c, na);
+  free(a);
+  free(c);
+}
+
+static void test_two_stages_four_micro(void **state) {
+  check_stages("pipe_p2_m4", 2, "relu", 4, 3, "gpipe");
+}
+
+static void test_two_stages_one_micro(void **state) { check_stages("pipe_p2_m1", 2, "ip1", 1, 6, "gpipe"); }
+
+/* Stage 1 is the in-place ReLU alone: it receives h, changes it in place
+ * and sends it on; the labels skip it. */
+static void test_three_stages(void **state) { check_stages("pipe_p3_m3", 3, "ip1,relu", 3, 2, "gpipe"); }
+
+/* 1F1B: the backwards come between the forwards, in the same order. */
+static void test_1f1b_two_stages(void **state) { check_stages("pipe_1f1b_p2", 2, "relu", 4, 3, "1f1b"); }
+
+static void test_1f1b_three_stages(void **state) {
+  check_stages("pipe_1f1b_p3", 3, "ip1,relu", 5, 2, "1f1b");
+}
+
+/* Snapshot at 3 (stage 0 gathers the parameters and the momentum), resume
+ * to 6: the same parameters as 6 straight iterations. */
+static void test_resume(void **state) {
+  const char *base = tu_tmpdir("pipe_resume");
+  char lmdb[4200], straight[4400], split[4400], flags[512], a[4400], c[4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  setup(straight, sizeof straight, base, "straight", lmdb, 3, 6, 0, NULL);
+  setup(split, sizeof split, base, "split", lmdb, 3, 6, 3, NULL);
+  char *out = NULL;
+  must_run(run_mpi(2, straight, "--pipeline=relu --microbatches=2", &out), out, "straight run");
+  free(out);
+  char first[4400];
+  snprintf(first, sizeof first, "%s/split/first.prototxt", base);
+  /* the first half: the same solver stopped at 3 */
+  size_t len = 0;
+  char *text = tu_read_file(split, &len);
+  char *mi = strstr(text, "max_iter: 6");
+  assert_non_null(mi);
+  mi[10] = '3';
+  tu_write_file(first, text, len);
+  free(text);
+  must_run(run_mpi(2, first, "--pipeline=relu --microbatches=2", &out), out, "first half");
+  free(out);
+  snprintf(flags, sizeof flags, "--pipeline=relu --microbatches=2 --snapshot=%s/split/snap_iter_3.solverstate",
+           base);
+  must_run(run_mpi(2, split, flags, &out), out, "resumed half");
+  free(out);
+  snprintf(a, sizeof a, "%s/straight/snap_iter_6.caffemodel", base);
+  snprintf(c, sizeof c, "%s/split/snap_iter_6.caffemodel", base);
+  assert_true(max_abs_diff(a, c) == 0.0);
+}
+
+/* The stages from the net's pipeline_stage fields (ip2 starts stage 1)
+ * train as --pipeline=relu cuts the unchanged net. */
+static void test_stages_from_prototxt(void **state) {
+  const char *base = tu_tmpdir("pipe_field");
+  char lmdb[4200], flag[4400], field[4400], net[4400], a[4400], c[4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  setup(flag, sizeof flag, base, "flag", lmdb, 3, 6, 0, NULL);
+  setup(field, sizeof field, base, "field", lmdb, 3, 6, 0, NULL);
+  snprintf(net, sizeof net, "%s/field/net.prototxt", base);
+  size_t len = 0;
+  char *text = tu_read_file(net, &len);
+  const char *at = strstr(text, "name: 'ip2'");
+  assert_non_null(at);
+  char placed[16384];
+  snprintf(placed, sizeof placed, "%.*sname: 'ip2' pipeline_stage: 1%s", (int)(at - text), text,
+           at + strlen("name: 'ip2'"));
+  tu_write_file(net, placed, strlen(placed));
+  free(text);
+  char *out = NULL;
+  must_run(run_mpi(2, flag, "--pipeline=relu --microbatches=2", &out), out, "--pipeline");
+  free(out);
+  must_run(run_mpi(2, field, "--microbatches=2", &out), out, "pipeline_stage");
+  assert_non_null(strstr(out, "Pipeline stage 0 of 2: layers 0-2 ('data' to 'relu')"));
+  free(out);
+  snprintf(a, sizeof a, "%s/flag/snap_iter_6.caffemodel", base);
+  snprintf(c, sizeof c, "%s/field/snap_iter_6.caffemodel", base);
+  assert_true(max_abs_diff(a, c) == 0.0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_two_stages_four_micro),
+      cmocka_unit_test(test_two_stages_one_micro),
+      cmocka_unit_test(test_three_stages),
+      cmocka_unit_test(test_1f1b_two_stages),
+      cmocka_unit_test(test_1f1b_three_stages),
+      cmocka_unit_test(test_resume),
+      cmocka_unit_test(test_stages_from_prototxt),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
