@@ -6,9 +6,19 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/parallel.h"
 #include "core/settings.h"
 #include "core/signals.h"
 #include "core/device.h"
+
+/* Every thread of OpenMP's team (ct_parallel_for's and oneDNN's) flushes
+ * subnormals (core/cpu.h), for library users whose main thread did not set
+ * the mode before the team started; the workers, not the caller, block the
+ * asynchronous signals (core/signals.h). */
+static void prepare_thread(int thread) {
+  ct_cpu_flush_subnormals();
+  if (thread != 0) ct_signals_block_async(NULL);
+}
 
 ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *err) {
   memset(ctx, 0, sizeof *ctx);
@@ -21,8 +31,7 @@ ct_status ct_context_init(ct_context *ctx, int device, uint64_t seed, ct_error *
   ctx->next_check_id = 1;
   ct_rng_seed(&ctx->rng, seed);
   if (device == CT_DEVICE_CPU) {
-    ct_cpu_flush_subnormals_team();
-    ct_signals_block_in_team();
+    ct_parallel_each_thread(prepare_thread);
     return CT_OK;
   }
   ct_cpu_flush_subnormals();

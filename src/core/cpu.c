@@ -8,9 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -40,16 +37,6 @@ bool ct_cpu_subnormals_flushed(void) {
   return (fpcr & FPCR_FZ) != 0;
 #else
   return false;
-#endif
-}
-
-void ct_cpu_flush_subnormals_team(void) {
-  ct_cpu_flush_subnormals();
-#ifdef _OPENMP
-  if (omp_in_parallel()) return;
-  /* the whole pool: a team of the largest size any later region asks for */
-#pragma omp parallel num_threads(omp_get_max_threads())
-  ct_cpu_flush_subnormals();
 #endif
 }
 

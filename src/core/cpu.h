@@ -34,11 +34,6 @@ void ct_cpu_flush_subnormals(void);
  * such mode). */
 bool ct_cpu_subnormals_flushed(void);
 
-/* ct_cpu_flush_subnormals in the calling thread and in every thread of
- * OpenMP's team (ct_parallel_for's and oneDNN's workers), for library users
- * whose main thread did not set the mode before the team started. */
-void ct_cpu_flush_subnormals_team(void);
-
 /* Whether the CPU computes bfloat16 products in hardware (x86: AVX512_BF16
  * or AMX-BF16, as oneDNN's bf16 kernels need), and its name for them in
  * messages ("AMX-BF16, AVX512_BF16"). */

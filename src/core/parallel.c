@@ -12,6 +12,17 @@ int ct_parallel_threads(void) {
 #endif
 }
 
+void ct_parallel_each_thread(void (*fn)(int thread)) {
+#ifdef _OPENMP
+  if (!omp_in_parallel()) {
+#pragma omp parallel num_threads(omp_get_max_threads())
+    fn(omp_get_thread_num());
+    return;
+  }
+#endif
+  fn(0);
+}
+
 void ct_parallel_for(size_t n, size_t min_range, ct_range_fn fn, void *arg) {
   if (n == 0) return;
   if (min_range == 0) min_range = 1;

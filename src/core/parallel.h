@@ -15,6 +15,12 @@
 extern "C" {
 #endif
 
+/* Runs fn(t) once on every thread of OpenMP's team of its largest size (the
+ * team ct_parallel_for and oneDNN use later), t = 0 being the calling
+ * thread: per-thread setup of the workers (floating-point mode, signal
+ * mask).  Call it outside a parallel region; without OpenMP, fn(0). */
+void ct_parallel_each_thread(void (*fn)(int thread));
+
 /* The body of a loop: handles indices [begin, end). */
 typedef void (*ct_range_fn)(void *arg, size_t begin, size_t end);
 

@@ -5,10 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "core/log.h"
 
 void ct_signals_async_set(sigset_t *set) {
@@ -25,16 +21,6 @@ void ct_signals_block_async(sigset_t *old) {
 }
 
 void ct_signals_restore(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
-
-void ct_signals_block_in_team(void) {
-#ifdef _OPENMP
-  if (omp_in_parallel()) return;
-  /* the team of the largest size any later region asks for; its master is
-   * the caller, whose mask stays the caller's business */
-#pragma omp parallel num_threads(omp_get_max_threads())
-  if (omp_get_thread_num() != 0) ct_signals_block_async(NULL);
-#endif
-}
 
 /* ------------------------------------------------------------------ relay */
 

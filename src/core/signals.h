@@ -39,11 +39,6 @@ void ct_signals_block_async(sigset_t *old);
 /* Restores a mask saved by ct_signals_block_async. */
 void ct_signals_restore(const sigset_t *old);
 
-/* Blocks them in every worker thread of OpenMP's team (ct_parallel_for's
- * and oneDNN's), not in the calling thread, its master.  Outside a
- * parallel region. */
-void ct_signals_block_in_team(void);
-
 /* Starts the relay thread once per process (later calls return true at
  * once): from then on an asynchronous signal that reaches no thread with
  * it unblocked is taken by the relay and its disposition carried out there.

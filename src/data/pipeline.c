@@ -304,12 +304,10 @@ ct_status ct_pipeline_next(ct_pipeline *p, ct_batch **batch, ct_error *err) {
   pthread_mutex_lock(&p->mu);
   CT_ASSERTF(!p->out, "ct_pipeline_next: the previous batch was not released");
   slot *s = &p->slots[p->handed % p->nslots];
-  if (s->done < p->cfg.batch_size && ct_trace_on()) {
-    const double t0 = ct_trace_now();
-    while (s->done < p->cfg.batch_size) pthread_cond_wait(&p->cv_done, &p->mu);
-    ct_trace_complete(CT_TRACE_COMPUTE, "data", "data wait", t0, ct_trace_now(), NULL);
-  }
+  const bool waits = s->done < p->cfg.batch_size && ct_trace_on();
+  const double t0 = waits ? ct_trace_now() : 0;
   while (s->done < p->cfg.batch_size) pthread_cond_wait(&p->cv_done, &p->mu);
+  if (waits) ct_trace_complete(CT_TRACE_COMPUTE, "data", "data wait", t0, ct_trace_now(), NULL);
   p->handed++;
   if (s->status != CT_OK) {
     ct_status st = s->status;
