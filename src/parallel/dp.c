@@ -543,19 +543,16 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
   return worker_run(w, err);
 }
 
-/* What parameter servers cannot do yet, the same on every rank. */
-static ct_status check_ps(const ct_dp_job *job, int ranks, bool gpu, ct_error *err) {
+ct_status ct_dp_check_ps(const ct_dp_job *job, int ranks, ct_error *err) {
   const ct_ps_opts *o = &job->ps;
   const char *mode = ct_dp_mode_name(o->mode);
-  if (gpu)
-    return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "--dp_mode=%s: parameter servers run on CPU ranks only for now (give --cpu)", mode);
+  if (o->mode == CT_DP_ALLREDUCE) return CT_OK;
   if (ranks <= o->num_servers)
     return ct_error_set(err, CT_ERR_INVALID,
-                        "--dp_mode=%s: %d rank%s leave no worker beside %d parameter server%s (start "
+                        "--dp_mode=%s: %d rank%s leave%s no worker beside %d parameter server%s (start "
                         "mpirun -np W+%d for W workers)",
-                        mode, ranks, ranks == 1 ? "" : "s", o->num_servers, o->num_servers == 1 ? "" : "s",
-                        o->num_servers);
+                        mode, ranks, ranks == 1 ? "" : "s", ranks == 1 ? "s" : "", o->num_servers,
+                        o->num_servers == 1 ? "" : "s", o->num_servers);
   if (job->solver_param->clip_gradients >= 0 && o->num_servers > 1 && o->mode != CT_DP_BMUF)
     return ct_error_set(err, CT_ERR_INVALID,
                         "--dp_mode=%s: clip_gradients needs the norm of the whole gradient, which "
@@ -579,7 +576,11 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   const bool ps = job->ps.mode != CT_DP_ALLREDUCE;
   const int workers = ps && mpi->size > job->ps.num_servers ? mpi->size - job->ps.num_servers : mpi->size;
   ct_status st = shared_init(&sh, job, workers, &w.err);
-  if (st == CT_OK && ps) st = check_ps(job, mpi->size, n_node_gpus > 0, &w.err);
+  if (st == CT_OK && ps) st = ct_dp_check_ps(job, mpi->size, &w.err);
+  if (st == CT_OK && ps && n_node_gpus > 0)
+    st = ct_error_set(&w.err, CT_ERR_UNSUPPORTED,
+                      "--dp_mode=%s: parameter servers run on CPU ranks only for now (give --cpu)",
+                      ct_dp_mode_name(job->ps.mode));
   sh.ps = ps;
   snprintf(sh.kind, sizeof sh.kind, "MPI processes");
   sh.gpu = n_node_gpus > 0;

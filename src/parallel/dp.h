@@ -124,6 +124,12 @@ void ct_dp_cancel(void);
 ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus,
                           ct_error *err);
 
+/* What parameter servers (job->ps) cannot run on `ranks` MPI ranks, the
+ * same on every rank: no worker left beside the servers, gradient clipping
+ * (a global norm) over several servers (CT_ERR_INVALID, the message
+ * starting "--dp_mode=").  CT_OK for the all-reduce. */
+ct_status ct_dp_check_ps(const ct_dp_job *job, int ranks, ct_error *err);
+
 /* Trains as shard `shard->shard_id` of `shard->num_shards` processes that
  * meet through a rendezvous store (see shards.h), without MPI.  With
  * n_gpus > 0 the shard drives gpus[0..n_gpus) as worker threads: the world

@@ -31,8 +31,9 @@
  *          answered at once.
  *   bmuf   workers update locally with their solver and every `period`
  *          iterations push their weights; once all are in, the server
- *          filters the block: G = mean(w_i) - w_g, D = m D + lr_b G,
- *          w_g += D, and the workers go on from w_g + m D (Nesterov) or w_g.
+ *          filters the block: G = mean(w_i) - start (where the block
+ *          began), D = m D + lr_b G, w_g += D, and the workers go on from
+ *          start = w_g + m D (Nesterov) or w_g.
  *
  * Messages (ct_comm send/recv/probe with the tags below; any back end with
  * point to point and probe carries them): a header of CT_PS_HEADER 32-bit

@@ -153,7 +153,10 @@ static ct_status on_push(server *s, int w, int clock, const float *grad, ct_erro
 }
 
 /* bmuf: once every worker's weights of the block are in, the filter:
- * G = mean - w_g, D = m D + lr_b G, w_g += D; then every worker's answer. */
+ * G = mean - start, D = m D + lr_b G, w_g += D, where start is where the
+ * block began (w_g + m D with Nesterov: G is then the progress measured
+ * at the look-ahead point, as Nesterov's momentum takes its gradient
+ * there); then every worker's answer. */
 static ct_status on_block(server *s, int w, const float *weights, ct_error *err) {
   memcpy(s->block + (size_t)w * s->n, weights, s->n * sizeof(float));
   if (++s->nblock < s->workers) return CT_OK;
@@ -161,7 +164,8 @@ static ct_status on_block(server *s, int w, const float *weights, ct_error *err)
   for (size_t i = 0; i < s->n; i++) {
     float sum = s->block[i];
     for (int v = 1; v < s->workers; v++) sum += s->block[(size_t)v * s->n + i];
-    const float g = sum / (float)s->workers - s->w[i];
+    const float start = s->o.nesterov ? s->w[i] + s->block_momentum * s->delta[i] : s->w[i];
+    const float g = sum / (float)s->workers - start;
     s->delta[i] = s->block_momentum * s->delta[i] + s->o.block_lr * g;
     s->w[i] += s->delta[i];
   }
