@@ -161,7 +161,7 @@ static ct_status serve(dp_worker *w, ct_error *err) {
   ct_solver *s = w->solver;
   const ct_ps_update u = {.net = s->net, .history = s->history, .nslots = s->rule->nslots,
                           .clip = s->param->clip_gradients >= 0, .apply = ct_solver_update_params,
-                          .solver = s};
+                          .solver = s, .requests = &g_requests};
   const int index = w->comm->rank - w->sh->world;
   if (index == 0) ct_log_set_quiet(false);
   return ct_ps_serve(w->comm, &w->sh->job->ps, w->sh->world, &u, err);
@@ -199,8 +199,9 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   if (sh->ps) {
     CT_TRY(ct_ps_client_new(&w->ps, w->comm, &job->ps, sh->world, w->solver->net, w->solver->iter,
                             sp->max_iter, err));
-    /* only the root's wishes count: the servers stop the others */
-    CT_TRY(ct_solver_set_ps(w->solver, w->ps, w->rank == 0 ? &g_requests : NULL, err));
+    /* the other workers relay their process's wishes to the root, which
+     * decides (ps.h) */
+    CT_TRY(ct_solver_set_ps(w->solver, w->ps, &g_requests, err));
   } else {
     /* the process's signal requests are taken by whichever of its workers
      * comes first; the agreement sums every process's, so that a SIGTERM

@@ -35,6 +35,12 @@
  *          began), D = m D + lr_b G, w_g += D, and the workers go on from
  *          start = w_g + m D (Nesterov) or w_g.
  *
+ * Requests: the root decides.  Stop and snapshot wishes (signals) of the
+ * other workers' and the servers' processes travel to the servers with the
+ * pulls and on to the root with its next answer; the root acts on them as
+ * on its own (a snapshot from the servers; a stop, which the servers then
+ * announce to every worker in its next answer).
+ *
  * Messages (ct_comm send/recv/probe with the tags below; any back end with
  * point to point and probe carries them): a header of CT_PS_HEADER 32-bit
  * integers, stored bit for bit in the first floats, then the payload.
@@ -135,8 +141,14 @@ ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err);
 /* Step at the end of an iteration: the clock advances; ssp and async pull
  * the weights of the new clock (waiting as the mode says); bmuf at a block's
  * end (or the run's) sends its weights and takes the filtered ones.
- * Errors: the communicator's. */
-ct_status ct_ps_pull(ct_ps_client *c, ct_error *err);
+ * Requests travel with it: a worker other than the root sends `wish` (its
+ * process's stop and snapshot bits, CT_RT_*), and the root gets in
+ * *relayed the union of what the others and the servers' processes wished
+ * since its last pull (0 elsewhere), to act on as its own.  Errors: the
+ * communicator's. */
+ct_status ct_ps_pull(ct_ps_client *c, int wish, int *relayed, ct_error *err);
+/* This worker's rank (0: the root). */
+int ct_ps_client_rank(const ct_ps_client *c);
 /* True once a server said the run stops (the root stopped early): the
  * worker stops after this iteration. */
 bool ct_ps_stop_seen(const ct_ps_client *c);
@@ -163,6 +175,9 @@ typedef struct ct_ps_update {
    * as iteration iter (ct_solver_update_params). */
   void (*apply)(void *solver, int iter, int first, int end);
   void *solver;
+  /* The server process's stop and snapshot wishes (its signal word, taken
+   * atomically), relayed to the root with the workers' (may be NULL). */
+  int *requests;
 } ct_ps_update;
 
 /* Serves shard comm->rank - workers until every worker is done.  Errors:

@@ -15,6 +15,8 @@ struct ct_ps_client {
   int clock;               /* iterations this worker has finished */
   int max_iter;
   bool stop;               /* a server said the run stops */
+  int relayed;             /* wishes the servers relayed in their last answers */
+  int pending_wish;        /* bmuf: wishes waiting for the block's end */
   int nshards;
   ct_ps_shard *shards;     /* (nshards) */
   float *msg;              /* (CT_PS_HEADER + largest shard x (1 + 2 history slots)) */
@@ -98,17 +100,22 @@ bool ct_ps_stop_seen(const ct_ps_client *c) { return c->stop; }
 static int server_rank(const ct_ps_client *c, int k) { return c->workers + k; }
 static size_t shard_count(const ct_ps_client *c, int k) { return c->shards[k].hi - c->shards[k].lo; }
 
-/* Sends header {type, a, b} and n payload values from each of the arrays
- * src[0 .. nsrc) (shard k's part of each) to server k. */
-static ct_status send_request(ct_ps_client *c, int k, int type, int a, int b, const float *const *src,
-                              int nsrc, ct_error *err) {
+/* Sends header {type, a, b, d} and n payload values from each of the
+ * arrays src[0 .. nsrc) (shard k's part of each) to server k. */
+static ct_status send_request4(ct_ps_client *c, int k, int type, int a, int b, int d, const float *const *src,
+                               int nsrc, ct_error *err) {
   const size_t n = shard_count(c, k);
-  ps_header_put(c->msg, type, a, b, 0);
+  ps_header_put(c->msg, type, a, b, d);
   for (int i = 0; i < nsrc; i++)
     if (src[i]) memcpy(c->msg + CT_PS_HEADER + (size_t)i * n, src[i] + c->shards[k].lo, n * sizeof(float));
     else memset(c->msg + CT_PS_HEADER + (size_t)i * n, 0, n * sizeof(float));
   return ct_comm_send(c->comm, c->msg, CT_PS_HEADER + (size_t)nsrc * n, server_rank(c, k),
                       CT_PS_TAG_REQUEST, NULL, err);
+}
+
+static ct_status send_request(ct_ps_client *c, int k, int type, int a, int b, const float *const *src,
+                              int nsrc, ct_error *err) {
+  return send_request4(c, k, type, a, b, 0, src, nsrc, err);
 }
 
 /* Receives server k's reply with ndst arrays of its shard into dst[i]
@@ -120,16 +127,18 @@ static ct_status recv_reply(ct_ps_client *c, int k, float *const *dst, int ndst,
   int32_t h[CT_PS_HEADER];
   ps_header_get(c->msg, h);
   if (h[0] == PS_REPLY_STOP) c->stop = true;
+  c->relayed |= h[2];
   for (int i = 0; i < ndst; i++)
     if (dst[i]) memcpy(dst[i] + c->shards[k].lo, c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));
   return CT_OK;
 }
 
-/* The weights of clock c->clock from every server. */
-static ct_status pull_weights(ct_ps_client *c, ct_error *err) {
+/* The weights of clock c->clock from every server (the wish goes to the
+ * first). */
+static ct_status pull_weights(ct_ps_client *c, int wish, ct_error *err) {
   const bool last = c->clock >= c->max_iter;
   for (int k = 0; k < c->nshards; k++)
-    CT_TRY(send_request(c, k, PS_PULL, c->clock, last, NULL, 0, err));
+    CT_TRY(send_request4(c, k, PS_PULL, c->clock, last, k == 0 ? wish : 0, NULL, 0, err));
   float *const dst[1] = {c->net->flat_data};
   for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, 1, err));
   return CT_OK;
@@ -143,7 +152,7 @@ ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, 
     for (int k = 0; k < c->nshards; k++)
       CT_TRY(send_request(c, k, PS_INIT, c->clock, nslots, src, 1 + nslots, err));
   }
-  return pull_weights(c, err);
+  return pull_weights(c, 0, err);
 }
 
 ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err) {
@@ -153,22 +162,32 @@ ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err) {
 
 /* bmuf: this worker's weights to every server at the end of a block, the
  * filtered weights back. */
-static ct_status block_sync(ct_ps_client *c, ct_error *err) {
+static ct_status block_sync(ct_ps_client *c, int wish, ct_error *err) {
   const bool last = c->clock >= c->max_iter;
   const float *src[1] = {c->net->flat_data};
   for (int k = 0; k < c->nshards; k++)
-    CT_TRY(send_request(c, k, PS_BLOCK, c->clock, last, src, 1, err));
+    CT_TRY(send_request4(c, k, PS_BLOCK, c->clock, last, k == 0 ? wish : 0, src, 1, err));
   float *const dst[1] = {c->net->flat_data};
   for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, 1, err));
   return CT_OK;
 }
 
-ct_status ct_ps_pull(ct_ps_client *c, ct_error *err) {
+ct_status ct_ps_pull(ct_ps_client *c, int wish, int *relayed, ct_error *err) {
   c->clock++;
-  if (c->opts.mode != CT_DP_BMUF) return pull_weights(c, err);
-  if (c->clock % c->opts.sync_period == 0 || c->clock >= c->max_iter) return block_sync(c, err);
-  return CT_OK;
+  c->relayed = 0;
+  c->pending_wish |= wish; /* bmuf: it waits for the block's end */
+  const bool bmuf = c->opts.mode == CT_DP_BMUF;
+  ct_status st = CT_OK;
+  if (!bmuf || c->clock % c->opts.sync_period == 0 || c->clock >= c->max_iter) {
+    const int w = c->pending_wish;
+    c->pending_wish = 0;
+    st = bmuf ? block_sync(c, w, err) : pull_weights(c, w, err);
+  }
+  *relayed = c->comm->rank == 0 ? c->relayed : 0;
+  return st;
 }
+
+int ct_ps_client_rank(const ct_ps_client *c) { return c->comm->rank; }
 
 ct_status ct_ps_fetch(ct_ps_client *c, float *flat, float *history, int nslots, ct_error *err) {
   const bool bmuf = c->opts.mode == CT_DP_BMUF;

@@ -12,13 +12,15 @@
 enum {
   PS_INIT = 1, /* {clock base, history slots}: weights, then each history slot */
   PS_PUSH,     /* {clock}: the gradient of that clock */
-  PS_PULL,     /* {clock wanted, last}: no payload; answered with the weights */
-  PS_BLOCK,    /* {clock at the block's end, last}: the worker's weights; answered with the filtered */
+  PS_PULL,     /* {clock wanted, last, wish}: no payload; answered with the weights */
+  PS_BLOCK,    /* {clock at the block's end, last, wish}: the worker's weights; answered with the
+                  filtered */
   PS_FETCH,    /* {clock}: answered with the weights and (not bmuf) the history slots */
   PS_DONE      /* {clock, stopped early} */
 };
 
-/* The first integer of a reply's header. */
+/* The first integer of a reply's header; the third is, for the root, the
+ * wishes relayed to it. */
 enum { PS_REPLY_OK = 0, PS_REPLY_STOP = 1 };
 
 /* A message: CT_PS_HEADER integers stored bit for bit in the first floats,

@@ -33,6 +33,7 @@ typedef struct server {
   int *pushed;               /* (workers) clocks each worker has pushed (absolute) */
   int ndone;
   bool stopping;             /* the root stopped early: every answer says stop */
+  int wishes;                /* stop and snapshot wishes for the root's next answer */
   int ring;                  /* ssp: clocks in flight (S + 1) */
   float *grads;              /* ssp: (ring x workers x n) each clock's gradients by worker */
   float *block;              /* bmuf: (workers x n) each worker's weights of the block */
@@ -82,7 +83,9 @@ static ct_status answer(server *s, int w, ct_error *err) {
   CT_TRY(ct_comm_send_wait(s->comm, s->req[w], err));
   s->req[w] = NULL;
   float *r = s->reply[w], *pay = r + CT_PS_HEADER;
-  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, 0, 0);
+  const int relay = w == 0 ? s->wishes : 0;
+  if (w == 0) s->wishes = 0;
+  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, 0);
   memcpy(pay, s->w, s->n * sizeof(float));
   size_t count = CT_PS_HEADER + s->n;
   if (p->type == PS_BLOCK && s->o.nesterov && !p->last && !s->stopping)
@@ -209,6 +212,7 @@ static ct_status handle(server *s, int from, size_t count, ct_error *err) {
     case PS_BLOCK:
       if (s->pend[from].type) return bad_message(s, from, "a second request before the answer", err);
       s->pend[from] = (pending){.type = h[0], .clock = h[1], .last = h[2] != 0};
+      s->wishes |= h[3];
       if (h[0] == PS_BLOCK) {
         if (values != s->n) return bad_message(s, from, "block weights of the wrong size", err);
         if (!s->stopping) CT_TRY(on_block(s, from, payload, err));
@@ -279,6 +283,7 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
     int from = -1;
     size_t count = 0;
     st = ct_comm_probe(comm, CT_PS_TAG_REQUEST, &from, &count, err);
+    if (st == CT_OK && u->requests) s.wishes |= __atomic_exchange_n(u->requests, 0, __ATOMIC_SEQ_CST);
     if (st == CT_OK) st = handle(&s, from, count, err);
   }
   for (int w = 0; w < workers; w++) {

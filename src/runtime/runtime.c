@@ -240,17 +240,26 @@ static ct_status step_readback(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
+static int take_requests(ct_runtime *rt) {
+  return __atomic_exchange_n(rt->requests, 0, __ATOMIC_SEQ_CST);
+}
+
 static ct_status step_push(void *user, int shard, ct_error *err) {
   ct_runtime *rt = user;
   return ct_ps_push(rt->ps, shard, err);
 }
 
-/* The weights from the servers; a stop they announce becomes this worker's
- * request, acted on at the iteration's finish. */
+/* The weights from the servers.  The root decides (ps.h): the other
+ * workers send their wishes along and act only on a stop the servers
+ * announce; the root adds the wishes relayed to it to its own.  Both act at
+ * the iteration's finish. */
 static ct_status step_pull(void *user, int arg, ct_error *err) {
   ct_runtime *rt = user;
-  CT_TRY(ct_ps_pull(rt->ps, err));
-  if (ct_ps_stop_seen(rt->ps)) ct_runtime_request(rt, CT_RT_STOP);
+  const bool root = ct_ps_client_rank(rt->ps) == 0;
+  int relayed = 0;
+  CT_TRY(ct_ps_pull(rt->ps, root ? 0 : take_requests(rt), &relayed, err));
+  rt->actions |= relayed;
+  if (ct_ps_stop_seen(rt->ps)) rt->actions |= CT_RT_STOP;
   return CT_OK;
 }
 
@@ -348,9 +357,6 @@ static void build_program(ct_runtime *rt) {
 
 /* ------------------------------------------------------------------ iterations */
 
-static int take_requests(ct_runtime *rt) {
-  return __atomic_exchange_n(rt->requests, 0, __ATOMIC_SEQ_CST);
-}
 
 void ct_runtime_request(ct_runtime *rt, int actions) {
   __atomic_fetch_or(rt->requests, actions, __ATOMIC_SEQ_CST);
@@ -399,7 +405,9 @@ static ct_status agree(ct_runtime *rt, unsigned seq, int *actions, ct_error *err
   }
   *actions = 0;
   if (seq != rt->clock.launched) return CT_OK; /* they come with the next one */
-  if (!carried && !rt->pipe) {
+  /* a parameter server's worker other than the root relays its wishes
+   * (step_pull) */
+  if (!carried && !rt->pipe && !(rt->ps && ct_ps_client_rank(rt->ps) != 0)) {
     int a = take_requests(rt);
     if (r) CT_TRY(ct_reducer_agree(r, seq, a, &a, err));
     rt->actions |= a;

@@ -104,7 +104,8 @@ ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_o
  * locally and syncs at each block's end (bmuf); a stop the servers
  * announce (the root stopped) stops this worker after the iteration.
  * requests: where this worker's stop and snapshot wishes are read (NULL:
- * its own), which it acts on alone.  The program is rebuilt at the next
+ * its own); the root acts on them and on those the servers relay to it,
+ * the other workers send theirs along with their pulls.  The program is rebuilt at the next
  * launch.  Nothing may be in flight.  Errors: CT_ERR_UNSUPPORTED with a
  * reducer or a pipeline. */
 ct_status ct_runtime_set_ps(ct_runtime *rt, ct_ps_client *ps, int *requests, ct_error *err);

@@ -213,8 +213,8 @@ ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts
  * gives the servers its weights and history (after --weights or a restore,
  * so call after those) and every worker starts from the servers' weights.
  * Only the root tests (on the weights it pulled) and snapshots (the
- * servers' state).  requests: as ct_solver_set_reduce's, acted on by this
- * worker alone.  Errors: ct_runtime_set_ps's, the communicator's. */
+ * servers' state).  requests: as ct_solver_set_reduce's; the root acts on
+ * every worker's and server's (ct_runtime_set_ps).  Errors: ct_runtime_set_ps's, the communicator's. */
 ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_error *err);
 /* Pipeline parallelism (runtime/stages.h): this process trains stage
  * comm->rank of the train net cut after the layers named in after[0 ..
