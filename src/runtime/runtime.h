@@ -9,10 +9,13 @@
  *   iter_size x    feed / forward, layer by layer, then backward in
  *                  reverse; in the last pass each gradient bucket's
  *                  all-reduce follows the backward of the layer that
- *                  finalises it (reduce.h)
+ *                  finalises it (reduce.h), or with parameter servers
+ *                  each shard's push (parallel/ps.h)
  *   reduce join    the update waits for every bucket
  *   callback       the solver's on_gradients callbacks (host code)
- *   update         the solver's update step
+ *   update         the solver's update step (not with parameter servers
+ *                  that update for the workers: ssp, async)
+ *   pull           parameter servers: the weights (or a BMUF block's sync)
  *   readback       the loss sum and the check word into the iteration's slot
  *   prefetch       the GPU data layers' next batches staged
  *
