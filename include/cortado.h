@@ -166,12 +166,17 @@ cortado_status cortado_blob_reshape(cortado_blob *b, int num_axes, const int *sh
  * (Caffe's mutable_cpu_data): the next computing call of the net copies it
  * back to the device first.  The pointer stays the same until a reshape
  * grows the blob.  The diff is made (zeros) on first use; NULL when the
- * blob shares another's memory that has no gradient (a view). */
+ * blob shares another's memory that has no gradient (a view).  A blob of a
+ * 16-bit layer, or one a GPU layer keeps channels-last (--precision=bf16,
+ * fp16), has a host copy on the CPU too: float32 values in the logical
+ * order, converted from and back to the blob's own. */
 float *cortado_blob_host_data(cortado_blob *b);
 float *cortado_blob_host_diff(cortado_blob *b);
 /* Device memory of the values (a GPU pointer, or the host storage on the
  * CPU), brought up to date from the host copy when that was handed out
- * since (Caffe's mutable_gpu_data): later host reads copy it again. */
+ * since (Caffe's mutable_gpu_data): later host reads copy it again.  For a
+ * blob that is not float32 in the logical order (see above) the memory
+ * holds the blob's own type and order, not float32. */
 float *cortado_blob_device_data(cortado_blob *b);
 float *cortado_blob_device_diff(cortado_blob *b);
 

@@ -62,6 +62,7 @@ static void params_to_device(ct_layer *l) {
 }
 
 bool tu_layer_strict_fp32 = false;
+ct_layout tu_layer_layout = CT_NCHW;
 
 ct_status tu_layer_case_try(tu_layer_case *c, const Caffe__LayerParameter *p, int device,
                             ct_phase phase, const char *bottom_shapes, int ntop, ct_error *err) {
@@ -85,6 +86,7 @@ ct_status tu_layer_case_try_typed(tu_layer_case *c, const Caffe__LayerParameter 
       ct_tensor_set_dtype(c->bottom[i], type);
       ct_tensor_reshape_or_die(c->bottom[i], ndims[i], shapes[i]);
     }
+    ct_tensor_set_layout(c->bottom[i], tu_layer_layout);
     tu_fill(c->bottom[i], -1.0f, 1.0f, 100 + (uint64_t)i);
   }
   for (int i = 0; i < ntop; i++) {
@@ -92,10 +94,12 @@ ct_status tu_layer_case_try_typed(tu_layer_case *c, const Caffe__LayerParameter 
     snprintf(name, sizeof name, "top%d", i);
     c->top[i] = ct_tensor_new(device, name);
     ct_tensor_set_dtype(c->top[i], type);
+    ct_tensor_set_layout(c->top[i], tu_layer_layout);
     c->top[i]->has_diff = true;
   }
   CT_TRY(ct_layer_create(p, phase, &c->ctx, c->nb, ntop, &c->l, err));
   c->l->dtype = type;
+  c->l->layout = tu_layer_layout;
   CT_TRY(ct_layer_setup(c->l, c->bottom, c->top, err));
   params_to_device(c->l);
   /* Loss tops carry their loss weight in diff, as the net arranges. */

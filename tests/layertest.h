@@ -32,6 +32,10 @@ typedef struct tu_layer_case {
 /* When set, cases made from now on compute in strict FP32 on a GPU (no
  * TF32). */
 extern bool tu_layer_strict_fp32;
+/* The memory order tu_layer_case_try_typed gives the layer and its bottoms
+ * and tops (CT_NCHW unless a test sets it; values are uploaded and read in
+ * the logical order whatever it is). */
+extern ct_layout tu_layer_layout;
 
 /* Fails the test (cmocka) when the layer cannot be created or set up. */
 void tu_layer_case_init(tu_layer_case *c, const Caffe__LayerParameter *p, int device, ct_phase phase,

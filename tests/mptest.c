@@ -61,15 +61,24 @@ static void check(const char *what, const ct_layer *l, ct_dtype type, const floa
 
 void tu_twin_check(const Caffe__LayerParameter *p, int device, ct_dtype type,
                    const char *bottom_shapes, int ntop, double rel_bound) {
+  tu_twin_check_layout(p, device, type, CT_NCHW, bottom_shapes, ntop, rel_bound);
+}
+
+void tu_twin_check_layout(const Caffe__LayerParameter *p, int device, ct_dtype type,
+                          ct_layout layout, const char *bottom_shapes, int ntop, double rel_bound) {
   tu_layer_case f, h;
   ct_error err;
   const bool strict = tu_layer_strict_fp32;
   tu_layer_strict_fp32 = true; /* the float32 twin without TF32 */
   tu_layer_case_init(&f, p, device, CT_PHASE_TRAIN, bottom_shapes, ntop);
   tu_layer_strict_fp32 = strict;
-  if (tu_layer_case_try_typed(&h, p, device, CT_PHASE_TRAIN, bottom_shapes, ntop, type, &err) !=
-      CT_OK)
-    fail_msg("the %s layer's setup failed: %s", ct_dtype_name(type), err.msg);
+  tu_layer_layout = layout;
+  const ct_status st =
+      tu_layer_case_try_typed(&h, p, device, CT_PHASE_TRAIN, bottom_shapes, ntop, type, &err);
+  tu_layer_layout = CT_NCHW;
+  if (st != CT_OK)
+    fail_msg("the %s %s layer's setup failed: %s", ct_dtype_name(type), ct_layout_name(layout),
+             err.msg);
   assert_int_equal(f.l->nparams, h.l->nparams);
   /* the same inputs: the float32 run gets the 16-bit run's rounded bottoms */
   for (int i = 0; i < f.nb; i++) {

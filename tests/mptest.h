@@ -25,5 +25,9 @@ double tu_rel_error(const float *a, const float *b, size_t n);
 
 void tu_twin_check(const Caffe__LayerParameter *p, int device, ct_dtype type,
                    const char *bottom_shapes, int ntop, double rel_bound);
+/* The same with the 16-bit layer, its bottoms and tops in memory order
+ * layout (the float32 twin stays NCHW). */
+void tu_twin_check_layout(const Caffe__LayerParameter *p, int device, ct_dtype type,
+                          ct_layout layout, const char *bottom_shapes, int ntop, double rel_bound);
 
 #endif

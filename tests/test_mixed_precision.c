@@ -219,6 +219,105 @@ static void test_dtype_pass(void **state) {
   protobuf_c_message_free_unpacked(&n->base, NULL);
 }
 
+/* A ResNet-like block planned for a GPU (the pass needs no GPU): the 16-bit
+ * layers with a channels-last path run NHWC, element-wise ones follow their
+ * bottom, LRN (no 16-bit path) reads a float32 NCHW Cast, InnerProduct a
+ * bfloat16 NCHW one; a prototxt's cortado_layout: NCHW keeps pool2
+ * channels-first. */
+static const char k_block[] =
+    "layer { name: 'data' type: 'Input' top: 'data' top: 'label' input_param { shape { dim: 2 "
+    "dim: 3 dim: 8 dim: 8 } shape { dim: 2 } } }"
+    "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1' convolution_param { "
+    "num_output: 8 kernel_size: 3 pad: 1 } }"
+    "layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }"
+    "layer { name: 'sc1' type: 'Scale' bottom: 'conv1' top: 'conv1' scale_param { bias_term: true } }"
+    "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }"
+    "layer { name: 'pool1' type: 'Pooling' bottom: 'conv1' top: 'pool1' pooling_param { pool: MAX "
+    "kernel_size: 2 stride: 2 } }"
+    "layer { name: 'conv2' type: 'Convolution' bottom: 'pool1' top: 'conv2' convolution_param { "
+    "num_output: 8 kernel_size: 1 } }"
+    "layer { name: 'sum' type: 'Eltwise' bottom: 'pool1' bottom: 'conv2' top: 'sum' }"
+    "layer { name: 'cat' type: 'Concat' bottom: 'sum' bottom: 'conv2' top: 'cat' }"
+    "layer { name: 'lrn' type: 'LRN' bottom: 'cat' top: 'lrn' }"
+    "layer { name: 'pool2' type: 'Pooling' bottom: 'lrn' top: 'pool2' cortado_layout: NCHW "
+    "pooling_param { pool: AVE kernel_size: 2 stride: 2 } }"
+    "layer { name: 'ip' type: 'InnerProduct' bottom: 'pool2' top: 'ip' inner_product_param { "
+    "num_output: 3 } }"
+    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }";
+
+static void test_layout_pass(void **state) {
+  Caffe__NetParameter *n = net_from(k_block);
+  ct_error err;
+  assert_int_equal(ct_net_plan_dtypes(n, 0, CT_BF16, true, true, &err), CT_OK);
+  static const char *const want[] = {
+      "data:Input:float32:NCHW >data >label",
+      "data@bf16.nhwc:Cast:bfloat16:NHWC <data >data@bf16.nhwc",
+      "conv1:Convolution:bfloat16:NHWC <data@bf16.nhwc >conv1",
+      "bn1:BatchNorm:bfloat16:NHWC <conv1 >conv1",
+      "sc1:Scale:bfloat16:NHWC <conv1 >conv1",
+      "relu1:ReLU:bfloat16:NHWC <conv1 >conv1",
+      "pool1:Pooling:bfloat16:NHWC <conv1 >pool1",
+      "conv2:Convolution:bfloat16:NHWC <pool1 >conv2",
+      "sum:Eltwise:bfloat16:NHWC <pool1 <conv2 >sum",
+      "cat:Concat:bfloat16:NHWC <sum <conv2 >cat",
+      "cat@f32:Cast:float32:NCHW <cat >cat@f32",
+      "lrn:LRN:float32:NCHW <cat@f32 >lrn",
+      "lrn@bf16:Cast:bfloat16:NCHW <lrn >lrn@bf16",
+      "pool2:Pooling:bfloat16:NCHW <lrn@bf16 >pool2",
+      "ip:InnerProduct:bfloat16:NCHW <pool2 >ip",
+      "ip@f32:Cast:float32:NCHW <ip >ip@f32",
+      "loss:SoftmaxWithLoss:float32:NCHW <ip@f32 <label >loss",
+  };
+  const size_t nwant = sizeof want / sizeof want[0];
+  assert_int_equal(n->n_layer, nwant);
+  for (size_t i = 0; i < nwant; i++) {
+    const Caffe__LayerParameter *l = n->layer[i];
+    ct_dtype t;
+    assert_int_equal(ct_dtype_from_proto(l->forward_type, "t", &t, &err), CT_OK);
+    char got[256];
+    int k = snprintf(got, sizeof got, "%s:%s:%s:%s", l->name, l->type, ct_dtype_name(t),
+                     l->cortado_layout == CAFFE__LAYOUT__NHWC ? "NHWC" : "NCHW");
+    assert_true(l->has_cortado_layout);
+    for (size_t j = 0; j < l->n_bottom; j++) k += snprintf(got + k, sizeof got - k, " <%s", l->bottom[j]);
+    for (size_t j = 0; j < l->n_top; j++) k += snprintf(got + k, sizeof got - k, " >%s", l->top[j]);
+    assert_string_equal(got, want[i]);
+  }
+  protobuf_c_message_free_unpacked(&n->base, NULL);
+  /* on the host everything stays NCHW */
+  n = net_from(k_block);
+  assert_int_equal(ct_net_plan_dtypes(n, CT_DEVICE_CPU, CT_BF16, true, true, &err), CT_OK);
+  for (size_t i = 0; i < n->n_layer; i++)
+    assert_int_equal(n->layer[i]->cortado_layout, CAFFE__LAYOUT__NCHW);
+  protobuf_c_message_free_unpacked(&n->base, NULL);
+}
+
+/* Tensors keep the logical order on the host whatever their memory order:
+ * an NHWC tensor's upload puts value (n, c, h, w) at ((n H + h) W + w) C + c
+ * and its download reads it back. */
+static void test_tensor_layout(void **state) {
+  const int shape[4] = {2, 3, 2, 2};
+  ct_tensor *t = ct_tensor_new(CT_DEVICE_CPU, "t");
+  ct_tensor_set_layout(t, CT_NHWC);
+  ct_tensor_reshape_or_die(t, 4, shape);
+  float in[24], back[24];
+  for (int i = 0; i < 24; i++) in[i] = (float)i;
+  ct_tensor_upload(t, in);
+  const float *mem = t->data;
+  for (int n = 0; n < 2; n++)
+    for (int c = 0; c < 3; c++)
+      for (int s = 0; s < 4; s++) assert_true(mem[(n * 4 + s) * 3 + c] == in[(n * 3 + c) * 4 + s]);
+  ct_tensor_download(t, back);
+  assert_memory_equal(back, in, sizeof in);
+  /* in bfloat16 too (the values are exact) */
+  ct_tensor_set_dtype(t, CT_BF16);
+  ct_tensor_reshape_or_die(t, 4, shape);
+  ct_tensor_upload(t, in);
+  assert_true(ct_bf16_to_f32(((const uint16_t *)t->data)[1]) == in[4]);
+  ct_tensor_download(t, back);
+  assert_memory_equal(back, in, sizeof in);
+  ct_tensor_free(t);
+}
+
 /* float32 everywhere leaves the net exactly as written; so does a net that
  * asks for float16 on the CPU, which has no float16 layers. */
 static void test_dtype_pass_identity(void **state) {
@@ -326,7 +425,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cast_layer),        cmocka_unit_test(test_dtype_pass),
       cmocka_unit_test(test_dtype_pass_identity), cmocka_unit_test(test_dtype_pass_errors),
       cmocka_unit_test(test_net_builds),        cmocka_unit_test(test_cpu_refusals),
-      cmocka_unit_test(test_ignored_fields),
+      cmocka_unit_test(test_ignored_fields),    cmocka_unit_test(test_layout_pass),
+      cmocka_unit_test(test_tensor_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

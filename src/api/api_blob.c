@@ -44,12 +44,21 @@ static api_host_copy *sized_copy(cortado_blob *b, int k) {
   return c;
 }
 
+/* Whether the tensor's values are other than float32 in the logical order:
+ * its host copy is then converted (core/tensor.h's upload and download). */
+static bool converted(const cortado_blob *b) {
+  return b->t->dtype != CT_F32 || b->t->layout != CT_NCHW;
+}
+
 static float *host_array(cortado_blob *b, int k) {
   float *dev = device_array(b, k);
-  if (!dev || on_host(b)) return dev;
+  if (!dev || (on_host(b) && !converted(b))) return dev;
   api_host_copy *c = sized_copy(b, k);
-  if (c->state == API_SYNC_DEVICE && b->t->count > 0)
-    ct_mem_copy(CT_DEVICE_CPU, c->host, b->t->device, dev, b->t->count * sizeof(float));
+  if (c->state == API_SYNC_DEVICE && b->t->count > 0) {
+    if (!converted(b)) ct_mem_copy(CT_DEVICE_CPU, c->host, b->t->device, dev, b->t->count * sizeof(float));
+    else if (k == 0) ct_tensor_download(b->t, c->host);
+    else ct_tensor_download_diff(b->t, c->host);
+  }
   c->state = API_SYNC_HOST; /* the caller may write: the device's turn comes at the next flush */
   return c->host;
 }
@@ -59,25 +68,31 @@ static void flush_array(cortado_blob *b, int k) {
   if (c->state != API_SYNC_HOST) return;
   float *dev = device_array(b, k);
   size_t n = b->t->count <= c->capacity ? b->t->count : c->capacity;
-  if (n > 0) ct_mem_copy(b->t->device, dev, CT_DEVICE_CPU, c->host, n * sizeof(float));
+  if (n > 0 && converted(b) && n == b->t->count) {
+    if (k == 0) ct_tensor_upload(b->t, c->host);
+    else ct_tensor_upload_diff(b->t, c->host);
+  } else if (n > 0) {
+    ct_mem_copy(b->t->device, dev, CT_DEVICE_CPU, c->host, n * sizeof(float));
+  }
   c->state = API_SYNC_BOTH;
 }
 
 static float *dev_array_synced(cortado_blob *b, int k) {
   float *dev = device_array(b, k);
-  if (!dev || on_host(b)) return dev;
+  if (!dev || (on_host(b) && !converted(b))) return dev;
   flush_array(b, k);
   if (b->copy[k].host) b->copy[k].state = API_SYNC_DEVICE; /* the caller may write the device's */
   return dev;
 }
 
 void api_blob_flush(cortado_blob *b) {
-  if (on_host(b)) return;
+  if (on_host(b) && !converted(b)) return;
   flush_array(b, 0);
   flush_array(b, 1);
 }
 
 void api_blob_touched(cortado_blob *b) {
+  if (on_host(b) && !converted(b)) return;
   for (int k = 0; k < 2; k++)
     if (b->copy[k].host) b->copy[k].state = API_SYNC_DEVICE;
 }

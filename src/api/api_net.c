@@ -62,15 +62,18 @@ void api_net_unwrap(cortado_net *n) {
   free(n);
 }
 
+/* On the CPU only 16-bit blobs have host copies to keep in step (float32
+ * ones are their own storage): api_blob_flush and api_blob_touched skip
+ * the others. */
 void api_net_flush(cortado_net *n) {
-  if (n->net->ctx->device == CT_DEVICE_CPU) return;
+  if (n->net->ctx->device == CT_DEVICE_CPU && !n->net->typed) return;
   for (int i = 0; i < n->net->nblobs; i++) api_blob_flush(&n->blobs[i]);
   for (int l = 0; l < n->net->nlayers; l++)
     for (int j = 0; j < n->net->layers[l]->nparams; j++) api_blob_flush(&n->params[l][j]);
 }
 
 void api_net_touched(cortado_net *n) {
-  if (n->net->ctx->device == CT_DEVICE_CPU) return;
+  if (n->net->ctx->device == CT_DEVICE_CPU && !n->net->typed) return;
   for (int i = 0; i < n->net->nblobs; i++) api_blob_touched(&n->blobs[i]);
   for (int l = 0; l < n->net->nlayers; l++)
     for (int j = 0; j < n->net->layers[l]->nparams; j++) api_blob_touched(&n->params[l][j]);

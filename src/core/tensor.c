@@ -233,24 +233,72 @@ void ct_tensor_zero_diff(ct_tensor *t) {
   if (t->diff) ct_mem_zero(t->device, t->diff, ct_tensor_bytes(t, t->count));
 }
 
+const char *ct_layout_name(ct_layout l) { return l == CT_NHWC ? "NHWC" : "NCHW"; }
+
+void ct_tensor_set_layout(ct_tensor *t, ct_layout layout) {
+  CT_ASSERT(layout == CT_NCHW || layout == CT_NHWC);
+  t->layout = layout;
+}
+
+void ct_tensor_ncs(const ct_tensor *t, size_t *n, size_t *c, size_t *s) {
+  *n = t->ndim > 0 ? (size_t)t->shape[0] : 1;
+  *c = t->ndim > 1 ? (size_t)t->shape[1] : 1;
+  *s = t->ndim > 2 ? ct_tensor_count_range(t, 2, t->ndim) : 1;
+}
+
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src) {
-  CT_ASSERT(dst->count == src->count && dst->dtype == src->dtype);
+  CT_ASSERT(dst->count == src->count && dst->dtype == src->dtype && dst->layout == src->layout);
   ct_mem_copy(dst->device, dst->data, src->device, src->data, ct_tensor_bytes(src, src->count));
+}
+
+/* Whether t's memory order differs from the logical one. */
+static bool reordered(const ct_tensor *t) {
+  size_t n, c, s;
+  ct_tensor_ncs(t, &n, &c, &s);
+  return t->layout == CT_NHWC && c > 1 && s > 1;
+}
+
+/* n matrices of (rows, cols) float32 values from x, transposed into y. */
+static void transpose(size_t n, size_t rows, size_t cols, const float *x, float *y) {
+  for (size_t b = 0; b < n; b++, x += rows * cols, y += rows * cols)
+    for (size_t r = 0; r < rows; r++)
+      for (size_t k = 0; k < cols; k++) y[k * rows + r] = x[r * cols + k];
 }
 
 /* host (count float32 values) into mem (the tensor's type, on its device). */
 static void upload(const ct_tensor *t, void *mem, const float *host) {
+  float *moved = NULL;
+  if (reordered(t)) {
+    size_t n, c, s;
+    ct_tensor_ncs(t, &n, &c, &s);
+    moved = ct_xcalloc(t->count + 1, sizeof(float));
+    transpose(n, c, s, host, moved);
+    host = moved;
+  }
   if (t->dtype == CT_F32) {
     ct_mem_copy(t->device, mem, CT_DEVICE_CPU, host, t->count * sizeof(float));
+    free(moved);
     return;
   }
   void *tmp = ct_xcalloc(t->count + 1, ct_dtype_size(t->dtype));
   ct_dtype_convert(t->dtype, tmp, CT_F32, host, t->count);
   ct_mem_copy(t->device, mem, CT_DEVICE_CPU, tmp, ct_tensor_bytes(t, t->count));
   free(tmp);
+  free(moved);
 }
 
 static void download(const ct_tensor *t, const void *mem, float *host) {
+  if (reordered(t)) {
+    size_t n, c, s;
+    ct_tensor_ncs(t, &n, &c, &s);
+    float *stored = ct_xcalloc(t->count + 1, sizeof(float));
+    ct_tensor t32 = *t;
+    t32.layout = CT_NCHW;
+    download(&t32, mem, stored);
+    transpose(n, s, c, stored, host);
+    free(stored);
+    return;
+  }
   if (t->dtype == CT_F32) {
     ct_mem_copy(CT_DEVICE_CPU, host, t->device, mem, t->count * sizeof(float));
     return;

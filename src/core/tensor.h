@@ -28,6 +28,20 @@ extern "C" {
 
 #define CT_MAX_AXES 32
 
+/* Memory orders of a tensor's values.  The shape is always the logical one
+ * (N, C, spatial...), as in Caffe, whatever the order:
+ *   CT_NCHW  as shaped (row-major over the axes);
+ *   CT_NHWC  channels last: axis 1 moved behind the others, so that the
+ *            values lie as (N, spatial..., C) (cuDNN's NHWC, PyTorch's
+ *            channels_last).
+ * A tensor of fewer than 3 axes, or whose spatial axes multiply to 1, has
+ * the same memory in both.  The net picks NHWC for the 16-bit GPU layers
+ * that declare it (ct_layer_ops.layouts_gpu) and puts Cast layers where
+ * neighbours differ; everything else is NCHW. */
+typedef enum ct_layout { CT_NCHW = 0, CT_NHWC = 1, CT_LAYOUTS } ct_layout;
+/* "NCHW", "NHWC". */
+const char *ct_layout_name(ct_layout l);
+
 typedef struct ct_tensor {
   char *name;              /* owned; the blob's name in the net, may be NULL */
   int ndim;
@@ -35,6 +49,7 @@ typedef struct ct_tensor {
   size_t count;            /* product of shape; 1 for a 0-d tensor */
   size_t capacity;         /* values allocated in data/diff when owned */
   ct_dtype dtype;          /* of data and diff (CT_F32 unless set) */
+  ct_layout layout;        /* memory order of data and diff (CT_NCHW unless set) */
   int device;              /* CT_DEVICE_CPU or a GPU ordinal */
   void *data;              /* (count) values of dtype on device */
   void *diff;              /* (count) on device; NULL until ct_tensor_need_diff */
@@ -84,6 +99,14 @@ void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w);
  * lost).  A view's type must be set before it is pointed at memory. */
 void ct_tensor_set_dtype(ct_tensor *t, ct_dtype dtype);
 
+/* Sets the memory order (values are not moved: set it before filling). */
+void ct_tensor_set_layout(ct_tensor *t, ct_layout layout);
+/* The tensor's shape as (outer, channels, inner) of its memory order: for
+ * NCHW (N, C, spatial), for NHWC (N, spatial, C) read as rows of channels.
+ * n = N, c = C (1 for fewer than 2 axes), s = the product of the axes
+ * after C (1 for fewer than 3). */
+void ct_tensor_ncs(const ct_tensor *t, size_t *n, size_t *c, size_t *s);
+
 /* Marks that this tensor needs a diff and allocates it for the current shape. */
 void ct_tensor_need_diff(ct_tensor *t);
 
@@ -117,10 +140,12 @@ bool ct_tensor_same_shape(const ct_tensor *a, const ct_tensor *b);
 
 /* Zero the diff (on the tensor's device). */
 void ct_tensor_zero_diff(ct_tensor *t);
-/* Copy data from src into dst, across devices; counts and types must match. */
+/* Copy data from src into dst, across devices; counts, types and layouts
+ * must match. */
 void ct_tensor_copy_data(ct_tensor *dst, const ct_tensor *src);
 /* Host <-> tensor copies of count values, as float32 on the host (converted
- * from or to the tensor's type). */
+ * from or to the tensor's type), always in the logical (NCHW) order on the
+ * host: an NHWC tensor's values are reordered on the way. */
 void ct_tensor_upload(ct_tensor *t, const float *host_data);
 void ct_tensor_download(const ct_tensor *t, float *host_data);
 void ct_tensor_upload_diff(ct_tensor *t, const float *host_diff);

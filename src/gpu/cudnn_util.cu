@@ -75,6 +75,19 @@ cudnnStatus_t ct_cudnn_set_tensor_typed(cudnnTensorDescriptor_t desc, ct_dtype t
   return cudnnSetTensorNdDescriptor(desc, ct_cudnn_type(type), ndim, dims, strides);
 }
 
+cudnnStatus_t ct_cudnn_set_tensor_layout(cudnnTensorDescriptor_t desc, ct_dtype type,
+                                         ct_layout layout, int ndim, const int *dims) {
+  if (layout == CT_NCHW) return ct_cudnn_set_tensor_typed(desc, type, ndim, dims);
+  CT_ASSERT(ndim >= 4 && ndim <= 5);
+  long long s = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (dims[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
+    s *= dims[i];
+  }
+  if (s > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnSetTensorNdDescriptorEx(desc, CUDNN_TENSOR_NHWC, ct_cudnn_type(type), ndim, dims);
+}
+
 cudnnStatus_t ct_cudnn_set_flat(cudnnTensorDescriptor_t desc, size_t count) {
   if (count == 0 || count > INT32_MAX) return CUDNN_STATUS_BAD_PARAM;
   int dims[4] = {1, 1, 1, (int)count};

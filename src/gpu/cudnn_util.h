@@ -29,6 +29,7 @@
 
 #include "core/context.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +91,10 @@ cudnnStatus_t ct_cudnn_set_tensor(cudnnTensorDescriptor_t desc, int ndim, const 
 /* The same for values of type t. */
 cudnnStatus_t ct_cudnn_set_tensor_typed(cudnnTensorDescriptor_t desc, ct_dtype t, int ndim,
                                         const int *dims);
+/* The same in a memory order: dims are always (N, C, spatial...); NHWC
+ * tensors are packed with the channels last. */
+cudnnStatus_t ct_cudnn_set_tensor_layout(cudnnTensorDescriptor_t desc, ct_dtype t, ct_layout layout,
+                                         int ndim, const int *dims);
 /* cuDNN's name of an element type. */
 cudnnDataType_t ct_cudnn_type(ct_dtype t);
 /* count packed values as (1, 1, 1, count), for elementwise operations

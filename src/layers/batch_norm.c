@@ -90,6 +90,8 @@ static ct_status batch_norm_setup(ct_layer *l, ct_tensor *const *bottom, ct_tens
 /* Makes saved like bottom when wanted, else frees its storage. */
 static void want_saved(ct_layer *l, batch_norm_state *s, const ct_tensor *bottom, bool want) {
   if (want) {
+    if (s->saved->dtype != bottom->dtype) ct_tensor_set_dtype(s->saved, bottom->dtype);
+    ct_tensor_set_layout(s->saved, bottom->layout);
     ct_tensor_reshape_like(s->saved, bottom);
   } else if (s->saved->capacity) {
     ct_tensor_free(s->saved);
@@ -308,6 +310,10 @@ static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
   CT_TRY(ct_bn_cudnn_reshape(l, s->num, s->channels, s->spatial, s->eps,
                              s->moving_average_fraction, s->use_global_stats, in_place,
                              s->scale && !s->need_dx, err));
+  if (!l->gpu_priv && l->dtype != CT_F32)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "%s BatchNorm runs on cuDNN only, which is off or cannot run this one",
+                        ct_dtype_name(l->dtype));
   want_saved(l, s, bottom[0], !s->use_global_stats && (!l->gpu_priv || in_place));
   return CT_OK;
 }
@@ -398,4 +404,6 @@ const ct_layer_ops ct_batch_norm_ops = {
     .destroy_gpu = ct_bn_cudnn_destroy,
 #endif
     .destroy = batch_norm_destroy,
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

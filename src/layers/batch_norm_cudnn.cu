@@ -4,15 +4,25 @@
 
 #include "gpu/cudnn_util.h"
 #include "layers/batch_norm_cudnn.h"
+#include "layers/channel_typed.h"
 #include "math/math.h"
 
 typedef struct bn_cudnn {
-  cudnnTensorDescriptor_t x;  /* (N, C, S, 1) for x, y, dy and dx */
-  cudnnTensorDescriptor_t bn; /* (1, C, 1, 1) */
+  cudnnTensorDescriptor_t x;  /* (N, C, S, 1) for x, y, dy and dx, in the layer's type and order */
+  cudnnTensorDescriptor_t bn; /* (1, C, 1, 1), float32 */
   int N, C;
   size_t S;
   float eps, f;
   bool use_global, in_place;
+  /* 16-bit layers: the type and order; ex: cuDNN's persistent NHWC kernels
+   * through the *Ex calls, with their workspace (after the copies in the
+   * context's workspace) and reserve (the layer's own, kept from forward to
+   * backward) */
+  ct_dtype type;
+  ct_layout layout;
+  bool ex;
+  size_t ex_ws_bytes, reserve_bytes;
+  void *reserve;
   /* (8 C) on the device, in this order: */
   float *buf;
   float *ones, *zeros;            /* cuDNN's scale and bias */
@@ -29,6 +39,7 @@ extern "C" void ct_bn_cudnn_destroy(ct_layer *l) {
   cudnnDestroyTensorDescriptor(s->x);
   cudnnDestroyTensorDescriptor(s->bn);
   if (s->buf) ct_mem_free(l->ctx->device, s->buf);
+  if (s->reserve) ct_mem_free(l->ctx->device, s->reserve);
   free(s);
   l->gpu_priv = NULL;
 }
@@ -65,16 +76,43 @@ extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, fl
   s->f = f;
   s->use_global = use_global;
   s->in_place = in_place;
+  s->type = l->dtype;
+  s->layout = l->layout;
+  s->ex = false;
+  s->ex_ws_bytes = 0;
   const int dims[4] = {N, C, (int)S, 1};
-  if (ct_cudnn_set_tensor(s->x, 4, dims) != CUDNN_STATUS_SUCCESS ||
+  if (ct_cudnn_set_tensor_layout(s->x, s->type, s->layout, 4, dims) != CUDNN_STATUS_SUCCESS ||
       cudnnDeriveBNTensorDescriptor(s->bn, s->x, CUDNN_BATCHNORM_SPATIAL) != CUDNN_STATUS_SUCCESS) {
     ct_bn_cudnn_destroy(l);
     return CT_OK;
   }
-  /* in place: the copy of dy; a discarded dx after it */
+  if (s->type != CT_F32 && s->layout == CT_NHWC && !use_global) {
+    /* cuDNN's persistent kernels where it has them for these tensors */
+    cudnnHandle_t h = (cudnnHandle_t)l->ctx->cudnn;
+    size_t fwd = 0, bwd = 0, reserve = 0;
+    s->ex = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, s->x, NULL, s->x,
+                s->bn, NULL, &fwd) == CUDNN_STATUS_SUCCESS &&
+            cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, s->x, NULL, s->x,
+                NULL, s->x, s->bn, NULL, &bwd) == CUDNN_STATUS_SUCCESS &&
+            cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, NULL, s->x,
+                &reserve) == CUDNN_STATUS_SUCCESS;
+    if (s->ex) {
+      s->ex_ws_bytes = fwd > bwd ? fwd : bwd;
+      if (reserve > s->reserve_bytes) {
+        if (s->reserve) ct_mem_free(l->ctx->device, s->reserve);
+        s->reserve = ct_mem_alloc(l->ctx->device, reserve);
+        s->reserve_bytes = reserve;
+      }
+    }
+  }
+  /* in place: the copy of dy; a discarded dx after it; then cuDNN's own */
   size_t copies = (in_place ? 1 : 0) + (discard_dx ? 1 : 0);
-  if (!use_global && copies)
-    ct_context_workspace(l->ctx, copies * (size_t)N * C * S * sizeof(float));
+  const size_t copy_bytes = copies * (size_t)N * C * S * ct_dtype_size(s->type);
+  if (!use_global && (copies || s->ex_ws_bytes))
+    ct_context_workspace(l->ctx, ((copy_bytes + 255) & ~(size_t)255) + s->ex_ws_bytes);
   return CT_OK;
 }
 
@@ -92,14 +130,16 @@ __global__ static void bn_fold(int C, float f, const float *batch_mean, const fl
   if (c == 0) factor[0] = factor[0] * f + 1.0f;
 }
 
-/* The global statistics: the sums over the factor (0 when it is 0). */
+/* The global statistics: the sums over the factor (0 when it is 0); shift
+ * (may be NULL): -mean / std, the affine form's offset. */
 __global__ static void bn_global(int C, float eps, const float *mean_sum, const float *var_sum,
-                                 const float *factor, float *mean, float *invstd) {
+                                 const float *factor, float *mean, float *invstd, float *shift) {
   int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float k = factor[0] == 0.0f ? 0.0f : 1.0f / factor[0];
   mean[c] = k * mean_sum[c];
   invstd[c] = 1.0f / sqrtf(k * var_sum[c] + eps);
+  if (shift) shift[c] = -mean[c] * invstd[c];
 }
 
 /* y = (x - mean) * invstd per channel; y may be x. */
@@ -121,7 +161,19 @@ static unsigned channel_blocks(int C) { return (unsigned)((C + BN_THREADS - 1) /
 
 /* ---------------------------------------------------------------- forward / backward */
 
-extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave,
+static ct_channel_geom channel_geom(const bn_cudnn *s) {
+  return (ct_channel_geom){s->type, s->layout == CT_NHWC, (size_t)s->N, (size_t)s->C, s->S};
+}
+
+/* cuDNN's part of the context's workspace for the *Ex calls. */
+static void *ex_workspace(const ct_layer *l, const bn_cudnn *s, size_t copies) {
+  const size_t n = (size_t)s->N * s->C * s->S;
+  const size_t at = (copies * n * ct_dtype_size(s->type) + 255) & ~(size_t)255;
+  CT_ASSERT(l->ctx->workspace_bytes >= at + s->ex_ws_bytes);
+  return (char *)l->ctx->workspace + at;
+}
+
+extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *xsave,
                                     const float *gamma, const float *beta) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
@@ -130,56 +182,86 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float
   float *factor = ct_f32(l->params[2]);
   if (s->use_global) {
     CT_ASSERT(!gamma && !beta);
-    bn_global<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->eps, mean_sum, var_sum,
-                                                               factor, s->mean, s->invstd);
+    const bool typed = s->type != CT_F32;
+    bn_global<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(
+        s->C, s->eps, mean_sum, var_sum, factor, s->mean, s->invstd, typed ? s->batch_mean : NULL);
     CT_CUDA_LAUNCH_CHECK();
-    bn_apply<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, x, s->mean,
-                                                                s->invstd, y);
+    if (typed) {
+      /* y = x / std - mean / std */
+      const ct_channel_geom g = channel_geom(s);
+      ct_channel_affine_gpu(l->ctx, &g, x, s->invstd, s->batch_mean, false, y);
+      return;
+    }
+    bn_apply<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)x,
+                                                                s->mean, s->invstd, (float *)y);
     CT_CUDA_LAUNCH_CHECK();
     return;
   }
   CT_ASSERT(s->in_place == (x == y));
   if (s->in_place) {
-    CT_CUDA_CHECK(cudaMemcpyAsync(xsave, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CT_CUDA_CHECK(cudaMemcpyAsync(xsave, x, n * ct_dtype_size(s->type), cudaMemcpyDeviceToDevice,
+                                  stream));
     x = xsave;
   }
-  CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
-      s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var,
-      s->eps, s->mean, s->invstd));
+  if (s->ex)
+    CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN,
+        &k_one, &k_zero, s->x, x, NULL, NULL, s->x, y, s->bn, gamma ? gamma : s->ones,
+        beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var, s->eps, s->mean, s->invstd,
+        NULL, ex_workspace(l, s, 0), s->ex_ws_bytes, s->reserve, s->reserve_bytes));
+  else
+    CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
+        s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var,
+        s->eps, s->mean, s->invstd));
   bn_fold<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->f, s->batch_mean, s->batch_var,
                                                            mean_sum, var_sum, factor);
   CT_CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave,
-                                     const float *dy, float *dx, const float *gamma, float *dgamma,
+extern "C" void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave,
+                                     const void *dy, void *dx, const float *gamma, float *dgamma,
                                      float *dbeta) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
   const size_t n = (size_t)s->N * s->C * s->S;
   if (s->use_global) {
     CT_ASSERT(dx && !gamma);
-    bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, dy, s->invstd, dx);
+    if (s->type != CT_F32) {
+      const ct_channel_geom g = channel_geom(s);
+      ct_channel_affine_gpu(l->ctx, &g, dy, s->invstd, NULL, false, dx);
+      return;
+    }
+    bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)dy,
+                                                                s->invstd, (float *)dx);
     CT_CUDA_LAUNCH_CHECK();
     return;
   }
-  float *ws = (float *)l->ctx->workspace;
+  char *ws = (char *)l->ctx->workspace;
+  const size_t bytes = n * ct_dtype_size(s->type);
   size_t copies = (s->in_place ? 1 : 0) + (dx ? 0 : 1);
-  CT_ASSERT(l->ctx->workspace_bytes >= copies * n * sizeof(float));
+  CT_ASSERT(l->ctx->workspace_bytes >= copies * bytes);
   if (s->in_place) {
-    CT_CUDA_CHECK(cudaMemcpyAsync(ws, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CT_CUDA_CHECK(cudaMemcpyAsync(ws, dy, bytes, cudaMemcpyDeviceToDevice, stream));
     dy = ws;
     x = xsave;
   }
-  if (!dx) dx = ws + (s->in_place ? n : 0);
+  if (!dx) dx = ws + (s->in_place ? bytes : 0);
   /* Both parameter gradients wanted: cuDNN accumulates into them; else into
    * its own arrays, then the one wanted is added. */
   const bool both = dgamma && dbeta;
-  CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one,
-      both ? &k_one : &k_zero, s->x, x, s->x, dy, s->x, dx, s->bn, gamma ? gamma : s->ones,
-      both ? dgamma : s->dscale, both ? dbeta : s->dbias, s->eps, s->mean, s->invstd));
+  if (s->ex)
+    CT_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN,
+        &k_one, &k_zero, &k_one, both ? &k_one : &k_zero, s->x, x, NULL, NULL, s->x, dy, NULL,
+        NULL, s->x, dx, s->bn, gamma ? gamma : s->ones, s->zeros, both ? dgamma : s->dscale,
+        both ? dbeta : s->dbias, s->eps, s->mean, s->invstd, NULL, ex_workspace(l, s, copies),
+        s->ex_ws_bytes, s->reserve, s->reserve_bytes));
+  else
+    CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one,
+        both ? &k_one : &k_zero, s->x, x, s->x, dy, s->x, dx, s->bn, gamma ? gamma : s->ones,
+        both ? dgamma : s->dscale, both ? dbeta : s->dbias, s->eps, s->mean, s->invstd));
   if (!both && dgamma) ct_gpu_axpy(l->ctx, (size_t)s->C, 1.0f, s->dscale, dgamma);
   if (!both && dbeta) ct_gpu_axpy(l->ctx, (size_t)s->C, 1.0f, s->dbias, dbeta);
 }

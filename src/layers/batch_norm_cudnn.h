@@ -19,7 +19,13 @@
  *
  * Fused with a Scale (batch_norm.h), cuDNN's scale and bias are the Scale's
  * gamma and beta, and its parameter gradients go straight into the Scale's
- * (accumulated: beta for the parameter gradients is 1). */
+ * (accumulated: beta for the parameter gradients is 1).
+ *
+ * 16-bit layers (l->dtype, l->layout): the values in the type and order,
+ * the statistics and parameters float32.  Channels-last training runs
+ * cuDNN's persistent kernels (CUDNN_BATCHNORM_SPATIAL_PERSISTENT through
+ * the *Ex calls) where cuDNN has them for the tensors, else the calls
+ * above; global statistics run channel_typed.h's affine kernel. */
 #ifndef CT_LAYERS_BATCH_NORM_CUDNN_H
 #define CT_LAYERS_BATCH_NORM_CUDNN_H
 
@@ -40,14 +46,14 @@ ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, fl
 /* y from x (y is x in place, then xsave receives x); updates the sums and
  * factor (params 0..2) in training.  gamma and beta (C) are the fused
  * Scale's (NULL: 1 and 0; training only). */
-void ct_bn_cudnn_forward(ct_layer *l, const float *x, float *y, float *xsave, const float *gamma,
+void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *xsave, const float *gamma,
                          const float *beta);
 /* dx (overwritten; dx is dy in place; NULL: not wanted, written to the
  * workspace as reshape's discard_dx arranged) from dy and x (xsave in
  * place), with the fused Scale's gamma (NULL: 1); dgamma and dbeta (C, may
  * be NULL) accumulate the Scale's parameter gradients. */
-void ct_bn_cudnn_backward(ct_layer *l, const float *x, const float *xsave, const float *dy,
-                          float *dx, const float *gamma, float *dgamma, float *dbeta);
+void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave, const void *dy, void *dx,
+                          const float *gamma, float *dgamma, float *dbeta);
 void ct_bn_cudnn_destroy(ct_layer *l);
 
 #ifdef __cplusplus

@@ -1,8 +1,9 @@
-/* Cast: top = bottom converted to the layer's element type, and in backward
- * the top's gradient converted back to the bottom's type.  The net puts one
- * where a layer reads a blob of another type than the one it computes in
- * (net/net_dtype.c); in a prototxt, the layer's forward_type names the type
- * of its top (NVCaffe's field).  Not in place (the types differ).
+/* Cast: top = bottom converted to the layer's element type and memory
+ * order (l->layout), and in backward the top's gradient converted back to
+ * the bottom's type and order.  The net puts one where a layer reads a blob
+ * of another type or order than the one it computes in (net/net_dtype.c);
+ * in a prototxt, the layer's forward_type names the type of its top
+ * (NVCaffe's field) and cortado_layout its order.  Not in place.
  * Device-neutral: the conversion runs on the context's device. */
 #include "layers/layer.h"
 #include "math/typed.h"
@@ -11,7 +12,8 @@ static ct_status cast_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *co
                             ct_error *err) {
   if (top[0] == bottom[0])
     return ct_error_set(err, CT_ERR_INVALID,
-                        "Cast cannot run in place (top '%s' is its bottom): the element types differ",
+                        "Cast cannot run in place (top '%s' is its bottom): the element types or "
+                        "memory orders differ",
                         top[0]->name ? top[0]->name : "");
   return CT_OK;
 }
@@ -24,16 +26,20 @@ static ct_status cast_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
 
 static ct_status cast_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                               ct_error *err) {
-  ct_dev_convert(l->ctx, bottom[0]->count, bottom[0]->dtype, bottom[0]->data, top[0]->dtype,
-                 top[0]->data);
+  size_t n, c, sp;
+  ct_tensor_ncs(bottom[0], &n, &c, &sp);
+  ct_dev_relayout(l->ctx, n, c, sp, bottom[0]->dtype, bottom[0]->layout, bottom[0]->data,
+                  top[0]->dtype, top[0]->layout, top[0]->data);
   return CT_OK;
 }
 
 static void cast_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                           ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
-  ct_dev_convert(l->ctx, top[0]->count, top[0]->dtype, top[0]->diff, bottom[0]->dtype,
-                 bottom[0]->diff);
+  size_t n, c, sp;
+  ct_tensor_ncs(top[0], &n, &c, &sp);
+  ct_dev_relayout(l->ctx, n, c, sp, top[0]->dtype, top[0]->layout, top[0]->diff,
+                  bottom[0]->dtype, bottom[0]->layout, bottom[0]->diff);
 }
 
 #define ALL_TYPES (CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16))

@@ -1,7 +1,10 @@
 /* Concat: joins its bottoms along one axis (concat_param.axis, default 1, or
  * the legacy concat_dim).  The other axes must agree.  Backward hands each
- * bottom its block of the top's diff.  Both directions are block copies,
- * so the same code runs on the host and on a GPU (ct_copy_rows). */
+ * bottom its block of the top's diff.  Both directions are block copies of
+ * values of any type, so the same code runs on the host and on a GPU
+ * (ct_copy_rows_sized).  Channels-last (NHWC) tensors join along the
+ * channels (axis 1) or the batch (axis 0): the channels are then the rows'
+ * last axis. */
 #include <stdlib.h>
 
 #include "layers/layer.h"
@@ -53,18 +56,39 @@ static ct_status concat_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor
                             ct_tensor_shape_string(b0, s0, sizeof s0), c->axis);
     shape[c->axis] += b->shape[c->axis];
   }
+  if (l->layout == CT_NHWC && c->axis > 1 && b0->ndim > 2 &&
+      ct_tensor_count_range(b0, 2, b0->ndim) > 1)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "channels-last Concat joins along axis 0 or 1, not %d (give the layer "
+                        "cortado_layout: NCHW)", c->axis);
   return ct_tensor_reshape(top[0], b0->ndim, shape, err);
+}
+
+/* The copies as rows: outer rows of inner values per unit of the axis. */
+static void rows_of(const ct_layer *l, const ct_tensor *top, int axis, size_t *outer,
+                    size_t *inner) {
+  if (l->layout == CT_NHWC && axis == 1) {
+    size_t n, c, s;
+    ct_tensor_ncs(top, &n, &c, &s);
+    *outer = n * s;
+    *inner = 1;
+    return;
+  }
+  *outer = ct_tensor_count_range(top, 0, axis);
+  *inner = ct_tensor_count_range(top, axis + 1, top->ndim);
 }
 
 static ct_status concat_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                 ct_error *err) {
   int axis = ((concat_priv *)l->priv)->axis;
-  size_t outer = ct_tensor_count_range(top[0], 0, axis);
-  size_t inner = ct_tensor_count_range(top[0], axis + 1, top[0]->ndim);
+  size_t outer, inner;
+  rows_of(l, top[0], axis, &outer, &inner);
+  const size_t size = ct_dtype_size(top[0]->dtype);
   size_t top_row = (size_t)top[0]->shape[axis] * inner, offset = 0;
   for (int i = 0; i < l->nbottom; i++) {
     size_t row = (size_t)bottom[i]->shape[axis] * inner;
-    ct_copy_rows(l->ctx, outer, row, ct_f32(bottom[i]), row, ct_f32(top[0]) + offset, top_row);
+    ct_copy_rows_sized(l->ctx, size, outer, row, bottom[i]->data, row,
+                       (char *)top[0]->data + offset * size, top_row);
     offset += row;
   }
   return CT_OK;
@@ -73,13 +97,15 @@ static ct_status concat_forward(ct_layer *l, ct_tensor *const *bottom, ct_tensor
 static void concat_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                             ct_tensor *const *bottom) {
   int axis = ((concat_priv *)l->priv)->axis;
-  size_t outer = ct_tensor_count_range(top[0], 0, axis);
-  size_t inner = ct_tensor_count_range(top[0], axis + 1, top[0]->ndim);
+  size_t outer, inner;
+  rows_of(l, top[0], axis, &outer, &inner);
+  const size_t size = ct_dtype_size(top[0]->dtype);
   size_t top_row = (size_t)top[0]->shape[axis] * inner, offset = 0;
   for (int i = 0; i < l->nbottom; i++) {
     size_t row = (size_t)bottom[i]->shape[axis] * inner;
     if (propagate_down[i])
-      ct_copy_rows(l->ctx, outer, row, ct_f32_diff(top[0]) + offset, top_row, ct_f32_diff(bottom[i]), row);
+      ct_copy_rows_sized(l->ctx, size, outer, row, (const char *)top[0]->diff + offset * size,
+                         top_row, bottom[i]->diff, row);
     offset += row;
   }
 }
@@ -99,4 +125,7 @@ const ct_layer_ops ct_concat_ops = {
     .backward_gpu = concat_backward,
 #endif
     .destroy = concat_destroy,
+    .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

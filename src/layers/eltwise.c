@@ -143,21 +143,24 @@ static ct_status eltwise_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_t
                                      ct_error *err) {
   eltwise_priv *e = l->priv;
   ct_context *ctx = l->ctx;
+  const ct_dtype t = l->dtype;
   size_t n = top[0]->count;
-  float *y = top[0]->data;
+  void *y = top[0]->data;
   switch (e->op) {
     case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__PROD:
-      ct_gpu_mul(ctx, n, bottom[0]->data, bottom[1]->data, y);
-      for (int i = 2; i < l->nbottom; i++) ct_gpu_mul(ctx, n, y, bottom[i]->data, y);
+      ct_eltwise_mul_gpu(ctx, t, n, bottom[0]->data, bottom[1]->data, y, false);
+      for (int i = 2; i < l->nbottom; i++) ct_eltwise_mul_gpu(ctx, t, n, y, bottom[i]->data, y, false);
       break;
     case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
-      ct_eltwise_scale_gpu(ctx, n, e->coeff[0], bottom[0]->data, y);
-      for (int i = 1; i < l->nbottom; i++) ct_gpu_axpy(ctx, n, e->coeff[i], bottom[i]->data, y);
+      /* the first two in one pass (ResNet's shortcuts), then one per bottom */
+      ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[0], bottom[0]->data, e->coeff[1], bottom[1]->data, y);
+      for (int i = 2; i < l->nbottom; i++)
+        ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], bottom[i]->data, 1.0f, y, y);
       break;
     default:
-      ct_eltwise_max_first_gpu(ctx, n, bottom[0]->data, bottom[1]->data, y, e->argmax->data);
+      ct_eltwise_max_first_gpu(ctx, t, n, bottom[0]->data, bottom[1]->data, y, e->argmax->data);
       for (int i = 2; i < l->nbottom; i++)
-        ct_eltwise_max_next_gpu(ctx, n, bottom[i]->data, i, y, e->argmax->data);
+        ct_eltwise_max_next_gpu(ctx, t, n, bottom[i]->data, i, y, e->argmax->data);
   }
   return CT_OK;
 }
@@ -166,30 +169,31 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
                                  ct_tensor *const *bottom) {
   eltwise_priv *e = l->priv;
   ct_context *ctx = l->ctx;
+  const ct_dtype t = l->dtype;
   size_t n = top[0]->count;
-  const float *dy = top[0]->diff;
+  const void *dy = top[0]->diff;
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
-    float *dx = bottom[i]->diff;
+    void *dx = bottom[i]->diff;
     switch (e->op) {
       case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__PROD:
         if (e->stable_prod_grad) {
           bool started = false;
           for (int j = 0; j < l->nbottom; j++) {
             if (j == i) continue;
-            if (!started) ct_gpu_copy(ctx, n, bottom[j]->data, dx);
-            else ct_gpu_mul(ctx, n, dx, bottom[j]->data, dx);
+            if (!started) ct_eltwise_axpby_gpu(ctx, t, n, 1.0f, bottom[j]->data, 0.0f, NULL, dx);
+            else ct_eltwise_mul_gpu(ctx, t, n, dx, bottom[j]->data, dx, false);
             started = true;
           }
         } else {
-          ct_gpu_div(ctx, n, top[0]->data, bottom[i]->data, dx);
+          ct_eltwise_mul_gpu(ctx, t, n, top[0]->data, bottom[i]->data, dx, true);
         }
-        ct_gpu_mul(ctx, n, dx, dy, dx);
+        ct_eltwise_mul_gpu(ctx, t, n, dx, dy, dx, false);
         break;
       case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
-        ct_eltwise_scale_gpu(ctx, n, e->coeff[i], dy, dx);
+        ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], dy, 0.0f, NULL, dx);
         break;
-      default: ct_eltwise_max_backward_gpu(ctx, n, i, e->argmax->data, dy, dx);
+      default: ct_eltwise_max_backward_gpu(ctx, t, n, i, e->argmax->data, dy, dx);
     }
   }
 }
@@ -215,4 +219,6 @@ const ct_layer_ops ct_eltwise_ops = {
     .backward_gpu = eltwise_backward_gpu,
 #endif
     .destroy = eltwise_destroy,
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
 };

@@ -1,59 +1,102 @@
 #include "gpu/gpu.h"
 #include "layers/eltwise.h"
+#include "math/typed.cuh"
 
 #define STREAM(ctx) ((cudaStream_t)(ctx)->stream)
 
-__global__ static void scale_kernel(size_t n, float a, const float *x, float *y) {
-  CT_CUDA_KERNEL_LOOP(k, n) y[k] = a * x[k];
+template <typename T>
+__global__ static void axpby_kernel(size_t n, float a, const T *x, float b, const T *y, T *out) {
+  CT_CUDA_KERNEL_LOOP(k, n) {
+    float v = a * ct_ld(x[k]);
+    if (y) v += b * ct_ld(y[k]);
+    out[k] = ct_st<T>(v);
+  }
 }
 
-__global__ static void max_first_kernel(size_t n, const float *a, const float *b, float *y,
-                                        float *argmax) {
+template <typename T>
+__global__ static void mul_kernel(size_t n, const T *a, const T *b, T *y, bool divide) {
   CT_CUDA_KERNEL_LOOP(k, n) {
-    bool first = a[k] > b[k];
-    y[k] = first ? a[k] : b[k];
+    const float u = ct_ld(a[k]), v = ct_ld(b[k]);
+    y[k] = ct_st<T>(divide ? u / v : u * v);
+  }
+}
+
+template <typename T>
+__global__ static void max_first_kernel(size_t n, const T *a, const T *b, T *y, float *argmax) {
+  CT_CUDA_KERNEL_LOOP(k, n) {
+    const float u = ct_ld(a[k]), v = ct_ld(b[k]);
+    bool first = u > v;
+    y[k] = ct_st<T>(first ? u : v);
     argmax[k] = first ? 0.0f : 1.0f;
   }
 }
 
-__global__ static void max_next_kernel(size_t n, const float *x, float i, float *y, float *argmax) {
+template <typename T>
+__global__ static void max_next_kernel(size_t n, const T *x, float i, T *y, float *argmax) {
   CT_CUDA_KERNEL_LOOP(k, n) {
-    if (x[k] > y[k]) {
+    if (ct_ld(x[k]) > ct_ld(y[k])) {
       y[k] = x[k];
       argmax[k] = i;
     }
   }
 }
 
-__global__ static void max_backward_kernel(size_t n, float i, const float *argmax, const float *dy,
-                                           float *dx) {
-  CT_CUDA_KERNEL_LOOP(k, n) dx[k] = argmax[k] == i ? dy[k] : 0.0f;
+template <typename T>
+__global__ static void max_backward_kernel(size_t n, float i, const float *argmax, const T *dy,
+                                           T *dx) {
+  CT_CUDA_KERNEL_LOOP(k, n) dx[k] = argmax[k] == i ? dy[k] : ct_st<T>(0.0f);
 }
 
-extern "C" void ct_eltwise_scale_gpu(ct_context *ctx, size_t n, float a, const float *x, float *y) {
+/* body with T the element type t stands for. */
+#define WITH_TYPE(t, body)                 \
+  do {                                     \
+    switch (t) {                           \
+      case CT_BF16: {                      \
+        typedef __nv_bfloat16 T;           \
+        body;                              \
+        break;                             \
+      }                                    \
+      case CT_F16: {                       \
+        typedef __half T;                  \
+        body;                              \
+        break;                             \
+      }                                    \
+      default: {                           \
+        typedef float T;                   \
+        body;                              \
+      }                                    \
+    }                                      \
+    CT_CUDA_LAUNCH_CHECK();                \
+  } while (0)
+
+#define GRID ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)
+
+extern "C" void ct_eltwise_axpby_gpu(ct_context *ctx, ct_dtype t, size_t n, float a,
+                                     const void *x, float b, const void *y, void *out) {
   if (!n) return;
-  scale_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, a, x, y);
-  CT_CUDA_LAUNCH_CHECK();
+  WITH_TYPE(t, (axpby_kernel<T><<<GRID>>>(n, a, (const T *)x, b, (const T *)y, (T *)out)));
 }
 
-extern "C" void ct_eltwise_max_first_gpu(ct_context *ctx, size_t n, const float *a, const float *b,
-                                         float *y, float *argmax) {
+extern "C" void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a,
+                                   const void *b, void *y, bool divide) {
   if (!n) return;
-  max_first_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, a, b, y, argmax);
-  CT_CUDA_LAUNCH_CHECK();
+  WITH_TYPE(t, (mul_kernel<T><<<GRID>>>(n, (const T *)a, (const T *)b, (T *)y, divide)));
 }
 
-extern "C" void ct_eltwise_max_next_gpu(ct_context *ctx, size_t n, const float *x, int i, float *y,
-                                        float *argmax) {
+extern "C" void ct_eltwise_max_first_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a,
+                                         const void *b, void *y, float *argmax) {
   if (!n) return;
-  max_next_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, x, (float)i, y, argmax);
-  CT_CUDA_LAUNCH_CHECK();
+  WITH_TYPE(t, (max_first_kernel<T><<<GRID>>>(n, (const T *)a, (const T *)b, (T *)y, argmax)));
 }
 
-extern "C" void ct_eltwise_max_backward_gpu(ct_context *ctx, size_t n, int i, const float *argmax,
-                                            const float *dy, float *dx) {
+extern "C" void ct_eltwise_max_next_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *x,
+                                        int i, void *y, float *argmax) {
   if (!n) return;
-  max_backward_kernel<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)>>>(n, (float)i, argmax,
-                                                                              dy, dx);
-  CT_CUDA_LAUNCH_CHECK();
+  WITH_TYPE(t, (max_next_kernel<T><<<GRID>>>(n, (const T *)x, (float)i, (T *)y, argmax)));
+}
+
+extern "C" void ct_eltwise_max_backward_gpu(ct_context *ctx, ct_dtype t, size_t n, int i,
+                                            const float *argmax, const void *dy, void *dx) {
+  if (!n) return;
+  WITH_TYPE(t, (max_backward_kernel<T><<<GRID>>>(n, (float)i, argmax, (const T *)dy, (T *)dx)));
 }

@@ -141,10 +141,19 @@ typedef struct ct_layer_ops {
    * its parameter gradients into their float32 diffs).  CT_DTYPES_ANY:
    * every type, the type of bottom 0 (Split). */
   unsigned dtypes_cpu, dtypes_gpu;
+  /* The memory orders (core/tensor.h) the layer's GPU path takes in its
+   * 16-bit types besides NCHW: a mask of CT_LAYOUT_BIT(layout).  The net
+   * runs a 16-bit GPU layer channels-last (CT_NHWC) when the mask has it;
+   * then all its bottoms, tops and their gradients are NHWC (l->layout).
+   * CT_LAYOUTS_ANY: the order of bottom 0, whatever it is (element-wise
+   * types: ReLU, Eltwise, Split).  Float32 layers and the host are NCHW. */
+  unsigned layouts_gpu;
 } ct_layer_ops;
 
 #define CT_DTYPE_BIT(t) (1u << (unsigned)(t))
 #define CT_DTYPES_ANY (1u << 31)
+#define CT_LAYOUT_BIT(l) (1u << (unsigned)(l))
+#define CT_LAYOUTS_ANY (1u << 31)
 
 #define CT_LAYER_MAX_PARAMS 8
 
@@ -157,6 +166,7 @@ struct ct_layer {
   int nbottom, ntop;
   int nparams;
   ct_dtype dtype;                      /* what it computes in: its tops' type (set by the net) */
+  ct_layout layout;                    /* its bottoms' and tops' memory order (set by the net) */
   ct_tensor *params[CT_LAYER_MAX_PARAMS]; /* learnable blobs, e.g. weights (K,C,kh,kw), bias (K) */
   bool param_propagate_down[CT_LAYER_MAX_PARAMS]; /* compute this parameter's gradient */
   float *loss_weight;                 /* (ntop) */

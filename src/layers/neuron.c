@@ -1,4 +1,5 @@
 #include "layers/neuron.h"
+#include "math/typed.h"
 
 #include <string.h>
 
@@ -18,6 +19,8 @@ void ct_neuron_input_reshape(ct_neuron_input *in, ct_layer *l, const ct_tensor *
     return;
   }
   if (!in->copy) in->copy = ct_tensor_new(l->ctx->device, NULL);
+  if (in->copy->dtype != bottom->dtype) ct_tensor_set_dtype(in->copy, bottom->dtype);
+  ct_tensor_set_layout(in->copy, bottom->layout);
   ct_tensor_reshape_like(in->copy, bottom);
 }
 
@@ -26,7 +29,10 @@ void ct_neuron_input_save(ct_neuron_input *in, ct_layer *l, const ct_tensor *bot
   if (top != bottom) return;
   CT_ASSERT(in->copy && in->copy->count == bottom->count);
   if (l->ctx->device == CT_DEVICE_CPU) {
-    memcpy(in->copy->data, bottom->data, bottom->count * sizeof(float));
+    memcpy(in->copy->data, bottom->data, ct_tensor_bytes(bottom, bottom->count));
+  } else if (bottom->dtype != CT_F32) {
+    ct_dev_convert(l->ctx, bottom->count, bottom->dtype, bottom->data, bottom->dtype,
+                   in->copy->data);
   } else {
 #ifdef CORTADO_HAVE_CUDA
     ct_gpu_copy(l->ctx, bottom->count, bottom->data, in->copy->data);

@@ -338,6 +338,16 @@ static ct_status pool_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
                                   ct_error *err) {
   pool_state *s = l->priv;
   const pool_param *p = CT_PARAM_OR_DEFAULT(l, pooling_param, CAFFE__POOLING_PARAMETER__INIT);
+  if (l->dtype != CT_F32) {
+    /* Cortado's typed kernels (pooling_typed.cu), in the layer's order */
+    ct_pool_cudnn_destroy(l);
+    if (s->g.method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC || l->ntop > 1)
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "%s pooling has no %s path (give the layer forward_type: FLOAT)",
+                          l->ntop > 1 ? "MAX with a mask top" : "STOCHASTIC",
+                          ct_dtype_name(l->dtype));
+    return CT_OK;
+  }
   if (s->g.relu_top || s->g.relu_bottom || s->bias) {
     ct_pool_cudnn_destroy(l);
     return CT_OK;
@@ -352,6 +362,12 @@ static ct_status pool_reshape_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 
 static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                   ct_error *err) {
+  if (l->dtype != CT_F32) {
+    pool_state *s = l->priv;
+    ct_pool_forward_gpu_typed(l->ctx, &s->g, l->dtype, l->layout == CT_NHWC, bottom[0]->data,
+                              top[0]->data, s->mask->data);
+    return CT_OK;
+  }
   if (l->gpu_priv) {
     ct_pool_cudnn_forward(l, bottom[0]->data, top[0]->data);
     return CT_OK;
@@ -376,6 +392,12 @@ static ct_status pool_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
 static void pool_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
   if (!propagate_down[0]) return;
+  if (l->dtype != CT_F32) {
+    pool_state *s = l->priv;
+    ct_pool_backward_gpu_typed(l->ctx, &s->g, l->dtype, l->layout == CT_NHWC, bottom[0]->data,
+                               top[0]->data, top[0]->diff, s->mask->data, bottom[0]->diff);
+    return;
+  }
   if (l->gpu_priv) {
     ct_pool_cudnn_backward(l, bottom[0]->data, top[0]->data, top[0]->diff, bottom[0]->diff);
     return;
@@ -435,4 +457,6 @@ const ct_layer_ops ct_pooling_ops = {
     .destroy_gpu = ct_pool_cudnn_destroy,
 #endif
     .destroy = pool_destroy,
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

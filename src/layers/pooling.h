@@ -39,6 +39,14 @@ void ct_pool_forward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, con
 void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, const float *x,
                           const float *y, const float *dy, const float *idx, float *dx);
 
+/* The same for a 16-bit layer (pooling_typed.cu): MAX and AVE only, values
+ * of type t in either memory order (nhwc: channels last), no bias. */
+void ct_pool_forward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t, bool nhwc,
+                               const void *x, void *y, float *idx);
+void ct_pool_backward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t, bool nhwc,
+                                const void *x, const void *y, const void *dy, const float *idx,
+                                void *dx);
+
 /* Net fusion (net_fuse.c) on a GPU: the Pooling layer `pool` computes a
  * ReLU with slope 0 in place on its top (forward and backward: the ReLU is
  * then absorbed), or the backward of one in place on its bottom.  False,

@@ -124,4 +124,5 @@ const ct_layer_ops ct_relu_ops = {
 #endif
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
 };

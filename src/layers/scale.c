@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "layers/bias.h"
+#include "layers/channel_typed.h"
 #include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/neuron.h"
@@ -23,6 +24,7 @@ typedef struct {
   ct_broadcast_dims g;  /* of the scale */
   ct_broadcast_dims gb; /* of the bias */
   ct_neuron_input input;
+  ct_tensor *scratch;   /* 16-bit on a GPU: ct_channel_sums_gpu's */
 } scale_state;
 
 static ct_status scale_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -70,6 +72,20 @@ static ct_status scale_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   if (l->absorbed) ct_neuron_input_free(&s->input);
   else ct_neuron_input_reshape(&s->input, l, bottom[0], top[0]);
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
+  if (l->dtype != CT_F32 && l->ctx->device != CT_DEVICE_CPU) {
+    /* the 16-bit GPU path: one scale (and bias) per channel */
+    size_t n, c, sp;
+    ct_tensor_ncs(bottom[0], &n, &c, &sp);
+    if (l->nbottom > 1 || s->g.outer != n || s->g.dim != c || s->g.inner != sp ||
+        (s->bias_term && s->gb.dim != c))
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "a %s Scale scales per channel (one bottom, axis 1, num_axes 1); give "
+                          "the layer forward_type: FLOAT",
+                          ct_dtype_name(l->dtype));
+    if (!s->scratch) s->scratch = ct_tensor_new(l->ctx->device, NULL);
+    const int k = (int)ct_channel_sums_scratch(c);
+    ct_tensor_reshape_or_die(s->scratch, 1, &k);
+  }
   return CT_OK;
 }
 
@@ -130,14 +146,28 @@ static void scale_destroy(ct_layer *l) {
   scale_state *s = l->priv;
   if (!s) return;
   ct_neuron_input_free(&s->input);
+  ct_tensor_free(s->scratch);
   free(s);
 }
 
 #ifdef CORTADO_HAVE_CUDA
+static ct_channel_geom channel_geom(const ct_layer *l, const ct_tensor *x) {
+  ct_channel_geom g = {.type = l->dtype, .nhwc = l->layout == CT_NHWC};
+  ct_tensor_ncs(x, &g.N, &g.C, &g.S);
+  return g;
+}
+
 static ct_status scale_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                    ct_error *err) {
   scale_state *s = l->priv;
   ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
+  if (l->dtype != CT_F32) {
+    const ct_channel_geom g = channel_geom(l, bottom[0]);
+    ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, l->params[0]->data,
+                          s->bias_term ? l->params[s->bias_index]->data : NULL, false,
+                          top[0]->data);
+    return CT_OK;
+  }
   ct_scale_forward_gpu(l->ctx, &s->g, bottom[0]->data, scale_operand(l, bottom)->data,
                        top[0]->data);
   if (s->bias_term)
@@ -148,6 +178,18 @@ static ct_status scale_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_ten
 static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                ct_tensor *const *bottom) {
   scale_state *s = l->priv;
+  if (l->dtype != CT_F32) {
+    const ct_channel_geom g = channel_geom(l, bottom[0]);
+    const bool bias_grad = s->bias_term && l->param_propagate_down[s->bias_index];
+    ct_channel_sums_gpu(l->ctx, &g, top[0]->diff,
+                        ct_neuron_input_data(&s->input, bottom[0], top[0]), s->scratch->data, true,
+                        l->param_propagate_down[0] ? l->params[0]->diff : NULL,
+                        bias_grad ? l->params[s->bias_index]->diff : NULL);
+    if (propagate_down[0])
+      ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, l->params[0]->data, NULL, false,
+                            bottom[0]->diff);
+    return;
+  }
   const float *dy = top[0]->diff;
   if (s->bias_term && l->param_propagate_down[s->bias_index])
     ct_bias_backward_operand_gpu(l->ctx, &s->gb, dy, true, l->params[s->bias_index]->diff);
@@ -173,4 +215,6 @@ const ct_layer_ops ct_scale_ops = {
     .backward_gpu = scale_backward_gpu,
 #endif
     .destroy = scale_destroy,
+    .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

@@ -66,20 +66,26 @@ void ct_layer_share_top(ct_tensor *top, ct_tensor *bottom, int ndim, const int *
 
 void ct_copy_rows(ct_context *ctx, size_t rows, size_t row_len, const float *src,
                   size_t src_stride, float *dst, size_t dst_stride) {
+  ct_copy_rows_sized(ctx, sizeof(float), rows, row_len, src, src_stride, dst, dst_stride);
+}
+
+void ct_copy_rows_sized(ct_context *ctx, size_t size, size_t rows, size_t row_len, const void *src,
+                        size_t src_stride, void *dst, size_t dst_stride) {
   if (!rows || !row_len) return;
 #ifdef CORTADO_HAVE_CUDA
   if (ctx->device != CT_DEVICE_CPU) {
-    ct_copy_rows_gpu(ctx, rows, row_len, src, src_stride, dst, dst_stride);
+    ct_copy_rows_gpu(ctx, size, rows, row_len, src, src_stride, dst, dst_stride);
     return;
   }
 #endif
   CT_ASSERT(ctx->device == CT_DEVICE_CPU);
   if (src_stride == row_len && dst_stride == row_len) {
-    memcpy(dst, src, rows * row_len * sizeof(float));
+    memcpy(dst, src, rows * row_len * size);
     return;
   }
   for (size_t r = 0; r < rows; r++)
-    memcpy(dst + r * dst_stride, src + r * src_stride, row_len * sizeof(float));
+    memcpy((char *)dst + r * dst_stride * size, (const char *)src + r * src_stride * size,
+           row_len * size);
 }
 
 void ct_stream_upload(ct_context *ctx, void *dst, const void *src_host, size_t bytes) {

@@ -43,6 +43,9 @@ void ct_layer_share_top(ct_tensor *top, ct_tensor *bottom, int ndim, const int *
  * stream): the block copy under Concat, Slice, Tile, Crop and friends. */
 void ct_copy_rows(ct_context *ctx, size_t rows, size_t row_len, const float *src,
                   size_t src_stride, float *dst, size_t dst_stride);
+/* The same for values of `size` bytes each (lengths and strides in values). */
+void ct_copy_rows_sized(ct_context *ctx, size_t size, size_t rows, size_t row_len, const void *src,
+                        size_t src_stride, void *dst, size_t dst_stride);
 
 /* Host <-> ctx's device copies ordered on ctx's stream (a plain memcpy on
  * the host).  Upload: src may be reused as soon as it returns.  Download:
@@ -51,8 +54,8 @@ void ct_stream_upload(ct_context *ctx, void *dst, const void *src_host, size_t b
 void ct_stream_download(ct_context *ctx, void *dst_host, const void *src, size_t bytes);
 
 /* The GPU halves of ct_copy_rows and the stream copies (shape_util.cu). */
-void ct_copy_rows_gpu(ct_context *ctx, size_t rows, size_t row_len, const float *src,
-                      size_t src_stride, float *dst, size_t dst_stride);
+void ct_copy_rows_gpu(ct_context *ctx, size_t size, size_t rows, size_t row_len, const void *src,
+                      size_t src_stride, void *dst, size_t dst_stride);
 void ct_stream_copy_gpu(ct_context *ctx, void *dst, const void *src, size_t bytes, bool wait);
 
 #ifdef __cplusplus

@@ -78,4 +78,5 @@ const ct_layer_ops ct_split_ops = {
 #endif
     .dtypes_cpu = CT_DTYPES_ANY,
     .dtypes_gpu = CT_DTYPES_ANY,
+    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
 };

@@ -11,6 +11,7 @@
 
 #include "core/context.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +57,26 @@ void ct_dev_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, cons
 void ct_gpu_gemm_typed(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int K,
                        float alpha, ct_dtype ab_type, const void *A, const void *B, float beta,
                        ct_dtype c_type, void *C);
+
+/* n matrices of (rows, cols) values of type `from` at x, each transposed
+ * into a matrix of (cols, rows) values of type `to` at y: y = x^T, or with
+ * accumulate y += x^T.  x and y do not overlap.  With n = N, rows = C,
+ * cols = spatial this turns NCHW values into NHWC ones (and back with rows
+ * and cols swapped); with n = K, rows = C, cols = kh kw it turns a filter
+ * (K, C, kh, kw) into (K, kh, kw, C). */
+void ct_cpu_transpose_convert(size_t n, size_t rows, size_t cols, ct_dtype from, const void *x,
+                              ct_dtype to, void *y, bool accumulate);
+void ct_gpu_transpose_convert(ct_context *ctx, size_t n, size_t rows, size_t cols, ct_dtype from,
+                              const void *x, ct_dtype to, void *y, bool accumulate);
+void ct_dev_transpose_convert(ct_context *ctx, size_t n, size_t rows, size_t cols, ct_dtype from,
+                              const void *x, ct_dtype to, void *y, bool accumulate);
+
+/* The values of a tensor of (n, c, s) (ct_tensor_ncs) from one type and
+ * memory order to another: a conversion, a reordering or both (x and y do
+ * not overlap unless nothing is to be done). */
+void ct_dev_relayout(ct_context *ctx, size_t n, size_t c, size_t s, ct_dtype from,
+                     ct_layout from_layout, const void *x, ct_dtype to, ct_layout to_layout,
+                     void *y);
 
 /* y += x, n values of type t. */
 void ct_dev_acc_typed(ct_context *ctx, ct_dtype t, size_t n, const void *x, void *y);

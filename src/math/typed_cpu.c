@@ -32,6 +32,19 @@ void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *
   for (size_t i = 0; i < n; i++) store(t, y, i, load(t, a, i) + load(t, b, i));
 }
 
+void ct_cpu_transpose_convert(size_t n, size_t rows, size_t cols, ct_dtype from, const void *x,
+                              ct_dtype to, void *y, bool accumulate) {
+  const size_t m = rows * cols;
+#pragma omp parallel for if (n * m >= PAR_MIN) schedule(static)
+  for (size_t b = 0; b < n; b++)
+    for (size_t r = 0; r < rows; r++)
+      for (size_t k = 0; k < cols; k++) {
+        const size_t o = b * m + k * rows + r;
+        const float v = load(from, x, b * m + r * cols + k);
+        store(to, y, o, accumulate ? load(to, y, o) + v : v);
+      }
+}
+
 #ifdef CORTADO_HAVE_CUDA
 #define ON_GPU(call) call
 #else
@@ -56,4 +69,21 @@ void ct_dev_add_typed(ct_context *ctx, ct_dtype t, size_t n, const void *a, cons
 
 void ct_dev_acc_typed(ct_context *ctx, ct_dtype t, size_t n, const void *x, void *y) {
   ct_dev_add_typed(ctx, t, n, x, y, y);
+}
+
+void ct_dev_transpose_convert(ct_context *ctx, size_t n, size_t rows, size_t cols, ct_dtype from,
+                              const void *x, ct_dtype to, void *y, bool accumulate) {
+  if (ctx->device == CT_DEVICE_CPU) ct_cpu_transpose_convert(n, rows, cols, from, x, to, y, accumulate);
+  else ON_GPU(ct_gpu_transpose_convert(ctx, n, rows, cols, from, x, to, y, accumulate));
+}
+
+void ct_dev_relayout(ct_context *ctx, size_t n, size_t c, size_t s, ct_dtype from,
+                     ct_layout from_layout, const void *x, ct_dtype to, ct_layout to_layout,
+                     void *y) {
+  if (from_layout == to_layout || c == 1 || s == 1) {
+    ct_dev_convert(ctx, n * c * s, from, x, to, y);
+    return;
+  }
+  if (from_layout == CT_NCHW) ct_dev_transpose_convert(ctx, n, c, s, from, x, to, y, false);
+  else ct_dev_transpose_convert(ctx, n, s, c, from, x, to, y, false);
 }

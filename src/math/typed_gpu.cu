@@ -80,6 +80,72 @@ extern "C" void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const vo
   }
 }
 
+/* One 32 x 32 tile of one matrix per block (32 x 8 threads), through
+ * shared memory so that reads and writes both run along rows. */
+#define TILE 32
+template <typename From, typename To>
+__global__ static void transpose_k(size_t n, unsigned rows, unsigned cols, const From *x, To *y,
+                                   bool accumulate) {
+  __shared__ float tile[TILE][TILE + 1];
+  const unsigned r0 = blockIdx.y * TILE, c0 = blockIdx.x * TILE;
+  const size_t m = (size_t)rows * cols;
+  for (size_t b = blockIdx.z; b < n; b += gridDim.z) {
+    const From *xb = x + b * m;
+    To *yb = y + b * m;
+    for (unsigned i = threadIdx.y; i < TILE; i += blockDim.y) {
+      const unsigned r = r0 + i, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) tile[i][threadIdx.x] = ct_ld(xb[(size_t)r * cols + c]);
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.y; i < TILE; i += blockDim.y) {
+      const unsigned c = c0 + i, r = r0 + threadIdx.x;
+      if (r < rows && c < cols) {
+        const size_t o = (size_t)c * rows + r;
+        const float v = tile[threadIdx.x][i];
+        yb[o] = ct_st<To>(accumulate ? ct_ld(yb[o]) + v : v);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <typename From, typename To>
+static void transpose_typed(ct_context *ctx, size_t n, size_t rows, size_t cols, const From *x,
+                            To *y, bool accumulate) {
+  CT_ASSERTF(rows <= 0xffffffffu && cols <= 0xffffffffu && (rows + TILE - 1) / TILE <= 65535,
+             "transpose of %zu x %zu", rows, cols);
+  const dim3 grid((unsigned)((cols + TILE - 1) / TILE), (unsigned)((rows + TILE - 1) / TILE),
+                  (unsigned)(n < 65535 ? n : 65535));
+  transpose_k<<<grid, dim3(TILE, 8), 0, STREAM(ctx)>>>(n, (unsigned)rows, (unsigned)cols, x, y,
+                                                       accumulate);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename From>
+static void transpose_from(ct_context *ctx, size_t n, size_t rows, size_t cols, const From *x,
+                           ct_dtype to, void *y, bool accumulate) {
+  switch (to) {
+    case CT_F32: transpose_typed(ctx, n, rows, cols, x, (float *)y, accumulate); break;
+    case CT_BF16: transpose_typed(ctx, n, rows, cols, x, (__nv_bfloat16 *)y, accumulate); break;
+    case CT_F16: transpose_typed(ctx, n, rows, cols, x, (__half *)y, accumulate); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)to);
+  }
+}
+
+extern "C" void ct_gpu_transpose_convert(ct_context *ctx, size_t n, size_t rows, size_t cols,
+                                         ct_dtype from, const void *x, ct_dtype to, void *y,
+                                         bool accumulate) {
+  if (!n || !rows || !cols) return;
+  switch (from) {
+    case CT_F32: transpose_from(ctx, n, rows, cols, (const float *)x, to, y, accumulate); break;
+    case CT_BF16:
+      transpose_from(ctx, n, rows, cols, (const __nv_bfloat16 *)x, to, y, accumulate);
+      break;
+    case CT_F16: transpose_from(ctx, n, rows, cols, (const __half *)x, to, y, accumulate); break;
+    default: CT_ASSERTF(false, "no element type %d", (int)from);
+  }
+}
+
 static cudaDataType_t cuda_type(ct_dtype t) {
   switch (t) {
     case CT_BF16: return CUDA_R_16BF;

@@ -29,6 +29,7 @@ typedef struct {
   ct_strmap avail; /* names of blobs available as bottoms (-> 1) */
   int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
   ct_dtype layer_type; /* the element type of the layer being connected */
+  ct_layout layer_layout; /* and its memory order */
 } builder;
 
 static int find_blob(const ct_net *net, const char *name) {
@@ -154,11 +155,22 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
   else if (ops && ((ops->dtypes_cpu | ops->dtypes_gpu) & CT_DTYPES_ANY) && nb > 0)
     type = net->blobs[net->bottom_ids[li][0]]->dtype;
   b->layer_type = type;
-  for (int j = 0; j < nb; j++)
-    CT_ASSERTF(net->blobs[net->bottom_ids[li][j]]->dtype == type || (ops && ops == ct_layer_find("Cast")),
-               "layer '%s' (%s) runs in %s but its bottom '%s' holds %s", lp->name ? lp->name : "",
-               lp->type, ct_dtype_name(type), lp->bottom[j],
-               ct_dtype_name(net->blobs[net->bottom_ids[li][j]]->dtype));
+  /* its memory order likewise (NCHW unless the pass set another) */
+  ct_layout layout = CT_NCHW;
+  if (lp->has_cortado_layout) layout = lp->cortado_layout == CAFFE__LAYOUT__NHWC ? CT_NHWC : CT_NCHW;
+  else if (ops && (ops->layouts_gpu & CT_LAYOUTS_ANY) && nb > 0)
+    layout = net->blobs[net->bottom_ids[li][0]]->layout;
+  b->layer_layout = layout;
+  const bool cast = ops && ops == ct_layer_find("Cast");
+  for (int j = 0; j < nb; j++) {
+    const ct_tensor *bt = net->blobs[net->bottom_ids[li][j]];
+    CT_ASSERTF(bt->dtype == type || cast, "layer '%s' (%s) runs in %s but its bottom '%s' holds %s",
+               lp->name ? lp->name : "", lp->type, ct_dtype_name(type), lp->bottom[j],
+               ct_dtype_name(bt->dtype));
+    CT_ASSERTF(bt->layout == layout || cast, "layer '%s' (%s) runs %s but its bottom '%s' is %s",
+               lp->name ? lp->name : "", lp->type, ct_layout_name(layout), lp->bottom[j],
+               ct_layout_name(bt->layout));
+  }
   int want = nt;
   if (ops && (ops->flags & CT_LAYER_AUTO_TOPS) && nt < ops->min_tops) want = ops->min_tops;
   net->top_ids[li] = ct_xcalloc((size_t)want + 1, sizeof(int));
@@ -176,11 +188,13 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
         }
         id = add_blob(b, name);
         ct_tensor_set_dtype(net->blobs[id], type);
+        ct_tensor_set_layout(net->blobs[id], layout);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
       id = add_blob(b, NULL); /* automatic top, not available as a bottom */
       ct_tensor_set_dtype(net->blobs[id], type);
+      ct_tensor_set_layout(net->blobs[id], layout);
     }
     net->top_ids[li][j] = id;
     NET_LOG(b, "%s -> %s", lp->name ? lp->name : "", j < nt ? lp->top[j] : "(automatic)");
@@ -334,6 +348,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     }
     net->nlayers = i + 1;
     net->layers[i]->dtype = b.layer_type;
+    net->layers[i]->layout = b.layer_layout;
     if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
       ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
     make_vecs(net, i);
@@ -358,6 +373,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     net->quiet_build = opts->quiet;
     st = ct_net_params_build(net, opts->quiet, err);
   }
+  for (int i = 0; i < net->nblobs && st == CT_OK; i++)
+    net->typed = net->typed || net->blobs[i]->dtype != CT_F32 || net->blobs[i]->layout != CT_NCHW;
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
   if (st == CT_OK) st = ct_net_fuse_finish(net, err);
   if (st == CT_OK) ct_net_mark_grad_side(net);

@@ -126,6 +126,7 @@ typedef struct ct_net {
 
   bool quiet_build;           /* built with opts.quiet */
   bool exact_blobs;           /* built with opts.keep_blob_diffs: no fusion leaves a blob partial */
+  bool typed;                 /* some blob holds values other than float32 in NCHW order */
   int grad_side_last;          /* the lowest layer with grad_side (layers/layer.h), -1 when none */
   /* ct_net_prepare_async's work: enqueued at layer prep_launch's forward
    * (-1: not armed), for layers from prep_at up; prep_first: prep_at while
@@ -297,12 +298,16 @@ ct_status ct_net_filter(const Caffe__NetParameter *param, const Caffe__NetState 
 /* Inserts Split layers (Caffe's naming) into net in place. */
 ct_status ct_net_insert_splits(Caffe__NetParameter *net, ct_error *err);
 
-/* Element types (net_dtype.c): sets every layer's forward_type to the type
- * it runs in on device (the wanted type, precision when precision_given,
- * else the net's default_forward_type, where the layer's type has a path
- * for it; float32 otherwise) and inserts Cast layers where a layer reads a
- * blob of another type.  A net that asks for float32 everywhere is left as
- * it is.  Errors (CT_ERR_UNSUPPORTED): a forward_type of INT or UINT. */
+/* Element types and memory orders (net_dtype.c): sets every layer's
+ * forward_type to the type it runs in on device (the wanted type, precision
+ * when precision_given, else the net's default_forward_type, where the
+ * layer's type has a path for it; float32 otherwise) and its cortado_layout
+ * to the order of its tops (NHWC for a 16-bit GPU layer whose type has a
+ * channels-last path, the order of bottom 0 for element-wise types, NCHW
+ * otherwise or where the prototxt pins it), and inserts Cast layers where a
+ * layer reads a blob of another type or order.  A net that asks for float32
+ * everywhere is left as it is.  Errors (CT_ERR_UNSUPPORTED): a forward_type
+ * of INT or UINT. */
 ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype precision,
                              bool precision_given, bool quiet, ct_error *err);
 /* NVCaffe's Type as an element type (DOUBLE: float32, logged); what names

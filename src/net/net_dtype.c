@@ -54,10 +54,12 @@ static const char *suffix(ct_dtype t) {
   }
 }
 
-/* What a blob name holds now: the blob (its current name) and its type. */
+/* What a blob name holds now: the blob (its current name), its type and
+ * its memory order. */
 typedef struct {
   char *blob;   /* owned */
   ct_dtype type;
+  ct_layout layout;
   int version;  /* changes whenever a layer writes the blob */
 } holder;
 
@@ -67,11 +69,12 @@ typedef struct {
   holder *held;
   char **keys;      /* owned keys of names and casts */
   size_t nheld, nkeys, cap_held, cap_keys;
-  ct_strmap casts;  /* "blob\x01version\x01type" -> index in held of the cast's top */
+  ct_strmap casts;  /* "blob\x01version\x01type\x01layout" -> index in held of the cast's top */
+  ct_strmap made;   /* names of the casts' tops so far */
   int next_version;
   Caffe__LayerParameter **out;
   size_t nout;
-  int ncasts, nhalf, nfloat;
+  int ncasts, nhalf, nfloat, nnhwc;
 } pass;
 
 static char *keep_key(pass *p, char *key) {
@@ -82,18 +85,19 @@ static char *keep_key(pass *p, char *key) {
   return p->keys[p->nkeys++] = key;
 }
 
-static int add_holder(pass *p, const char *blob, ct_dtype type) {
+static int add_holder(pass *p, const char *blob, ct_dtype type, ct_layout layout) {
   if (p->nheld == p->cap_held) {
     p->cap_held = p->cap_held ? 2 * p->cap_held : 64;
     p->held = ct_xrealloc(p->held, p->cap_held * sizeof *p->held);
   }
-  p->held[p->nheld] = (holder){ct_xstrdup(blob), type, p->next_version++};
+  p->held[p->nheld] = (holder){ct_xstrdup(blob), type, layout, p->next_version++};
   return (int)p->nheld++;
 }
 
-/* Name `name` now holds blob (of type). */
-static void set_name(pass *p, const char *name, const char *blob, ct_dtype type) {
-  int h = add_holder(p, blob, type);
+/* Name `name` now holds blob (of type, in layout). */
+static void set_name(pass *p, const char *name, const char *blob, ct_dtype type,
+                     ct_layout layout) {
+  int h = add_holder(p, blob, type, layout);
   int old = ct_strmap_get(&p->names, name);
   if (old < 0) ct_strmap_put(&p->names, keep_key(p, ct_xstrdup(name)), h);
   else ct_strmap_put(&p->names, name, h);
@@ -106,11 +110,13 @@ static char *dup_printf(const char *fmt, const char *a, const char *b) {
   return s;
 }
 
-/* The Cast of the blob held by h into type, made (and emitted before the
- * layer being placed) when this version of the blob has none yet. */
-static const char *cast_of(pass *p, const holder *h, ct_dtype type) {
+/* The Cast of the blob held by h into type and layout, made (and emitted
+ * before the layer being placed) when this version of the blob has none
+ * yet.  Its top is "blob@type" (NCHW) or "blob@type.nhwc", with "#2", "#3",
+ * ... for later versions of the same blob. */
+static const char *cast_of(pass *p, const holder *h, ct_dtype type, ct_layout layout) {
   char key[64];
-  snprintf(key, sizeof key, "\x01%d\x01%d", h->version, (int)type);
+  snprintf(key, sizeof key, "\x01%d\x01%d\x01%d", h->version, (int)type, (int)layout);
   char *full = dup_printf("%s%s", h->blob, key);
   int c = ct_strmap_get(&p->casts, full);
   if (c >= 0) {
@@ -119,8 +125,17 @@ static const char *cast_of(pass *p, const holder *h, ct_dtype type) {
   }
   Caffe__LayerParameter *l = ct_xcalloc(1, sizeof *l);
   caffe__layer_parameter__init(l);
-  char *top = dup_printf("%s@%s", h->blob, suffix(type));
-  l->name = dup_printf("%s@%s", h->blob, suffix(type));
+  char *top = dup_printf(layout == CT_NHWC ? "%s@%s.nhwc" : "%s@%s", h->blob, suffix(type));
+  for (int k = 2; ct_strmap_get(&p->made, top) >= 0; k++) {
+    char n[16];
+    snprintf(n, sizeof n, "#%d", k);
+    char *base = dup_printf(layout == CT_NHWC ? "%s@%s.nhwc" : "%s@%s", h->blob, suffix(type));
+    free(top);
+    top = dup_printf("%s%s", base, n);
+    free(base);
+  }
+  ct_strmap_put(&p->made, keep_key(p, ct_xstrdup(top)), 1);
+  l->name = ct_xstrdup(top);
   l->type = ct_xstrdup("Cast");
   l->n_bottom = 1;
   l->bottom = ct_xcalloc(1, sizeof(char *));
@@ -130,9 +145,11 @@ static const char *cast_of(pass *p, const holder *h, ct_dtype type) {
   l->top[0] = top;
   l->has_forward_type = 1;
   l->forward_type = ct_dtype_to_proto(type);
+  l->has_cortado_layout = 1;
+  l->cortado_layout = layout == CT_NHWC ? CAFFE__LAYOUT__NHWC : CAFFE__LAYOUT__NCHW;
   p->out[p->nout++] = l;
   p->ncasts++;
-  c = add_holder(p, top, type);
+  c = add_holder(p, top, type, layout);
   ct_strmap_put(&p->casts, keep_key(p, full), c);
   return p->held[c].blob;
 }
@@ -156,6 +173,25 @@ static ct_dtype layer_type(pass *p, const Caffe__LayerParameter *l, int device, 
   return wanted != CT_F32 && (mask & CT_DTYPE_BIT(wanted)) ? wanted : CT_F32;
 }
 
+/* The memory order layer l runs in, given its type. */
+static ct_layout layer_layout(pass *p, const Caffe__LayerParameter *l, int device, ct_dtype type,
+                              bool quiet) {
+  const ct_layer_ops *ops = ct_layer_find(l->type ? l->type : "");
+  if (!ops || device == CT_DEVICE_CPU) return CT_NCHW;
+  const unsigned mask = ops->layouts_gpu;
+  if (mask & CT_LAYOUTS_ANY) {
+    if (l->n_bottom == 0) return CT_NCHW;
+    int h = ct_strmap_get(&p->names, l->bottom[0]);
+    return h >= 0 ? p->held[h].layout : CT_NCHW;
+  }
+  const bool nhwc = type != CT_F32 && (mask & CT_LAYOUT_BIT(CT_NHWC));
+  if (l->has_cortado_layout && l->cortado_layout == CAFFE__LAYOUT__NCHW) return CT_NCHW;
+  if (l->has_cortado_layout && l->cortado_layout == CAFFE__LAYOUT__NHWC && !nhwc && !quiet)
+    LOG_INFO("layer '%s' (%s) runs NCHW: its type has no NHWC path in %s on this device",
+             l->name ? l->name : "", l->type ? l->type : "", ct_dtype_name(type));
+  return nhwc ? CT_NHWC : CT_NCHW;
+}
+
 static void pass_free(pass *p) {
   for (size_t i = 0; i < p->nheld; i++) free(p->held[i].blob);
   for (size_t i = 0; i < p->nkeys; i++) free(p->keys[i]);
@@ -163,6 +199,7 @@ static void pass_free(pass *p) {
   free(p->keys);
   ct_strmap_free(&p->names);
   ct_strmap_free(&p->casts);
+  ct_strmap_free(&p->made);
 }
 
 ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype precision,
@@ -176,10 +213,11 @@ ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype prec
     any = net->layer[i]->has_forward_type && net->layer[i]->forward_type != CAFFE__TYPE__FLOAT;
   if (!any) return CT_OK; /* all float32: the net as written */
 
-  pass p = {.net = net, .names = CT_STRMAP_INIT, .casts = CT_STRMAP_INIT};
+  pass p = {.net = net, .names = CT_STRMAP_INIT, .casts = CT_STRMAP_INIT, .made = CT_STRMAP_INIT};
   p.out = ct_xcalloc(3 * net->n_layer + 1, sizeof *p.out);
   ct_status st = CT_OK;
-  for (size_t i = 0; i < net->n_input; i++) set_name(&p, net->input[i], net->input[i], CT_F32);
+  for (size_t i = 0; i < net->n_input; i++)
+    set_name(&p, net->input[i], net->input[i], CT_F32, CT_NCHW);
   for (size_t i = 0; i < net->n_layer && st == CT_OK; i++) {
     Caffe__LayerParameter *l = net->layer[i];
     ct_dtype wanted = dflt;
@@ -192,6 +230,7 @@ ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype prec
       }
     }
     const ct_dtype type = layer_type(&p, l, device, wanted);
+    const ct_layout layout = layer_layout(&p, l, device, type, quiet);
     if (type != wanted && l->has_forward_type && !quiet)
       LOG_INFO("layer '%s' (%s) computes in %s: its type has no %s path on this device",
                l->name ? l->name : "", l->type ? l->type : "", ct_dtype_name(type),
@@ -204,29 +243,33 @@ ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype prec
       int h = ct_strmap_get(&p.names, l->bottom[j]);
       if (h < 0) continue; /* the build names the unknown bottom */
       const holder *hd = &p.held[h];
-      const char *blob = hd->type == type ? hd->blob : cast_of(&p, hd, type);
+      const char *blob =
+          hd->type == type && hd->layout == layout ? hd->blob : cast_of(&p, hd, type, layout);
       if (strcmp(blob, l->bottom[j]) != 0) replace_str(&l->bottom[j], blob);
     }
     p.out[p.nout++] = l;
     for (size_t k = 0; k < l->n_top; k++) {
       char *name = ct_xstrdup(l->top[k]);
       if (in_place[k] && strcmp(l->top[k], l->bottom[k]) != 0) replace_str(&l->top[k], l->bottom[k]);
-      set_name(&p, name, l->top[k], type);
+      set_name(&p, name, l->top[k], type, layout);
       free(name);
     }
     free(in_place);
     l->has_forward_type = 1;
     l->forward_type = ct_dtype_to_proto(type);
+    l->has_cortado_layout = 1;
+    l->cortado_layout = layout == CT_NHWC ? CAFFE__LAYOUT__NHWC : CAFFE__LAYOUT__NCHW;
     if (type == CT_F32) p.nfloat++;
     else p.nhalf++;
+    if (layout == CT_NHWC) p.nnhwc++;
   }
   if (st == CT_OK) {
     free(net->layer);
     net->layer = p.out;
     net->n_layer = p.nout;
     if (!quiet)
-      LOG_INFO("Precision %s: %d layers in %s, %d in float32, %d casts", ct_dtype_name(dflt),
-               p.nhalf, ct_dtype_name(dflt), p.nfloat, p.ncasts);
+      LOG_INFO("Precision %s: %d layers in %s (%d of them NHWC), %d in float32, %d casts",
+               ct_dtype_name(dflt), p.nhalf, ct_dtype_name(dflt), p.nnhwc, p.nfloat, p.ncasts);
   } else {
     for (size_t i = 0; i < p.nout; i++) {
       bool original = false;

@@ -27,6 +27,7 @@ typedef struct ct_cudnn_conv_key {
   int deterministic;      /* only CUDNN_DETERMINISTIC algorithms */
   int rival;              /* the rival kernels' mode (0: none; see ct_cudnn_conv_rival) */
   int dtype;              /* the element type of x, w and y (ct_dtype) */
+  int layout;             /* their memory order (ct_layout; the filter's too) */
 } ct_cudnn_conv_key;
 
 /* Entries in the process-wide table of convolution algorithms (for tests).

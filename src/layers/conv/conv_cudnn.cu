@@ -43,6 +43,9 @@ typedef struct conv_cudnn {
   ct_dtype type;
   size_t w_count;
   void *w16, *dw16;
+  /* channels last (l->layout NHWC, 16-bit only): x and y NHWC, the filter
+   * in the type as (K, kernel..., C / group) */
+  bool nhwc;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -134,10 +137,12 @@ static ct_status set_descriptors(conv_cudnn *s, const ct_conv *c, const cudnn_ge
   const int n = g->nd + 2;
   cudnnConvolutionDescriptor_t convs[3] = {s->fwd, s->bwd_data, s->bwd_filter};
   /* values in the layer's type, products accumulated in float32 */
-  if (ct_cudnn_set_tensor_typed(s->x, s->type, n, g->xdims) != CUDNN_STATUS_SUCCESS ||
-      ct_cudnn_set_tensor_typed(s->y, s->type, n, g->ydims) != CUDNN_STATUS_SUCCESS ||
+  const ct_layout layout = s->nhwc ? CT_NHWC : CT_NCHW;
+  if (ct_cudnn_set_tensor_layout(s->x, s->type, layout, n, g->xdims) != CUDNN_STATUS_SUCCESS ||
+      ct_cudnn_set_tensor_layout(s->y, s->type, layout, n, g->ydims) != CUDNN_STATUS_SUCCESS ||
       ct_cudnn_set_tensor(s->bias, n, g->bdims) != CUDNN_STATUS_SUCCESS ||
-      cudnnSetFilterNdDescriptor(s->w, ct_cudnn_type(s->type), CUDNN_TENSOR_NCHW, n, g->wdims) !=
+      cudnnSetFilterNdDescriptor(s->w, ct_cudnn_type(s->type),
+                                 s->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, n, g->wdims) !=
           CUDNN_STATUS_SUCCESS)
     return ct_error_set(err, CT_ERR_UNSUPPORTED, "cuDNN refuses the tensor shapes");
   for (int i = 0; i < 3; i++) {
@@ -238,6 +243,8 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   geom_of(c, &g);
   s->type = l->dtype;
   const bool half = s->type != CT_F32;
+  s->nhwc = l->layout == CT_NHWC;
+  CT_ASSERT(!s->nhwc || (half && !c->reverse));
   /* 16-bit values always on tensor cores, float32 ones with TF32 when allowed */
   s->tf32 = half || l->ctx->tf32;
   const cudnnMathType_t base = s->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -254,6 +261,7 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   ct_cudnn_conv_key key;
   key_of(c, &g, s->tf32, l->ctx->deterministic, s->ig ? (int)mode : 0, &key);
   key.dtype = (int)s->type;
+  key.layout = (int)l->layout;
   if (half) {
     const size_t wc = (size_t)g.wdims[0] * g.wdims[1] * g.wdims[2] * g.wdims[3] *
                       (g.nd == 3 ? (size_t)g.wdims[4] : 1);
@@ -288,7 +296,10 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   const int *top_dims = c->reverse ? g.xdims : g.ydims;
   s->top_spatial = 1;
   for (int i = 0; i < g.nd; i++) s->top_spatial *= (size_t)top_dims[2 + i];
-  const size_t bias_count = c->bias_term ? ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial) : 0;
+  const size_t bias_count =
+      !c->bias_term ? 0
+      : s->nhwc     ? ct_bias_grad_scratch(c->num * (int)s->top_spatial, c->num_output, 1)
+                    : ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial);
   if (bias_count > s->bias_scratch_count) {
     if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
@@ -426,19 +437,38 @@ extern "C" bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom
   return true;
 }
 
+/* The filter (K, C / group, kernel...) as (K, C / group, kernel values). */
+static void filter_dims(const ct_conv *c, const conv_cudnn *s, size_t *k, size_t *cg,
+                        size_t *taps) {
+  *k = (size_t)c->y_channels;
+  *cg = (size_t)(c->x_channels / c->group);
+  *taps = s->w_count / (*k * *cg);
+}
+
 /* 16-bit Convolution (not Deconvolution, no rivals, nothing fused): the
- * master weights converted, cuDNN, the float32 bias added in the type. */
+ * master weights converted (and moved channels-last for an NHWC layer),
+ * cuDNN, the float32 bias added in the type.  A channels-last top is, for
+ * the bias, (N x spatial) rows of the channels. */
 static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *const *bottom,
                       ct_tensor *const *top) {
   CT_ASSERT(!c->reverse && !c->relu_fused && !c->bias_deferred && !s->ig);
-  ct_gpu_convert(l->ctx, s->w_count, CT_F32, l->params[0]->data, s->type, s->w16);
+  if (s->nhwc) {
+    size_t k, cg, taps;
+    filter_dims(c, s, &k, &cg, &taps);
+    ct_gpu_transpose_convert(l->ctx, k, cg, taps, CT_F32, l->params[0]->data, s->type, s->w16,
+                             false);
+  } else {
+    ct_gpu_convert(l->ctx, s->w_count, CT_F32, l->params[0]->data, s->type, s->w16);
+  }
+  const int rows = s->nhwc ? c->num * (int)c->y_spatial : c->num;
+  const size_t spatial = s->nhwc ? 1 : c->y_spatial;
   for (int i = 0; i < l->nbottom; i++) {
     CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l->ctx), &k_one, s->x, bottom[i]->data, s->w,
                                            s->w16, s->fwd, s->algos.fwd, l->ctx->workspace,
                                            l->ctx->workspace_bytes, &k_zero, s->y, top[i]->data));
     if (c->bias_term)
-      ct_bias_add_gpu_typed(l->ctx, s->type, (const float *)l->params[1]->data, c->num,
-                            c->y_channels, c->y_spatial, false, top[i]->data);
+      ct_bias_add_gpu_typed(l->ctx, s->type, (const float *)l->params[1]->data, rows,
+                            c->y_channels, spatial, false, top[i]->data);
   }
 }
 
@@ -460,9 +490,19 @@ static void backward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *
       CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
           handle(pctx), &k_one, s->x, bottom[i]->data, s->y, top[i]->diff, s->bwd_filter,
           s->algos.bwd_filter, pctx->workspace, pctx->workspace_bytes, &k_zero, s->w, s->dw16));
-      ct_gpu_axpy_from(pctx, s->w_count, 1.0f, s->type, s->dw16, (float *)l->params[0]->diff);
+      if (s->nhwc) {
+        size_t k, cg, taps;
+        filter_dims(c, s, &k, &cg, &taps);
+        ct_gpu_transpose_convert(pctx, k, taps, cg, s->type, s->dw16, CT_F32,
+                                 l->params[0]->diff, true);
+      } else {
+        ct_gpu_axpy_from(pctx, s->w_count, 1.0f, s->type, s->dw16, (float *)l->params[0]->diff);
+      }
     }
-    if (bgrad)
+    if (bgrad && s->nhwc)
+      ct_bias_grad_gpu_typed(pctx, s->type, top[i]->diff, c->num * (int)s->top_spatial,
+                             c->num_output, 1, s->bias_scratch, (float *)l->params[1]->diff);
+    else if (bgrad)
       ct_bias_grad_gpu_typed(pctx, s->type, top[i]->diff, c->num, c->num_output, s->top_spatial,
                              s->bias_scratch, (float *)l->params[1]->diff);
   }

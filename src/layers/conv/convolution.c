@@ -160,4 +160,5 @@ const ct_layer_ops ct_convolution_ops = {
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
 #endif
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

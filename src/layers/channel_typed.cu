@@ -1,0 +1,114 @@
+/* Per-channel work on typed tensors: see channel_typed.h. */
+#include "gpu/gpu.h"
+#include "layers/channel_typed.h"
+#include "math/typed.cuh"
+
+/* Row splits of the sums: each writes its partial sums of every channel. */
+#define SPLITS 64
+#define COLS 32
+#define ROWS 8
+
+template <typename T>
+__global__ static void affine_k(size_t n, ct_channel_geom g, const T *x, const float *a,
+                                const float *b, bool relu, T *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    const size_t c = g.nhwc ? i % g.C : i / g.S % g.C;
+    float v = ct_ld(x[i]) * a[c];
+    if (b) v += b[c];
+    y[i] = ct_st<T>(relu ? fmaxf(v, 0.0f) : v);
+  }
+}
+
+/* Split blockIdx.y of the rows (NHWC: N S rows of C; NCHW: the N S values
+ * of each channel), COLS channels per block along x: partial[2][SPLITS][C]. */
+template <typename T>
+__global__ static void sums_k(ct_channel_geom g, const T *dy, const T *x, bool want_dot,
+                              float *partial) {
+  __shared__ float sd[ROWS][COLS + 1], ss[ROWS][COLS + 1];
+  const size_t c = (size_t)blockIdx.x * COLS + threadIdx.x;
+  const size_t rows = g.N * g.S;
+  const size_t per = (rows + gridDim.y - 1) / gridDim.y;
+  const size_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+  float d = 0.0f, s = 0.0f;
+  if (c < g.C)
+    for (size_t r = r0 + threadIdx.y; r < r1; r += ROWS) {
+      const size_t i = g.nhwc ? r * g.C + c : (r / g.S * g.C + c) * g.S + r % g.S;
+      const float v = ct_ld(dy[i]);
+      s += v;
+      if (want_dot) d += v * ct_ld(x[i]);
+    }
+  sd[threadIdx.y][threadIdx.x] = d;
+  ss[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < g.C) {
+    for (int k = 1; k < ROWS; k++) {
+      d += sd[k][threadIdx.x];
+      s += ss[k][threadIdx.x];
+    }
+    partial[(size_t)blockIdx.y * g.C + c] = d;
+    partial[((size_t)gridDim.y + blockIdx.y) * g.C + c] = s;
+  }
+}
+
+__global__ static void finish_k(size_t C, unsigned splits, const float *partial, bool accumulate,
+                                float *dot, float *sum) {
+  const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float d = 0.0f, s = 0.0f;
+  for (unsigned k = 0; k < splits; k++) {
+    d += partial[(size_t)k * C + c];
+    s += partial[((size_t)splits + k) * C + c];
+  }
+  if (dot) dot[c] = accumulate ? dot[c] + d : d;
+  if (sum) sum[c] = accumulate ? sum[c] + s : s;
+}
+
+extern "C" void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g, const void *x,
+                                      const float *a, const float *b, bool relu, void *y) {
+  const size_t n = g->N * g->C * g->S;
+  if (!n) return;
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  switch (g->type) {
+    case CT_BF16:
+      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
+          n, *g, (const __nv_bfloat16 *)x, a, b, relu, (__nv_bfloat16 *)y);
+      break;
+    case CT_F16:
+      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, (const __half *)x, a, b, relu,
+                                                              (__half *)y);
+      break;
+    default:
+      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, (const float *)x, a, b, relu,
+                                                              (float *)y);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" size_t ct_channel_sums_scratch(size_t C) { return 2 * (size_t)SPLITS * C; }
+
+extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy,
+                                    const void *x, float *scratch, bool accumulate, float *dot,
+                                    float *sum) {
+  if (!g->C || (!dot && !sum)) return;
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  const size_t rows = g->N * g->S;
+  const unsigned splits = rows >= (size_t)SPLITS * ROWS ? SPLITS : 1;
+  CT_ASSERTF((g->C + COLS - 1) / COLS <= 0x7fffffffu, "%zu channels", g->C);
+  const dim3 grid((unsigned)((g->C + COLS - 1) / COLS), splits), block(COLS, ROWS);
+  switch (g->type) {
+    case CT_BF16:
+      sums_k<<<grid, block, 0, st>>>(*g, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)x,
+                                     dot != NULL, scratch);
+      break;
+    case CT_F16:
+      sums_k<<<grid, block, 0, st>>>(*g, (const __half *)dy, (const __half *)x, dot != NULL,
+                                     scratch);
+      break;
+    default:
+      sums_k<<<grid, block, 0, st>>>(*g, (const float *)dy, (const float *)x, dot != NULL, scratch);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+  finish_k<<<(unsigned)((g->C + 255) / 256), 256, 0, st>>>(g->C, splits, scratch, accumulate, dot,
+                                                          sum);
+  CT_CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,43 @@
+/* Per-channel work on tensors of any element type in either memory order
+ * (core/tensor.h), on a GPU (channel_typed.cu, on ctx's stream): what the
+ * 16-bit Scale and frozen-statistics BatchNorm compute.  A tensor is
+ * (N, C, S) in NCHW or (N, S, C) in NHWC; per-channel operands are float32
+ * (C).  Values are computed in float32 and rounded once when stored. */
+#ifndef CT_LAYERS_CHANNEL_TYPED_H
+#define CT_LAYERS_CHANNEL_TYPED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/context.h"
+#include "core/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The geometry and type of the tensors a call reads and writes. */
+typedef struct ct_channel_geom {
+  ct_dtype type;
+  bool nhwc;
+  size_t N, C, S;
+} ct_channel_geom;
+
+/* y = x * a[c] (+ b[c] when b is not NULL), then max(y, 0) with relu; y may
+ * be x. */
+void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g, const void *x,
+                           const float *a, const float *b, bool relu, void *y);
+/* Floats of scratch ct_channel_sums_gpu needs for C channels. */
+size_t ct_channel_sums_scratch(size_t C);
+/* Per channel c, over its N x S values: dot[c] (+)= sum of dy * x (when dot
+ * is not NULL; x read only then) and sum[c] (+)= sum of dy (when sum is
+ * not NULL), added to what they hold with accumulate, else overwriting
+ * them.  Deterministic: partial sums in scratch, added in a fixed order. */
+void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy, const void *x,
+                         float *scratch, bool accumulate, float *dot, float *sum);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,156 @@
+/* Pooling in the 16-bit types (and float32, for the tests), in either
+ * memory order (core/tensor.h): MAX and AVE with Caffe's windows, divisors
+ * and argmax (the index h * W + w within the plane, as the float32 kernels
+ * keep it, in the order of the outputs), and the fused ReLUs of
+ * ct_pool_geom.  Values are compared and summed in float32 and rounded once.
+ * One thread per output in forward; backward gathers, one thread per input,
+ * over the windows that contain it (no atomics, so deterministic).  In NHWC
+ * neighbouring threads take neighbouring channels, so that every load and
+ * store runs along memory. */
+#include <float.h>
+
+#include "gpu/gpu.h"
+#include "layers/pooling.h"
+#include "math/typed.cuh"
+
+enum { POOL_MAX = 0, POOL_AVE = 1 };
+
+/* (n, c, h, w) of flat index i of a (N, C, A, B) tensor in its order, and
+ * the offset of (n, c, a, b). */
+struct place {
+  int n, c, a, b;
+};
+__device__ static __forceinline__ place place_of(size_t i, int C, int A, int B, bool nhwc) {
+  place p;
+  if (nhwc) {
+    p.c = (int)(i % C);
+    i /= C;
+    p.b = (int)(i % B);
+    i /= B;
+    p.a = (int)(i % A);
+    p.n = (int)(i / A);
+  } else {
+    p.b = (int)(i % B);
+    i /= B;
+    p.a = (int)(i % A);
+    i /= A;
+    p.c = (int)(i % C);
+    p.n = (int)(i / C);
+  }
+  return p;
+}
+__device__ static __forceinline__ size_t offset_of(int n, int c, int a, int b, int C, int A, int B,
+                                                   bool nhwc) {
+  return nhwc ? (((size_t)n * A + a) * B + b) * C + c : (((size_t)n * C + c) * A + a) * B + b;
+}
+
+__device__ static __forceinline__ int divisor(const ct_pool_geom &g, int ph, int pw) {
+  const int hs = ph * g.sh - g.ph, ws = pw * g.sw - g.pw;
+  return (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
+}
+
+template <typename T>
+__global__ static void fwd_k(size_t n, ct_pool_geom g, bool nhwc, const T *x, T *y, float *idx) {
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    const place o = place_of(i, g.C, g.PH, g.PW, nhwc);
+    const int hs = o.a * g.sh - g.ph, ws = o.b * g.sw - g.pw;
+    const int h0 = max(hs, 0), w0 = max(ws, 0);
+    const int h1 = min(min(hs + g.kh, g.H + g.ph), g.H), w1 = min(min(ws + g.kw, g.W + g.pw), g.W);
+    float out;
+    if (g.method == POOL_MAX) {
+      float best = -FLT_MAX;
+      int arg = -1;
+      for (int h = h0; h < h1; h++)
+        for (int w = w0; w < w1; w++) {
+          const float v = ct_ld(x[offset_of(o.n, o.c, h, w, g.C, g.H, g.W, nhwc)]);
+          if (v > best) {
+            best = v;
+            arg = h * g.W + w;
+          }
+        }
+      out = best;
+      idx[i] = (float)arg;
+    } else {
+      float sum = 0.0f;
+      for (int h = h0; h < h1; h++)
+        for (int w = w0; w < w1; w++) sum += ct_ld(x[offset_of(o.n, o.c, h, w, g.C, g.H, g.W, nhwc)]);
+      const int size = divisor(g, o.a, o.b);
+      out = size > 0 ? sum / size : 0.0f;
+    }
+    if (g.bias) out += g.bias[o.c];
+    y[i] = ct_st<T>(g.relu_top ? fmaxf(out, 0.0f) : out);
+  }
+}
+
+/* Outputs [*p0, *p1) along one axis whose window holds input position at. */
+__device__ static __forceinline__ void covering(int at, int pad, int k, int s, int nout, int *p0,
+                                                int *p1) {
+  const int t = at + pad;
+  *p0 = t < k ? 0 : (t - k) / s + 1;
+  *p1 = min(t / s + 1, nout);
+}
+
+template <typename T>
+__global__ static void bwd_k(size_t n, ct_pool_geom g, bool nhwc, const T *x, const T *y,
+                             const T *dy, const float *idx, T *dx) {
+  CT_CUDA_KERNEL_LOOP(i, n) {
+    const place p = place_of(i, g.C, g.H, g.W, nhwc);
+    int ph0, ph1, pw0, pw1;
+    covering(p.a, g.ph, g.kh, g.sh, g.PH, &ph0, &ph1);
+    covering(p.b, g.pw, g.kw, g.sw, g.PW, &pw0, &pw1);
+    const int self = p.a * g.W + p.b;
+    float grad = 0.0f;
+    for (int ph = ph0; ph < ph1; ph++)
+      for (int pw = pw0; pw < pw1; pw++) {
+        const size_t o = offset_of(p.n, p.c, ph, pw, g.C, g.PH, g.PW, nhwc);
+        if (g.relu_top && !(ct_ld(y[o]) > 0.0f)) continue;
+        if (g.method == POOL_MAX) {
+          if ((int)idx[o] == self) grad += ct_ld(dy[o]);
+        } else {
+          const int size = divisor(g, ph, pw);
+          if (size > 0) grad += ct_ld(dy[o]) / size;
+        }
+      }
+    if (g.relu_bottom && !(ct_ld(x[i]) > 0.0f)) grad = 0.0f;
+    dx[i] = ct_st<T>(grad);
+  }
+}
+
+#define GRID(n) ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream
+
+extern "C" void ct_pool_forward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t,
+                                          bool nhwc, const void *x, void *y, float *idx) {
+  const size_t n = (size_t)g->N * g->C * g->PH * g->PW;
+  if (!n) return;
+  CT_ASSERT(g->method == POOL_MAX || g->method == POOL_AVE);
+  switch (t) {
+    case CT_BF16:
+      fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, idx);
+      break;
+    case CT_F16: fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __half *)x, (__half *)y, idx); break;
+    default: fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const float *)x, (float *)y, idx);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void ct_pool_backward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t,
+                                           bool nhwc, const void *x, const void *y, const void *dy,
+                                           const float *idx, void *dx) {
+  const size_t n = (size_t)g->N * g->C * g->H * g->W;
+  if (!n) return;
+  CT_ASSERT(g->method == POOL_MAX || g->method == POOL_AVE);
+  switch (t) {
+    case CT_BF16:
+      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y,
+                         (const __nv_bfloat16 *)dy, idx, (__nv_bfloat16 *)dx);
+      break;
+    case CT_F16:
+      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __half *)x, (const __half *)y, (const __half *)dy,
+                         idx, (__half *)dx);
+      break;
+    default:
+      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const float *)x, (const float *)y, (const float *)dy, idx,
+                         (float *)dx);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+}
