@@ -37,25 +37,7 @@ solver bn.prototxt >solver_bn.prototxt
 solver net.prototxt "iter_size: 2" >solver_iter2.prototxt
 solver skipped.prototxt >solver_skipped.prototxt
 solver placed.prototxt >solver_field.prototxt
-fail=0
-expect() { # description, ranks (0: no mpirun), solver, flags, wanted message
-  local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out
-  if [ "$np" = 0 ]; then
-    out=$("$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  else
-    out=$(timeout 300 mpirun --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
-      -np "$np" "$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  fi
-  if [ -z "$want" ]; then
-    [ $rc = 0 ] && echo "ok   $what trains" || { echo "FAIL $what: status $rc: $(tail -3 <<<"$out")"; fail=1; }
-    return
-  fi
-  if [ $rc != 0 ] && grep -qxF "cortado: error: $want" <<<"$out" && ! grep -q "Iteration 1" <<<"$out"; then
-    echo "ok   $what: $want"
-  else
-    echo "FAIL $what: status $rc, wanted 'cortado: error: $want' in:"; tail -5 <<<"$out"; fail=1
-  fi
-}
+. "$(dirname "$0")/expect_mpi.sh"
 expect "an unknown layer" 2 solver.prototxt "--pipeline=ip9" \
   "--pipeline: no layer 'ip9' in the train net 'pp' (its layers: data, ip1, relu, ip2, loss)"
 expect "split points out of order" 3 solver.prototxt "--pipeline=ip2,ip1" \

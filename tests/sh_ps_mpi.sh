@@ -26,25 +26,7 @@ NET
 solver() { printf 'net: "net.prototxt"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' "${1:-}"; }
 solver >solver.prototxt
 solver "clip_gradients: 1" >solver_clip.prototxt
-fail=0
-expect() { # description, ranks (0: no mpirun), solver, flags, wanted message ("": trains)
-  local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out
-  if [ "$np" = 0 ]; then
-    out=$("$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  else
-    out=$(timeout 300 mpirun --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
-      -np "$np" "$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  fi
-  if [ -z "$want" ]; then
-    [ $rc = 0 ] && echo "ok   $what trains" || { echo "FAIL $what: status $rc: $(tail -3 <<<"$out")"; fail=1; }
-    return
-  fi
-  if [ $rc != 0 ] && grep -qF "cortado: error: $want" <<<"$out" && ! grep -q "Iteration 1" <<<"$out"; then
-    echo "ok   $what: $want"
-  else
-    echo "FAIL $what: status $rc, wanted 'cortado: error: $want' in:"; tail -5 <<<"$out"; fail=1
-  fi
-}
+. "$(dirname "$0")/expect_mpi.sh"
 expect "no mpirun" 0 solver.prototxt "--dp_mode=ssp --num_servers=2" \
   "--dp_mode=ssp needs mpirun: start W workers and 2 parameter servers as mpirun -np W+2 (CPU ranks)"
 expect "--staleness without ssp" 0 solver.prototxt "--dp_mode=async --staleness=2" \
@@ -56,7 +38,9 @@ expect "a bmuf flag without bmuf" 0 solver.prototxt "--dp_mode=ssp --bmuf_sync_p
 expect "a block momentum of 1" 0 solver.prototxt "--dp_mode=bmuf --bmuf_block_momentum=1" \
   "--bmuf_block_momentum must lie in [0, 1), got 1"
 expect "an unknown mode" 0 solver.prototxt "--dp_mode=hogwild" \
-  "invalid value 'hogwild' for flag '--dp_mode'"
+  "invalid value 'hogwild' for flag '--dp_mode': expected one of allreduce, ssp, async, bmuf"
+expect "a trace" 0 solver.prototxt "--dp_mode=ssp --trace=t.json" \
+  "--trace does not go with --dp_mode=ssp yet (the servers are not traced)"
 expect "pipeline stages" 2 solver.prototxt "--dp_mode=ssp --pipeline=relu" \
   "--dp_mode=ssp does not go with pipeline stages (--pipeline)"
 expect "no rank left to train" 2 solver.prototxt "--dp_mode=async --num_servers=2" \

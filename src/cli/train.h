@@ -68,7 +68,7 @@ int ct_cli_train_processes(const int *gpus, int n);
 void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
 /* CT_EXIT_USAGE (with the message printed) when the parameter server's
  * flags do not go with the others: a mode other than allreduce without
- * mpirun or with pipeline stages, --staleness without ssp, --num_servers
+ * mpirun, with pipeline stages or with --trace, --staleness without ssp, --num_servers
  * with allreduce, --bmuf_* without bmuf, a block momentum outside [0, 1);
  * else CT_EXIT_OK. */
 int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);

@@ -37,6 +37,9 @@ int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline) {
     return ct_cli_error(CT_EXIT_USAGE, "--bmuf_block_momentum must lie in [0, 1), got %g",
                         (double)o.block_momentum);
   if (o.mode == CT_DP_ALLREDUCE) return CT_EXIT_OK;
+  if (ct_cli_is_set(args, "trace"))
+    return ct_cli_error(CT_EXIT_USAGE, "--trace does not go with --dp_mode=%s yet (the servers are not traced)",
+                        mode);
   if (pipeline)
     return ct_cli_error(CT_EXIT_USAGE, "--dp_mode=%s does not go with pipeline stages (--pipeline)", mode);
   if (!ct_mpi_launched())
