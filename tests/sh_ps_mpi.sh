@@ -9,24 +9,11 @@ dir=${CORTADO_TMP:?}/sh_ps_mpi
 rm -rf "$dir" && mkdir -p "$dir"
 cd "$dir"
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0"
-"$bin" make_synthetic_db db --num=16 --shape=1,4,4 --labels=3 --log_level=1
-cat >net.prototxt <<NET
-name: "ps"
-layer { name: "data" type: "Data" top: "x" top: "label"
-  data_param { source: "db" batch_size: 4 backend: LMDB } }
-layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-  inner_product_param { num_output: 6 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
-layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "p"
-  inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "p" bottom: "label" top: "loss" }
-NET
-solver() { printf 'net: "net.prototxt"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' "${1:-}"; }
-solver >solver.prototxt
-solver "clip_gradients: 1" >solver_clip.prototxt
 . "$(dirname "$0")/expect_mpi.sh"
+small_job_db
+small_net "" >net.prototxt
+small_solver net.prototxt >solver.prototxt
+small_solver net.prototxt "clip_gradients: 1" >solver_clip.prototxt
 expect "no mpirun" 0 solver.prototxt "--dp_mode=ssp --num_servers=2" \
   "--dp_mode=ssp needs mpirun: start W workers and 2 parameter servers as mpirun -np W+2 (CPU ranks)"
 expect "--staleness without ssp" 0 solver.prototxt "--dp_mode=async --staleness=2" \
