@@ -173,7 +173,8 @@ static void test_gpu_fuse_trains_same(void **state) {
   ct_solver *b = rn_solver(text, rest, &cb, NULL);
   ct_solver *c = rn_solver(text, rest, &cc, NULL);
   unsetenv("CORTADO_FUSE");
-  assert_int_equal(fz_absorbed_count(a->net), 3);
+  /* three Scales, and the ReLU after the sum (Eltwise + ReLU) */
+  assert_int_equal(fz_absorbed_count(a->net), 4);
   assert_int_equal(fz_absorbed_count(b->net), 0);
   expect_split_views(a->net);
   ct_solver *all[3] = {a, b, c};
@@ -194,6 +195,30 @@ static void test_gpu_fuse_trains_same(void **state) {
   ct_context_free(&cc);
 }
 
+/* The small ResNet in bfloat16 channels-last, 8 channels: fused, each
+ * BatchNorm computes its Scale and the ReLU after it on cuDNN's persistent
+ * kernels, and the sum its ReLU; against the unfused net in bfloat16 over
+ * two accumulated passes (bfloat16's 8 bits: a looser bound). */
+static void test_gpu_fuse_bf16(void **state) {
+  char *text = fz_res_net(8);
+  for (char *p = strstr(text, "num_output: 4"); p; p = strstr(p, "num_output: 4")) memcpy(p, "num_output: 8", 13);
+  ct_context ca, cb;
+  rn_gpu_context(&ca, 5);
+  rn_gpu_context(&cb, 5);
+  ca.precision = cb.precision = CT_BF16;
+  ca.precision_given = cb.precision_given = true;
+  ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+  assert_int_equal(fz_absorbed_count(a), 6);
+  assert_int_equal(fz_absorbed_count(b), 0);
+  assert_int_equal(ct_net_blob(a, "c1")->layout, CT_NHWC);
+  fz_compare_passes(a, b, "s", 2, true, 2e-2);
+  free(text);
+  ct_net_free(a);
+  ct_net_free(b);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
 int main(int argc, char **argv) {
   tu_filter_tests(argc, argv);
   setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
@@ -207,6 +232,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_gpu_fuse_trains_same),
       cmocka_unit_test(test_gpu_fuse_conv_relu),
       cmocka_unit_test(test_gpu_fuse_pool_relu),
+      cmocka_unit_test(test_gpu_fuse_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,7 @@ typedef struct {
    * or x itself when the layer runs in place (fused on the CPU; cuDNN). */
   ct_tensor *saved;
   ct_layer *scale;   /* the absorbed Scale layer (its params: gamma, beta), or NULL */
+  bool relu;         /* a ReLU after the Scale absorbed too (cuDNN computes it) */
   bool need_dx;      /* fused: the bottom gets a gradient */
 } batch_norm_state;
 
@@ -284,6 +285,22 @@ bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale) {
   return true;
 }
 
+bool ct_batch_norm_absorb_relu(ct_layer *bn, ct_layer *relu) {
+  CT_ASSERT(bn->ops == &ct_batch_norm_ops);
+  batch_norm_state *s = bn->priv;
+#ifdef CORTADO_HAVE_CUDA
+  if (!s->scale || s->relu || bn->ctx->device == CT_DEVICE_CPU || !ct_bn_cudnn_can_relu(bn))
+    return false;
+  s->relu = true;
+  relu->absorbed = true;
+  return true;
+#else
+  (void)s;
+  (void)relu;
+  return false;
+#endif
+}
+
 void ct_batch_norm_fused_need_dx(ct_layer *bn, bool need_dx) {
   batch_norm_state *s = bn->priv;
   CT_ASSERT(bn->ops == &ct_batch_norm_ops && s->scale);
@@ -309,7 +326,7 @@ static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
   const bool in_place = top[0] == bottom[0];
   CT_TRY(ct_bn_cudnn_reshape(l, s->num, s->channels, s->spatial, s->eps,
                              s->moving_average_fraction, s->use_global_stats, in_place,
-                             s->scale && !s->need_dx, err));
+                             s->scale && !s->need_dx, s->relu, err));
   if (!l->gpu_priv && l->dtype != CT_F32)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "%s BatchNorm runs on cuDNN only, which is off or cannot run this one",
@@ -369,8 +386,9 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
   batch_norm_state *s = l->priv;
   if (l->gpu_priv && s->scale) {
     const ct_layer *sc = s->scale;
-    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff,
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->data, top[0]->diff,
                          propagate_down[0] ? bottom[0]->diff : NULL, sc->params[0]->data,
+                         sc->params[1]->data,
                          sc->param_propagate_down[0] ? sc->params[0]->diff : NULL,
                          sc->param_propagate_down[1] ? sc->params[1]->diff : NULL);
     return;
@@ -381,8 +399,8 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
   }
   if (!propagate_down[0]) return;
   if (l->gpu_priv) {
-    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff, bottom[0]->diff, NULL,
-                         NULL, NULL);
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->data, top[0]->diff,
+                         bottom[0]->diff, NULL, NULL, NULL, NULL);
     return;
   }
   ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, s->use_global_stats,

@@ -38,6 +38,12 @@ bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale);
 /* Fused: whether backward computes dx at all (true until told otherwise;
  * without it a GPU needs workspace for a discarded dx).  Reshape afterwards. */
 void ct_batch_norm_fused_need_dx(ct_layer *bn, bool need_dx);
+/* Net fusion (net_fuse.c) on a GPU: the BatchNorm bn, which computes its
+ * Scale already, computes the ReLU with slope 0 in place after them too
+ * (cuDNN's persistent kernels of a 16-bit channels-last training layer);
+ * relu is marked absorbed.  False, with nothing changed, where it cannot.
+ * The caller reshapes bn afterwards. */
+bool ct_batch_norm_absorb_relu(ct_layer *bn, ct_layer *relu);
 
 #ifdef __cplusplus
 }
