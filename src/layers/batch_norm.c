@@ -411,6 +411,7 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
 const ct_layer_ops ct_batch_norm_ops = {
     .type = "BatchNorm",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .flags = CT_LAYER_OWN_TOP_16,
     .setup = batch_norm_setup,
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,

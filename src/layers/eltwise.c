@@ -176,6 +176,13 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
   const ct_dtype t = l->dtype;
   size_t n = top[0]->count;
   const void *dy = top[0]->diff;
+  if (e->op == CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM && l->nbottom == 2 && propagate_down[0] &&
+      propagate_down[1] && bottom[0]->diff != bottom[1]->diff) {
+    /* both in one pass over dy (ResNet's shortcuts) */
+    ct_eltwise_sum2_grad_gpu(ctx, t, n, e->coeff[0], e->coeff[1], dy, e->relu ? top[0]->data : NULL,
+                             bottom[0]->diff, bottom[1]->diff);
+    return;
+  }
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
     void *dx = bottom[i]->diff;

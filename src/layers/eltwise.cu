@@ -20,6 +20,16 @@ __global__ static void relu_grad_kernel(size_t n, float a, const T *dy, const T 
 }
 
 template <typename T>
+__global__ static void sum2_grad_kernel(size_t n, float a, float b, const T *dy, const T *y,
+                                        T *dx0, T *dx1) {
+  CT_CUDA_KERNEL_LOOP(k, n) {
+    const float g = !y || ct_ld(y[k]) > 0.0f ? ct_ld(dy[k]) : 0.0f;
+    dx0[k] = ct_st<T>(a * g);
+    dx1[k] = ct_st<T>(b * g);
+  }
+}
+
+template <typename T>
 __global__ static void mul_kernel(size_t n, const T *a, const T *b, T *y, bool divide) {
   CT_CUDA_KERNEL_LOOP(k, n) {
     const float u = ct_ld(a[k]), v = ct_ld(b[k]);
@@ -87,6 +97,13 @@ extern "C" void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, 
                                          const void *dy, const void *y, void *dx) {
   if (!n) return;
   WITH_TYPE(t, (relu_grad_kernel<T><<<GRID>>>(n, a, (const T *)dy, (const T *)y, (T *)dx)));
+}
+
+extern "C" void ct_eltwise_sum2_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, float b,
+                                         const void *dy, const void *y, void *dx0, void *dx1) {
+  if (!n) return;
+  WITH_TYPE(t, (sum2_grad_kernel<T><<<GRID>>>(n, a, b, (const T *)dy, (const T *)y, (T *)dx0,
+                                              (T *)dx1)));
 }
 
 extern "C" void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a,

@@ -22,6 +22,11 @@ void ct_eltwise_axpby_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, const 
 /* dx = a dy where y > 0, else 0 (a fused ReLU's gradient through SUM). */
 void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, const void *dy,
                               const void *y, void *dx);
+/* Both gradients of a SUM of two bottoms in one pass: dx0 = a g, dx1 = b g
+ * with g = dy, or where y (the top, for a fused ReLU; may be NULL) is above
+ * 0, else 0. */
+void ct_eltwise_sum2_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, float b,
+                              const void *dy, const void *y, void *dx0, void *dx1);
 /* y = a * b, or a / b with divide; y may be a or b. */
 void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b,
                         void *y, bool divide);
