@@ -72,6 +72,7 @@ static ct_status scale_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   if (l->absorbed) ct_neuron_input_free(&s->input);
   else ct_neuron_input_reshape(&s->input, l, bottom[0], top[0]);
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
+#ifdef CORTADO_HAVE_CUDA
   if (l->dtype != CT_F32 && l->ctx->device != CT_DEVICE_CPU) {
     /* the 16-bit GPU path: one scale (and bias) per channel */
     size_t n, c, sp;
@@ -86,6 +87,7 @@ static ct_status scale_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
     const int k = (int)ct_channel_sums_scratch(c);
     ct_tensor_reshape_or_die(s->scratch, 1, &k);
   }
+#endif
   return CT_OK;
 }
 
