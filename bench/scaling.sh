@@ -279,7 +279,7 @@ for name in $NETS; do
 done
 
 echo
-echo "Training throughput, TF32, batch per GPU; images/s (scaling = N GPUs / 1 GPU on GPU $first_gpu;"
+echo "Training throughput, ${PRECISION:-tf32}, batch per GPU; images/s (scaling = N GPUs / 1 GPU on GPU $first_gpu;"
 echo "vs slowest = N GPUs / (the slowest of those GPUs alone, all trained at once), in units of one GPU)"
 printf "%-10s %-6s %6s %4s | %12s %12s %8s %10s | %12s %12s %8s\n" net data batch N "cortado 1" "cortado N" scaling \
   "vs slowest" "torch 1" "torch DDP N" scaling
