@@ -219,6 +219,35 @@ static void test_gpu_fuse_bf16(void **state) {
   ct_context_free(&cb);
 }
 
+/* Frozen statistics (use_global_stats, as Caffe's ResNets are fine-tuned):
+ * BatchNorm + Scale + ReLU as one affine pass per channel, fused against
+ * unfused, in float32 (in place and not) and in bfloat16 channels-last. */
+static void test_gpu_fuse_frozen(void **state) {
+  for (int k = 0; k < 3; k++) {
+    const bool in_place = k != 1, bf16 = k == 2;
+    char *text = fz_bn_net(6, in_place, true);
+    char *p = strstr(text, "moving_average_fraction: 0.9");
+    assert_non_null(p);
+    memcpy(p, "use_global_stats: true      ", 28);
+    ct_context ca, cb;
+    rn_gpu_context(&ca, 13);
+    rn_gpu_context(&cb, 13);
+    if (bf16) {
+      ca.precision = cb.precision = CT_BF16;
+      ca.precision_given = cb.precision_given = true;
+    }
+    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+    assert_int_equal(fz_absorbed_count(a), 2); /* the Scale and the ReLU */
+    assert_int_equal(fz_absorbed_count(b), 0);
+    fz_compare_passes(a, b, "ip", 2, true, bf16 ? 2e-2 : k_tol);
+    free(text);
+    ct_net_free(a);
+    ct_net_free(b);
+    ct_context_free(&ca);
+    ct_context_free(&cb);
+  }
+}
+
 int main(int argc, char **argv) {
   tu_filter_tests(argc, argv);
   setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
@@ -233,6 +262,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_gpu_fuse_conv_relu),
       cmocka_unit_test(test_gpu_fuse_pool_relu),
       cmocka_unit_test(test_gpu_fuse_bf16),
+      cmocka_unit_test(test_gpu_fuse_frozen),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

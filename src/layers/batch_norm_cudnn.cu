@@ -223,7 +223,7 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *x
     if (typed) {
       /* y = x / std - mean / std */
       const ct_channel_geom g = channel_geom(s);
-      ct_channel_affine_gpu(l->ctx, &g, x, s->invstd, s->batch_mean, false, y);
+      ct_channel_affine_gpu(l->ctx, &g, x, s->invstd, s->batch_mean, false, NULL, y);
       return;
     }
     bn_apply<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)x,
@@ -264,7 +264,7 @@ extern "C" void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsa
     CT_ASSERT(dx && !gamma);
     if (s->type != CT_F32) {
       const ct_channel_geom g = channel_geom(s);
-      ct_channel_affine_gpu(l->ctx, &g, dy, s->invstd, NULL, false, dx);
+      ct_channel_affine_gpu(l->ctx, &g, dy, s->invstd, NULL, false, NULL, dx);
       return;
     }
     bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)dy,

@@ -10,20 +10,22 @@
 
 template <typename T>
 __global__ static void affine_k(size_t n, ct_channel_geom g, const T *x, const float *a,
-                                const float *b, bool relu, T *y) {
+                                const float *b, bool relu, const T *gate, T *y) {
   CT_CUDA_KERNEL_LOOP(i, n) {
     const size_t c = g.nhwc ? i % g.C : i / g.S % g.C;
     float v = ct_ld(x[i]) * a[c];
     if (b) v += b[c];
-    y[i] = ct_st<T>(relu ? fmaxf(v, 0.0f) : v);
+    if (relu) v = fmaxf(v, 0.0f);
+    if (gate && !(ct_ld(gate[i]) > 0.0f)) v = 0.0f;
+    y[i] = ct_st<T>(v);
   }
 }
 
 /* Split blockIdx.y of the rows (NHWC: N S rows of C; NCHW: the N S values
  * of each channel), COLS channels per block along x: partial[2][SPLITS][C]. */
 template <typename T>
-__global__ static void sums_k(ct_channel_geom g, const T *dy, const T *x, bool want_dot,
-                              float *partial) {
+__global__ static void sums_k(ct_channel_geom g, const T *dy, const T *x, const T *gate,
+                              bool want_dot, float *partial) {
   __shared__ float sd[ROWS][COLS + 1], ss[ROWS][COLS + 1];
   const size_t c = (size_t)blockIdx.x * COLS + threadIdx.x;
   const size_t rows = g.N * g.S;
@@ -33,7 +35,7 @@ __global__ static void sums_k(ct_channel_geom g, const T *dy, const T *x, bool w
   if (c < g.C)
     for (size_t r = r0 + threadIdx.y; r < r1; r += ROWS) {
       const size_t i = g.nhwc ? r * g.C + c : (r / g.S * g.C + c) * g.S + r % g.S;
-      const float v = ct_ld(dy[i]);
+      const float v = gate && !(ct_ld(gate[i]) > 0.0f) ? 0.0f : ct_ld(dy[i]);
       s += v;
       if (want_dot) d += v * ct_ld(x[i]);
     }
@@ -64,22 +66,24 @@ __global__ static void finish_k(size_t C, unsigned splits, const float *partial,
 }
 
 extern "C" void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g, const void *x,
-                                      const float *a, const float *b, bool relu, void *y) {
+                                      const float *a, const float *b, bool relu, const void *gate,
+                                      void *y) {
   const size_t n = g->N * g->C * g->S;
   if (!n) return;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   switch (g->type) {
     case CT_BF16:
       affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
-          n, *g, (const __nv_bfloat16 *)x, a, b, relu, (__nv_bfloat16 *)y);
+          n, *g, (const __nv_bfloat16 *)x, a, b, relu, (const __nv_bfloat16 *)gate,
+          (__nv_bfloat16 *)y);
       break;
     case CT_F16:
-      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, (const __half *)x, a, b, relu,
-                                                              (__half *)y);
+      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
+          n, *g, (const __half *)x, a, b, relu, (const __half *)gate, (__half *)y);
       break;
     default:
-      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, *g, (const float *)x, a, b, relu,
-                                                              (float *)y);
+      affine_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(
+          n, *g, (const float *)x, a, b, relu, (const float *)gate, (float *)y);
   }
   CT_CUDA_LAUNCH_CHECK();
 }
@@ -87,8 +91,8 @@ extern "C" void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g,
 extern "C" size_t ct_channel_sums_scratch(size_t C) { return 2 * (size_t)SPLITS * C; }
 
 extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy,
-                                    const void *x, float *scratch, bool accumulate, float *dot,
-                                    float *sum) {
+                                    const void *x, const void *gate, float *scratch,
+                                    bool accumulate, float *dot, float *sum) {
   if (!g->C || (!dot && !sum)) return;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const size_t rows = g->N * g->S;
@@ -98,14 +102,15 @@ extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, c
   switch (g->type) {
     case CT_BF16:
       sums_k<<<grid, block, 0, st>>>(*g, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)x,
-                                     dot != NULL, scratch);
+                                     (const __nv_bfloat16 *)gate, dot != NULL, scratch);
       break;
     case CT_F16:
-      sums_k<<<grid, block, 0, st>>>(*g, (const __half *)dy, (const __half *)x, dot != NULL,
-                                     scratch);
+      sums_k<<<grid, block, 0, st>>>(*g, (const __half *)dy, (const __half *)x,
+                                     (const __half *)gate, dot != NULL, scratch);
       break;
     default:
-      sums_k<<<grid, block, 0, st>>>(*g, (const float *)dy, (const float *)x, dot != NULL, scratch);
+      sums_k<<<grid, block, 0, st>>>(*g, (const float *)dy, (const float *)x, (const float *)gate,
+                                     dot != NULL, scratch);
   }
   CT_CUDA_LAUNCH_CHECK();
   finish_k<<<(unsigned)((g->C + 255) / 256), 256, 0, st>>>(g->C, splits, scratch, accumulate, dot,

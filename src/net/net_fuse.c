@@ -21,7 +21,8 @@
  * intermediate blobs, ct_net_opts.keep_blob_diffs, such as pycaffe's).
  *
  * And Caffe's BatchNorm + Scale: a training BatchNorm
- * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
+ * (batch statistics; on a GPU also one with global statistics, which then
+ * computes the pair as one affine pass) followed by a Scale with a learned (C) scale at axis 1
  * and a bias, in place on the BatchNorm's top (the form of Caffe's ResNets,
  * usually all in place on the convolution's top).  The BatchNorm then
  * computes gamma * (x - mean) / std + beta and the gradients of x, gamma
@@ -31,7 +32,8 @@
  * change; only the Scale's gradients become final one backward step later
  * (at the BatchNorm's), which the ready counts take into account.  A ReLU
  * in place after such a pair is computed by the BatchNorm too where cuDNN's
- * persistent kernels run it (16-bit channels-last training).
+ * persistent kernels run it (16-bit channels-last training), and with
+ * global statistics in every type.
  *
  * On a GPU, a SUM Eltwise and a ReLU in place on its top (ResNet's
  * shortcut additions): one pass computes max(sum, 0), and backward masks
