@@ -26,6 +26,8 @@
 #             once, and adds the N-GPU rate over N x the slowest of its GPUs
 #             alone: GPUs of one machine differ by a few percent, and a
 #             data-parallel iteration goes at the slowest one's pace; 0 skips
+#   PRECISION tf32 (default), bf16 or fp16: Cortado's --precision, and the
+#             peer's mode (tf32, or bf16cl: AMP with channels-last)
 #   CORTADO_FLAGS extra flags of the multi-GPU cortado runs (e.g.
 #             "--dp_workers=threads")
 #   ROUNDS    how many times (default 1) each pair of runs (1 GPU, then N) is
@@ -126,7 +128,7 @@ cortado_run() {
   local label=$1 netf=$2 gpus=$3; shift 3
   local solver="$OUT/$label.solver.prototxt" log="$OUT/$label.log"
   write_solver "$netf" "$solver"
-  if ! "$bin" train --solver="$solver" --gpu="$gpus" --math=tf32 "$@" >"$log" 2>&1; then
+  if ! "$bin" train --solver="$solver" --gpu="$gpus" --precision="${PRECISION:-tf32}" "$@" >"$log" 2>&1; then
     echo fail
     return
   fi
@@ -138,6 +140,9 @@ cortado_run() {
 }
 
 # torch_run NET_FILE GPU_LIST BATCH SHAPE: global img/s from the peer's JSON (or "-")
+# the peer's mode for PRECISION
+torch_mode() { [[ ${PRECISION:-tf32} == tf32 ]] && echo tf32 || echo bf16cl; }
+
 torch_run() {
   local netf=$1 gpus=$2 batch=$3 shape=$4 log nproc
   nproc=$(awk -F, '{print NF}' <<<"$gpus")
@@ -145,10 +150,10 @@ torch_run() {
   [[ "$TORCH" == 1 && -f "$TORCH_PY" ]] || { echo "-"; return; }
   if [[ $nproc -gt 1 ]]; then
     CUDA_VISIBLE_DEVICES=$gpus python3 -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
-      "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" --mode tf32 >"$log" 2>&1
+      "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" --mode "$(torch_mode)" >"$log" 2>&1
   else
     CUDA_VISIBLE_DEVICES=$gpus python3 "$TORCH_PY" "$netf" --batch "$batch" --input "$shape" \
-      --mode tf32 >"$log" 2>&1
+      --mode "$(torch_mode)" >"$log" 2>&1
   fi
   grep -oE '"img_s": *[0-9.]+' "$log" | tail -n1 | grep -oE '[0-9.]+$' || echo "fail"
 }
@@ -274,7 +279,7 @@ for name in $NETS; do
 done
 
 echo
-echo "Training throughput, TF32, batch per GPU; images/s (scaling = N GPUs / 1 GPU on GPU $first_gpu;"
+echo "Training throughput, ${PRECISION:-tf32}, batch per GPU; images/s (scaling = N GPUs / 1 GPU on GPU $first_gpu;"
 echo "vs slowest = N GPUs / (the slowest of those GPUs alone, all trained at once), in units of one GPU)"
 printf "%-10s %-6s %6s %4s | %12s %12s %8s %10s | %12s %12s %8s\n" net data batch N "cortado 1" "cortado N" scaling \
   "vs slowest" "torch 1" "torch DDP N" scaling

@@ -118,6 +118,15 @@ static inline void fz_expect_close(const char *what, const float *a, const float
   if (!(e <= tol)) fail_msg("%s: fused and unfused differ, max relative error %g > %g", what, e, tol);
 }
 
+/* A blob's values or gradients as float32 in the logical order (of any
+ * type and memory order; caller frees). */
+static inline float *fz_values(const ct_tensor *t, bool diff) {
+  float *h = malloc((t->count + 1) * sizeof(float));
+  if (diff) ct_tensor_download_diff(t, h);
+  else ct_tensor_download(t, h);
+  return h;
+}
+
 /* rounds forward + backward passes of a (fused) and b (unfused) on the same
  * inputs, with the parameter gradients accumulated over the rounds (as
  * iter_size does): the loss, the top of the BatchNorm + Scale pair
@@ -136,14 +145,14 @@ static inline void fz_compare_passes(ct_net *a, ct_net *b, const char *out, int 
     assert_int_equal(ct_net_forward(b, &lb, &err), CT_OK);
     if (!(fabs(la - lb) <= tol * fmax(1.0, fabs(lb)))) fail_msg("loss %g vs %g", la, lb);
     const ct_tensor *ya = ct_net_blob(a, out), *yb = ct_net_blob(b, out);
-    float *ha = fz_host(a, ya->data, ya->count), *hb = fz_host(b, yb->data, yb->count);
+    float *ha = fz_values(ya, false), *hb = fz_values(yb, false);
     fz_expect_close("output", ha, hb, ya->count, tol);
     free(ha), free(hb);
     ct_net_backward(a);
     ct_net_backward(b);
     if (!check_input) continue;
     const ct_tensor *xa = ct_net_blob(a, "data"), *xb = ct_net_blob(b, "data");
-    ha = fz_host(a, xa->diff, xa->count), hb = fz_host(b, xb->diff, xb->count);
+    ha = fz_values(xa, true), hb = fz_values(xb, true);
     fz_expect_close("input gradient", ha, hb, xa->count, tol);
     free(ha), free(hb);
   }

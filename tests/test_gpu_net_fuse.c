@@ -173,7 +173,8 @@ static void test_gpu_fuse_trains_same(void **state) {
   ct_solver *b = rn_solver(text, rest, &cb, NULL);
   ct_solver *c = rn_solver(text, rest, &cc, NULL);
   unsetenv("CORTADO_FUSE");
-  assert_int_equal(fz_absorbed_count(a->net), 3);
+  /* three Scales, and the ReLU after the sum (Eltwise + ReLU) */
+  assert_int_equal(fz_absorbed_count(a->net), 4);
   assert_int_equal(fz_absorbed_count(b->net), 0);
   expect_split_views(a->net);
   ct_solver *all[3] = {a, b, c};
@@ -194,6 +195,74 @@ static void test_gpu_fuse_trains_same(void **state) {
   ct_context_free(&cc);
 }
 
+/* The small ResNet in bfloat16 channels-last, 8 channels: fused, each
+ * BatchNorm computes its Scale and the ReLU after it on cuDNN's persistent
+ * kernels, and the sum its ReLU; against the unfused net in bfloat16 over
+ * two accumulated passes (bfloat16's 8 bits: a looser bound). */
+static void test_gpu_fuse_bf16(void **state) {
+  char *text = fz_res_net(8);
+  for (char *p = strstr(text, "num_output: 4"); p; p = strstr(p, "num_output: 4")) memcpy(p, "num_output: 8", 13);
+  ct_context ca, cb;
+  rn_gpu_context(&ca, 5);
+  rn_gpu_context(&cb, 5);
+  ca.precision = cb.precision = CT_BF16;
+  ca.precision_given = cb.precision_given = true;
+  ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+  assert_int_equal(fz_absorbed_count(a), 6);
+  assert_int_equal(fz_absorbed_count(b), 0);
+  assert_int_equal(ct_net_blob(a, "c1")->layout, CT_NHWC);
+  fz_compare_passes(a, b, "s", 2, false, 2e-2);
+  free(text);
+  ct_net_free(a);
+  ct_net_free(b);
+  ct_context_free(&ca);
+  ct_context_free(&cb);
+}
+
+/* Frozen statistics (use_global_stats, as Caffe's ResNets are fine-tuned):
+ * BatchNorm + Scale + ReLU as one affine pass per channel, fused against
+ * unfused, in float32 (in place and not) and in bfloat16 channels-last. */
+static void test_gpu_fuse_frozen(void **state) {
+  for (int k = 0; k < 3; k++) {
+    const bool in_place = k != 1, bf16 = k == 2;
+    char *text = fz_bn_net(6, in_place, true);
+    char *p = strstr(text, "moving_average_fraction: 0.9");
+    assert_non_null(p);
+    memcpy(p, "use_global_stats: true      ", 28);
+    ct_context ca, cb;
+    rn_gpu_context(&ca, 13);
+    rn_gpu_context(&cb, 13);
+    if (bf16) {
+      ca.precision = cb.precision = CT_BF16;
+      ca.precision_given = cb.precision_given = true;
+    }
+    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
+    /* statistics of a trained net (a factor of 0 would give 1/std = 1/sqrt(eps)) */
+    ct_net *both[2] = {a, b};
+    for (int q = 0; q < 2; q++)
+      for (int i = 0; i < both[q]->nlayers; i++) {
+        ct_layer *l = both[q]->layers[i];
+        if (strcmp(l->ops->type, "BatchNorm") != 0) continue;
+        float *v = malloc(l->params[0]->count * sizeof(float));
+        for (size_t j = 0; j < l->params[0]->count; j++) v[j] = 0.1f * (float)j - 0.1f;
+        ct_tensor_upload(l->params[0], v);
+        for (size_t j = 0; j < l->params[1]->count; j++) v[j] = 0.5f + 0.25f * (float)j;
+        ct_tensor_upload(l->params[1], v);
+        v[0] = 1.0f;
+        ct_tensor_upload(l->params[2], v);
+        free(v);
+      }
+    assert_int_equal(fz_absorbed_count(a), 2); /* the Scale and the ReLU */
+    assert_int_equal(fz_absorbed_count(b), 0);
+    fz_compare_passes(a, b, "ip", 2, true, bf16 ? 2e-2 : k_tol);
+    free(text);
+    ct_net_free(a);
+    ct_net_free(b);
+    ct_context_free(&ca);
+    ct_context_free(&cb);
+  }
+}
+
 int main(int argc, char **argv) {
   tu_filter_tests(argc, argv);
   setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
@@ -207,6 +276,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_gpu_fuse_trains_same),
       cmocka_unit_test(test_gpu_fuse_conv_relu),
       cmocka_unit_test(test_gpu_fuse_pool_relu),
+      cmocka_unit_test(test_gpu_fuse_bf16),
+      cmocka_unit_test(test_gpu_fuse_frozen),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

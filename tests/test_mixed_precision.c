@@ -221,7 +221,8 @@ static void test_dtype_pass(void **state) {
 
 /* A ResNet-like block planned for a GPU (the pass needs no GPU): the 16-bit
  * layers with a channels-last path run NHWC, element-wise ones follow their
- * bottom, LRN (no 16-bit path) reads a float32 NCHW Cast, InnerProduct a
+ * bottom, the BatchNorm in place gets a top of its own (conv1@bn1) that the
+ * layers after it read, LRN (no 16-bit path) reads a float32 NCHW Cast, InnerProduct a
  * bfloat16 NCHW one; a prototxt's cortado_layout: NCHW keeps pool2
  * channels-first. */
 static const char k_block[] =
@@ -253,10 +254,10 @@ static void test_layout_pass(void **state) {
       "data:Input:float32:NCHW >data >label",
       "data@bf16.nhwc:Cast:bfloat16:NHWC <data >data@bf16.nhwc",
       "conv1:Convolution:bfloat16:NHWC <data@bf16.nhwc >conv1",
-      "bn1:BatchNorm:bfloat16:NHWC <conv1 >conv1",
-      "sc1:Scale:bfloat16:NHWC <conv1 >conv1",
-      "relu1:ReLU:bfloat16:NHWC <conv1 >conv1",
-      "pool1:Pooling:bfloat16:NHWC <conv1 >pool1",
+      "bn1:BatchNorm:bfloat16:NHWC <conv1 >conv1@bn1",
+      "sc1:Scale:bfloat16:NHWC <conv1@bn1 >conv1@bn1",
+      "relu1:ReLU:bfloat16:NHWC <conv1@bn1 >conv1@bn1",
+      "pool1:Pooling:bfloat16:NHWC <conv1@bn1 >pool1",
       "conv2:Convolution:bfloat16:NHWC <pool1 >conv2",
       "sum:Eltwise:bfloat16:NHWC <pool1 <conv2 >sum",
       "cat:Concat:bfloat16:NHWC <sum <conv2 >cat",

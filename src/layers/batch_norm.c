@@ -15,7 +15,9 @@
  * net_fuse.c): y = gamma (x - mean) / std + beta in one pass, and dx,
  * dgamma, dbeta in one backward pass, with the Scale's parameters.  The
  * arithmetic is the unfused pair's, operation for operation, so on the CPU
- * the results are the same bits. */
+ * the results are the same bits.  On a GPU, global statistics fuse too: the
+ * pair (and a ReLU after it) is then y = a x + b per channel, one pass each
+ * way (with the Scale's gradients from per-channel sums of dy and dy x). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,12 @@
 #include "layers/batch_norm.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/batch_norm_cudnn.h"
+#include "layers/channel_typed.h"
 #endif
 #include "layers/layer.h"
 #include "layers/scale.h"
 #include "math/math.h"
+#include "math/typed.h"
 
 extern const ct_layer_ops ct_batch_norm_ops;
 
@@ -43,6 +47,11 @@ typedef struct {
    * or x itself when the layer runs in place (fused on the CPU; cuDNN). */
   ct_tensor *saved;
   ct_layer *scale;   /* the absorbed Scale layer (its params: gamma, beta), or NULL */
+  bool relu;         /* a ReLU after the Scale absorbed too */
+  /* GPU, global statistics fused with the Scale: (6 C) mean, invstd, a, b
+   * (y = a x + b), dot and sum (backward's per-channel sums), and the sums'
+   * scratch */
+  ct_tensor *frozen, *frozen_scratch;
   bool need_dx;      /* fused: the bottom gets a gradient */
 } batch_norm_state;
 
@@ -275,13 +284,30 @@ static void batch_norm_backward_any_cpu(ct_layer *l, ct_tensor *const *top,
 bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale) {
   CT_ASSERT(bn->ops == &ct_batch_norm_ops && scale->nparams == 2);
   batch_norm_state *s = bn->priv;
-  if (s->use_global_stats || s->scale) return false;
+  if ((s->use_global_stats && bn->ctx->device == CT_DEVICE_CPU) || s->scale) return false;
   CT_ASSERT(scale->params[0]->count == (size_t)s->channels &&
             scale->params[1]->count == (size_t)s->channels);
   s->scale = scale;
   s->need_dx = true;
   scale->absorbed = true;
   return true;
+}
+
+bool ct_batch_norm_absorb_relu(ct_layer *bn, ct_layer *relu) {
+  CT_ASSERT(bn->ops == &ct_batch_norm_ops);
+  batch_norm_state *s = bn->priv;
+#ifdef CORTADO_HAVE_CUDA
+  if (!s->scale || s->relu || bn->ctx->device == CT_DEVICE_CPU ||
+      (!s->use_global_stats && !ct_bn_cudnn_can_relu(bn)))
+    return false;
+  s->relu = true;
+  relu->absorbed = true;
+  return true;
+#else
+  (void)s;
+  (void)relu;
+  return false;
+#endif
 }
 
 void ct_batch_norm_fused_need_dx(ct_layer *bn, bool need_dx) {
@@ -296,6 +322,8 @@ static void batch_norm_destroy(ct_layer *l) {
   ct_tensor_free(s->mean);
   ct_tensor_free(s->std);
   ct_tensor_free(s->saved);
+  ct_tensor_free(s->frozen);
+  ct_tensor_free(s->frozen_scratch);
   free(s);
 }
 
@@ -309,13 +337,69 @@ static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
   const bool in_place = top[0] == bottom[0];
   CT_TRY(ct_bn_cudnn_reshape(l, s->num, s->channels, s->spatial, s->eps,
                              s->moving_average_fraction, s->use_global_stats, in_place,
-                             s->scale && !s->need_dx, err));
+                             s->scale && !s->need_dx, s->relu, err));
+  if (s->use_global_stats && s->scale) {
+    /* the fused frozen pair (its own kernels): x kept aside in place when
+     * the Scale learns gamma */
+    if (!s->frozen) s->frozen = ct_tensor_new(l->ctx->device, NULL);
+    if (!s->frozen_scratch) s->frozen_scratch = ct_tensor_new(l->ctx->device, NULL);
+    const int six = 6 * s->channels, k = (int)ct_channel_sums_scratch((size_t)s->channels);
+    ct_tensor_reshape_or_die(s->frozen, 1, &six);
+    ct_tensor_reshape_or_die(s->frozen_scratch, 1, &k);
+    want_saved(l, s, bottom[0], in_place && s->scale->param_propagate_down[0]);
+    return CT_OK;
+  }
   if (!l->gpu_priv && l->dtype != CT_F32)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "%s BatchNorm runs on cuDNN only, which is off or cannot run this one",
                         ct_dtype_name(l->dtype));
   want_saved(l, s, bottom[0], !s->use_global_stats && (!l->gpu_priv || in_place));
   return CT_OK;
+}
+
+static ct_channel_geom channel_geom(const ct_layer *l, const ct_tensor *x) {
+  ct_channel_geom g = {.type = l->dtype, .nhwc = l->layout == CT_NHWC};
+  ct_tensor_ncs(x, &g.N, &g.C, &g.S);
+  return g;
+}
+
+/* The frozen pair: y = a x + b per channel (then max(y, 0) with the ReLU). */
+static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top) {
+  batch_norm_state *s = l->priv;
+  const int C = s->channels;
+  float *f = s->frozen->data;
+  if (s->saved->capacity)
+    ct_dev_convert(l->ctx, bottom[0]->count, bottom[0]->dtype, bottom[0]->data, bottom[0]->dtype,
+                   s->saved->data);
+  ct_batch_norm_frozen_affine_gpu(l->ctx, C, s->eps, l->params[0]->data, l->params[1]->data,
+                                  l->params[2]->data, s->scale->params[0]->data,
+                                  s->scale->params[1]->data, f, f + C, f + 2 * C, f + 3 * C);
+  const ct_channel_geom g = channel_geom(l, bottom[0]);
+  ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, f + 2 * C, f + 3 * C, s->relu, NULL,
+                        top[0]->data);
+}
+
+/* Its backward: the ReLU's gate from y, the Scale's gradients from the
+ * per-channel sums of dy and dy x, dx = a dy. */
+static void frozen_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
+                                ct_tensor *const *bottom) {
+  batch_norm_state *s = l->priv;
+  const ct_layer *sc = s->scale;
+  const int C = s->channels;
+  float *f = s->frozen->data;
+  const ct_channel_geom g = channel_geom(l, bottom[0]);
+  const void *gate = s->relu ? top[0]->data : NULL;
+  float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
+  float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;
+  if (dgamma || dbeta) {
+    const void *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
+    ct_channel_sums_gpu(l->ctx, &g, top[0]->diff, dgamma ? x : NULL, gate,
+                        s->frozen_scratch->data, false, dgamma ? f + 4 * C : NULL, f + 5 * C);
+    ct_batch_norm_frozen_param_grad_gpu(l->ctx, C, f, f + C, f + 4 * C, f + 5 * C, dgamma, dbeta);
+  }
+  if (propagate_down[0] && s->need_dx)
+    ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, f + 2 * C, NULL, false, gate,
+                          bottom[0]->diff);
 }
 
 /* (N, C, S) as the Scale's geometry, for the fused path without cuDNN. */
@@ -327,6 +411,10 @@ static ct_broadcast_dims channel_dims(const batch_norm_state *s) {
 static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
                                         ct_tensor *const *top, ct_error *err) {
   batch_norm_state *s = l->priv;
+  if (s->use_global_stats && s->scale) {
+    frozen_forward_gpu(l, bottom, top);
+    return CT_OK;
+  }
   const float *gamma = s->scale ? s->scale->params[0]->data : NULL;
   const float *beta = s->scale ? s->scale->params[1]->data : NULL;
   if (l->gpu_priv) {
@@ -367,10 +455,15 @@ static void batch_norm_scale_backward_gpu(ct_layer *l, ct_tensor *const *top,
 static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                     ct_tensor *const *bottom) {
   batch_norm_state *s = l->priv;
+  if (s->use_global_stats && s->scale) {
+    frozen_backward_gpu(l, top, propagate_down, bottom);
+    return;
+  }
   if (l->gpu_priv && s->scale) {
     const ct_layer *sc = s->scale;
-    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff,
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->data, top[0]->diff,
                          propagate_down[0] ? bottom[0]->diff : NULL, sc->params[0]->data,
+                         sc->params[1]->data,
                          sc->param_propagate_down[0] ? sc->params[0]->diff : NULL,
                          sc->param_propagate_down[1] ? sc->params[1]->diff : NULL);
     return;
@@ -381,8 +474,8 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
   }
   if (!propagate_down[0]) return;
   if (l->gpu_priv) {
-    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->diff, bottom[0]->diff, NULL,
-                         NULL, NULL);
+    ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->data, top[0]->diff,
+                         bottom[0]->diff, NULL, NULL, NULL, NULL);
     return;
   }
   ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, s->use_global_stats,
@@ -393,6 +486,7 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
 const ct_layer_ops ct_batch_norm_ops = {
     .type = "BatchNorm",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
+    .flags = CT_LAYER_OWN_TOP_16,
     .setup = batch_norm_setup,
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,

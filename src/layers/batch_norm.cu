@@ -93,3 +93,49 @@ extern "C" void ct_batch_norm_backward_gpu(ct_context *ctx, int N, int C, size_t
   bn_backward<<<C, BN_THREADS, 0, (cudaStream_t)ctx->stream>>>(N, C, S, use_global, y, std, dy, dx);
   CT_CUDA_LAUNCH_CHECK();
 }
+
+/* Frozen statistics (use_global_stats) fused with a Scale: per channel the
+ * global mean and 1/std, and the affine form y = a x + b of
+ * gamma (x - mean) / std + beta. */
+__global__ static void frozen_affine(int C, float eps, const float *mean_sum, const float *var_sum,
+                                     const float *factor, const float *gamma, const float *beta,
+                                     float *mean, float *invstd, float *a, float *b) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float k = factor[0] == 0.0f ? 0.0f : 1.0f / factor[0];
+  mean[c] = k * mean_sum[c];
+  invstd[c] = 1.0f / sqrtf(k * var_sum[c] + eps);
+  a[c] = gamma[c] * invstd[c];
+  b[c] = beta[c] - mean[c] * a[c];
+}
+
+/* dgamma += sum(dy x_hat) = (sum(dy x) - mean sum(dy)) / std, dbeta += sum(dy). */
+__global__ static void frozen_param_grad(int C, const float *mean, const float *invstd,
+                                         const float *dot, const float *sum, float *dgamma,
+                                         float *dbeta) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  if (dgamma) dgamma[c] += invstd[c] * (dot[c] - mean[c] * sum[c]);
+  if (dbeta) dbeta[c] += sum[c];
+}
+
+extern "C" void ct_batch_norm_frozen_affine_gpu(ct_context *ctx, int C, float eps,
+                                                const float *mean_sum, const float *var_sum,
+                                                const float *factor, const float *gamma,
+                                                const float *beta, float *mean, float *invstd,
+                                                float *a, float *b) {
+  if (C <= 0) return;
+  frozen_affine<<<(C + 255) / 256, 256, 0, (cudaStream_t)ctx->stream>>>(
+      C, eps, mean_sum, var_sum, factor, gamma, beta, mean, invstd, a, b);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void ct_batch_norm_frozen_param_grad_gpu(ct_context *ctx, int C, const float *mean,
+                                                    const float *invstd, const float *dot,
+                                                    const float *sum, float *dgamma,
+                                                    float *dbeta) {
+  if (C <= 0 || (!dgamma && !dbeta)) return;
+  frozen_param_grad<<<(C + 255) / 256, 256, 0, (cudaStream_t)ctx->stream>>>(C, mean, invstd, dot,
+                                                                            sum, dgamma, dbeta);
+  CT_CUDA_LAUNCH_CHECK();
+}

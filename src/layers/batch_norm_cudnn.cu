@@ -23,6 +23,10 @@ typedef struct bn_cudnn {
   bool ex;
   size_t ex_ws_bytes, reserve_bytes;
   void *reserve;
+  /* a ReLU in place on the top, computed by cuDNN (ex only:
+   * CUDNN_BATCHNORM_OPS_BN_ACTIVATION); act its descriptor */
+  bool relu;
+  cudnnActivationDescriptor_t act;
   /* (8 C) on the device, in this order: */
   float *buf;
   float *ones, *zeros;            /* cuDNN's scale and bias */
@@ -38,15 +42,48 @@ extern "C" void ct_bn_cudnn_destroy(ct_layer *l) {
   if (!s) return;
   cudnnDestroyTensorDescriptor(s->x);
   cudnnDestroyTensorDescriptor(s->bn);
+  if (s->act) cudnnDestroyActivationDescriptor(s->act);
   if (s->buf) ct_mem_free(l->ctx->device, s->buf);
   if (s->reserve) ct_mem_free(l->ctx->device, s->reserve);
   free(s);
   l->gpu_priv = NULL;
 }
 
+/* The persistent kernels' workspace and reserve sizes for s's tensors,
+ * with the fused ReLU when relu; false where cuDNN has none. */
+static bool ex_sizes(cudnnHandle_t h, bn_cudnn *s, bool relu, size_t *ws, size_t *reserve) {
+  const cudnnBatchNormOps_t ops = relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
+  if (relu && !s->act) {
+    if (cudnnCreateActivationDescriptor(&s->act) != CUDNN_STATUS_SUCCESS) return false;
+    if (cudnnSetActivationDescriptor(s->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0) !=
+        CUDNN_STATUS_SUCCESS)
+      return false;
+  }
+  cudnnActivationDescriptor_t act = relu ? s->act : NULL;
+  size_t fwd = 0, bwd = 0;
+  if (cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+          h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, s->x, NULL, s->x, s->bn, act, &fwd) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops,
+                                                        s->x, relu ? s->x : NULL, s->x, NULL, s->x,
+                                                        s->bn, act, &bwd) != CUDNN_STATUS_SUCCESS ||
+      cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+                                                           ops, act, s->x, reserve) !=
+          CUDNN_STATUS_SUCCESS)
+    return false;
+  *ws = fwd > bwd ? fwd : bwd;
+  return true;
+}
+
+extern "C" bool ct_bn_cudnn_can_relu(ct_layer *l) {
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  size_t ws = 0, reserve = 0;
+  return s && s->ex && ex_sizes((cudnnHandle_t)l->ctx->cudnn, s, true, &ws, &reserve);
+}
+
 extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
                                          bool use_global, bool in_place, bool discard_dx,
-                                         ct_error *err) {
+                                         bool relu, ct_error *err) {
   const char *why = NULL;
   const size_t m = (size_t)N * S;
   if (N <= 0 || C <= 0 || S == 0) why = "an empty bottom";
@@ -86,21 +123,18 @@ extern "C" ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, fl
     ct_bn_cudnn_destroy(l);
     return CT_OK;
   }
+  s->relu = false;
   if (s->type != CT_F32 && s->layout == CT_NHWC && !use_global) {
     /* cuDNN's persistent kernels where it has them for these tensors */
-    cudnnHandle_t h = (cudnnHandle_t)l->ctx->cudnn;
-    size_t fwd = 0, bwd = 0, reserve = 0;
-    s->ex = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, s->x, NULL, s->x,
-                s->bn, NULL, &fwd) == CUDNN_STATUS_SUCCESS &&
-            cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, s->x, NULL, s->x,
-                NULL, s->x, s->bn, NULL, &bwd) == CUDNN_STATUS_SUCCESS &&
-            cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-                h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, NULL, s->x,
-                &reserve) == CUDNN_STATUS_SUCCESS;
+    size_t ws = 0, reserve = 0;
+    s->ex = ex_sizes((cudnnHandle_t)l->ctx->cudnn, s, relu, &ws, &reserve);
+    if (relu && !s->ex)
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "cuDNN cannot fuse the ReLU for the new shape; build the net without "
+                          "fusion");
+    s->relu = relu;
     if (s->ex) {
-      s->ex_ws_bytes = fwd > bwd ? fwd : bwd;
+      s->ex_ws_bytes = ws;
       if (reserve > s->reserve_bytes) {
         if (s->reserve) ct_mem_free(l->ctx->device, s->reserve);
         s->reserve = ct_mem_alloc(l->ctx->device, reserve);
@@ -189,7 +223,7 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *x
     if (typed) {
       /* y = x / std - mean / std */
       const ct_channel_geom g = channel_geom(s);
-      ct_channel_affine_gpu(l->ctx, &g, x, s->invstd, s->batch_mean, false, y);
+      ct_channel_affine_gpu(l->ctx, &g, x, s->invstd, s->batch_mean, false, NULL, y);
       return;
     }
     bn_apply<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)x,
@@ -205,10 +239,11 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *x
   }
   if (s->ex)
     CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN,
-        &k_one, &k_zero, s->x, x, NULL, NULL, s->x, y, s->bn, gamma ? gamma : s->ones,
-        beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var, s->eps, s->mean, s->invstd,
-        NULL, ex_workspace(l, s, 0), s->ex_ws_bytes, s->reserve, s->reserve_bytes));
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+        s->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero,
+        s->x, x, NULL, NULL, s->x, y, s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros, 1.0,
+        s->batch_mean, s->batch_var, s->eps, s->mean, s->invstd, s->relu ? s->act : NULL,
+        ex_workspace(l, s, 0), s->ex_ws_bytes, s->reserve, s->reserve_bytes));
   else
     CT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
         (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
@@ -220,8 +255,8 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *x
 }
 
 extern "C" void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave,
-                                     const void *dy, void *dx, const float *gamma, float *dgamma,
-                                     float *dbeta) {
+                                     const void *y, const void *dy, void *dx, const float *gamma,
+                                     const float *beta, float *dgamma, float *dbeta) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   cudaStream_t stream = (cudaStream_t)l->ctx->stream;
   const size_t n = (size_t)s->N * s->C * s->S;
@@ -229,7 +264,7 @@ extern "C" void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsa
     CT_ASSERT(dx && !gamma);
     if (s->type != CT_F32) {
       const ct_channel_geom g = channel_geom(s);
-      ct_channel_affine_gpu(l->ctx, &g, dy, s->invstd, NULL, false, dx);
+      ct_channel_affine_gpu(l->ctx, &g, dy, s->invstd, NULL, false, NULL, dx);
       return;
     }
     bn_scale<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, stream>>>(n, s->C, s->S, (const float *)dy,
@@ -252,11 +287,13 @@ extern "C" void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsa
   const bool both = dgamma && dbeta;
   if (s->ex)
     CT_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN,
-        &k_one, &k_zero, &k_one, both ? &k_one : &k_zero, s->x, x, NULL, NULL, s->x, dy, NULL,
-        NULL, s->x, dx, s->bn, gamma ? gamma : s->ones, s->zeros, both ? dgamma : s->dscale,
-        both ? dbeta : s->dbias, s->eps, s->mean, s->invstd, NULL, ex_workspace(l, s, copies),
-        s->ex_ws_bytes, s->reserve, s->reserve_bytes));
+        (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+        s->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN, &k_one, &k_zero,
+        &k_one, both ? &k_one : &k_zero, s->x, x, s->relu ? s->x : NULL, s->relu ? y : NULL, s->x,
+        dy, NULL, NULL, s->x, dx, s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros,
+        both ? dgamma : s->dscale, both ? dbeta : s->dbias, s->eps, s->mean, s->invstd,
+        s->relu ? s->act : NULL, ex_workspace(l, s, copies), s->ex_ws_bytes, s->reserve,
+        s->reserve_bytes));
   else
     CT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
         (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, &k_one,

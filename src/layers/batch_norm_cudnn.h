@@ -42,7 +42,13 @@ extern "C" {
  * for a bottom of (N, C, S) values, else clears it.  Grows the context's
  * workspace for an in-place training layer.  Never fails on valid input. */
 ct_status ct_bn_cudnn_reshape(ct_layer *l, int N, int C, size_t S, float eps, float f,
-                              bool use_global, bool in_place, bool discard_dx, ct_error *err);
+                              bool use_global, bool in_place, bool discard_dx, bool relu,
+                              ct_error *err);
+/* Whether cuDNN can compute a ReLU after the layer as it is planned now
+ * (the persistent kernels of a 16-bit channels-last training layer): then
+ * reshape with relu makes forward write max(y, 0) and backward take the
+ * ReLU's gradient from y. */
+bool ct_bn_cudnn_can_relu(ct_layer *l);
 /* y from x (y is x in place, then xsave receives x); updates the sums and
  * factor (params 0..2) in training.  gamma and beta (C) are the fused
  * Scale's (NULL: 1 and 0; training only). */
@@ -50,10 +56,12 @@ void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *xsave, const
                          const float *beta);
 /* dx (overwritten; dx is dy in place; NULL: not wanted, written to the
  * workspace as reshape's discard_dx arranged) from dy and x (xsave in
- * place), with the fused Scale's gamma (NULL: 1); dgamma and dbeta (C, may
- * be NULL) accumulate the Scale's parameter gradients. */
-void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave, const void *dy, void *dx,
-                          const float *gamma, float *dgamma, float *dbeta);
+ * place), with the fused Scale's gamma and beta (NULL: 1 and 0); dgamma and
+ * dbeta (C, may be NULL) accumulate the Scale's parameter gradients; y (the
+ * forward's output) is read with a fused ReLU. */
+void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave, const void *y,
+                          const void *dy, void *dx, const float *gamma, const float *beta,
+                          float *dgamma, float *dbeta);
 void ct_bn_cudnn_destroy(ct_layer *l);
 
 #ifdef __cplusplus

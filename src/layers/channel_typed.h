@@ -23,18 +23,22 @@ typedef struct ct_channel_geom {
   size_t N, C, S;
 } ct_channel_geom;
 
-/* y = x * a[c] (+ b[c] when b is not NULL), then max(y, 0) with relu; y may
- * be x. */
+/* y = x * a[c] (+ b[c] when b is not NULL), then max(y, 0) with relu, and 0
+ * where gate (a tensor of the same type and shape; may be NULL) is not
+ * above 0: the gradient through a fused ReLU, gate being its output.  y
+ * may be x. */
 void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g, const void *x,
-                           const float *a, const float *b, bool relu, void *y);
+                           const float *a, const float *b, bool relu, const void *gate, void *y);
 /* Floats of scratch ct_channel_sums_gpu needs for C channels. */
 size_t ct_channel_sums_scratch(size_t C);
 /* Per channel c, over its N x S values: dot[c] (+)= sum of dy * x (when dot
  * is not NULL; x read only then) and sum[c] (+)= sum of dy (when sum is
  * not NULL), added to what they hold with accumulate, else overwriting
- * them.  Deterministic: partial sums in scratch, added in a fixed order. */
+ * them; dy counts as 0 where gate (may be NULL) is not above 0.
+ * Deterministic: partial sums in scratch, added in a fixed order. */
 void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy, const void *x,
-                         float *scratch, bool accumulate, float *dot, float *sum);
+                         const void *gate, float *scratch, bool accumulate, float *dot,
+                         float *sum);
 
 #ifdef __cplusplus
 }

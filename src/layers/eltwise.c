@@ -18,6 +18,7 @@ typedef struct {
   float *coeff;      /* (nbottom) SUM weights, 1 by default */
   bool stable_prod_grad;
   ct_tensor *argmax; /* MAX only: like top, index of the winning bottom */
+  bool relu;         /* SUM on a GPU: a ReLU in place on the top computed too (net fusion) */
 } eltwise_priv;
 
 static ct_status eltwise_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -152,10 +153,13 @@ static ct_status eltwise_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_t
       for (int i = 2; i < l->nbottom; i++) ct_eltwise_mul_gpu(ctx, t, n, y, bottom[i]->data, y, false);
       break;
     case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
-      /* the first two in one pass (ResNet's shortcuts), then one per bottom */
-      ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[0], bottom[0]->data, e->coeff[1], bottom[1]->data, y);
+      /* the first two in one pass (ResNet's shortcuts), then one per bottom;
+       * a fused ReLU in the last */
+      ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[0], bottom[0]->data, e->coeff[1], bottom[1]->data,
+                           e->relu && l->nbottom == 2, y);
       for (int i = 2; i < l->nbottom; i++)
-        ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], bottom[i]->data, 1.0f, y, y);
+        ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], bottom[i]->data, 1.0f, y,
+                             e->relu && i == l->nbottom - 1, y);
       break;
     default:
       ct_eltwise_max_first_gpu(ctx, t, n, bottom[0]->data, bottom[1]->data, y, e->argmax->data);
@@ -172,6 +176,13 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
   const ct_dtype t = l->dtype;
   size_t n = top[0]->count;
   const void *dy = top[0]->diff;
+  if (e->op == CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM && l->nbottom == 2 && propagate_down[0] &&
+      propagate_down[1] && bottom[0]->diff != bottom[1]->diff) {
+    /* both in one pass over dy (ResNet's shortcuts) */
+    ct_eltwise_sum2_grad_gpu(ctx, t, n, e->coeff[0], e->coeff[1], dy, e->relu ? top[0]->data : NULL,
+                             bottom[0]->diff, bottom[1]->diff);
+    return;
+  }
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
     void *dx = bottom[i]->diff;
@@ -181,7 +192,8 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
           bool started = false;
           for (int j = 0; j < l->nbottom; j++) {
             if (j == i) continue;
-            if (!started) ct_eltwise_axpby_gpu(ctx, t, n, 1.0f, bottom[j]->data, 0.0f, NULL, dx);
+            if (!started)
+              ct_eltwise_axpby_gpu(ctx, t, n, 1.0f, bottom[j]->data, 0.0f, NULL, false, dx);
             else ct_eltwise_mul_gpu(ctx, t, n, dx, bottom[j]->data, dx, false);
             started = true;
           }
@@ -191,13 +203,23 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
         ct_eltwise_mul_gpu(ctx, t, n, dx, dy, dx, false);
         break;
       case CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM:
-        ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], dy, 0.0f, NULL, dx);
+        if (e->relu) ct_eltwise_relu_grad_gpu(ctx, t, n, e->coeff[i], dy, top[0]->data, dx);
+        else ct_eltwise_axpby_gpu(ctx, t, n, e->coeff[i], dy, 0.0f, NULL, false, dx);
         break;
       default: ct_eltwise_max_backward_gpu(ctx, t, n, i, e->argmax->data, dy, dx);
     }
   }
 }
 #endif
+
+bool ct_eltwise_absorb_relu(ct_layer *l) {
+  eltwise_priv *e = l->priv;
+  if (l->ctx->device == CT_DEVICE_CPU || e->op != CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM ||
+      e->relu || l->ntop != 1)
+    return false;
+  e->relu = true;
+  return true;
+}
 
 static void eltwise_destroy(ct_layer *l) {
   eltwise_priv *e = l->priv;

@@ -5,11 +5,27 @@
 #define STREAM(ctx) ((cudaStream_t)(ctx)->stream)
 
 template <typename T>
-__global__ static void axpby_kernel(size_t n, float a, const T *x, float b, const T *y, T *out) {
+__global__ static void axpby_kernel(size_t n, float a, const T *x, float b, const T *y, bool relu,
+                                    T *out) {
   CT_CUDA_KERNEL_LOOP(k, n) {
     float v = a * ct_ld(x[k]);
     if (y) v += b * ct_ld(y[k]);
-    out[k] = ct_st<T>(v);
+    out[k] = ct_st<T>(relu ? fmaxf(v, 0.0f) : v);
+  }
+}
+
+template <typename T>
+__global__ static void relu_grad_kernel(size_t n, float a, const T *dy, const T *y, T *dx) {
+  CT_CUDA_KERNEL_LOOP(k, n) dx[k] = ct_st<T>(ct_ld(y[k]) > 0.0f ? a * ct_ld(dy[k]) : 0.0f);
+}
+
+template <typename T>
+__global__ static void sum2_grad_kernel(size_t n, float a, float b, const T *dy, const T *y,
+                                        T *dx0, T *dx1) {
+  CT_CUDA_KERNEL_LOOP(k, n) {
+    const float g = !y || ct_ld(y[k]) > 0.0f ? ct_ld(dy[k]) : 0.0f;
+    dx0[k] = ct_st<T>(a * g);
+    dx1[k] = ct_st<T>(b * g);
   }
 }
 
@@ -72,9 +88,22 @@ __global__ static void max_backward_kernel(size_t n, float i, const float *argma
 #define GRID ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)
 
 extern "C" void ct_eltwise_axpby_gpu(ct_context *ctx, ct_dtype t, size_t n, float a,
-                                     const void *x, float b, const void *y, void *out) {
+                                     const void *x, float b, const void *y, bool relu, void *out) {
   if (!n) return;
-  WITH_TYPE(t, (axpby_kernel<T><<<GRID>>>(n, a, (const T *)x, b, (const T *)y, (T *)out)));
+  WITH_TYPE(t, (axpby_kernel<T><<<GRID>>>(n, a, (const T *)x, b, (const T *)y, relu, (T *)out)));
+}
+
+extern "C" void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a,
+                                         const void *dy, const void *y, void *dx) {
+  if (!n) return;
+  WITH_TYPE(t, (relu_grad_kernel<T><<<GRID>>>(n, a, (const T *)dy, (const T *)y, (T *)dx)));
+}
+
+extern "C" void ct_eltwise_sum2_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, float b,
+                                         const void *dy, const void *y, void *dx0, void *dx1) {
+  if (!n) return;
+  WITH_TYPE(t, (sum2_grad_kernel<T><<<GRID>>>(n, a, b, (const T *)dy, (const T *)y, (T *)dx0,
+                                              (T *)dx1)));
 }
 
 extern "C" void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a,

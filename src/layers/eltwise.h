@@ -15,9 +15,18 @@ extern "C" {
 
 /* All on n values of the element type t (core/dtype.h), computed in
  * float32 and rounded once per call. */
-/* out = a x + b y (y may be NULL: out = a x); out may be x or y. */
+/* out = a x + b y (y may be NULL: out = a x), then max(out, 0) with relu;
+ * out may be x or y. */
 void ct_eltwise_axpby_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, const void *x, float b,
-                          const void *y, void *out);
+                          const void *y, bool relu, void *out);
+/* dx = a dy where y > 0, else 0 (a fused ReLU's gradient through SUM). */
+void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, const void *dy,
+                              const void *y, void *dx);
+/* Both gradients of a SUM of two bottoms in one pass: dx0 = a g, dx1 = b g
+ * with g = dy, or where y (the top, for a fused ReLU; may be NULL) is above
+ * 0, else 0. */
+void ct_eltwise_sum2_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, float b,
+                              const void *dy, const void *y, void *dx0, void *dx1);
 /* y = a * b, or a / b with divide; y may be a or b. */
 void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a, const void *b,
                         void *y, bool divide);
@@ -30,6 +39,15 @@ void ct_eltwise_max_next_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *
 /* dx = argmax == i ? dy : 0. */
 void ct_eltwise_max_backward_gpu(ct_context *ctx, ct_dtype t, size_t n, int i, const float *argmax,
                                  const void *dy, void *dx);
+
+#ifndef __CUDACC__
+#include "layers/layer.h"
+/* Net fusion (net_fuse.c) on a GPU: the SUM Eltwise l computes the ReLU
+ * (slope 0) in place on its top as well, relu_top(sum) in forward and the
+ * gradient only where the top is above 0 in backward; false, with nothing
+ * changed, for other operations or on the host. */
+bool ct_eltwise_absorb_relu(ct_layer *l);
+#endif
 
 #ifdef __cplusplus
 }

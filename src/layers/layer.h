@@ -70,6 +70,10 @@ enum {
                                          replayed from a recording */
   CT_LAYER_DRAWS = 1u << 6,           /* each TRAIN forward takes one counter-based draw of the
                                          context (ct_context_next_draw) */
+  CT_LAYER_OWN_TOP_16 = 1u << 8,      /* run in place, the 16-bit channels-last GPU path copies its
+                                         bottom (and its top's gradient in backward): the net's
+                                         precision pass gives it a top of its own instead, which
+                                         later readers of the name read (BatchNorm) */
   CT_LAYER_GRAD_SIDE = 1u << 7,       /* GPU backward may compute the parameter gradients on the
                                          gradient stream (core/context.h) when the net sets
                                          grad_side: from the top diffs and bottom data only,

@@ -16,26 +16,31 @@
 enum { POOL_MAX = 0, POOL_AVE = 1 };
 
 /* (n, c, h, w) of flat index i of a (N, C, A, B) tensor in its order, and
- * the offset of (n, c, a, b). */
+ * the offset of (n, c, a, b).  I: the index type, unsigned when every
+ * tensor has fewer than 2^31 values (64-bit division takes a GPU dozens of
+ * instructions: the kernels' time went to it). */
 struct place {
   int n, c, a, b;
 };
-__device__ static __forceinline__ place place_of(size_t i, int C, int A, int B, bool nhwc) {
+template <typename I>
+__device__ static __forceinline__ place place_of(I i, int C, int A, int B, bool nhwc) {
   place p;
   if (nhwc) {
-    p.c = (int)(i % C);
-    i /= C;
-    p.b = (int)(i % B);
-    i /= B;
-    p.a = (int)(i % A);
-    p.n = (int)(i / A);
+    I q = i / (I)C;
+    p.c = (int)(i - q * (I)C);
+    I r = q / (I)B;
+    p.b = (int)(q - r * (I)B);
+    q = r / (I)A;
+    p.a = (int)(r - q * (I)A);
+    p.n = (int)q;
   } else {
-    p.b = (int)(i % B);
-    i /= B;
-    p.a = (int)(i % A);
-    i /= A;
-    p.c = (int)(i % C);
-    p.n = (int)(i / C);
+    I q = i / (I)B;
+    p.b = (int)(i - q * (I)B);
+    I r = q / (I)A;
+    p.a = (int)(q - r * (I)A);
+    q = r / (I)C;
+    p.c = (int)(r - q * (I)C);
+    p.n = (int)q;
   }
   return p;
 }
@@ -49,10 +54,13 @@ __device__ static __forceinline__ int divisor(const ct_pool_geom &g, int ph, int
   return (min(hs + g.kh, g.H + g.ph) - hs) * (min(ws + g.kw, g.W + g.pw) - ws);
 }
 
-template <typename T>
-__global__ static void fwd_k(size_t n, ct_pool_geom g, bool nhwc, const T *x, T *y, float *idx) {
-  CT_CUDA_KERNEL_LOOP(i, n) {
-    const place o = place_of(i, g.C, g.PH, g.PW, nhwc);
+#define LOOP(I, i, n) \
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (I)blockDim.x * gridDim.x)
+
+template <typename T, typename I>
+__global__ static void fwd_k(I n, ct_pool_geom g, bool nhwc, const T *x, T *y, float *idx) {
+  LOOP(I, i, n) {
+    const place o = place_of<I>(i, g.C, g.PH, g.PW, nhwc);
     const int hs = o.a * g.sh - g.ph, ws = o.b * g.sw - g.pw;
     const int h0 = max(hs, 0), w0 = max(ws, 0);
     const int h1 = min(min(hs + g.kh, g.H + g.ph), g.H), w1 = min(min(ws + g.kw, g.W + g.pw), g.W);
@@ -90,11 +98,11 @@ __device__ static __forceinline__ void covering(int at, int pad, int k, int s, i
   *p1 = min(t / s + 1, nout);
 }
 
-template <typename T>
-__global__ static void bwd_k(size_t n, ct_pool_geom g, bool nhwc, const T *x, const T *y,
-                             const T *dy, const float *idx, T *dx) {
-  CT_CUDA_KERNEL_LOOP(i, n) {
-    const place p = place_of(i, g.C, g.H, g.W, nhwc);
+template <typename T, typename I>
+__global__ static void bwd_k(I n, ct_pool_geom g, bool nhwc, const T *x, const T *y, const T *dy,
+                             const float *idx, T *dx) {
+  LOOP(I, i, n) {
+    const place p = place_of<I>(i, g.C, g.H, g.W, nhwc);
     int ph0, ph1, pw0, pw1;
     covering(p.a, g.ph, g.kh, g.sh, g.PH, &ph0, &ph1);
     covering(p.b, g.pw, g.kw, g.sw, g.PW, &pw0, &pw1);
@@ -118,19 +126,44 @@ __global__ static void bwd_k(size_t n, ct_pool_geom g, bool nhwc, const T *x, co
 
 #define GRID(n) ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream
 
+/* Whether every tensor of g has fewer than 2^31 values. */
+static bool fits_32(const ct_pool_geom *g) {
+  return (size_t)g->N * g->C * g->H * g->W < 0x7fffffffu &&
+         (size_t)g->N * g->C * g->PH * g->PW < 0x7fffffffu;
+}
+
+template <typename T>
+static void forward_t(ct_context *ctx, const ct_pool_geom *g, bool nhwc, const void *x, void *y,
+                      float *idx, size_t n) {
+  if (fits_32(g))
+    fwd_k<T, unsigned><<<GRID(n)>>>((unsigned)n, *g, nhwc, (const T *)x, (T *)y, idx);
+  else
+    fwd_k<T, size_t><<<GRID(n)>>>(n, *g, nhwc, (const T *)x, (T *)y, idx);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+static void backward_t(ct_context *ctx, const ct_pool_geom *g, bool nhwc, const void *x,
+                       const void *y, const void *dy, const float *idx, void *dx, size_t n) {
+  if (fits_32(g))
+    bwd_k<T, unsigned><<<GRID(n)>>>((unsigned)n, *g, nhwc, (const T *)x, (const T *)y,
+                                    (const T *)dy, idx, (T *)dx);
+  else
+    bwd_k<T, size_t><<<GRID(n)>>>(n, *g, nhwc, (const T *)x, (const T *)y, (const T *)dy, idx,
+                                  (T *)dx);
+  CT_CUDA_LAUNCH_CHECK();
+}
+
 extern "C" void ct_pool_forward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t,
                                           bool nhwc, const void *x, void *y, float *idx) {
   const size_t n = (size_t)g->N * g->C * g->PH * g->PW;
   if (!n) return;
   CT_ASSERT(g->method == POOL_MAX || g->method == POOL_AVE);
   switch (t) {
-    case CT_BF16:
-      fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, idx);
-      break;
-    case CT_F16: fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __half *)x, (__half *)y, idx); break;
-    default: fwd_k<<<GRID(n)>>>(n, *g, nhwc, (const float *)x, (float *)y, idx);
+    case CT_BF16: forward_t<__nv_bfloat16>(ctx, g, nhwc, x, y, idx, n); break;
+    case CT_F16: forward_t<__half>(ctx, g, nhwc, x, y, idx, n); break;
+    default: forward_t<float>(ctx, g, nhwc, x, y, idx, n);
   }
-  CT_CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void ct_pool_backward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t,
@@ -140,17 +173,8 @@ extern "C" void ct_pool_backward_gpu_typed(ct_context *ctx, const ct_pool_geom *
   if (!n) return;
   CT_ASSERT(g->method == POOL_MAX || g->method == POOL_AVE);
   switch (t) {
-    case CT_BF16:
-      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y,
-                         (const __nv_bfloat16 *)dy, idx, (__nv_bfloat16 *)dx);
-      break;
-    case CT_F16:
-      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const __half *)x, (const __half *)y, (const __half *)dy,
-                         idx, (__half *)dx);
-      break;
-    default:
-      bwd_k<<<GRID(n)>>>(n, *g, nhwc, (const float *)x, (const float *)y, (const float *)dy, idx,
-                         (float *)dx);
+    case CT_BF16: backward_t<__nv_bfloat16>(ctx, g, nhwc, x, y, dy, idx, dx, n); break;
+    case CT_F16: backward_t<__half>(ctx, g, nhwc, x, y, dy, idx, dx, n); break;
+    default: backward_t<float>(ctx, g, nhwc, x, y, dy, idx, dx, n);
   }
-  CT_CUDA_LAUNCH_CHECK();
 }

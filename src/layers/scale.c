@@ -166,7 +166,7 @@ static ct_status scale_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_ten
   if (l->dtype != CT_F32) {
     const ct_channel_geom g = channel_geom(l, bottom[0]);
     ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, l->params[0]->data,
-                          s->bias_term ? l->params[s->bias_index]->data : NULL, false,
+                          s->bias_term ? l->params[s->bias_index]->data : NULL, false, NULL,
                           top[0]->data);
     return CT_OK;
   }
@@ -184,11 +184,12 @@ static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *p
     const ct_channel_geom g = channel_geom(l, bottom[0]);
     const bool bias_grad = s->bias_term && l->param_propagate_down[s->bias_index];
     ct_channel_sums_gpu(l->ctx, &g, top[0]->diff,
-                        ct_neuron_input_data(&s->input, bottom[0], top[0]), s->scratch->data, true,
+                        ct_neuron_input_data(&s->input, bottom[0], top[0]), NULL, s->scratch->data,
+                        true,
                         l->param_propagate_down[0] ? l->params[0]->diff : NULL,
                         bias_grad ? l->params[s->bias_index]->diff : NULL);
     if (propagate_down[0])
-      ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, l->params[0]->data, NULL, false,
+      ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, l->params[0]->data, NULL, false, NULL,
                             bottom[0]->diff);
     return;
   }

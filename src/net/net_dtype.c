@@ -11,7 +11,10 @@
  * a Cast of it (one Cast per blob version and type, shared by all its
  * readers).  A layer working in place on a blob of another type works in
  * place on the Cast instead, and later readers of the name read that.
- * Every layer leaves with forward_type set to the type it runs in. */
+ * Every layer leaves with forward_type set to the type it runs in.  A type
+ * with CT_LAYER_OWN_TOP_16 (BatchNorm) in place in its 16-bit channels-last
+ * GPU form gets a top of its own, "blob@layer", which later readers of the
+ * blob's name read (so that it need not copy its bottom aside). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,9 +251,28 @@ ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype prec
       if (strcmp(blob, l->bottom[j]) != 0) replace_str(&l->bottom[j], blob);
     }
     p.out[p.nout++] = l;
+    const ct_layer_ops *ops = ct_layer_find(l->type ? l->type : "");
+    const bool own_top = ops && (ops->flags & CT_LAYER_OWN_TOP_16) && type != CT_F32 &&
+                         layout == CT_NHWC && device != CT_DEVICE_CPU;
     for (size_t k = 0; k < l->n_top; k++) {
       char *name = ct_xstrdup(l->top[k]);
-      if (in_place[k] && strcmp(l->top[k], l->bottom[k]) != 0) replace_str(&l->top[k], l->bottom[k]);
+      if (in_place[k] && own_top) {
+        /* "blob@layer": readers of the name after it read this */
+        char *top = dup_printf("%s@%s", name, l->name ? l->name : "");
+        for (int n = 2; ct_strmap_get(&p.made, top) >= 0; n++) {
+          char suffix_n[16];
+          snprintf(suffix_n, sizeof suffix_n, "#%d", n);
+          char *base = dup_printf("%s@%s", name, l->name ? l->name : "");
+          free(top);
+          top = dup_printf("%s%s", base, suffix_n);
+          free(base);
+        }
+        ct_strmap_put(&p.made, keep_key(&p, ct_xstrdup(top)), 1);
+        free(l->top[k]);
+        l->top[k] = top;
+      } else if (in_place[k] && strcmp(l->top[k], l->bottom[k]) != 0) {
+        replace_str(&l->top[k], l->bottom[k]);
+      }
       set_name(&p, name, l->top[k], type, layout);
       free(name);
     }

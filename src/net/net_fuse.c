@@ -21,7 +21,8 @@
  * intermediate blobs, ct_net_opts.keep_blob_diffs, such as pycaffe's).
  *
  * And Caffe's BatchNorm + Scale: a training BatchNorm
- * (batch statistics) followed by a Scale with a learned (C) scale at axis 1
+ * (batch statistics; on a GPU also one with global statistics, which then
+ * computes the pair as one affine pass) followed by a Scale with a learned (C) scale at axis 1
  * and a bias, in place on the BatchNorm's top (the form of Caffe's ResNets,
  * usually all in place on the convolution's top).  The BatchNorm then
  * computes gamma * (x - mean) / std + beta and the gradients of x, gamma
@@ -29,13 +30,21 @@
  * nothing.  Parameters stay where they were (the Scale keeps gamma and
  * beta), so .caffemodel files, snapshots, sharing and the flat layout do not
  * change; only the Scale's gradients become final one backward step later
- * (at the BatchNorm's), which the ready counts take into account. */
+ * (at the BatchNorm's), which the ready counts take into account.  A ReLU
+ * in place after such a pair is computed by the BatchNorm too where cuDNN's
+ * persistent kernels run it (16-bit channels-last training), and with
+ * global statistics in every type.
+ *
+ * On a GPU, a SUM Eltwise and a ReLU in place on its top (ResNet's
+ * shortcut additions): one pass computes max(sum, 0), and backward masks
+ * each bottom's gradient by the top; the ReLU is absorbed. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "layers/batch_norm.h"
 #include "layers/conv/conv_common.h"
+#include "layers/eltwise.h"
 #include "layers/pooling.h"
 #include "net/net.h"
 
@@ -105,6 +114,25 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
       LOG_INFO("%s computes %s's forward too (Convolution + ReLU fused)", before->name, self->name);
     return CT_OK;
   }
+  /* (not for callers that read the blobs' gradients: the ReLU's bottom
+   * gradient is never written) */
+  if (!net->exact_blobs && relu_in_place_after(net, bi, si) &&
+      strcmp(before->ops->type, "Eltwise") == 0 && ct_eltwise_absorb_relu(before)) {
+    self->absorbed = true;
+    if (!quiet) LOG_INFO("%s computes %s too (Eltwise + ReLU fused)", before->name, self->name);
+    return CT_OK;
+  }
+  /* a ReLU after a BatchNorm that computes its Scale */
+  int ai = bi;
+  while (ai > 0 && net->layers[ai]->absorbed) ai--;
+  if (!net->exact_blobs && ai != bi && strcmp(net->layers[ai]->ops->type, "BatchNorm") == 0 &&
+      relu_in_place_after(net, ai, si) && ct_batch_norm_absorb_relu(net->layers[ai], self)) {
+    CT_TRY(ct_layer_reshape(net->layers[ai], net->bottoms[ai], net->tops[ai], err));
+    if (!quiet)
+      LOG_INFO("%s computes %s too (BatchNorm + Scale + ReLU fused)", net->layers[ai]->name,
+               self->name);
+    return CT_OK;
+  }
   if (relu_in_place_after(net, bi, si) && ct_pool_absorb_relu_top(before)) {
     self->absorbed = true;
     CT_TRY(ct_layer_reshape(before, net->bottoms[bi], net->tops[bi], err));
@@ -141,7 +169,10 @@ ct_status ct_net_fuse_finish(ct_net *net, ct_error *err) {
   bool any = false;
   for (int si = 1; si < net->nlayers; si++) {
     if (!net->layers[si]->absorbed) continue;
+    /* the layer that computes it: the nearest one before that is not
+     * absorbed itself (a BatchNorm computes its Scale and the ReLU after) */
     int bi = si - 1;
+    while (bi > 0 && net->layers[bi]->absorbed) bi--;
     any = true;
     net->layer_need_backward[bi] = net->layer_need_backward[bi] || net->layer_need_backward[si];
     net->layer_need_backward[si] = false;

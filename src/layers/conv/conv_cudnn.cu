@@ -6,6 +6,7 @@
 #include "layers/conv/conv_algos.h"
 #include "layers/conv/conv_common.h"
 #include "layers/conv/conv_cudnn.h"
+#include "layers/conv/conv_graph.h"
 #include "layers/conv/conv_igemm.h"
 #include "math/typed.h"
 extern "C" {
@@ -46,6 +47,9 @@ typedef struct conv_cudnn {
   /* channels last (l->layout NHWC, 16-bit only): x and y NHWC, the filter
    * in the type as (K, kernel..., C / group) */
   bool nhwc;
+  /* 16-bit layers: the three directions through cuDNN's graph API
+   * (conv_graph.h), or NULL where it had no engine (the legacy calls run) */
+  ct_conv_graph *graph;
 } conv_cudnn;
 
 static const float k_one = 1.0f, k_zero = 0.0f;
@@ -82,6 +86,7 @@ extern "C" void ct_conv_cudnn_destroy(ct_layer *l) {
   if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
   if (s->w16) ct_mem_free(l->ctx->device, s->w16);
   if (s->dw16) ct_mem_free(l->ctx->device, s->dw16);
+  ct_conv_graph_free(s->graph);
   for (int d = 0; d < 2; d++)
     if (s->prep[d]) ct_mem_free(l->ctx->device, s->prep[d]);
   ct_igemm_free(s->ig);
@@ -273,8 +278,40 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
       s->w_count = wc;
     }
   }
-  CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, s->ig ? &rival : NULL,
-                            &s->algos, err));
+  ct_conv_graph_free(s->graph);
+  s->graph = NULL;
+  if (half && !c->reverse) {
+    ct_conv_graph_geom gg;
+    memset(&gg, 0, sizeof gg);
+    gg.nd = g.nd;
+    gg.n = c->num;
+    gg.c = c->x_channels;
+    gg.k = c->y_channels;
+    gg.group = c->group;
+    for (int i = 0; i < g.nd; i++) {
+      gg.in[i] = g.xdims[2 + i];
+      gg.out[i] = g.ydims[2 + i];
+      gg.kernel[i] = g.wdims[2 + i];
+      gg.pad[i] = g.pad[i];
+      gg.stride[i] = g.stride[i];
+      gg.dilation[i] = g.dilation[i];
+    }
+    gg.type = s->type;
+    gg.layout = l->layout;
+    ct_error gerr;
+    if (ct_conv_graph_plan(l->ctx, &gg, &s->graph, &gerr) != CT_OK)
+      LOG_INFO("layer '%s': %s; cuDNN's legacy calls run it", l->name, gerr.msg);
+  }
+  if (s->graph) {
+    memset(&s->algos, 0, sizeof s->algos);
+    s->algos.fwd_bytes = ct_conv_graph_workspace(s->graph, CT_CONV_GRAPH_FWD);
+    s->algos.bwd_data_bytes = ct_conv_graph_workspace(s->graph, CT_CONV_GRAPH_BWD_DATA);
+    s->algos.bwd_filter_bytes = ct_conv_graph_workspace(s->graph, CT_CONV_GRAPH_BWD_FILTER);
+    s->algos.benchmarked = true;
+  } else {
+    CT_TRY(ct_cudnn_conv_find(l->ctx, &key, s->x, s->w, s->fwd, s->y, s->ig ? &rival : NULL,
+                              &s->algos, err));
+  }
   if (!s->algos.fwd_rival && !s->algos.bwd_data_rival && !s->algos.bwd_filter_rival) {
     ct_igemm_free(s->ig);
     s->ig = NULL;
@@ -463,9 +500,14 @@ static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *c
   const int rows = s->nhwc ? c->num * (int)c->y_spatial : c->num;
   const size_t spatial = s->nhwc ? 1 : c->y_spatial;
   for (int i = 0; i < l->nbottom; i++) {
-    CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l->ctx), &k_one, s->x, bottom[i]->data, s->w,
-                                           s->w16, s->fwd, s->algos.fwd, l->ctx->workspace,
-                                           l->ctx->workspace_bytes, &k_zero, s->y, top[i]->data));
+    if (s->graph)
+      ct_conv_graph_run(l->ctx, s->graph, CT_CONV_GRAPH_FWD, bottom[i]->data, s->w16, top[i]->data,
+                        l->ctx->workspace);
+    else
+      CT_CUDNN_CHECK(cudnnConvolutionForward(handle(l->ctx), &k_one, s->x, bottom[i]->data, s->w,
+                                             s->w16, s->fwd, s->algos.fwd, l->ctx->workspace,
+                                             l->ctx->workspace_bytes, &k_zero, s->y,
+                                             top[i]->data));
     if (c->bias_term)
       ct_bias_add_gpu_typed(l->ctx, s->type, (const float *)l->params[1]->data, rows,
                             c->y_channels, spatial, false, top[i]->data);
@@ -481,15 +523,25 @@ static void backward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *
   ct_context *pctx = (wgrad || bgrad) && s->wgrad_side ? ct_context_grad_begin(l->ctx) : l->ctx;
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;
-    CT_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        handle(l->ctx), &k_one, s->w, s->w16, s->y, top[i]->diff, s->bwd_data, s->algos.bwd_data,
-        l->ctx->workspace, l->ctx->workspace_bytes, &k_zero, s->x, bottom[i]->diff));
+    if (s->graph)
+      ct_conv_graph_run(l->ctx, s->graph, CT_CONV_GRAPH_BWD_DATA, top[i]->diff, s->w16,
+                        bottom[i]->diff, l->ctx->workspace);
+    else
+      CT_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          handle(l->ctx), &k_one, s->w, s->w16, s->y, top[i]->diff, s->bwd_data,
+          s->algos.bwd_data, l->ctx->workspace, l->ctx->workspace_bytes, &k_zero, s->x,
+          bottom[i]->diff));
   }
   for (int i = 0; i < l->nbottom; i++) {
-    if (wgrad) {
+    if (wgrad && s->graph) {
+      ct_conv_graph_run(pctx, s->graph, CT_CONV_GRAPH_BWD_FILTER, bottom[i]->data, top[i]->diff,
+                        s->dw16, pctx->workspace);
+    } else if (wgrad) {
       CT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
           handle(pctx), &k_one, s->x, bottom[i]->data, s->y, top[i]->diff, s->bwd_filter,
           s->algos.bwd_filter, pctx->workspace, pctx->workspace_bytes, &k_zero, s->w, s->dw16));
+    }
+    if (wgrad) {
       if (s->nhwc) {
         size_t k, cg, taps;
         filter_dims(c, s, &k, &cg, &taps);
@@ -611,6 +663,17 @@ extern "C" char *ct_conv_cudnn_describe(const ct_layer *l, char *buf, size_t len
   const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
   if (!s) {
     snprintf(buf, len, "CAFFE engine");
+    return buf;
+  }
+  if (s->graph) {
+    char e[3][48];
+    snprintf(buf, len, "graph fwd %s %.1fM | bwd-data %s %.1fM | bwd-filter %s %.1fM",
+             ct_conv_graph_describe(s->graph, CT_CONV_GRAPH_FWD, e[0], 48),
+             s->algos.fwd_bytes / 1048576.0,
+             ct_conv_graph_describe(s->graph, CT_CONV_GRAPH_BWD_DATA, e[1], 48),
+             s->algos.bwd_data_bytes / 1048576.0,
+             ct_conv_graph_describe(s->graph, CT_CONV_GRAPH_BWD_FILTER, e[2], 48),
+             s->algos.bwd_filter_bytes / 1048576.0);
     return buf;
   }
   const ct_cudnn_conv_algos *a = &s->algos;
