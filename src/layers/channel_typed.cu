@@ -3,8 +3,13 @@
 #include "layers/channel_typed.h"
 #include "math/typed.cuh"
 
-/* Row splits of the sums: each writes its partial sums of every channel. */
+/* Row splits of the sums: each writes its partial sums of every channel.
+ * At least SPLITS, more for fewer channels (so that a layer of 64 channels
+ * over a large batch still fills the GPU: it had 128 blocks): about
+ * SPLIT_CELLS / C, at most MAX_SPLITS. */
 #define SPLITS 64
+#define SPLIT_CELLS 131072
+#define MAX_SPLITS 4096
 #define COLS 32
 #define ROWS 8
 
@@ -144,7 +149,12 @@ extern "C" void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g,
   CT_CUDA_LAUNCH_CHECK();
 }
 
-extern "C" size_t ct_channel_sums_scratch(size_t C) { return 2 * (size_t)SPLITS * C; }
+static unsigned splits_for(size_t C) {
+  const size_t s = SPLIT_CELLS / (C ? C : 1);
+  return s < SPLITS ? SPLITS : s > MAX_SPLITS ? MAX_SPLITS : (unsigned)s;
+}
+
+extern "C" size_t ct_channel_sums_scratch(size_t C) { return 2 * (size_t)splits_for(C) * C; }
 
 extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy,
                                     const void *x, const void *gate, float *scratch,
@@ -152,7 +162,8 @@ extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, c
   if (!g->C || (!dot && !sum)) return;
   cudaStream_t st = (cudaStream_t)ctx->stream;
   const size_t rows = g->N * g->S;
-  const unsigned splits = rows >= (size_t)SPLITS * ROWS ? SPLITS : 1;
+  const unsigned most = splits_for(g->C);
+  const unsigned splits = rows >= (size_t)most * ROWS ? most : rows >= ROWS ? (unsigned)(rows / ROWS) : 1;
   CT_ASSERTF((g->C + COLS - 1) / COLS <= 0x7fffffffu, "%zu channels", g->C);
   switch (g->type) {
     case CT_BF16:
