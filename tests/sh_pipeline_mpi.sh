@@ -9,55 +9,20 @@ dir=${CORTADO_TMP:?}/sh_pipeline_mpi
 rm -rf "$dir" && mkdir -p "$dir"
 cd "$dir"
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0"
-"$bin" make_synthetic_db db --num=16 --shape=1,4,4 --labels=3 --log_level=1
-net() { # $1: a layer between ip1 and ip2 (may be empty)
-  cat <<NET
-name: "pp"
-layer { name: "data" type: "Data" top: "x" top: "label"
-  data_param { source: "db" batch_size: 4 backend: LMDB } }
-layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-  inner_product_param { num_output: 6 weight_filler { type: "gaussian" std: 0.1 } } }
-$1
-layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
-layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "p"
-  inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "p" bottom: "label" top: "loss" }
-NET
-}
-net "" >net.prototxt
-net 'layer { name: "bn" type: "BatchNorm" bottom: "h" top: "h" }' >bn.prototxt
+. "$(dirname "$0")/expect_mpi.sh"
+small_job_db
+small_net "" >net.prototxt
+small_net 'layer { name: "bn" type: "BatchNorm" bottom: "h" top: "h" }' >bn.prototxt
 # the same net with its stages in the prototxt (pipeline_stage), and with a stage skipped
 sed 's/name: "ip2"/name: "ip2" pipeline_stage: 1/' net.prototxt >placed.prototxt
 sed 's/name: "ip2"/name: "ip2" pipeline_stage: 2/' net.prototxt >skipped.prototxt
-solver() { printf 'net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' "$1" "${2:-}"; }
-solver net.prototxt >solver.prototxt
-solver bn.prototxt >solver_bn.prototxt
-solver net.prototxt "iter_size: 2" >solver_iter2.prototxt
-solver skipped.prototxt >solver_skipped.prototxt
-solver placed.prototxt >solver_field.prototxt
-fail=0
-expect() { # description, ranks (0: no mpirun), solver, flags, wanted message
-  local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out
-  if [ "$np" = 0 ]; then
-    out=$("$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  else
-    out=$(timeout 300 mpirun --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
-      -np "$np" "$bin" train --solver="$s" $flags 2>&1) || rc=$?
-  fi
-  if [ -z "$want" ]; then
-    [ $rc = 0 ] && echo "ok   $what trains" || { echo "FAIL $what: status $rc: $(tail -3 <<<"$out")"; fail=1; }
-    return
-  fi
-  if [ $rc != 0 ] && grep -qxF "cortado: error: $want" <<<"$out" && ! grep -q "Iteration 1" <<<"$out"; then
-    echo "ok   $what: $want"
-  else
-    echo "FAIL $what: status $rc, wanted 'cortado: error: $want' in:"; tail -5 <<<"$out"; fail=1
-  fi
-}
+small_solver net.prototxt >solver.prototxt
+small_solver bn.prototxt >solver_bn.prototxt
+small_solver net.prototxt "iter_size: 2" >solver_iter2.prototxt
+small_solver skipped.prototxt >solver_skipped.prototxt
+small_solver placed.prototxt >solver_field.prototxt
 expect "an unknown layer" 2 solver.prototxt "--pipeline=ip9" \
-  "--pipeline: no layer 'ip9' in the train net 'pp' (its layers: data, ip1, relu, ip2, loss)"
+  "--pipeline: no layer 'ip9' in the train net 'small' (its layers: data, ip1, relu, ip2, loss)"
 expect "split points out of order" 3 solver.prototxt "--pipeline=ip2,ip1" \
   "--pipeline: split points must follow the net's order: 'ip1' (layer 1) is not after 'ip2' (layer 3)"
 expect "more ranks than stages" 3 solver.prototxt "--pipeline=relu" \

@@ -8,8 +8,9 @@
 #   snapshot_iter LOG         the iteration of the one snapshot LOG reports
 #   check_term_exit NAME RC LOG DIR   status 0, "Optimization stopped early.", one
 #                         snapshot pair on disk and in the log
-#   term_rank1_mpi DIR FLAGS NAME   the CPU job under mpirun -np 2 with FLAGS,
-#                         SIGTERM to rank 1 alone, then check_term_exit
+#   term_rank1_mpi DIR FLAGS NAME [NP [RANK]]   the CPU job under mpirun -np NP
+#                         (2) with FLAGS, SIGTERM to rank RANK (1) alone, then
+#                         check_term_exit
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -60,19 +61,19 @@ check_term_exit() {
 # mpirun -np 2 cortado train on DIR's CPU job with FLAGS, SIGTERM to rank 1
 # alone once iteration 30 is logged, then check_term_exit NAME.
 term_rank1_mpi() {
-  local dir=$1 flags=$2 name=$3
+  local dir=$1 flags=$2 name=$3 np=${4:-2} rank=${5:-1}
   write_term_job "$dir" CPU
   # shellcheck disable=SC2086
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
     LSAN_OPTIONS="suppressions=${CORTADO_SRC:-.}/tests/data/lsan_mpi.supp:print_suppressions=0" \
-    mpirun -np 2 --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
+    mpirun -np "$np" --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS \
     "$bin" train --solver="$dir/solver.prototxt" $flags >"$dir/mpi.log" 2>&1 &
   local mpirun_pid=$! victim="" rc=0
   wait_line "$dir/mpi.log" "Iteration 30, lr" $mpirun_pid
   for pid in $(pgrep -P $mpirun_pid); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then victim=$pid; fi
   done
-  [ -n "$victim" ] || fail "cannot find rank 1 among the children of mpirun"
+  [ -n "$victim" ] || fail "cannot find rank $rank among the children of mpirun"
   kill -TERM "$victim"
   wait $mpirun_pid || rc=$?
   check_term_exit "$name" $rc "$dir/mpi.log" "$dir"

@@ -131,6 +131,33 @@ static const ct_flag_spec train_flags[] = {
      "backward (gpipe), or P - s - 1 forwards ahead on stage s, then one forward and one "
      "backward in turn (1f1b: fewer micro-batches held at once). The same weights either way.",
      .choices = "gpipe|1f1b"},
+    {"dp_mode", CT_FLAG_STRING, "allreduce",
+     "Data parallel under mpirun (CPU ranks): average the gradients every iteration "
+     "(allreduce), or train through parameter servers, the last --num_servers ranks, each "
+     "holding a shard of the parameters and applying the solver's update: ssp (a worker "
+     "runs at most --staleness iterations ahead of the slowest), async (no bound) or bmuf "
+     "(local updates, blocks of --bmuf_sync_period iterations filtered with block momentum). "
+     "See docs/distributed.md.",
+     .choices = "allreduce|ssp|async|bmuf"},
+    {"staleness", CT_FLAG_INT, "0",
+     "With --dp_mode=ssp: how many iterations a worker may run ahead of the slowest one; "
+     "0 is bulk synchronous (the all-reduce's weights exactly).",
+     .min = 0, .max = 1000000},
+    {"num_servers", CT_FLAG_INT, "1",
+     "With --dp_mode=ssp|async|bmuf: parameter servers, the job's last ranks (the others "
+     "train); the parameters are cut into this many shards at parameter boundaries.",
+     .min = 1, .max = 65536},
+    {"bmuf_block_lr", CT_FLAG_DOUBLE, "1",
+     "With --dp_mode=bmuf: the block learning rate applied to each block's mean model change."},
+    {"bmuf_block_momentum", CT_FLAG_DOUBLE, NULL,
+     "With --dp_mode=bmuf: the block momentum, in [0, 1); left out, 1 - 1/W for W workers "
+     "(Caffe2's default)."},
+    {"bmuf_nesterov", CT_FLAG_BOOL, "true",
+     "With --dp_mode=bmuf: workers start each block from the filtered model plus the block "
+     "momentum's step (Nesterov), else from the filtered model."},
+    {"bmuf_sync_period", CT_FLAG_INT, "10",
+     "With --dp_mode=bmuf: iterations per block (local updates between two syncs).",
+     .min = 1, .max = 1000000},
     CT_CLI_FLAG_TRACE,
     CT_CLI_FLAG_TRACE_ITERS,
 };
@@ -288,6 +315,7 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
   job->dp.nccl_max_ctas = ct_cli_int(args, "nccl_max_ctas");
+  ct_cli_ps_opts(args, &job->ps);
 }
 
 /* Shards were asked for: several, or a rendezvous store named. */
@@ -682,6 +710,8 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (ct_mpi_launched() && shards_requested(args))
     return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
   const bool pipeline = wants_pipeline(args, sp);
+  rc = ct_cli_check_ps_flags(args, pipeline);
+  if (rc != CT_EXIT_OK) return rc;
   if (ct_cli_int(args, "microbatches") > 0 && !pipeline)
     return ct_cli_error(CT_EXIT_USAGE,
                         "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in "

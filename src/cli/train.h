@@ -9,6 +9,7 @@
 #include "caffe.pb-c.h"
 #include "cli/cli.h"
 #include "parallel/comm_nccl.h"
+#include "parallel/ps.h"
 #include "solvers/csv_log.h"
 
 /* What a --csv_log file says beyond its rows; NULL fields are worked out
@@ -61,5 +62,15 @@ bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id);
  * and how it ended (the worker printed its own cause).  Returns a CT_EXIT_*
  * status. */
 int ct_cli_train_processes(const int *gpus, int n);
+
+/* --dp_mode and the parameter server's flags into o (train_ps.c); call
+ * after ct_cli_check_ps_flags said they go together. */
+void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
+/* CT_EXIT_USAGE (with the message printed) when the parameter server's
+ * flags do not go with the others: a mode other than allreduce without
+ * mpirun, with pipeline stages or with --trace, --staleness without ssp, --num_servers
+ * with allreduce, --bmuf_* without bmuf, a block momentum outside [0, 1);
+ * else CT_EXIT_OK. */
+int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);
 
 #endif

@@ -77,3 +77,10 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
   CT_ASSERT(c->ops->send_wait);
   return c->ops->send_wait(c, req, err);
 }
+
+ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err) {
+  if (!c->ops->probe)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator cannot wait for a message from any rank",
+                        c->ops->name);
+  return c->ops->probe(c, tag, peer, count, err);
+}

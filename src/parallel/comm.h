@@ -76,6 +76,12 @@ typedef struct ct_comm_ops {
   ct_status (*isend)(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
                      ct_error *err);
   ct_status (*send_wait)(ct_comm *c, void *req, ct_error *err);
+  /* Blocks (under the watchdog) until a message with this tag from any
+   * rank can be received: *peer gets its sender, *count its length in
+   * floats; the message stays to be taken by recv (a parameter server
+   * serving whichever worker comes first).  NULL where the back end has
+   * none. */
+  ct_status (*probe)(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
 } ct_comm_ops;
 
 struct ct_comm {
@@ -137,6 +143,10 @@ ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, 
 ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
                         ct_error *err);
 ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
+/* The next message with `tag` from any rank (ct_comm_ops.probe): its
+ * sender and length, left for ct_comm_recv.  CT_ERR_UNSUPPORTED naming the
+ * back end where it has none; CT_ERR_COMM after the watchdog's timeout. */
+ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
 void ct_comm_free(ct_comm *c);
 
 /* ------------------------------------------------------------ threads */

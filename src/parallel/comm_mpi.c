@@ -178,13 +178,45 @@ static ct_status mpi_send_wait(ct_comm *c, void *req, ct_error *err) {
   return st;
 }
 
+/* MPI_Iprobe polled like the requests above: the same watchdog, the same
+ * sleeps once it has waited a while. */
+static ct_status mpi_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err) {
+  const double deadline = ct_monotonic_s() + c->timeout_s;
+  for (int polls = 0;; polls++) {
+    int found = 0;
+    MPI_Status status;
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &found, &status);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "probe", err);
+    if (found) {
+      int n = 0;
+      rc = MPI_Get_count(&status, MPI_FLOAT, &n);
+      if (rc != MPI_SUCCESS) return mpi_fail(rc, "probe", err);
+      *peer = status.MPI_SOURCE;
+      *count = (size_t)n;
+      return CT_OK;
+    }
+    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE))
+      return ct_error_set(err, CT_ERR_INTERRUPTED, "MPI probe on rank %d: cancelled", c->rank);
+    if (ct_monotonic_s() >= deadline)
+      return ct_error_set(err, CT_ERR_COMM,
+                          "MPI probe on rank %d: no message after %g s (every worker died, hangs "
+                          "or is far behind; --comm_timeout sets the limit)",
+                          c->rank, c->timeout_s);
+    if (polls >= 32) {
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
 static ct_status mpi_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
 static void mpi_abort(ct_comm *c) { ct_mpi_abort_job(1); }
 static void mpi_destroy(ct_comm *c) { free(c); }
 
 static const ct_comm_ops k_mpi_ops = {"mpi",       mpi_allreduce, mpi_broadcast, mpi_host_f64,
                                       mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy,
-                                      mpi_send,    mpi_recv,      mpi_isend,     mpi_send_wait};
+                                      mpi_send,    mpi_recv,      mpi_isend,     mpi_send_wait,
+                                      mpi_probe};
 
 void ct_mpi_abort_job(int code) {
   int inited = 0, fin = 0;

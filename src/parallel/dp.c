@@ -48,6 +48,7 @@ typedef struct dp_shared {
   int failed_rank, failed_device;
   int failed_iter;            /* the iteration it failed in, or -1 before training */
   ct_error failure;
+  bool ps;                    /* parameter servers (job->ps.mode is not the all-reduce) */
 } dp_shared;
 
 typedef struct dp_worker {
@@ -59,6 +60,8 @@ typedef struct dp_worker {
   ct_context ctx;
   bool ctx_ok;
   ct_solver *solver;
+  bool server;                /* a parameter server (ps.h), not a worker */
+  ct_ps_client *ps;           /* a worker's side of the parameter servers, or NULL */
   bool training;              /* inside ct_solver_solve */
   bool done;                  /* its thread has ended (under sh->mu) */
   ct_status st;
@@ -89,6 +92,22 @@ static int worker_batch(const ct_net *net) {
   return 0;
 }
 
+/* "ssp (staleness 2), 2 servers: ranks 3-4, shards cut at parameter
+ * boundaries" and the like. */
+static void describe_ps(const ct_ps_opts *o, int workers, char *buf, size_t size) {
+  char mode[160];
+  if (o->mode == CT_DP_SSP) snprintf(mode, sizeof mode, "ssp (staleness %d)", o->staleness);
+  else if (o->mode == CT_DP_BMUF)
+    snprintf(mode, sizeof mode, "bmuf (blocks of %d iterations, block lr %g, block momentum %g%s)",
+             o->sync_period, (double)o->block_lr,
+             (double)(o->block_momentum >= 0 ? o->block_momentum : 1.0f - 1.0f / (float)workers),
+             o->nesterov ? ", Nesterov" : "");
+  else snprintf(mode, sizeof mode, "%s", ct_dp_mode_name(o->mode));
+  snprintf(buf, size, "%s, %d server%s: rank%s %d-%d, shards cut at parameter boundaries", mode,
+           o->num_servers, o->num_servers == 1 ? "" : "s", o->num_servers == 1 ? "" : "s", workers,
+           workers + o->num_servers - 1);
+}
+
 static void log_world(const dp_worker *w) {
   const dp_shared *sh = w->sh;
   LOG_INFO("Data-parallel training: %d node%s, %d rank%s (%s), %s; transport %s", sh->nodes,
@@ -103,7 +122,8 @@ static void log_world(const dp_worker *w) {
     LOG_INFO("effective batch %d = %d x %d %s", batch * sh->world, batch, sh->world, unit);
   char plan[256];
   ct_runtime_describe_reduce(w->solver->rt, plan, sizeof plan);
-  LOG_INFO("gradient averaging: %s", plan);
+  if (sh->ps) describe_ps(&sh->job->ps, sh->world, plan, sizeof plan);
+  LOG_INFO("%s: %s", sh->ps ? "parameter servers" : "gradient averaging", plan);
   if (sh->gpu) LOG_INFO("GPU math: %s", sh->job->strict_fp32 ? "strict FP32" : "TF32 tensor cores");
 }
 
@@ -134,6 +154,19 @@ static ct_status trace_join(dp_worker *w, ct_error *err) {
   return trace_across_processes(w) ? ct_trace_ranks_align(w->comm, err) : CT_OK;
 }
 
+/* A parameter server: its solver's net is the shard's storage and its
+ * update step the update it applies (ps.h).  The first server logs the
+ * workers' clocks. */
+static ct_status serve(dp_worker *w, ct_error *err) {
+  ct_solver *s = w->solver;
+  const ct_ps_update u = {.net = s->net, .history = s->history, .nslots = s->rule->nslots,
+                          .clip = s->param->clip_gradients >= 0, .apply = ct_solver_update_params,
+                          .solver = s, .requests = &g_requests};
+  const int index = w->comm->rank - w->sh->world;
+  if (index == 0) ct_log_set_quiet(false);
+  return ct_ps_serve(w->comm, &w->sh->job->ps, w->sh->world, &u, err);
+}
+
 static ct_status worker_run(dp_worker *w, ct_error *err) {
   dp_shared *sh = w->sh;
   const ct_dp_job *job = sh->job;
@@ -143,11 +176,12 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
   w->ctx_ok = true;
   if (job->strict_fp32) ct_context_set_tf32(&w->ctx, false);
   CT_TRY(ct_context_set_precision(&w->ctx, job->precision, job->precision_given, err));
-  w->ctx.rank = w->rank;
+  /* a server's data layers never run: they read the first worker's shard */
+  w->ctx.rank = w->server ? 0 : w->rank;
   w->ctx.world = sh->world;
   if (!w->comm) CT_TRY(make_thread_comm(w, err));
   ct_solver_opts o = job->solver_opts;
-  o.replica = w->rank != 0;
+  o.replica = w->rank != 0 || w->server;
   o.quiet_nets = o.quiet_nets || w->rank != 0;
   /* One process per GPU: every rank takes rank 0's convolution algorithms
    * (threads share their process's table already). */
@@ -160,15 +194,25 @@ static ct_status worker_run(dp_worker *w, ct_error *err) {
     LOG_INFO("Restoring previous solver status from %s", job->resume);
     CT_TRY(ct_solver_restore(w->solver, job->resume, err));
   }
+  if (w->server) return serve(w, err);
   if (job->on_solver) CT_TRY(job->on_solver(job->user, w->solver, err));
-  /* the process's signal requests are taken by whichever of its workers
-   * comes first; the agreement sums every process's, so that a SIGTERM
-   * reaching one shard or rank alone counts */
-  CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0, &g_requests, err));
+  if (sh->ps) {
+    CT_TRY(ct_ps_client_new(&w->ps, w->comm, &job->ps, sh->world, w->solver->net, w->solver->iter,
+                            sp->max_iter, err));
+    /* the other workers relay their process's wishes to the root, which
+     * decides (ps.h) */
+    CT_TRY(ct_solver_set_ps(w->solver, w->ps, &g_requests, err));
+  } else {
+    /* the process's signal requests are taken by whichever of its workers
+     * comes first; the agreement sums every process's, so that a SIGTERM
+     * reaching one shard or rank alone counts */
+    CT_TRY(ct_solver_set_reduce(w->solver, w->comm, &job->dp, w->rank == 0, &g_requests, err));
+  }
   if (w->rank == 0) log_world(w);
   CT_TRY(trace_join(w, err));
   w->training = true;
   CT_TRY(ct_solver_solve(w->solver, NULL, err));
+  if (w->ps) CT_TRY(ct_ps_client_finish(w->ps, w->solver->requested_early_exit, err));
   return trace_across_processes(w) ? ct_trace_ranks_gather(w->comm, err) : CT_OK;
 }
 
@@ -197,6 +241,8 @@ static void worker_cleanup(dp_worker *w) {
   if (w->solver && job->on_solver_end) job->on_solver_end(job->user, w->solver);
   ct_solver_free(w->solver);
   w->solver = NULL;
+  ct_ps_client_free(w->ps);
+  w->ps = NULL;
   if (w->own_comm) ct_comm_free(w->comm);
   w->comm = NULL;
   if (w->ctx_ok) ct_context_free(&w->ctx);
@@ -478,6 +524,7 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
   sh->nodes = (int)first_on_node;
   if (!sh->gpu) {
     w->comm = mpi;
+    w->server = sh->ps && w->rank >= sh->world;
     snprintf(sh->transport, sizeof sh->transport, "MPI");
     snprintf(sh->devices, sizeof sh->devices, "CPU");
     return worker_run(w, err);
@@ -497,6 +544,24 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
   return worker_run(w, err);
 }
 
+ct_status ct_dp_check_ps(const ct_dp_job *job, int ranks, ct_error *err) {
+  const ct_ps_opts *o = &job->ps;
+  const char *mode = ct_dp_mode_name(o->mode);
+  if (o->mode == CT_DP_ALLREDUCE) return CT_OK;
+  if (ranks <= o->num_servers)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--dp_mode=%s: %d rank%s leave%s no worker beside %d parameter server%s (start "
+                        "mpirun -np W+%d for W workers)",
+                        mode, ranks, ranks == 1 ? "" : "s", ranks == 1 ? "s" : "", o->num_servers,
+                        o->num_servers == 1 ? "" : "s", o->num_servers);
+  if (job->solver_param->clip_gradients >= 0 && o->num_servers > 1 && o->mode != CT_DP_BMUF)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--dp_mode=%s: clip_gradients needs the norm of the whole gradient, which "
+                        "no one of %d parameter servers sees (use --num_servers=1)",
+                        mode, o->num_servers);
+  return CT_OK;
+}
+
 ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus, ct_error *err) {
   ct_comm *mpi = NULL;
   CT_TRY(ct_comm_mpi_create(&mpi, err));
@@ -509,7 +574,15 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   w.sh = &sh;
   w.rank = mpi->rank;
   w.device = CT_DEVICE_CPU;
-  ct_status st = shared_init(&sh, job, mpi->size, &w.err);
+  const bool ps = job->ps.mode != CT_DP_ALLREDUCE;
+  const int workers = ps && mpi->size > job->ps.num_servers ? mpi->size - job->ps.num_servers : mpi->size;
+  ct_status st = shared_init(&sh, job, workers, &w.err);
+  if (st == CT_OK && ps) st = ct_dp_check_ps(job, mpi->size, &w.err);
+  if (st == CT_OK && ps && n_node_gpus > 0)
+    st = ct_error_set(&w.err, CT_ERR_UNSUPPORTED,
+                      "--dp_mode=%s: parameter servers run on CPU ranks only for now (give --cpu)",
+                      ct_dp_mode_name(job->ps.mode));
+  sh.ps = ps;
   snprintf(sh.kind, sizeof sh.kind, "MPI processes");
   sh.gpu = n_node_gpus > 0;
   if (st == CT_OK) st = mpi_run(&sh, &w, node_gpus, n_node_gpus, mpi, &w.err);

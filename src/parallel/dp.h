@@ -48,6 +48,7 @@
 #include "caffe.pb-c.h"
 #include "core/status.h"
 #include "parallel/comm_nccl.h"
+#include "parallel/ps.h"
 #include "parallel/shards.h"
 #include "solvers/solver.h"
 
@@ -67,6 +68,10 @@ typedef struct ct_dp_job {
   ct_dtype precision;         /* 16-bit type of layers that have one (--precision), CT_F32: none */
   bool precision_given;       /* --precision was set (overrides the nets' default_forward_type) */
   ct_reduce_opts dp;
+  /* How workers combine their work: the all-reduce (mode CT_DP_ALLREDUCE,
+   * zeroed: the default), or parameter servers (ps.h; ct_dp_train_mpi on
+   * CPU ranks only: the last num_servers ranks serve, the others train). */
+  ct_ps_opts ps;
   /* Called on each worker's thread once its solver is built, its weights
    * loaded or its state restored, before the parameters are broadcast from
    * rank 0 and training starts (a failure ends the worker with it); and
@@ -105,7 +110,11 @@ double ct_dp_stop_grace_s(void);
 void ct_dp_cancel(void);
 
 /* Trains as one rank of an MPI job (started by mpirun; MPI is initialised
- * here).  node_gpus lists the GPUs of each node (n_node_gpus > 0): the rank
+ * here).  With parameter servers (job->ps) the last num_servers ranks each
+ * serve a shard (building the same solver for its update) and the others
+ * are the workers, ranks 0 .. W - 1, data shards and --global_batch counted
+ * over W; errors every rank meets alike: a GPU, no worker left, gradient
+ * clipping with several servers (CT_ERR_UNSUPPORTED / CT_ERR_INVALID).  node_gpus lists the GPUs of each node (n_node_gpus > 0): the rank
  * with local rank L takes node_gpus[L] and all ranks join one NCCL
  * communicator (its id shared by MPI); n_node_gpus == 0 trains on the CPU
  * with gradients through MPI.  Ranks other than 0 silence their INFO lines.
@@ -114,6 +123,12 @@ void ct_dp_cancel(void);
  * ranks stop at once.  CT_ERR_UNSUPPORTED in a build without MPI. */
 ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node_gpus,
                           ct_error *err);
+
+/* What parameter servers (job->ps) cannot run on `ranks` MPI ranks, the
+ * same on every rank: no worker left beside the servers, gradient clipping
+ * (a global norm) over several servers (CT_ERR_INVALID, the message
+ * starting "--dp_mode=").  CT_OK for the all-reduce. */
+ct_status ct_dp_check_ps(const ct_dp_job *job, int ranks, ct_error *err);
 
 /* Trains as shard `shard->shard_id` of `shard->num_shards` processes that
  * meet through a rendezvous store (see shards.h), without MPI.  With

@@ -224,6 +224,13 @@ ct_status ct_dp_agree_mpi(const ct_dp_job *job, bool *alike, ct_error *err) {
   *alike = false;
   ct_comm *comm = NULL;
   CT_TRY(ct_comm_mpi_create(&comm, err));
+  /* what parameter servers cannot run fails every rank alike */
+  ct_status ps = ct_dp_check_ps(job, comm->size, err);
+  if (ps != CT_OK) {
+    ct_comm_free(comm);
+    *alike = true;
+    return ps;
+  }
   char *mine = NULL;
   ct_status made = ct_dp_agreement(job, &mine, err);
   if (made != CT_OK) {

@@ -41,7 +41,8 @@ struct ct_program {
 const char *ct_step_kind_name(ct_step_kind kind) {
   static const char *const names[CT_STEP_KINDS] = {
       "clock", "begin", "feed", "forward", "loss", "backward", "reduce begin", "reduce", "reduce join",
-      "callback", "update", "readback", "prefetch", "send", "receive", "stash", "restore"};
+      "callback", "update", "readback", "prefetch", "send", "receive", "stash", "restore",
+      "push", "pull"};
   return kind >= 0 && kind < CT_STEP_KINDS ? names[kind] : "?";
 }
 
@@ -102,7 +103,8 @@ static ct_status run_traced(const ct_program_step *s, ct_error *err) {
   const ct_status st = s->run(s->user, s->arg, err);
   const double t1 = ct_trace_now();
   const bool reduce = s->kind == CT_STEP_REDUCE;
-  const bool comm = reduce || s->kind == CT_STEP_SEND || s->kind == CT_STEP_RECV;
+  const bool comm = reduce || s->kind == CT_STEP_SEND || s->kind == CT_STEP_RECV ||
+                    s->kind == CT_STEP_PUSH || s->kind == CT_STEP_PULL;
   const ct_trace_args a = {.type = s->type, .bytes = s->bytes, .index_name = reduce ? "bucket" : NULL,
                            .index = s->arg};
   const char *kind = ct_step_kind_name(s->kind);

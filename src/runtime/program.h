@@ -61,6 +61,8 @@ typedef enum ct_step_kind {
   CT_STEP_RECV,         /* a blob (or its diff) from another pipeline stage */
   CT_STEP_STASH,        /* a micro-batch's stage input kept for its backward */
   CT_STEP_RESTORE,      /* a micro-batch's stage inputs put back before its recomputation */
+  CT_STEP_PUSH,         /* a gradient shard to its parameter server (parallel/ps.h) */
+  CT_STEP_PULL,         /* the weights from the parameter servers (or a BMUF block's sync) */
   CT_STEP_KINDS
 } ct_step_kind;
 

@@ -27,6 +27,7 @@ struct ct_runtime {
   double iter_loss;      /* CPU: pass_losses as the update step reads it */
   ct_reducer *reducer;   /* data parallel, or NULL */
   ct_stages *pipe;       /* a pipeline stage, or NULL */
+  ct_ps_client *ps;      /* a parameter server's worker (borrowed), or NULL */
   ct_program *fwd_prog;  /* pipeline: a forward of one batch (ct_runtime_forward), or NULL */
   int own_requests;      /* CT_RT_* bits asked for (ct_runtime_request) */
   int *requests;         /* where this worker's wishes are read: own_requests or the driver's */
@@ -94,10 +95,25 @@ ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_o
   return ct_reducer_create(&rt->reducer, rt->net, &rt->clock, comm, opts, log_timing, err);
 }
 
+ct_status ct_runtime_set_ps(ct_runtime *rt, ct_ps_client *ps, int *requests, ct_error *err) {
+  CT_ASSERT(rt->finished == rt->clock.launched);
+  if (rt->pipe || rt->reducer)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "--dp_mode=%s: parameter servers with pipeline stages or an all-reduce are not "
+                        "written yet", ct_dp_mode_name(ct_ps_client_opts(ps)->mode));
+  rt->ps = ps;
+  rt->requests = requests ? requests : &rt->own_requests;
+  ct_program_free(rt->prog);
+  rt->prog = NULL;
+  return CT_OK;
+}
+
+ct_ps_client *ct_runtime_ps(const ct_runtime *rt) { return rt->ps; }
+
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
                                   int nafter, ct_stages_schedule schedule, ct_error *err) {
   CT_ASSERT(rt->finished == rt->clock.launched);
-  if (rt->reducer)
+  if (rt->reducer || rt->ps)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "--pipeline: pipeline stages with data-parallel replicas are not written yet");
   ct_stages_free(rt->pipe);
@@ -224,28 +240,75 @@ static ct_status step_readback(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
-/* Places the all-reduce of every bucket that layer's backward finalised
- * (ct_steps_backward's `after`): the flat gradient's final prefix after
- * layer i is net->layer_ready_count[i], and all of it after layer 0. */
+static int take_requests(ct_runtime *rt) {
+  return __atomic_exchange_n(rt->requests, 0, __ATOMIC_SEQ_CST);
+}
+
+static ct_status step_push(void *user, int shard, ct_error *err) {
+  ct_runtime *rt = user;
+  return ct_ps_push(rt->ps, shard, err);
+}
+
+/* The weights from the servers.  The root decides (ps.h): the other
+ * workers send their wishes along and act only on a stop the servers
+ * announce; the root adds the wishes relayed to it to its own.  Both act at
+ * the iteration's finish. */
+static ct_status step_pull(void *user, int arg, ct_error *err) {
+  ct_runtime *rt = user;
+  const bool root = ct_ps_client_rank(rt->ps) == 0;
+  int relayed = 0;
+  CT_TRY(ct_ps_pull(rt->ps, root ? 0 : take_requests(rt), &relayed, err));
+  rt->actions |= relayed;
+  if (ct_ps_stop_seen(rt->ps)) rt->actions |= CT_RT_STOP;
+  return CT_OK;
+}
+
+/* Parts of the flat gradient that leave as soon as they are final (the
+ * reducer's buckets, the servers' shards): part k ends at end(rt, k), and
+ * `step` (its arg the part) is placed by ct_steps_backward's `after` at the
+ * first layer after whose backward the prefix up to there is final: the
+ * flat gradient's final prefix after layer i is net->layer_ready_count[i],
+ * and all of it after layer 0. */
 typedef struct {
   ct_runtime *rt;
-  int next; /* the next bucket to place */
-} bucket_placer;
+  int count;
+  size_t (*end)(const ct_runtime *rt, int k);
+  ct_program_step step;
+  int next; /* the next part to place */
+} part_placer;
 
-static void place_buckets(void *user, ct_program *p, int layer) {
-  bucket_placer *bp = user;
-  const ct_net *net = bp->rt->net;
-  ct_reducer *r = bp->rt->reducer;
+static void place_parts(void *user, ct_program *p, int layer) {
+  part_placer *pp = user;
+  const ct_net *net = pp->rt->net;
   const size_t ready =
       layer == 0 || !net->layer_ready_count ? net->flat_count : net->layer_ready_count[layer];
-  for (; bp->next < ct_reducer_buckets(r) && ct_reducer_bucket_end(r, bp->next) <= ready; bp->next++) {
-    const size_t start = bp->next ? ct_reducer_bucket_end(r, bp->next - 1) : 0;
-    ct_program_add(p, (ct_program_step){.run = step_reduce, .user = bp->rt, .arg = bp->next,
-                                        .capturable = true, .what = "all-reduce",
-                                        .kind = CT_STEP_REDUCE,
-                                        .bytes = (ct_reducer_bucket_end(r, bp->next) - start) *
-                                                 sizeof(float)});
+  for (; pp->next < pp->count && pp->end(pp->rt, pp->next) <= ready; pp->next++) {
+    const size_t start = pp->next ? pp->end(pp->rt, pp->next - 1) : 0;
+    ct_program_step st = pp->step;
+    st.arg = pp->next;
+    st.bytes = (pp->end(pp->rt, pp->next) - start) * sizeof(float);
+    ct_program_add(p, st);
   }
+}
+
+static size_t bucket_end(const ct_runtime *rt, int k) { return ct_reducer_bucket_end(rt->reducer, k); }
+static size_t shard_end(const ct_runtime *rt, int k) { return ct_ps_client_shard_end(rt->ps, k); }
+
+/* The placer of the last backward pass: all-reduce buckets, or pushes to
+ * the servers (unless they update locally: BMUF); count 0: none. */
+static part_placer last_pass_parts(ct_runtime *rt) {
+  part_placer pp = {.rt = rt};
+  if (rt->reducer) {
+    pp.count = ct_reducer_buckets(rt->reducer);
+    pp.end = bucket_end;
+    pp.step = (ct_program_step){.run = step_reduce, .user = rt, .capturable = true,
+                                .what = "all-reduce", .kind = CT_STEP_REDUCE};
+  } else if (rt->ps && !ct_ps_client_local_update(rt->ps)) {
+    pp.count = ct_ps_client_shards(rt->ps);
+    pp.end = shard_end;
+    pp.step = (ct_program_step){.run = step_push, .user = rt, .what = "push", .kind = CT_STEP_PUSH};
+  }
+  return pp;
 }
 
 static void add(ct_runtime *rt, ct_program_fn fn, bool capturable, const char *what,
@@ -270,36 +333,38 @@ static void build_program(ct_runtime *rt) {
     const bool last = pass == rt->opts.iter_size - 1;
     ct_steps_forward(rt->prog, net);
     if (!on_gpu(rt)) add(rt, step_pass_loss, false, "pass loss", CT_STEP_LOSS);
-    if (last && rt->reducer) {
-      add(rt, step_reduce_begin, true, "reduce begin", CT_STEP_REDUCE_BEGIN);
-      bucket_placer bp = {rt, 0};
-      ct_steps_backward(rt->prog, net, place_buckets, &bp);
-      CT_ASSERT(bp.next == ct_reducer_buckets(rt->reducer));
+    part_placer pp = last_pass_parts(rt);
+    if (last && pp.count > 0) {
+      if (rt->reducer) add(rt, step_reduce_begin, true, "reduce begin", CT_STEP_REDUCE_BEGIN);
+      ct_steps_backward(rt->prog, net, place_parts, &pp);
+      CT_ASSERT(pp.next == pp.count);
     } else {
       ct_steps_backward(rt->prog, net, NULL, NULL);
     }
   }
   if (rt->reducer) add(rt, step_reduce_join, true, "reduce join", CT_STEP_REDUCE_JOIN);
   if (rt->on_gradients) add(rt, step_callback, false, "on_gradients", CT_STEP_CALLBACK);
-  if (rt->opts.update)
+  /* with parameter servers the servers update (ssp, async) or the worker
+   * does and then syncs at a block's end (bmuf) */
+  if (rt->opts.update && (!rt->ps || ct_ps_client_local_update(rt->ps)))
     ct_program_add(rt->prog, (ct_program_step){.run = rt->opts.update, .user = rt->opts.update_user,
                                                .capturable = true, .what = "update",
                                                .kind = CT_STEP_UPDATE});
+  if (rt->ps) add(rt, step_pull, false, "pull", CT_STEP_PULL);
   add(rt, step_readback, true, "readback", CT_STEP_READBACK);
   ct_steps_prefetch(rt->prog, net);
 }
 
 /* ------------------------------------------------------------------ iterations */
 
-static int take_requests(ct_runtime *rt) {
-  return __atomic_exchange_n(rt->requests, 0, __ATOMIC_SEQ_CST);
-}
 
 void ct_runtime_request(ct_runtime *rt, int actions) {
   __atomic_fetch_or(rt->requests, actions, __ATOMIC_SEQ_CST);
 }
 
-int ct_runtime_poll(ct_runtime *rt) { return rt->reducer || rt->pipe ? 0 : take_requests(rt); }
+int ct_runtime_poll(ct_runtime *rt) {
+  return rt->reducer || rt->pipe || rt->ps ? 0 : take_requests(rt);
+}
 
 unsigned ct_runtime_next(const ct_runtime *rt) { return rt->clock.launched + 1; }
 
@@ -340,7 +405,9 @@ static ct_status agree(ct_runtime *rt, unsigned seq, int *actions, ct_error *err
   }
   *actions = 0;
   if (seq != rt->clock.launched) return CT_OK; /* they come with the next one */
-  if (!carried && !rt->pipe) {
+  /* a parameter server's worker other than the root relays its wishes
+   * (step_pull) */
+  if (!carried && !rt->pipe && !(rt->ps && ct_ps_client_rank(rt->ps) != 0)) {
     int a = take_requests(rt);
     if (r) CT_TRY(ct_reducer_agree(r, seq, a, &a, err));
     rt->actions |= a;

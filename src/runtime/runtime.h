@@ -9,10 +9,13 @@
  *   iter_size x    feed / forward, layer by layer, then backward in
  *                  reverse; in the last pass each gradient bucket's
  *                  all-reduce follows the backward of the layer that
- *                  finalises it (reduce.h)
+ *                  finalises it (reduce.h), or with parameter servers
+ *                  each shard's push (parallel/ps.h)
  *   reduce join    the update waits for every bucket
  *   callback       the solver's on_gradients callbacks (host code)
- *   update         the solver's update step
+ *   update         the solver's update step (not with parameter servers
+ *                  that update for the workers: ssp, async)
+ *   pull           parameter servers: the weights (or a BMUF block's sync)
  *   readback       the loss sum and the check word into the iteration's slot
  *   prefetch       the GPU data layers' next batches staged
  *
@@ -37,6 +40,7 @@
 #include "core/status.h"
 #include "net/net.h"
 #include "parallel/comm.h"
+#include "parallel/ps.h"
 #include "runtime/program.h"
 #include "runtime/reduce.h"
 #include "runtime/slots.h"
@@ -97,6 +101,19 @@ void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *u
  * reducer's. */
 ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
                                 bool log_timing, int *requests, ct_error *err);
+/* Parameter servers (parallel/ps.h): this worker pushes its gradient's
+ * shards to the servers as backward finalises them and pulls the weights
+ * at the iteration's end instead of updating (ssp, async), or updates
+ * locally and syncs at each block's end (bmuf); a stop the servers
+ * announce (the root stopped) stops this worker after the iteration.
+ * requests: where this worker's stop and snapshot wishes are read (NULL:
+ * its own); the root acts on them and on those the servers relay to it,
+ * the other workers send theirs along with their pulls.  The program is rebuilt at the next
+ * launch.  Nothing may be in flight.  Errors: CT_ERR_UNSUPPORTED with a
+ * reducer or a pipeline. */
+ct_status ct_runtime_set_ps(ct_runtime *rt, ct_ps_client *ps, int *requests, ct_error *err);
+/* The parameter server's worker side, or NULL. */
+ct_ps_client *ct_runtime_ps(const ct_runtime *rt);
 /* Pipeline parallelism (stages.h): this process runs stage comm->rank of
  * the net cut after the layers named in after[0 .. nafter) (after NULL:
  * where the layers' pipeline_stage fields say), the

@@ -215,6 +215,11 @@ ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts
   return ct_runtime_broadcast_params(s->rt, 0, err);
 }
 
+ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_error *err) {
+  CT_TRY(ct_runtime_set_ps(s->rt, ps, requests, err));
+  return ct_ps_client_start(ps, s->history, s->rule->nslots, err);
+}
+
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
                                  ct_stages_schedule schedule, ct_error *err) {
   return ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err);

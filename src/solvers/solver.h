@@ -207,6 +207,15 @@ void ct_solver_add_callback(ct_solver *s, const ct_solver_callback *cb);
  * loaded or the state restored.  Errors: the reducer's and the broadcast's. */
 ct_status ct_solver_set_reduce(ct_solver *s, ct_comm *comm, const ct_reduce_opts *opts,
                                bool log_timing, int *requests, ct_error *err);
+/* Parameter servers (parallel/ps.h): this worker trains with the servers
+ * of ps (borrowed; it must outlive the solver's training) instead of an
+ * all-reduce: the runtime pushes and pulls (ct_runtime_set_ps), rank 0
+ * gives the servers its weights and history (after --weights or a restore,
+ * so call after those) and every worker starts from the servers' weights.
+ * Only the root tests (on the weights it pulled) and snapshots (the
+ * servers' state).  requests: as ct_solver_set_reduce's; the root acts on
+ * every worker's and server's (ct_runtime_set_ps).  Errors: ct_runtime_set_ps's, the communicator's. */
+ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_error *err);
 /* Pipeline parallelism (runtime/stages.h): this process trains stage
  * comm->rank of the train net cut after the layers named in after[0 ..
  * nafter) (NULL: where its layers' pipeline_stage fields say), the
@@ -277,6 +286,14 @@ void ct_solver_request(ct_solver *s, int actions);
  * (Caffe's ApplyUpdate; does not advance iter).  For drivers that run
  * forward/backward themselves. */
 void ct_solver_apply_update(ct_solver *s);
+
+/* A parameter server's update (parallel/ps.h): the solver's update step,
+ * as in an iteration (its rule, rate from lr_policy as iteration iter,
+ * lr_mult, weight decay, momentum, 1/iter_size, clipping over these
+ * parameters), of parameters [first, end) of the train net only, from the
+ * gradient in its flat diff.  Waits for the device.  (void *: it is the
+ * server's ct_ps_update.apply.) */
+void ct_solver_update_params(void *solver, int iter, int first, int end);
 
 /* How the last iterations ran (all zero before the first iteration): steps
  * in CUDA graphs and steps run plainly. */

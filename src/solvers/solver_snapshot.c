@@ -129,6 +129,24 @@ static ct_status gather_stages(ct_solver *s, ct_error *err) {
   return CT_OK;
 }
 
+static ct_status write_snapshot(ct_solver *s, ct_error *err);
+
+/* Parameter servers: the files hold the servers' state (ps.h: at the root's
+ * clock), fetched into the root's buffers for the writing; the root then
+ * goes on with its own weights and history, as if nothing happened. */
+static ct_status snapshot_from_servers(ct_solver *s, ct_error *err) {
+  const size_t fc = s->net->flat_count, hist = (size_t)s->rule->nslots * fc;
+  float *keep = ct_xcalloc(fc + hist + 1, sizeof *keep);
+  memcpy(keep, s->net->flat_data, fc * sizeof *keep);
+  memcpy(keep + fc, s->history, hist * sizeof *keep);
+  ct_status st = ct_ps_fetch(ct_runtime_ps(s->rt), s->net->flat_data, s->history, s->rule->nslots, err);
+  if (st == CT_OK) st = write_snapshot(s, err);
+  memcpy(s->net->flat_data, keep, fc * sizeof *keep);
+  memcpy(s->history, keep + fc, hist * sizeof *keep);
+  free(keep);
+  return st;
+}
+
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
   CT_TRY(gather_stages(s, err));
   if (s->opts.replica) return CT_OK;
@@ -137,6 +155,12 @@ ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
     s->snapshot_iter_plus1 = s->iter + 1;
     return CT_OK;
   }
+  if (ct_runtime_ps(s->rt)) return snapshot_from_servers(s, err);
+  return write_snapshot(s, err);
+}
+
+/* The files of a snapshot at s->iter, from s's buffers. */
+static ct_status write_snapshot(ct_solver *s, ct_error *err) {
   const bool traced = ct_trace_on();
   const double t0 = traced ? ct_trace_now() : 0;
   remove_dead_snapshot_temps(s);

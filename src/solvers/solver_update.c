@@ -114,15 +114,43 @@ void ct_solver_update_free(ct_solver *s) {
   s->update = NULL;
 }
 
-float ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq) {
+/* Iteration iter's rate (advancing a step schedule) and Adam's correction. */
+static ct_update_step step_of(ct_solver *s, int iter) {
   const Caffe__SolverParameter *p = s->param;
-  const float rate = ct_lr_rate(&s->lr, iter, &s->current_step);
+  ct_update_step step;
+  step.rate = ct_lr_rate(&s->lr, iter, &s->current_step);
+  step.correction = s->rule->kind == CT_UPDATE_ADAM
+                        ? ct_update_adam_correction(p->momentum, p->momentum2, iter)
+                        : 1.0f;
+  return step;
+}
+
+float ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq) {
   ct_update_step *step = ct_slot(s->update->step_slots, sizeof *step, seq);
-  step->rate = rate;
-  step->correction = s->rule->kind == CT_UPDATE_ADAM
-                         ? ct_update_adam_correction(p->momentum, p->momentum2, iter)
-                         : 1.0f;
-  return rate;
+  *step = step_of(s, iter);
+  return step->rate;
+}
+
+void ct_solver_update_params(void *solver, int iter, int first, int end) {
+  ct_solver *s = solver;
+  ct_solver_update *g = s->update;
+  ct_net *net = s->net;
+  CT_ASSERT(first >= 0 && first <= end && end <= net->nparams);
+  /* the GPU's fused kernel spans the whole buffer: servers run on the CPU */
+  CT_ASSERT(s->ctx->device == CT_DEVICE_CPU);
+  ct_update_fused u = g->fused_plain;
+  u.nseg = end - first;
+  u.seg_start = g->seg_start + first;
+  u.seg_lr_mult = g->seg_lr + first;
+  u.seg_decay_mult = g->seg_decay + first;
+  u.seg_count = g->seg_count + first;
+  const ct_update_step step = step_of(s, iter);
+  s->rate = step.rate;
+  ct_mem_copy(s->ctx->device, g->step_dev, CT_DEVICE_CPU, &step, sizeof step);
+  float *h0 = s->history, *h1 = s->rule->nslots > 1 ? s->history + net->flat_count : NULL;
+  ct_update_fused_run(s->ctx, &u, net->flat_data, net->flat_diff, h0, h1, g->step_dev, g->clip_dev,
+                      g->partials, g->counter);
+  ct_context_sync(s->ctx);
 }
 
 /* The step's work with u's guards. */

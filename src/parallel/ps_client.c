@@ -1,0 +1,206 @@
+/* The worker side of the parameter server (ps.h): pushes, pulls, block
+ * syncs and snapshot fetches over the communicator's point-to-point calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "parallel/ps_internal.h"
+
+struct ct_ps_client {
+  ct_comm *comm;           /* borrowed */
+  ct_ps_opts opts;
+  int workers;
+  ct_net *net;             /* borrowed: flat_data, flat_diff */
+  int clock;               /* iterations this worker has finished */
+  int max_iter;
+  bool stop;               /* a server said the run stops */
+  int relayed;             /* wishes the servers relayed in their last answers */
+  int pending_wish;        /* bmuf: wishes waiting for the block's end */
+  int nshards;
+  ct_ps_shard *shards;     /* (nshards) */
+  float *msg;              /* (CT_PS_HEADER + largest shard x (1 + 2 history slots)) */
+  size_t msg_count;
+};
+
+const char *ct_dp_mode_name(ct_dp_mode mode) {
+  switch (mode) {
+    case CT_DP_ALLREDUCE: return "allreduce";
+    case CT_DP_SSP: return "ssp";
+    case CT_DP_ASYNC: return "async";
+    case CT_DP_BMUF: return "bmuf";
+  }
+  return "?";
+}
+
+ct_status ct_dp_mode_parse(const char *name, ct_dp_mode *mode, ct_error *err) {
+  for (int m = CT_DP_ALLREDUCE; m <= CT_DP_BMUF; m++)
+    if (name && strcmp(name, ct_dp_mode_name((ct_dp_mode)m)) == 0) {
+      *mode = (ct_dp_mode)m;
+      return CT_OK;
+    }
+  return ct_error_set(err, CT_ERR_INVALID, "unknown data-parallel mode '%s' (known: allreduce, ssp, async, bmuf)",
+                      name ? name : "");
+}
+
+void ct_ps_plan(const ct_net *net, int k, ct_ps_shard *out) {
+  CT_ASSERT(k >= 1);
+  int p = 0;
+  size_t lo = 0;
+  for (int i = 0; i < k; i++) {
+    /* shard i ends at the first parameter boundary at or past (i + 1) / k of the values */
+    const size_t target = net->flat_count / (size_t)k * (size_t)(i + 1);
+    out[i].lo = lo;
+    out[i].first_param = p;
+    while (p < net->nparams && (i == k - 1 || net->params[p].offset < target)) p++;
+    out[i].end_param = p;
+    out[i].hi = i == k - 1 || p == net->nparams ? net->flat_count : net->params[p].offset;
+    lo = out[i].hi;
+  }
+}
+
+ct_status ct_ps_client_new(ct_ps_client **out, ct_comm *comm, const ct_ps_opts *opts, int workers,
+                           ct_net *net, int start_clock, int max_iter, ct_error *err) {
+  *out = NULL;
+  if (comm->size != workers + opts->num_servers)
+    return ct_error_set(err, CT_ERR_INVALID, "%d ranks are not %d workers and %d parameter servers",
+                        comm->size, workers, opts->num_servers);
+  ct_ps_client *c = ct_xcalloc(1, sizeof *c);
+  c->comm = comm;
+  c->opts = *opts;
+  c->workers = workers;
+  c->net = net;
+  c->clock = start_clock;
+  c->max_iter = max_iter;
+  c->nshards = opts->num_servers;
+  c->shards = ct_xcalloc((size_t)c->nshards, sizeof *c->shards);
+  ct_ps_plan(net, c->nshards, c->shards);
+  size_t largest = 0;
+  for (int k = 0; k < c->nshards; k++)
+    if (c->shards[k].hi - c->shards[k].lo > largest) largest = c->shards[k].hi - c->shards[k].lo;
+  c->msg_count = CT_PS_HEADER + largest * 3; /* weights and up to two history slots */
+  c->msg = ct_xcalloc(c->msg_count, sizeof *c->msg);
+  *out = c;
+  return CT_OK;
+}
+
+void ct_ps_client_free(ct_ps_client *c) {
+  if (!c) return;
+  free(c->shards);
+  free(c->msg);
+  free(c);
+}
+
+const ct_ps_opts *ct_ps_client_opts(const ct_ps_client *c) { return &c->opts; }
+int ct_ps_client_shards(const ct_ps_client *c) { return c->nshards; }
+size_t ct_ps_client_shard_end(const ct_ps_client *c, int k) { return c->shards[k].hi; }
+bool ct_ps_client_local_update(const ct_ps_client *c) { return c->opts.mode == CT_DP_BMUF; }
+bool ct_ps_stop_seen(const ct_ps_client *c) { return c->stop; }
+
+static int server_rank(const ct_ps_client *c, int k) { return c->workers + k; }
+static size_t shard_count(const ct_ps_client *c, int k) { return c->shards[k].hi - c->shards[k].lo; }
+
+/* Sends header {type, a, b, d} and n payload values from each of the
+ * arrays src[0 .. nsrc) (shard k's part of each) to server k. */
+static ct_status send_request4(ct_ps_client *c, int k, int type, int a, int b, int d, const float *const *src,
+                               int nsrc, ct_error *err) {
+  const size_t n = shard_count(c, k);
+  ps_header_put(c->msg, type, a, b, d);
+  for (int i = 0; i < nsrc; i++)
+    if (src[i]) memcpy(c->msg + CT_PS_HEADER + (size_t)i * n, src[i] + c->shards[k].lo, n * sizeof(float));
+    else memset(c->msg + CT_PS_HEADER + (size_t)i * n, 0, n * sizeof(float));
+  return ct_comm_send(c->comm, c->msg, CT_PS_HEADER + (size_t)nsrc * n, server_rank(c, k),
+                      CT_PS_TAG_REQUEST, NULL, err);
+}
+
+static ct_status send_request(ct_ps_client *c, int k, int type, int a, int b, const float *const *src,
+                              int nsrc, ct_error *err) {
+  return send_request4(c, k, type, a, b, 0, src, nsrc, err);
+}
+
+/* Receives server k's reply with ndst arrays of its shard into dst[i]
+ * (shard k's part); a stop in the header is remembered. */
+static ct_status recv_reply(ct_ps_client *c, int k, float *const *dst, int ndst, ct_error *err) {
+  const size_t n = shard_count(c, k);
+  CT_TRY(ct_comm_recv(c->comm, c->msg, CT_PS_HEADER + (size_t)ndst * n, server_rank(c, k),
+                      CT_PS_TAG_REPLY, NULL, err));
+  int32_t h[CT_PS_HEADER];
+  ps_header_get(c->msg, h);
+  if (h[0] == PS_REPLY_STOP) c->stop = true;
+  c->relayed |= h[2];
+  for (int i = 0; i < ndst; i++)
+    if (dst[i]) memcpy(dst[i] + c->shards[k].lo, c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));
+  return CT_OK;
+}
+
+/* The weights of clock c->clock from every server (the wish goes to the
+ * first). */
+static ct_status pull_weights(ct_ps_client *c, int wish, ct_error *err) {
+  const bool last = c->clock >= c->max_iter;
+  for (int k = 0; k < c->nshards; k++)
+    CT_TRY(send_request4(c, k, PS_PULL, c->clock, last, k == 0 ? wish : 0, NULL, 0, err));
+  float *const dst[1] = {c->net->flat_data};
+  for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, 1, err));
+  return CT_OK;
+}
+
+ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, ct_error *err) {
+  CT_ASSERT(nslots >= 0 && nslots <= 2);
+  if (c->comm->rank == 0) {
+    const size_t fc = c->net->flat_count;
+    const float *src[3] = {c->net->flat_data, history, history && nslots > 1 ? history + fc : NULL};
+    for (int k = 0; k < c->nshards; k++)
+      CT_TRY(send_request(c, k, PS_INIT, c->clock, nslots, src, 1 + nslots, err));
+  }
+  return pull_weights(c, 0, err);
+}
+
+ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err) {
+  const float *src[1] = {c->net->flat_diff};
+  return send_request(c, k, PS_PUSH, c->clock, 0, src, 1, err);
+}
+
+/* bmuf: this worker's weights to every server at the end of a block, the
+ * filtered weights back. */
+static ct_status block_sync(ct_ps_client *c, int wish, ct_error *err) {
+  const bool last = c->clock >= c->max_iter;
+  const float *src[1] = {c->net->flat_data};
+  for (int k = 0; k < c->nshards; k++)
+    CT_TRY(send_request4(c, k, PS_BLOCK, c->clock, last, k == 0 ? wish : 0, src, 1, err));
+  float *const dst[1] = {c->net->flat_data};
+  for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, 1, err));
+  return CT_OK;
+}
+
+ct_status ct_ps_pull(ct_ps_client *c, int wish, int *relayed, ct_error *err) {
+  c->clock++;
+  c->relayed = 0;
+  c->pending_wish |= wish; /* bmuf: it waits for the block's end */
+  const bool bmuf = c->opts.mode == CT_DP_BMUF;
+  ct_status st = CT_OK;
+  if (!bmuf || c->clock % c->opts.sync_period == 0 || c->clock >= c->max_iter) {
+    const int w = c->pending_wish;
+    c->pending_wish = 0;
+    st = bmuf ? block_sync(c, w, err) : pull_weights(c, w, err);
+  }
+  *relayed = c->comm->rank == 0 ? c->relayed : 0;
+  return st;
+}
+
+int ct_ps_client_rank(const ct_ps_client *c) { return c->comm->rank; }
+
+ct_status ct_ps_fetch(ct_ps_client *c, float *flat, float *history, int nslots, ct_error *err) {
+  const bool bmuf = c->opts.mode == CT_DP_BMUF;
+  const size_t fc = c->net->flat_count;
+  float *const dst[3] = {flat, history, history && nslots > 1 ? history + fc : NULL};
+  const int n = bmuf ? 1 : 1 + nslots;
+  for (int k = 0; k < c->nshards; k++) CT_TRY(send_request(c, k, PS_FETCH, c->clock, 0, NULL, 0, err));
+  for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, n, err));
+  return CT_OK;
+}
+
+ct_status ct_ps_client_finish(ct_ps_client *c, bool stopped, ct_error *err) {
+  for (int k = 0; k < c->nshards; k++)
+    CT_TRY(send_request(c, k, PS_DONE, c->clock, stopped, NULL, 0, err));
+  return CT_OK;
+}

@@ -1,0 +1,296 @@
+/* The server side of the parameter server (ps.h): one shard, its clocks,
+ * the updates it applies through the solver and the answers it owes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/mem.h"
+#include "parallel/ps_internal.h"
+
+/* A request that waits for its answer (at most one per worker: a worker
+ * waits for each answer before it asks again). */
+typedef struct pending {
+  int type;   /* PS_PULL, PS_BLOCK, PS_FETCH; 0: none */
+  int clock;
+  bool last;
+} pending;
+
+typedef struct server {
+  ct_comm *comm;
+  ct_ps_opts o;
+  int workers;
+  int index;                 /* this server's shard */
+  const ct_ps_update *u;
+  ct_ps_shard sh;
+  size_t n;                  /* values in the shard */
+  float *w;                  /* (n) the shard's weights: u->net->flat_data + lo */
+  bool started;              /* rank 0's PS_INIT arrived */
+  int nslots;                /* history slots rank 0 sent */
+  int base;                  /* the clock training starts at */
+  int applied;               /* ssp: clocks whose update is applied (absolute) */
+  long updates;              /* async: pushes applied */
+  int *pushed;               /* (workers) clocks each worker has pushed (absolute) */
+  int ndone;
+  bool stopping;             /* the root stopped early: every answer says stop */
+  int wishes;                /* stop and snapshot wishes for the root's next answer */
+  int ring;                  /* ssp: clocks in flight (S + 1) */
+  float *grads;              /* ssp: (ring x workers x n) each clock's gradients by worker */
+  float *block;              /* bmuf: (workers x n) each worker's weights of the block */
+  float *delta;              /* bmuf: (n) the block momentum D */
+  float block_momentum;
+  int nblock;                /* bmuf: workers whose weights of this block are in */
+  pending *pend;             /* (workers) */
+  float **reply;             /* (workers) each worker's answer while it is sent */
+  void **req;                /* (workers) the send of reply[w], or NULL */
+  size_t reply_count;
+  float *msg;                /* (CT_PS_HEADER + 3 n) a request */
+} server;
+
+static ct_status bad_message(const server *s, int from, const char *what, ct_error *err) {
+  return ct_error_set(err, CT_ERR_COMM, "parameter server %d: %s from rank %d", s->index, what, from);
+}
+
+static int slowest(const server *s) {
+  int m = s->pushed[0];
+  for (int w = 1; w < s->workers; w++)
+    if (s->pushed[w] < m) m = s->pushed[w];
+  return m;
+}
+
+/* Whether worker w's pending request can be answered now. */
+static bool answerable(const server *s, int w) {
+  const pending *p = &s->pend[w];
+  if (!p->type) return false;
+  if (s->stopping) return true;
+  if (!s->started) return false;
+  switch (p->type) {
+    case PS_PULL:
+      if (s->o.mode == CT_DP_SSP) return s->applied >= (p->last ? p->clock : p->clock - s->o.staleness);
+      return !p->last || slowest(s) >= p->clock;
+    case PS_FETCH:
+      return s->o.mode != CT_DP_SSP || s->applied >= p->clock;
+    case PS_BLOCK:
+      return false; /* answered together when the block is filtered */
+  }
+  return false;
+}
+
+/* Sends worker w its answer without blocking: the weights (bmuf: w_g, or
+ * w_g + m D to start the next block from), for a fetch also the history. */
+static ct_status answer(server *s, int w, ct_error *err) {
+  pending *p = &s->pend[w];
+  CT_TRY(ct_comm_send_wait(s->comm, s->req[w], err));
+  s->req[w] = NULL;
+  float *r = s->reply[w], *pay = r + CT_PS_HEADER;
+  const int relay = w == 0 ? s->wishes : 0;
+  if (w == 0) s->wishes = 0;
+  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, 0);
+  memcpy(pay, s->w, s->n * sizeof(float));
+  size_t count = CT_PS_HEADER + s->n;
+  if (p->type == PS_BLOCK && s->o.nesterov && !p->last && !s->stopping)
+    for (size_t i = 0; i < s->n; i++) pay[i] += s->block_momentum * s->delta[i];
+  if (p->type == PS_FETCH && s->o.mode != CT_DP_BMUF) {
+    const size_t fc = s->u->net->flat_count;
+    for (int k = 0; k < s->nslots; k++)
+      memcpy(pay + (size_t)(1 + k) * s->n, s->u->history + (size_t)k * fc + s->sh.lo, s->n * sizeof(float));
+    count += (size_t)s->nslots * s->n;
+  }
+  if (p->type == PS_PULL && s->index == 0 && !s->stopping) {
+    char bound[32] = "none";
+    if (s->o.mode == CT_DP_SSP) snprintf(bound, sizeof bound, "%d", s->o.staleness);
+    const int m = slowest(s);
+    LOG_INFO("PS clock: worker %d at clock %d, slowest at %d, gap %d (bound %s)", w, p->clock, m,
+             p->clock - m, bound);
+  }
+  p->type = 0;
+  return ct_comm_isend(s->comm, r, count, w, CT_PS_TAG_REPLY, &s->req[w], err);
+}
+
+static ct_status answer_ready(server *s, ct_error *err) {
+  for (int w = 0; w < s->workers; w++)
+    if (answerable(s, w)) CT_TRY(answer(s, w, err));
+  return CT_OK;
+}
+
+/* The solver's update of the shard from the gradient in its flat_diff. */
+static void apply(server *s, int iter) {
+  s->u->apply(s->u->solver, iter, s->sh.first_param, s->sh.end_param);
+}
+
+/* ssp: every clock that all workers have pushed is applied in order, with
+ * the mean of their gradients (summed in rank order, then divided by the
+ * worker count, as the all-reduce averages). */
+static void apply_clocks(server *s) {
+  float *g = s->u->net->flat_diff + s->sh.lo;
+  while (slowest(s) > s->applied) {
+    const float *at = s->grads + (size_t)(s->applied % s->ring) * (size_t)s->workers * s->n;
+    memcpy(g, at, s->n * sizeof(float));
+    for (int w = 1; w < s->workers; w++)
+      for (size_t i = 0; i < s->n; i++) g[i] += at[(size_t)w * s->n + i];
+    if (s->workers > 1)
+      for (size_t i = 0; i < s->n; i++) g[i] /= (float)s->workers;
+    apply(s, s->applied);
+    s->applied++;
+  }
+}
+
+static ct_status on_push(server *s, int w, int clock, const float *grad, ct_error *err) {
+  if (!s->started || clock != s->pushed[w])
+    return bad_message(s, w, "a push out of order", err);
+  if (s->o.mode == CT_DP_SSP) {
+    if (clock >= s->applied + s->ring) return bad_message(s, w, "a push past the staleness bound", err);
+    float *at = s->grads + ((size_t)(clock % s->ring) * (size_t)s->workers + (size_t)w) * s->n;
+    memcpy(at, grad, s->n * sizeof(float));
+    s->pushed[w]++;
+    apply_clocks(s);
+    return CT_OK;
+  }
+  /* async: this gradient alone, a W-th of it, as iteration base + updates / W */
+  float *g = s->u->net->flat_diff + s->sh.lo;
+  for (size_t i = 0; i < s->n; i++) g[i] = s->workers > 1 ? grad[i] / (float)s->workers : grad[i];
+  apply(s, s->base + (int)(s->updates / s->workers));
+  s->updates++;
+  s->pushed[w]++;
+  return CT_OK;
+}
+
+/* bmuf: once every worker's weights of the block are in, the filter:
+ * G = mean - start, D = m D + lr_b G, w_g += D, where start is where the
+ * block began (w_g + m D with Nesterov: G is then the progress measured
+ * at the look-ahead point, as Nesterov's momentum takes its gradient
+ * there); then every worker's answer. */
+static ct_status on_block(server *s, int w, const float *weights, ct_error *err) {
+  memcpy(s->block + (size_t)w * s->n, weights, s->n * sizeof(float));
+  if (++s->nblock < s->workers) return CT_OK;
+  s->nblock = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    float sum = s->block[i];
+    for (int v = 1; v < s->workers; v++) sum += s->block[(size_t)v * s->n + i];
+    const float start = s->o.nesterov ? s->w[i] + s->block_momentum * s->delta[i] : s->w[i];
+    const float g = sum / (float)s->workers - start;
+    s->delta[i] = s->block_momentum * s->delta[i] + s->o.block_lr * g;
+    s->w[i] += s->delta[i];
+  }
+  for (int v = 0; v < s->workers; v++) s->pushed[v] = s->pend[v].clock;
+  for (int v = 0; v < s->workers; v++) CT_TRY(answer(s, v, err));
+  return CT_OK;
+}
+
+static void on_init(server *s, int clock, int nslots, const float *payload) {
+  const size_t fc = s->u->net->flat_count;
+  memcpy(s->w, payload, s->n * sizeof(float));
+  /* slots rank 0 did not send stay as the server's solver made them (zeros) */
+  const int given = nslots < s->u->nslots ? nslots : s->u->nslots;
+  for (int k = 0; k < given; k++)
+    memcpy(s->u->history + (size_t)k * fc + s->sh.lo, payload + (size_t)(1 + k) * s->n, s->n * sizeof(float));
+  s->nslots = s->u->nslots;
+  s->base = s->applied = clock;
+  for (int w = 0; w < s->workers; w++) s->pushed[w] = clock;
+  s->started = true;
+}
+
+/* One request from rank `from`. */
+static ct_status handle(server *s, int from, size_t count, ct_error *err) {
+  if (from >= s->workers || count < CT_PS_HEADER || count > s->reply_count) return bad_message(s, from, "a message that is no request", err);
+  CT_TRY(ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err));
+  int32_t h[CT_PS_HEADER];
+  ps_header_get(s->msg, h);
+  const float *payload = s->msg + CT_PS_HEADER;
+  const size_t values = count - CT_PS_HEADER;
+  switch (h[0]) {
+    case PS_INIT:
+      if (from != 0 || values != (size_t)(1 + h[2]) * s->n) return bad_message(s, from, "a bad start", err);
+      on_init(s, h[1], h[2], payload);
+      break;
+    case PS_PUSH:
+      if (values != s->n) return bad_message(s, from, "a push of the wrong size", err);
+      CT_TRY(on_push(s, from, h[1], payload, err));
+      break;
+    case PS_PULL:
+    case PS_FETCH:
+    case PS_BLOCK:
+      if (s->pend[from].type) return bad_message(s, from, "a second request before the answer", err);
+      s->pend[from] = (pending){.type = h[0], .clock = h[1], .last = h[2] != 0};
+      s->wishes |= h[3];
+      if (h[0] == PS_BLOCK) {
+        if (values != s->n) return bad_message(s, from, "block weights of the wrong size", err);
+        if (!s->stopping) CT_TRY(on_block(s, from, payload, err));
+      }
+      break;
+    case PS_DONE:
+      s->ndone++;
+      if (h[2]) s->stopping = true;
+      break;
+    default:
+      return bad_message(s, from, "a message of unknown type", err);
+  }
+  return answer_ready(s, err);
+}
+
+static void server_free(server *s) {
+  for (int w = 0; w < s->workers; w++) free(s->reply[w]);
+  free(s->reply);
+  free(s->req);
+  free(s->pend);
+  free(s->pushed);
+  free(s->grads);
+  free(s->block);
+  free(s->delta);
+  free(s->msg);
+}
+
+ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const ct_ps_update *u,
+                      ct_error *err) {
+  CT_ASSERT(opts->mode != CT_DP_ALLREDUCE && workers >= 1);
+  if (u->clip && opts->num_servers > 1 && opts->mode != CT_DP_BMUF)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "clip_gradients needs the norm of the whole gradient: use one parameter "
+                        "server (--num_servers=1) or no clipping");
+  server s;
+  memset(&s, 0, sizeof s);
+  s.comm = comm;
+  s.o = *opts;
+  s.workers = workers;
+  s.index = comm->rank - workers;
+  s.u = u;
+  ct_ps_shard *plan = ct_xcalloc((size_t)opts->num_servers, sizeof *plan);
+  ct_ps_plan(u->net, opts->num_servers, plan);
+  s.sh = plan[s.index];
+  free(plan);
+  s.n = s.sh.hi - s.sh.lo;
+  s.w = u->net->flat_data + s.sh.lo;
+  s.pushed = ct_xcalloc((size_t)workers, sizeof *s.pushed);
+  s.pend = ct_xcalloc((size_t)workers, sizeof *s.pend);
+  s.req = ct_xcalloc((size_t)workers, sizeof *s.req);
+  s.reply = ct_xcalloc((size_t)workers, sizeof *s.reply);
+  s.reply_count = CT_PS_HEADER + 3 * s.n;
+  for (int w = 0; w < workers; w++) s.reply[w] = ct_xcalloc(s.reply_count, sizeof(float));
+  s.msg = ct_xcalloc(s.reply_count, sizeof(float));
+  if (opts->mode == CT_DP_SSP) {
+    s.ring = opts->staleness + 1;
+    s.grads = ct_xcalloc((size_t)s.ring * (size_t)workers * s.n + 1, sizeof(float));
+  }
+  if (opts->mode == CT_DP_BMUF) {
+    s.block = ct_xcalloc((size_t)workers * s.n + 1, sizeof(float));
+    s.delta = ct_xcalloc(s.n + 1, sizeof(float));
+    s.block_momentum = opts->block_momentum >= 0 ? opts->block_momentum : 1.0f - 1.0f / (float)workers;
+  }
+  LOG_INFO("Parameter server %d of %d (%s): parameters %d-%d, %zu values", s.index, opts->num_servers,
+           ct_dp_mode_name(opts->mode), s.sh.first_param, s.sh.end_param - 1, s.n);
+  ct_status st = CT_OK;
+  while (st == CT_OK && s.ndone < workers) {
+    int from = -1;
+    size_t count = 0;
+    st = ct_comm_probe(comm, CT_PS_TAG_REQUEST, &from, &count, err);
+    if (st == CT_OK && u->requests) s.wishes |= __atomic_exchange_n(u->requests, 0, __ATOMIC_SEQ_CST);
+    if (st == CT_OK) st = handle(&s, from, count, err);
+  }
+  for (int w = 0; w < workers; w++) {
+    ct_status sent = ct_comm_send_wait(comm, s.req[w], st == CT_OK ? err : NULL);
+    if (st == CT_OK) st = sent;
+  }
+  if (st != CT_OK) ct_error_prefix(err, "parameter server %d", s.index);
+  server_free(&s);
+  return st;
+}
