@@ -61,10 +61,20 @@ run_case() {
   rc=$?
   set -e
   kill -9 "$victim" 2>/dev/null || true
-  # the other rank is gone (a zombie left to a non-reaping init counts as gone)
+  # the other rank is gone (a zombie left to a non-reaping init counts as
+  # gone) within the same 60 s: mpirun may end while the rank it killed is
+  # still finishing its exit (CI once saw it running right after, on a
+  # loaded machine)
   for pid in $survivors; do
     local state
-    state=$(ps -o stat= -p "$pid" 2>/dev/null || true)
+    for _ in $(seq 1 600); do
+      state=$(ps -o stat= -p "$pid" 2>/dev/null || true)
+      case "$state" in
+        "" | Z*) break ;;
+      esac
+      [ "$(echo "$(date +%s.%N) - $start < 60" | bc)" = 1 ] || break
+      sleep 0.1
+    done
     case "$state" in
       "" | Z*) ;;
       *) fail "$name: rank process $pid is still running (state $state)" ;;
