@@ -357,12 +357,6 @@ static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
   return CT_OK;
 }
 
-static ct_channel_geom channel_geom(const ct_layer *l, const ct_tensor *x) {
-  ct_channel_geom g = {.type = l->dtype, .nhwc = l->layout == CT_NHWC};
-  ct_tensor_ncs(x, &g.N, &g.C, &g.S);
-  return g;
-}
-
 /* The frozen pair: y = a x + b per channel (then max(y, 0) with the ReLU). */
 static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top) {
   batch_norm_state *s = l->priv;
@@ -374,7 +368,7 @@ static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
   ct_batch_norm_frozen_affine_gpu(l->ctx, C, s->eps, l->params[0]->data, l->params[1]->data,
                                   l->params[2]->data, s->scale->params[0]->data,
                                   s->scale->params[1]->data, f, f + C, f + 2 * C, f + 3 * C);
-  const ct_channel_geom g = channel_geom(l, bottom[0]);
+  const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
   ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, f + 2 * C, f + 3 * C, s->relu, NULL,
                         top[0]->data);
 }
@@ -387,7 +381,7 @@ static void frozen_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *
   const ct_layer *sc = s->scale;
   const int C = s->channels;
   float *f = s->frozen->data;
-  const ct_channel_geom g = channel_geom(l, bottom[0]);
+  const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
   const void *gate = s->relu ? top[0]->data : NULL;
   float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
   float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;

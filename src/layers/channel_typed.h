@@ -11,6 +11,7 @@
 
 #include "core/context.h"
 #include "core/dtype.h"
+#include "layers/layer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +23,13 @@ typedef struct ct_channel_geom {
   bool nhwc;
   size_t N, C, S;
 } ct_channel_geom;
+
+/* The geometry of layer l's tensor x (l's type and order). */
+static inline ct_channel_geom ct_channel_geom_of(const ct_layer *l, const ct_tensor *x) {
+  ct_channel_geom g = {l->dtype, l->layout == CT_NHWC, 0, 0, 0};
+  ct_tensor_ncs(x, &g.N, &g.C, &g.S);
+  return g;
+}
 
 /* y = x * a[c] (+ b[c] when b is not NULL), then max(y, 0) with relu, and 0
  * where gate (a tensor of the same type and shape; may be NULL) is not

@@ -153,18 +153,12 @@ static void scale_destroy(ct_layer *l) {
 }
 
 #ifdef CORTADO_HAVE_CUDA
-static ct_channel_geom channel_geom(const ct_layer *l, const ct_tensor *x) {
-  ct_channel_geom g = {.type = l->dtype, .nhwc = l->layout == CT_NHWC};
-  ct_tensor_ncs(x, &g.N, &g.C, &g.S);
-  return g;
-}
-
 static ct_status scale_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                    ct_error *err) {
   scale_state *s = l->priv;
   ct_neuron_input_save(&s->input, l, bottom[0], top[0]);
   if (l->dtype != CT_F32) {
-    const ct_channel_geom g = channel_geom(l, bottom[0]);
+    const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
     ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, l->params[0]->data,
                           s->bias_term ? l->params[s->bias_index]->data : NULL, false, NULL,
                           top[0]->data);
@@ -181,7 +175,7 @@ static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *p
                                ct_tensor *const *bottom) {
   scale_state *s = l->priv;
   if (l->dtype != CT_F32) {
-    const ct_channel_geom g = channel_geom(l, bottom[0]);
+    const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
     const bool bias_grad = s->bias_term && l->param_propagate_down[s->bias_index];
     ct_channel_sums_gpu(l->ctx, &g, top[0]->diff,
                         ct_neuron_input_data(&s->input, bottom[0], top[0]), NULL, s->scratch->data,

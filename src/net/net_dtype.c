@@ -113,6 +113,21 @@ static char *dup_printf(const char *fmt, const char *a, const char *b) {
   return s;
 }
 
+/* base (owned, taken), or base#2, base#3, ... when a name the pass made
+ * is base already; the name is recorded as made. */
+static char *unique_name(pass *p, char *base) {
+  char *name = ct_xstrdup(base);
+  for (int k = 2; ct_strmap_get(&p->made, name) >= 0; k++) {
+    char n[16];
+    snprintf(n, sizeof n, "#%d", k);
+    free(name);
+    name = dup_printf("%s%s", base, n);
+  }
+  free(base);
+  ct_strmap_put(&p->made, keep_key(p, ct_xstrdup(name)), 1);
+  return name;
+}
+
 /* The Cast of the blob held by h into type and layout, made (and emitted
  * before the layer being placed) when this version of the blob has none
  * yet.  Its top is "blob@type" (NCHW) or "blob@type.nhwc", with "#2", "#3",
@@ -128,16 +143,8 @@ static const char *cast_of(pass *p, const holder *h, ct_dtype type, ct_layout la
   }
   Caffe__LayerParameter *l = ct_xcalloc(1, sizeof *l);
   caffe__layer_parameter__init(l);
-  char *top = dup_printf(layout == CT_NHWC ? "%s@%s.nhwc" : "%s@%s", h->blob, suffix(type));
-  for (int k = 2; ct_strmap_get(&p->made, top) >= 0; k++) {
-    char n[16];
-    snprintf(n, sizeof n, "#%d", k);
-    char *base = dup_printf(layout == CT_NHWC ? "%s@%s.nhwc" : "%s@%s", h->blob, suffix(type));
-    free(top);
-    top = dup_printf("%s%s", base, n);
-    free(base);
-  }
-  ct_strmap_put(&p->made, keep_key(p, ct_xstrdup(top)), 1);
+  char *top = unique_name(p, dup_printf(layout == CT_NHWC ? "%s@%s.nhwc" : "%s@%s", h->blob,
+                                         suffix(type)));
   l->name = ct_xstrdup(top);
   l->type = ct_xstrdup("Cast");
   l->n_bottom = 1;
@@ -258,18 +265,8 @@ ct_status ct_net_plan_dtypes(Caffe__NetParameter *net, int device, ct_dtype prec
       char *name = ct_xstrdup(l->top[k]);
       if (in_place[k] && own_top) {
         /* "blob@layer": readers of the name after it read this */
-        char *top = dup_printf("%s@%s", name, l->name ? l->name : "");
-        for (int n = 2; ct_strmap_get(&p.made, top) >= 0; n++) {
-          char suffix_n[16];
-          snprintf(suffix_n, sizeof suffix_n, "#%d", n);
-          char *base = dup_printf("%s@%s", name, l->name ? l->name : "");
-          free(top);
-          top = dup_printf("%s%s", base, suffix_n);
-          free(base);
-        }
-        ct_strmap_put(&p.made, keep_key(&p, ct_xstrdup(top)), 1);
         free(l->top[k]);
-        l->top[k] = top;
+        l->top[k] = unique_name(&p, dup_printf("%s@%s", name, l->name ? l->name : ""));
       } else if (in_place[k] && strcmp(l->top[k], l->bottom[k]) != 0) {
         replace_str(&l->top[k], l->bottom[k]);
       }
