@@ -41,7 +41,7 @@ layer {
     scale_filler { type: "constant" value: 20 }
   }
 }
-layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" batch_norm_param { scale_bias: true } }
+layer { name: "drop" type: "Dropout" bottom: "data" top: "drop" dropout_param { random_seed: 1 } }
 layer { name: "mbox" type: "PriorBox" bottom: "data" top: "mbox" prior_box_param { min_size: 30 } }
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_outptu: 2 } }
 NET
@@ -49,7 +49,7 @@ run time --model=ssd.prototxt --iterations=1
 expect_rc 1 "SSD net"
 ssd="a field of SSD's Caffe fork (weiliu89/caffe, branch ssd), which Cortado does not implement"
 expect_err "] ssd.prototxt:8:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' (Normalize) at layer[1]: $ssd" "SSD: norm_param"
-expect_err "] ssd.prototxt:13:82: unknown field 'scale_bias' in BatchNormParameter of layer 'bn' (BatchNorm) at layer[2].batch_norm_param: a field of NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement" "NVCaffe: scale_bias"
+expect_err "] ssd.prototxt:13:81: unknown field 'random_seed' in DropoutParameter of layer 'drop' (Dropout) at layer[2].dropout_param: a field of NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement" "NVCaffe: random_seed"
 expect_err "] ssd.prototxt:14:66: unknown field 'prior_box_param' in LayerParameter of layer 'mbox' (PriorBox) at layer[3]: $ssd" "SSD: prior_box_param"
 expect_err "] ssd.prototxt:15:88: unknown field 'num_outptu' in InnerProductParameter of layer 'ip' (InnerProduct) at layer[4].inner_product_param (did you mean 'num_output'?)" "a typo beside them"
 expect_err "cortado: error: ssd.prototxt:8:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' (Normalize) at layer[1]: $ssd (and 3 more unknown fields, each logged above)" "SSD: the error"

@@ -85,9 +85,9 @@ static void run_rule(const rule_setting *r, bool l1, int iter_size, float clip) 
   double *partials = ct_mem_alloc(dev, CT_UPDATE_CLIP_BLOCKS * sizeof(double));
   unsigned *counter = ct_mem_alloc(dev, sizeof(unsigned));
   ct_update_fused u = {.kind = rule->kind, .count = COUNT, .nseg = NSEG, .seg_start = dstart,
-                       .seg_lr_mult = dlr, .seg_decay_mult = ddecay, .weight_decay = 0.01f,
-                       .l1 = l1, .iter_size = iter_size, .clip = clip, .momentum = r->momentum,
-                       .momentum2 = r->momentum2, .rms_decay = r->rms_decay, .delta = r->delta};
+                       .seg_lr_mult = dlr, .seg_decay_mult = ddecay, .l1 = l1,
+                       .iter_size = iter_size, .clip = clip, .momentum2 = r->momentum2,
+                       .rms_decay = r->rms_decay, .delta = r->delta};
   bool clipped = false;
   for (int step = 0; step < STEPS; step++) {
     for (int s = 0; s < NSEG; s++)
@@ -96,7 +96,8 @@ static void run_rule(const rule_setting *r, bool l1, int iter_size, float clip) 
     float rate = r->rate * (1.0f - 0.1f * (float)step);
     float correction =
         rule->kind == CT_UPDATE_ADAM ? ct_update_adam_correction(r->momentum, r->momentum2, step) : 1.0f;
-    ct_update_step hs = {rate, correction};
+    ct_update_step hs = {.rate = rate, .correction = correction, .momentum = r->momentum,
+                         .weight_decay = 0.01f};
     ct_mem_copy(dev, dstep, CT_DEVICE_CPU, &hs, sizeof hs);
     /* host: the CPU solver's arithmetic, segment by segment */
     ct_update_hparams hp = {0};
@@ -170,7 +171,7 @@ static void test_guard(void **state) {
   size_t *dstart = to_device(dev, g_start, sizeof g_start);
   float *dlr = to_device(dev, g_lr_mult, sizeof g_lr_mult);
   float *ddecay = to_device(dev, g_decay_mult, sizeof g_decay_mult);
-  ct_update_step hs = {0.1f, 1.0f};
+  ct_update_step hs = {.rate = 0.1f, .correction = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f};
   ct_update_step *dstep = to_device(dev, &hs, sizeof hs);
   unsigned word = 3;
   unsigned *dword = to_device(dev, &word, sizeof word);
@@ -178,7 +179,7 @@ static void test_guard(void **state) {
   double *dloss = to_device(dev, &nan_loss, sizeof nan_loss);
   ct_update_fused u = {.kind = CT_UPDATE_SGD, .count = COUNT, .nseg = NSEG, .seg_start = dstart,
                        .seg_lr_mult = dlr, .seg_decay_mult = ddecay, .iter_size = 1, .clip = -1,
-                       .momentum = 0.9f, .check_word = dword, .loss = dloss};
+                       .check_word = dword, .loss = dloss};
   float out[COUNT];
   ct_update_fused_gpu(&ctx, &u, dw, dg, dh0, NULL, dstep, NULL, NULL, NULL);
   from_device(dev, out, dw, sizeof out);

@@ -183,18 +183,19 @@ static const malformed_case cases[] = {
     {"ssd.prototxt",
      "layer {\n  norm_param { across_spatial: false scale_filler { type: \"constant\" } }\n"
      "  name: \"conv4_3_norm\"\n  type: \"Normalize\"\n}\n"
-     "layer { name: \"bn\" type: \"BatchNorm\" batch_norm_param { scale_bias: true eps: 1e-5 } }\n"
+     "layer { name: \"d\" type: \"Dropout\" dropout_param { random_seed: 1 } }\n"
      "layer { name: \"c\" tpye: \"Convolution\" }\n",
      "ssd.prototxt:2:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' "
      "(Normalize) at layer[0]: a field of SSD's Caffe fork (weiliu89/caffe, branch ssd), which "
      "Cortado does not implement (and 2 more unknown fields)"},
-    /* NVCaffe's precision and DataParameter fields parse; its BatchNorm
-     * scale_bias does not yet */
+    /* NVCaffe's precision, DataParameter and BatchNorm scale_bias fields
+     * parse; its random-resize augmentation does not yet */
     {"nvcaffe.prototxt",
      "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT data_param { threads: 4 "
-     "parser_threads: 2 cache: true shuffle: true } batch_norm_param { scale_bias: true } }\n",
-     "nvcaffe.prototxt:2:128: unknown field 'scale_bias' in BatchNormParameter of layer 'a' at "
-     "layer[0].batch_norm_param: a field of "
+     "parser_threads: 2 cache: true shuffle: true } batch_norm_param { scale_bias: true "
+     "scale_filler { type: \"constant\" value: 1 } } transform_param { img_rand_resize_lower: 224 } }\n",
+     "nvcaffe.prototxt:2:208: unknown field 'img_rand_resize_lower' in TransformationParameter of "
+     "layer 'a' at layer[0].transform_param: a field of "
      "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement"},
     {"skip_list.prototxt", "frob: [1, 2, {a: 3}]\nfrob2: \"a\" \"b\";\nnmae: \"x\"\n",
      "skip_list.prototxt:1:1: unknown field 'frob' in NetParameter (and 2 more unknown fields)"},

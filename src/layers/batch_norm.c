@@ -1,4 +1,5 @@
-/* BatchNorm (Caffe's, without scale and shift: that is the Scale layer).
+/* BatchNorm (Caffe's, without scale and shift: that is the Scale layer;
+ * with NVCaffe's scale_bias, its own).
  * Normalises each channel (axis 1) over the batch and the spatial axes:
  * y = (x - mean_c) / sqrt(var_c + eps).
  *
@@ -10,6 +11,14 @@
  *   var_sum = m / (m - 1) * var + f * var_sum   (m = values per channel),
  * and with use_global_stats (default in TEST) the statistics are the sums
  * divided by the factor.
+ *
+ * NVCaffe's scale_bias (or a scale_filler or bias_filler, which imply it):
+ * two more learnable blobs, as NVCaffe orders them, scale gamma (C) filled
+ * by scale_filler (unset: 1) and bias beta (C) by bias_filler (unset: 0),
+ * learned with lr_mult and decay_mult 1 unless a ParamSpec says otherwise,
+ * and y = gamma (x - mean) / std + beta, computed as a fused BatchNorm +
+ * Scale pair (below) whose Scale is the layer itself, with frozen
+ * statistics too (dx = gamma dy / std then).
  *
  * Fused with the Scale that follows (ct_batch_norm_absorb_scale, called by
  * net_fuse.c): y = gamma (x - mean) / std + beta in one pass, and dx,
@@ -27,6 +36,7 @@
 #include "layers/batch_norm_cudnn.h"
 #include "layers/channel_typed.h"
 #endif
+#include "layers/filler.h"
 #include "layers/layer.h"
 #include "layers/scale.h"
 #include "math/math.h"
@@ -46,7 +56,11 @@ typedef struct {
    * x of the last training forward (unfused; fused on a GPU without cuDNN),
    * or x itself when the layer runs in place (fused on the CPU; cuDNN). */
   ct_tensor *saved;
-  ct_layer *scale;   /* the absorbed Scale layer (its params: gamma, beta), or NULL */
+  /* Whose gamma and beta y = gamma x_hat + beta uses: the absorbed Scale
+   * layer (its params 0 and 1), this layer (scale_bias: params 3 and 4), or
+   * NULL for none. */
+  ct_layer *scale;
+  int affine_at;     /* index of gamma in scale->params (beta follows) */
   bool relu;         /* a ReLU after the Scale absorbed too */
   /* GPU, global statistics fused with the Scale: (6 C) mean, invstd, a, b
    * (y = a x + b), dot and sum (backward's per-channel sums), and the sums'
@@ -54,6 +68,33 @@ typedef struct {
   ct_tensor *frozen, *frozen_scratch;
   bool need_dx;      /* fused: the bottom gets a gradient */
 } batch_norm_state;
+
+/* gamma, beta and whether their gradients are wanted. */
+static ct_tensor *bn_gamma(const batch_norm_state *s) { return s->scale->params[s->affine_at]; }
+static ct_tensor *bn_beta(const batch_norm_state *s) { return s->scale->params[s->affine_at + 1]; }
+static float *bn_dgamma(const batch_norm_state *s) {
+  return s->scale->param_propagate_down[s->affine_at] ? bn_gamma(s)->diff : NULL;
+}
+static float *bn_dbeta(const batch_norm_state *s) {
+  return s->scale->param_propagate_down[s->affine_at + 1] ? bn_beta(s)->diff : NULL;
+}
+
+/* NVCaffe's scale and bias blobs (params 3 and 4). */
+static ct_status add_scale_bias(ct_layer *l, const Caffe__BatchNormParameter *p, ct_error *err) {
+  batch_norm_state *s = l->priv;
+  Caffe__FillerParameter one = CAFFE__FILLER_PARAMETER__INIT, zero = CAFFE__FILLER_PARAMETER__INIT;
+  one.type = "constant";
+  one.has_value = 1;
+  one.value = 1.0f;
+  ct_tensor *gamma = ct_layer_add_param(l, 1, &s->channels);
+  CT_TRY(ct_filler_fill(p->scale_filler ? p->scale_filler : &one, gamma, &l->ctx->rng, err));
+  ct_tensor *beta = ct_layer_add_param(l, 1, &s->channels);
+  CT_TRY(ct_filler_fill(p->bias_filler ? p->bias_filler : &zero, beta, &l->ctx->rng, err));
+  s->scale = l;
+  s->affine_at = 3;
+  s->need_dx = true;
+  return CT_OK;
+}
 
 static ct_status check_bottom(const ct_tensor *bottom, int channels, ct_error *err) {
   if (bottom->ndim < 2)
@@ -93,6 +134,7 @@ static ct_status batch_norm_setup(ct_layer *l, ct_tensor *const *bottom, ct_tens
   s->mean = ct_tensor_new(l->ctx->device, NULL);
   s->std = ct_tensor_new(l->ctx->device, NULL);
   s->saved = ct_tensor_new(l->ctx->device, NULL);
+  if (p->scale_bias || p->scale_filler || p->bias_filler) CT_TRY(add_scale_bias(l, p, err));
   return CT_OK;
 }
 
@@ -117,9 +159,13 @@ static ct_status batch_norm_reshape(ct_layer *l, ct_tensor *const *bottom, ct_te
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
   s->num = bottom[0]->shape[0];
   s->spatial = ct_tensor_count_range(bottom[0], 2, bottom[0]->ndim);
-  /* The CPU's needs; a GPU's are settled by reshape_gpu, which follows. */
+  /* The CPU's needs (with gamma: x, in place, when a backward may run;
+   * without: the normalised x of a training forward); a GPU's are settled
+   * by reshape_gpu, which follows. */
   if (l->ctx->device == CT_DEVICE_CPU)
-    want_saved(l, s, bottom[0], !s->use_global_stats && (!s->scale || top[0] == bottom[0]));
+    want_saved(l, s, bottom[0],
+               s->scale ? top[0] == bottom[0] && (!s->use_global_stats || l->phase == CT_PHASE_TRAIN)
+                        : !s->use_global_stats);
   return CT_OK;
 }
 
@@ -176,8 +222,8 @@ static ct_status batch_norm_forward_cpu(ct_layer *l, ct_tensor *const *bottom,
   }
   statistics_cpu(l, x);
   const float *mean = s->mean->data, *std = s->std->data;
-  const float *gamma = s->scale ? s->scale->params[0]->data : NULL;
-  const float *beta = s->scale ? s->scale->params[1]->data : NULL;
+  const float *gamma = s->scale ? bn_gamma(s)->data : NULL;
+  const float *beta = s->scale ? bn_beta(s)->data : NULL;
   for (size_t n = 0; n < N; n++)
     for (int c = 0; c < C; c++) {
       size_t base = (n * C + c) * S;
@@ -234,20 +280,19 @@ static void batch_norm_backward_cpu(ct_layer *l, ct_tensor *const *top, const bo
 
 /* Fused: with z the output and dz its gradient, the Scale's gradients
  * dbeta += sum(dz), dgamma += sum(dz x_hat) and dy = dz gamma, then the
- * BatchNorm's dx from dy, channel by channel (dx may alias dz). */
+ * BatchNorm's dx from dy (dy / std with frozen statistics), channel by
+ * channel (dx may alias dz). */
 static void batch_norm_scale_backward_cpu(ct_layer *l, ct_tensor *const *top,
                                           const bool *propagate_down, ct_tensor *const *bottom) {
   batch_norm_state *s = l->priv;
-  const ct_layer *sc = s->scale;
   const int C = s->channels;
   const size_t N = (size_t)s->num, S = s->spatial;
   const double m = (double)N * (double)S;
   const float *dz = top[0]->diff, *mean = s->mean->data, *std = s->std->data;
   const float *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
-  const float *gamma = sc->params[0]->data;
-  float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
-  float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;
-  float *dx = propagate_down[0] ? bottom[0]->diff : NULL;
+  const float *gamma = bn_gamma(s)->data;
+  float *dgamma = bn_dgamma(s), *dbeta = bn_dbeta(s);
+  float *dx = propagate_down[0] && s->need_dx ? bottom[0]->diff : NULL;
   for (int c = 0; c < C; c++) {
     double sum_dz = 0, sum_dz_xhat = 0, sum_dy = 0, sum_dy_xhat = 0;
     for (size_t n = 0; n < N; n++) {
@@ -263,7 +308,8 @@ static void batch_norm_scale_backward_cpu(ct_layer *l, ct_tensor *const *top,
     if (dbeta) dbeta[c] = (float)(dbeta[c] + sum_dz);
     if (dgamma) dgamma[c] = (float)(dgamma[c] + sum_dz_xhat);
     if (!dx) continue;
-    float a = (float)(sum_dy / m), b = (float)(sum_dy_xhat / m);
+    float a = s->use_global_stats ? 0.0f : (float)(sum_dy / m);
+    float b = s->use_global_stats ? 0.0f : (float)(sum_dy_xhat / m);
     for (size_t n = 0; n < N; n++) {
       size_t base = (n * C + c) * S;
       for (size_t i = 0; i < S; i++) {
@@ -288,6 +334,7 @@ bool ct_batch_norm_absorb_scale(ct_layer *bn, ct_layer *scale) {
   CT_ASSERT(scale->params[0]->count == (size_t)s->channels &&
             scale->params[1]->count == (size_t)s->channels);
   s->scale = scale;
+  s->affine_at = 0;
   s->need_dx = true;
   scale->absorbed = true;
   return true;
@@ -346,7 +393,7 @@ static ct_status batch_norm_reshape_gpu(ct_layer *l, ct_tensor *const *bottom,
     const int six = 6 * s->channels, k = (int)ct_channel_sums_scratch((size_t)s->channels);
     ct_tensor_reshape_or_die(s->frozen, 1, &six);
     ct_tensor_reshape_or_die(s->frozen_scratch, 1, &k);
-    want_saved(l, s, bottom[0], in_place && s->scale->param_propagate_down[0]);
+    want_saved(l, s, bottom[0], in_place && bn_dgamma(s));
     return CT_OK;
   }
   if (!l->gpu_priv && l->dtype != CT_F32)
@@ -366,8 +413,8 @@ static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
     ct_dev_convert(l->ctx, bottom[0]->count, bottom[0]->dtype, bottom[0]->data, bottom[0]->dtype,
                    s->saved->data);
   ct_batch_norm_frozen_affine_gpu(l->ctx, C, s->eps, l->params[0]->data, l->params[1]->data,
-                                  l->params[2]->data, s->scale->params[0]->data,
-                                  s->scale->params[1]->data, f, f + C, f + 2 * C, f + 3 * C);
+                                  l->params[2]->data, bn_gamma(s)->data, bn_beta(s)->data, f,
+                                  f + C, f + 2 * C, f + 3 * C);
   const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
   ct_channel_affine_gpu(l->ctx, &g, bottom[0]->data, f + 2 * C, f + 3 * C, s->relu, NULL,
                         top[0]->data);
@@ -378,13 +425,11 @@ static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
 static void frozen_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                 ct_tensor *const *bottom) {
   batch_norm_state *s = l->priv;
-  const ct_layer *sc = s->scale;
   const int C = s->channels;
   float *f = s->frozen->data;
   const ct_channel_geom g = ct_channel_geom_of(l, bottom[0]);
   const void *gate = s->relu ? top[0]->data : NULL;
-  float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
-  float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;
+  float *dgamma = bn_dgamma(s), *dbeta = bn_dbeta(s);
   if (dgamma || dbeta) {
     const void *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
     ct_channel_sums_gpu(l->ctx, &g, top[0]->diff, dgamma ? x : NULL, gate,
@@ -409,8 +454,8 @@ static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
     frozen_forward_gpu(l, bottom, top);
     return CT_OK;
   }
-  const float *gamma = s->scale ? s->scale->params[0]->data : NULL;
-  const float *beta = s->scale ? s->scale->params[1]->data : NULL;
+  const float *gamma = s->scale ? bn_gamma(s)->data : NULL;
+  const float *beta = s->scale ? bn_beta(s)->data : NULL;
   if (l->gpu_priv) {
     ct_bn_cudnn_forward(l, bottom[0]->data, top[0]->data, s->saved->data, gamma, beta);
     return CT_OK;
@@ -433,15 +478,13 @@ static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
 static void batch_norm_scale_backward_gpu(ct_layer *l, ct_tensor *const *top,
                                           const bool *propagate_down, ct_tensor *const *bottom) {
   batch_norm_state *s = l->priv;
-  const ct_layer *sc = s->scale;
   ct_broadcast_dims g = channel_dims(s);
   const float *dz = top[0]->diff;
-  if (sc->param_propagate_down[1]) ct_bias_backward_operand_gpu(l->ctx, &g, dz, true, sc->params[1]->diff);
-  if (sc->param_propagate_down[0])
-    ct_scale_backward_operand_gpu(l->ctx, &g, dz, s->saved->data, true, sc->params[0]->diff);
-  if (!propagate_down[0]) return;
+  if (bn_dbeta(s)) ct_bias_backward_operand_gpu(l->ctx, &g, dz, true, bn_dbeta(s));
+  if (bn_dgamma(s)) ct_scale_backward_operand_gpu(l->ctx, &g, dz, s->saved->data, true, bn_dgamma(s));
+  if (!propagate_down[0] || !s->need_dx) return;
   float *dx = bottom[0]->diff;
-  ct_scale_forward_gpu(l->ctx, &g, dz, sc->params[0]->data, dx);
+  ct_scale_forward_gpu(l->ctx, &g, dz, bn_gamma(s)->data, dx);
   ct_batch_norm_backward_gpu(l->ctx, s->num, s->channels, s->spatial, false, s->saved->data,
                              s->std->data, dx, dx);
 }
@@ -454,12 +497,9 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
     return;
   }
   if (l->gpu_priv && s->scale) {
-    const ct_layer *sc = s->scale;
     ct_bn_cudnn_backward(l, bottom[0]->data, s->saved->data, top[0]->data, top[0]->diff,
-                         propagate_down[0] ? bottom[0]->diff : NULL, sc->params[0]->data,
-                         sc->params[1]->data,
-                         sc->param_propagate_down[0] ? sc->params[0]->diff : NULL,
-                         sc->param_propagate_down[1] ? sc->params[1]->diff : NULL);
+                         propagate_down[0] && s->need_dx ? bottom[0]->diff : NULL,
+                         bn_gamma(s)->data, bn_beta(s)->data, bn_dgamma(s), bn_dbeta(s));
     return;
   }
   if (s->scale) {

@@ -122,10 +122,11 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
     if (!quiet) LOG_INFO("%s computes %s too (Eltwise + ReLU fused)", before->name, self->name);
     return CT_OK;
   }
-  /* a ReLU after a BatchNorm that computes its Scale */
+  /* a ReLU after a BatchNorm that computes its Scale (absorbed, or its own
+   * with NVCaffe's scale_bias) */
   int ai = bi;
   while (ai > 0 && net->layers[ai]->absorbed) ai--;
-  if (!net->exact_blobs && ai != bi && strcmp(net->layers[ai]->ops->type, "BatchNorm") == 0 &&
+  if (!net->exact_blobs && strcmp(net->layers[ai]->ops->type, "BatchNorm") == 0 &&
       relu_in_place_after(net, ai, si) && ct_batch_norm_absorb_relu(net->layers[ai], self)) {
     CT_TRY(ct_layer_reshape(net->layers[ai], net->bottoms[ai], net->tops[ai], err));
     if (!quiet)

@@ -17,22 +17,58 @@ const char *ct_lr_policy_name(ct_lr_policy p) {
   return (size_t)p < NPOLICIES ? g_names[p] : "?";
 }
 
+/* Index of name in names[0 .. n), or an error naming the field, the known
+ * names and the nearest one. */
+static ct_status policy_index(const char *field, const char *name, const char *const *names,
+                              size_t n, const char *known, size_t *out, ct_error *err) {
+  for (*out = 0; *out < n; ++*out)
+    if (strcmp(name, names[*out]) == 0) return CT_OK;
+  const char *near = ct_suggest(name, names, n);
+  if (near)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: unknown policy '%s' (known: %s; did you mean '%s'?)", field, name,
+                        known, near);
+  return ct_error_set(err, CT_ERR_INVALID, "%s: unknown policy '%s' (known: %s)", field, name,
+                      known);
+}
+
+static const char *const g_momentum_names[] = {"fixed", "poly", "opt"};
+static const char *const g_decay_names[] = {"fixed", "poly"};
+
+/* NVCaffe's momentum_policy and weight_decay_policy with their fields. */
+static ct_status schedules_init(ct_lr_schedule *s, const Caffe__SolverParameter *p, ct_error *err) {
+  size_t k;
+  CT_TRY(policy_index("momentum_policy", p->momentum_policy ? p->momentum_policy : "fixed",
+                      g_momentum_names, 3, "fixed, poly, opt", &k, err));
+  s->momentum_policy = (ct_momentum_policy)k;
+  CT_TRY(policy_index("weight_decay_policy",
+                      p->weight_decay_policy ? p->weight_decay_policy : "fixed", g_decay_names, 2,
+                      "fixed, poly", &k, err));
+  s->decay_policy = (ct_decay_policy)k;
+  s->momentum = p->momentum;
+  s->max_momentum = p->max_momentum;
+  s->has_max_momentum = p->has_max_momentum;
+  s->momentum_power = p->momentum_power;
+  s->weight_decay = p->weight_decay;
+  s->decay_power = p->weight_decay_power;
+  if (s->momentum_policy == CT_MOMENTUM_POLICY_POLY && p->max_iter <= 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "max_iter: momentum_policy 'poly' needs max_iter > 0, got %d", p->max_iter);
+  if (s->decay_policy == CT_DECAY_POLICY_POLY && p->max_iter <= 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "max_iter: weight_decay_policy 'poly' needs max_iter > 0, got %d",
+                        p->max_iter);
+  return CT_OK;
+}
+
 ct_status ct_lr_schedule_init(ct_lr_schedule *s, const Caffe__SolverParameter *p, ct_error *err) {
   memset(s, 0, sizeof *s);
+  CT_TRY(schedules_init(s, p, err));
   const char *name = p->lr_policy;
   if (!name || !*name)
     return ct_error_set(err, CT_ERR_INVALID, "lr_policy: not set (one of " KNOWN ")");
-  size_t k = 0;
-  while (k < NPOLICIES && strcmp(name, g_names[k]) != 0) k++;
-  if (k == NPOLICIES) {
-    const char *near = ct_suggest(name, g_names, NPOLICIES);
-    if (near)
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "lr_policy: unknown policy '%s' (known: " KNOWN "; did you mean '%s'?)",
-                          name, near);
-    return ct_error_set(err, CT_ERR_INVALID, "lr_policy: unknown policy '%s' (known: " KNOWN ")",
-                        name);
-  }
+  size_t k;
+  CT_TRY(policy_index("lr_policy", name, g_names, NPOLICIES, KNOWN, &k, err));
   s->policy = (ct_lr_policy)k;
   s->base_lr = p->base_lr;
   if (p->has_min_lr && p->min_lr < 0)
@@ -119,4 +155,28 @@ static float rampup_rate(const ct_lr_schedule *s, int iter) {
 float ct_lr_rate(const ct_lr_schedule *s, int iter, int *current_step) {
   const float r = iter < s->rampup_interval ? rampup_rate(s, iter) : policy_rate(s, iter, current_step);
   return r < s->min_lr ? s->min_lr : r;
+}
+
+/* NVCaffe computes these in float; so do we. */
+float ct_momentum_rate(const ct_lr_schedule *s, int iter, float rate) {
+  switch (s->momentum_policy) {
+    case CT_MOMENTUM_POLICY_FIXED:
+      return s->momentum;
+    case CT_MOMENTUM_POLICY_POLY: {
+      const float progress = (float)iter / (float)s->max_iter;
+      return s->momentum + (s->max_momentum - s->momentum) * powf(progress, s->momentum_power);
+    }
+    case CT_MOMENTUM_POLICY_OPT: {
+      const float root = 1.0f - 0.5f * sqrtf(rate);
+      const float m = root * root;
+      return s->has_max_momentum && s->max_momentum < m ? s->max_momentum : m;
+    }
+  }
+  CT_ASSERT(!"unknown momentum policy");
+  return 0.0f;
+}
+
+float ct_weight_decay_rate(const ct_lr_schedule *s, int iter) {
+  if (s->decay_policy == CT_DECAY_POLICY_FIXED) return s->weight_decay;
+  return s->weight_decay * powf((float)iter / (float)s->max_iter, s->decay_power);
 }

@@ -154,6 +154,7 @@ static ct_status solver_init(ct_solver *s, ct_error *err) {
   CT_TRY(check_param(p, err));
   CT_TRY(check_snapshot_prefix(s, err));
   if (p->debug_info) LOG_WARNING("debug_info: per-layer debug output is not supported; ignored");
+  CT_TRY(ct_solver_check_nvcaffe(s, !s->opts.replica, err));
   if (!s->opts.replica) ct_caffe_log_ignored_fields(&p->base);
   seed_context(s);
   CT_TRY(ct_solver_build_nets(s, err));
@@ -238,18 +239,26 @@ static void log_clip(const ct_solver *s, unsigned seq) {
              (double)c.l2, (double)clip, (double)c.scale);
 }
 
-static void log_rate(const ct_solver *s, int iter, float rate) {
+/* Caffe's line, or with NVCaffe's schedules (a momentum_policy or
+ * weight_decay_policy other than fixed, or LARC) NVCaffe's, which adds the
+ * momentum and the weight decay of the iteration. */
+static void log_rate(const ct_solver *s, int iter, const ct_update_step *step) {
   const Caffe__SolverParameter *p = s->param;
-  if (p->display && iter % p->display == 0 && ct_solver_is_root(s))
-    LOG_INFO("Iteration %d, lr = %g", iter, (double)rate);
+  if (!p->display || iter % p->display != 0 || !ct_solver_is_root(s)) return;
+  if (s->lr.momentum_policy != CT_MOMENTUM_POLICY_FIXED ||
+      s->lr.decay_policy != CT_DECAY_POLICY_FIXED || p->larc)
+    LOG_INFO("Iteration %d, lr = %g, m = %g, wd = %g", iter, (double)step->rate,
+             (double)step->momentum, (double)step->weight_decay);
+  else LOG_INFO("Iteration %d, lr = %g", iter, (double)step->rate);
 }
 
 void ct_solver_apply_update(ct_solver *s) {
   /* outside the iterations: the slots of the last one, which is finished */
   ct_runtime_drain(s->rt);
   const unsigned seq = ct_runtime_clock(s->rt)->launched;
-  s->rate = ct_solver_update_prepare(s, s->iter, seq);
-  log_rate(s, s->iter, s->rate);
+  const ct_update_step step = ct_solver_update_prepare(s, s->iter, seq);
+  s->rate = step.rate;
+  log_rate(s, s->iter, &step);
   ct_solver_update_plain(s);
   ct_runtime_drain(s->rt);
   log_clip(s, seq);
@@ -353,7 +362,8 @@ static bool may_launch_ahead(const ct_solver *s, int stop_iter) {
  * before it (what a display reports). */
 typedef struct {
   unsigned seq;
-  float rate, rate_before;
+  ct_update_step step;
+  float rate_before;
 } launched;
 
 /* Caffe's per-iteration start: the callbacks' on_start, the rate from the
@@ -362,7 +372,8 @@ static ct_status launch(ct_solver *s, int iter, launched *it, ct_error *err) {
   for (int i = 0; i < s->ncallbacks; i++)
     if (s->callbacks[i].on_start) s->callbacks[i].on_start(s->callbacks[i].user);
   it->rate_before = s->rate;
-  it->rate = s->rate = ct_solver_update_prepare(s, iter, ct_runtime_next(s->rt));
+  it->step = ct_solver_update_prepare(s, iter, ct_runtime_next(s->rt));
+  s->rate = it->step.rate;
   return ct_runtime_launch(s->rt, &it->seq, err);
 }
 
@@ -411,7 +422,7 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     update_smoothed_loss(s, loss, start_iter);
     const bool display = p->display && s->iter % p->display == 0;
     if (display && root) display_outputs(s);
-    log_rate(s, s->iter, cur.rate);
+    log_rate(s, s->iter, &cur.step);
     log_clip(s, cur.seq);
     if (display) CT_TRY(notify_display(s, start_iter, cur.rate_before, err));
     ++s->iter;

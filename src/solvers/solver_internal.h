@@ -16,10 +16,16 @@ float ct_solver_blob_loss_weight(const ct_net *net, int b);
 ct_status ct_solver_update_init(ct_solver *s, ct_error *err);
 void ct_solver_update_free(ct_solver *s);
 /* The host part of iteration iter's update: its rate (advancing a step
- * schedule), returned and put with Adam's correction into the slot of
- * iteration seq, which the update step reads.  iter is s->iter, or
- * s->iter + 1 for an iteration launched ahead. */
-float ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq);
+ * schedule), Adam's correction, momentum and weight decay, put into the
+ * slot of iteration seq, which the update step reads, and returned.  iter
+ * is s->iter, or s->iter + 1 for an iteration launched ahead. */
+ct_update_step ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq);
+/* NVCaffe's LARC, momentum_policy and weight_decay_policy fields: an
+ * unknown larc_policy is CT_ERR_INVALID ("larc_policy: unknown policy 'scal'
+ * (known: scale, clip; did you mean 'scale'?)"); with log, a warning for
+ * each one that NVCaffe ignores for this solver type (LARC and the momentum
+ * schedule are SGD's only). */
+ct_status ct_solver_check_nvcaffe(const ct_solver *s, bool log, ct_error *err);
 /* The update step (a ct_program_fn; user is the solver), guarded: it
  * changes nothing after a failed deferred check or, unless
  * continue_on_nonfinite, a non-finite loss, and then nothing until the next

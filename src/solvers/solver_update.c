@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/strutil.h"
 #include "runtime/slots.h"
 #include "solvers/solver_internal.h"
 
@@ -31,6 +32,10 @@ struct ct_solver_update {
   ct_update_step *step_dev;    /* the iteration's ct_update_step, loaded from its slot */
   ct_update_clip *clip_dev;
   unsigned *halt;              /* (1) on the device: an update was skipped for a non-finite loss */
+  size_t *tile_start;          /* LARC on a GPU: (ntiles) device, see ct_update_fused */
+  int *tile_seg, *seg_tiles;   /* (ntiles), (nparams + 1) device */
+  double *tile_sumsq;          /* (2 ntiles) device scratch */
+  float *seg_norm;             /* (2 nparams) device scratch */
   double *partials;            /* (CT_UPDATE_CLIP_BLOCKS) GPU scratch */
   unsigned *counter;           /* (1) GPU scratch */
 };
@@ -39,6 +44,74 @@ static void *dev_upload(ct_context *ctx, const void *host, size_t bytes) {
   void *p = ct_mem_alloc(ctx->device, bytes ? bytes : 1);
   if (bytes) ct_mem_copy(ctx->device, p, CT_DEVICE_CPU, host, bytes);
   return p;
+}
+
+/* LARC's tiles on a GPU: each segment [start[i], start[i + 1]) cut into
+ * tiles of at most CT_UPDATE_LARC_TILE values (padding is zero and adds
+ * nothing to the norms). */
+static void larc_tiles_init(ct_solver_update *g, ct_context *ctx, const size_t *start, int n,
+                            ct_update_fused *u) {
+  int ntiles = 0;
+  for (int i = 0; i < n; i++)
+    ntiles += (int)((start[i + 1] - start[i] + CT_UPDATE_LARC_TILE - 1) / CT_UPDATE_LARC_TILE);
+  size_t *tile_start = ct_xcalloc((size_t)ntiles + 1, sizeof *tile_start);
+  int *tile_seg = ct_xcalloc((size_t)ntiles + 1, sizeof *tile_seg);
+  int *seg_tiles = ct_xcalloc((size_t)n + 1, sizeof *seg_tiles);
+  int t = 0;
+  for (int i = 0; i < n; i++) {
+    seg_tiles[i] = t;
+    for (size_t at = start[i]; at < start[i + 1]; at += CT_UPDATE_LARC_TILE, t++) {
+      tile_start[t] = at;
+      tile_seg[t] = i;
+    }
+  }
+  seg_tiles[n] = t;
+  g->tile_start = dev_upload(ctx, tile_start, (size_t)ntiles * sizeof *tile_start);
+  g->tile_seg = dev_upload(ctx, tile_seg, (size_t)ntiles * sizeof *tile_seg);
+  g->seg_tiles = dev_upload(ctx, seg_tiles, ((size_t)n + 1) * sizeof *seg_tiles);
+  g->tile_sumsq = ct_mem_alloc(ctx->device, 2 * ((size_t)ntiles + 1) * sizeof(double));
+  g->seg_norm = ct_mem_alloc(ctx->device, 2 * ((size_t)n + 1) * sizeof(float));
+  free(tile_start);
+  free(tile_seg);
+  free(seg_tiles);
+  u->ntiles = ntiles;
+  u->tile_start = g->tile_start;
+  u->tile_seg = g->tile_seg;
+  u->seg_tiles = g->seg_tiles;
+  u->tile_sumsq = g->tile_sumsq;
+  u->seg_norm = g->seg_norm;
+}
+
+/* NVCaffe's LARC applies to its SGD solver only (ct_solver_check_nvcaffe
+ * has warned about others). */
+static ct_update_larc larc_of(const ct_solver *s) {
+  const Caffe__SolverParameter *p = s->param;
+  if (!p->larc || s->rule->kind != CT_UPDATE_SGD) return CT_UPDATE_LARC_NONE;
+  return strcmp(p->larc_policy, "clip") == 0 ? CT_UPDATE_LARC_CLIP : CT_UPDATE_LARC_SCALE;
+}
+
+ct_status ct_solver_check_nvcaffe(const ct_solver *s, bool log, ct_error *err) {
+  const Caffe__SolverParameter *p = s->param;
+  static const char *const policies[] = {"scale", "clip"};
+  const char *name = p->larc_policy ? p->larc_policy : "scale";
+  if (strcmp(name, policies[0]) != 0 && strcmp(name, policies[1]) != 0) {
+    const char *near = ct_suggest(name, policies, 2);
+    if (near)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "larc_policy: unknown policy '%s' (known: scale, clip; did you mean '%s'?)",
+                          name, near);
+    return ct_error_set(err, CT_ERR_INVALID, "larc_policy: unknown policy '%s' (known: scale, clip)",
+                        name);
+  }
+  if (!log || s->rule->kind == CT_UPDATE_SGD) return CT_OK;
+  if (p->larc)
+    LOG_WARNING("larc: NVCaffe's LARC applies to solver type SGD only; the %s solver ignores it",
+                s->rule->type);
+  if (s->lr.momentum_policy != CT_MOMENTUM_POLICY_FIXED)
+    LOG_WARNING("momentum_policy: NVCaffe schedules the momentum of solver type SGD only; the %s "
+                "solver keeps momentum %g",
+                s->rule->type, (double)p->momentum);
+  return CT_OK;
 }
 
 ct_status ct_solver_update_init(ct_solver *s, ct_error *err) {
@@ -61,6 +134,11 @@ ct_status ct_solver_update_init(ct_solver *s, ct_error *err) {
   g->seg_start = dev_upload(ctx, start, ((size_t)n + 1) * sizeof *start);
   g->seg_lr = dev_upload(ctx, lr, (size_t)n * sizeof *lr);
   g->seg_decay = dev_upload(ctx, decay, (size_t)n * sizeof *decay);
+  ct_update_fused *u = &g->fused_plain;
+  u->larc = larc_of(s);
+  u->larc_eta = p->larc_eta;
+  if (u->larc != CT_UPDATE_LARC_NONE && ctx->device != CT_DEVICE_CPU)
+    larc_tiles_init(g, ctx, start, n, u);
   free(start);
   free(lr);
   free(decay);
@@ -71,7 +149,6 @@ ct_status ct_solver_update_init(ct_solver *s, ct_error *err) {
   g->clip_dev = ct_mem_alloc(ctx->device, sizeof *g->clip_dev);
   g->partials = ct_mem_alloc(ctx->device, CT_UPDATE_CLIP_BLOCKS * sizeof(double));
   g->counter = ct_mem_alloc(ctx->device, sizeof(unsigned));
-  ct_update_fused *u = &g->fused_plain;
   u->kind = s->rule->kind;
   u->count = net->flat_count;
   u->nseg = n;
@@ -79,11 +156,9 @@ ct_status ct_solver_update_init(ct_solver *s, ct_error *err) {
   u->seg_lr_mult = g->seg_lr;
   u->seg_decay_mult = g->seg_decay;
   u->seg_count = g->seg_count;
-  u->weight_decay = p->weight_decay;
   u->l1 = strcmp(p->regularization_type, "L1") == 0;
   u->iter_size = p->iter_size;
   u->clip = p->clip_gradients;
-  u->momentum = p->momentum;
   u->momentum2 = p->momentum2;
   u->rms_decay = p->rms_decay;
   u->delta = p->delta;
@@ -107,6 +182,13 @@ void ct_solver_update_free(ct_solver *s) {
   ct_mem_free(dev, g->partials);
   ct_mem_free(dev, g->counter);
   ct_mem_free(dev, g->halt);
+  if (g->tile_start) {
+    ct_mem_free(dev, g->tile_start);
+    ct_mem_free(dev, g->tile_seg);
+    ct_mem_free(dev, g->seg_tiles);
+    ct_mem_free(dev, g->tile_sumsq);
+    ct_mem_free(dev, g->seg_norm);
+  }
   ct_slots_free(s->ctx, g->step_slots);
   ct_slots_free(s->ctx, g->clip_slots);
   free(g->seg_count);
@@ -114,7 +196,9 @@ void ct_solver_update_free(ct_solver *s) {
   s->update = NULL;
 }
 
-/* Iteration iter's rate (advancing a step schedule) and Adam's correction. */
+/* Iteration iter's rate (advancing a step schedule), Adam's correction,
+ * momentum (NVCaffe's momentum_policy schedules SGD's; the other rules keep
+ * theirs, as there) and weight decay (weight_decay_policy, every rule). */
 static ct_update_step step_of(ct_solver *s, int iter) {
   const Caffe__SolverParameter *p = s->param;
   ct_update_step step;
@@ -122,13 +206,16 @@ static ct_update_step step_of(ct_solver *s, int iter) {
   step.correction = s->rule->kind == CT_UPDATE_ADAM
                         ? ct_update_adam_correction(p->momentum, p->momentum2, iter)
                         : 1.0f;
+  step.momentum =
+      s->rule->kind == CT_UPDATE_SGD ? ct_momentum_rate(&s->lr, iter, step.rate) : p->momentum;
+  step.weight_decay = ct_weight_decay_rate(&s->lr, iter);
   return step;
 }
 
-float ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq) {
+ct_update_step ct_solver_update_prepare(ct_solver *s, int iter, unsigned seq) {
   ct_update_step *step = ct_slot(s->update->step_slots, sizeof *step, seq);
   *step = step_of(s, iter);
-  return step->rate;
+  return *step;
 }
 
 void ct_solver_update_params(void *solver, int iter, int first, int end) {

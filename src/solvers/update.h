@@ -116,7 +116,26 @@ const char *ct_update_legacy_type_name(int solver_type);
 typedef struct ct_update_step {
   float rate;        /* the global learning rate of this step */
   float correction;  /* Adam's bias correction (1 for the other rules) */
+  float momentum;    /* SGD/Nesterov momentum, AdaDelta rho, Adam beta1 (NVCaffe's
+                        momentum_policy schedules SGD's) */
+  float weight_decay; /* the global weight decay (NVCaffe's weight_decay_policy schedules it) */
 } ct_update_step;
+
+/* NVCaffe's LARC (layer-wise adaptive rate control, SGD only): each
+ * parameter blob's rate from eta ||w|| / ||g||, with ||g|| the norm of its
+ * gradient after clipping and 1/iter_size, before weight decay.  With
+ * ratio = eta ||w|| / ||g|| (1 when either norm is 0, and a NaN ||g|| counts
+ * as 0), local = ratio where lr_mult > 0 (else lr_mult itself), and the
+ * blob's rate is rate * local (scale) or min(rate, local) (clip). */
+typedef enum ct_update_larc {
+  CT_UPDATE_LARC_NONE = 0,
+  CT_UPDATE_LARC_SCALE,
+  CT_UPDATE_LARC_CLIP
+} ct_update_larc;
+
+/* Elements per tile of the GPU's LARC norms: every segment is cut into
+ * tiles, each reduced by one block. */
+#define CT_UPDATE_LARC_TILE 16384
 
 /* What the clip reduction leaves in device memory for the kernel (and for
  * the solver's log line). */
@@ -138,11 +157,23 @@ typedef struct ct_update_fused {
   const float *seg_lr_mult;  /* (nseg) device */
   const float *seg_decay_mult; /* (nseg) device */
   const size_t *seg_count;   /* (nseg) the CPU: values of each segment (its padding is skipped) */
-  float weight_decay;
   bool l1;                   /* regularization_type "L1" */
   int iter_size;             /* gradients are sums over iter_size passes */
   float clip;                /* clip_gradients; < 0: no clipping */
-  float momentum, momentum2, rms_decay, delta;
+  float momentum2, rms_decay, delta;
+  /* LARC (CT_UPDATE_LARC_NONE: off).  On a GPU: ntiles tiles of at most
+   * CT_UPDATE_LARC_TILE values, tile t starting at tile_start[t] (device)
+   * inside segment tile_seg[t] (device) and ending there or at the
+   * segment's end; seg_tiles (nseg + 1, device) the first tile of each
+   * segment, then ntiles; tile_sumsq (2 ntiles doubles) and seg_norm
+   * (2 nseg floats: ||w||, raw ||g||) device scratch. */
+  ct_update_larc larc;
+  float larc_eta;
+  int ntiles;
+  const size_t *tile_start;
+  const int *tile_seg, *seg_tiles;
+  double *tile_sumsq;
+  float *seg_norm;
   /* Guard: when not NULL, the kernel changes nothing if *check_word != 0
    * (a deferred check failed) or, when loss is not NULL, *loss is not finite.
    * halt (device, may be NULL): set to 1 when the loss was not finite, and
@@ -153,10 +184,18 @@ typedef struct ct_update_fused {
   unsigned *halt;
 } ct_update_fused;
 
+/* The rate of one segment under LARC (see ct_update_larc): rate the global
+ * rate, lr_mult the segment's, w_norm and g_norm the norms of its weights
+ * and of its gradient as the update scales it. */
+float ct_update_larc_rate(ct_update_larc mode, float eta, float rate, float lr_mult, float w_norm,
+                          float g_norm);
+
 /* Enqueues one step on ctx's stream, for every segment s and element i of
- * it: hparams = {lr = step->rate * lr_mult[s] * step->correction,
- * decay = weight_decay * decay_mult[s], grad_scale = clip scale (times
- * 1/iter_size when iter_size > 1)}, then the rule's element math of
+ * it: hparams = {lr = step->rate * lr_mult[s] * step->correction (under
+ * LARC ct_update_larc_rate's, from the segment's norms, reduced first),
+ * decay = step->weight_decay * decay_mult[s], momentum = step->momentum,
+ * grad_scale = clip scale (times 1/iter_size when iter_size > 1)}, then the
+ * rule's element math of
  * update_internal.h, exactly as the host loop does.  Values between
  * segments (alignment padding) are zero and stay zero.  When u->clip >= 0,
  * first reduces the squared gradient into *clip (device) using partials

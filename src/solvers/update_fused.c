@@ -4,7 +4,7 @@
 
 #include "core/mem.h"
 #include "math/math.h"
-#include "solvers/update.h"
+#include "solvers/update_internal.h"
 
 static ct_update_cpu_fn cpu_rule(ct_update_kind kind) {
   switch (kind) {
@@ -27,6 +27,24 @@ static ct_update_clip clip_of(ct_context *ctx, const ct_update_fused *u, const f
   return (ct_update_clip){.scale = l2 <= u->clip ? 1.0f : u->clip / l2, .l2 = l2};
 }
 
+float ct_update_larc_rate(ct_update_larc mode, float eta, float rate, float lr_mult, float w_norm,
+                          float g_norm) {
+  return ct_update_larc_rate_of(mode, eta, rate, lr_mult, w_norm, g_norm);
+}
+
+/* Segment s's rate: rate x lr_mult x Adam's correction, or LARC's from the
+ * norms of its weights and of its gradient as scaled by grad_scale. */
+static float segment_lr_cpu(ct_context *ctx, const ct_update_fused *u, const ct_update_step *step,
+                            int s, const float *w, const float *g, float grad_scale) {
+  const float lr_mult = u->seg_lr_mult[s];
+  if (u->larc == CT_UPDATE_LARC_NONE) return step->rate * lr_mult * step->correction;
+  const size_t at = u->seg_start[s], n = u->seg_count[s];
+  const float w_norm = (float)sqrt(ct_dev_sumsq(ctx, n, w + at));
+  const float g_norm = grad_scale * (float)sqrt(ct_dev_sumsq(ctx, n, g + at));
+  return ct_update_larc_rate_of(u->larc, u->larc_eta, step->rate, lr_mult, w_norm, g_norm) *
+         step->correction;
+}
+
 static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float *g, float *h0,
                       float *h1, const ct_update_step *step, ct_update_clip *clip) {
   if (u->halt && *u->halt != 0) return;
@@ -42,15 +60,15 @@ static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float
   }
   if (u->iter_size > 1) hp.grad_scale *= 1.0f / (float)u->iter_size;
   hp.l1 = u->l1;
-  hp.momentum = u->momentum;
+  hp.momentum = step->momentum;
   hp.momentum2 = u->momentum2;
   hp.rms_decay = u->rms_decay;
   hp.delta = u->delta;
   const ct_update_cpu_fn rule = cpu_rule(u->kind);
   for (int s = 0; s < u->nseg; s++) {
     const size_t at = u->seg_start[s];
-    hp.lr = step->rate * u->seg_lr_mult[s] * step->correction;
-    hp.decay = u->weight_decay * u->seg_decay_mult[s];
+    hp.lr = segment_lr_cpu(ctx, u, step, s, w, g, hp.grad_scale);
+    hp.decay = step->weight_decay * u->seg_decay_mult[s];
     rule(u->seg_count[s], w + at, g + at, h0 + at, h1 ? h1 + at : NULL, &hp);
   }
 }

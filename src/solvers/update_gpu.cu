@@ -1,6 +1,6 @@
 /* The fused GPU update: one kernel per solver step over the whole flat
  * parameter buffer (see ct_update_fused_gpu in update.h), and the
- * clip_gradients reduction that feeds it without a host wait. */
+ * clip_gradients and LARC reductions that feed it without a host wait. */
 #include "gpu/gpu.h"
 #include "solvers/update_internal.h"
 
@@ -35,6 +35,49 @@ __global__ static void clip_reduce(size_t n, const float *g, float clip_to, doub
   clip->l2 = l2;
   clip->scale = l2 <= clip_to ? 1.0f : clip_to / l2;
   *counter = 0;
+}
+
+/* LARC's sums of squares of w and of g over each tile, in double and in a
+ * fixed order (the same result on every run). */
+__global__ static void larc_tile_sums(ct_update_fused u, const float *w, const float *g) {
+  __shared__ double s_w[CT_CUDA_THREADS], s_g[CT_CUDA_THREADS];
+  for (int t = blockIdx.x; t < u.ntiles; t += gridDim.x) {
+    const size_t begin = u.tile_start[t], seg_end = u.seg_start[u.tile_seg[t] + 1];
+    const size_t end = begin + CT_UPDATE_LARC_TILE < seg_end ? begin + CT_UPDATE_LARC_TILE : seg_end;
+    double aw = 0, ag = 0;
+    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      aw += (double)w[i] * (double)w[i];
+      ag += (double)g[i] * (double)g[i];
+    }
+    s_w[threadIdx.x] = aw;
+    s_g[threadIdx.x] = ag;
+    __syncthreads();
+    for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+      if (threadIdx.x < k) {
+        s_w[threadIdx.x] += s_w[threadIdx.x + k];
+        s_g[threadIdx.x] += s_g[threadIdx.x + k];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      u.tile_sumsq[2 * t] = s_w[0];
+      u.tile_sumsq[2 * t + 1] = s_g[0];
+    }
+    __syncthreads();
+  }
+}
+
+/* Each segment's ||w|| and raw ||g|| from its tiles, added in tile order. */
+__global__ static void larc_segment_norms(ct_update_fused u) {
+  CT_CUDA_KERNEL_LOOP(s, (size_t)u.nseg) {
+    double sw = 0, sg = 0;
+    for (int t = u.seg_tiles[s]; t < u.seg_tiles[s + 1]; t++) {
+      sw += u.tile_sumsq[2 * t];
+      sg += u.tile_sumsq[2 * t + 1];
+    }
+    u.seg_norm[2 * s] = (float)sqrt(sw);
+    u.seg_norm[2 * s + 1] = (float)sqrt(sg);
+  }
 }
 
 /* The segment of flat index i: the last s with start[s] <= i, searched in
@@ -75,15 +118,20 @@ __global__ static void fused_update(ct_update_fused u, float *w, float *g, float
   hp.grad_scale = clip ? clip->scale : 1.0f;
   if (u.iter_size > 1) hp.grad_scale *= 1.0f / (float)u.iter_size;
   hp.l1 = u.l1;
-  hp.momentum = u.momentum;
+  hp.momentum = step->momentum;
   hp.momentum2 = u.momentum2;
   hp.rms_decay = u.rms_decay;
   hp.delta = u.delta;
   int s = 0;
   CT_CUDA_KERNEL_LOOP(i, u.count) {
     s = find_segment(u.seg_start, s, u.nseg, i);
-    hp.lr = rate * __ldg(u.seg_lr_mult + s) * correction;
-    hp.decay = u.weight_decay * __ldg(u.seg_decay_mult + s);
+    const float lr_mult = __ldg(u.seg_lr_mult + s);
+    if (u.larc == CT_UPDATE_LARC_NONE) hp.lr = rate * lr_mult * correction;
+    else
+      hp.lr = ct_update_larc_rate_of(u.larc, u.larc_eta, rate, lr_mult, u.seg_norm[2 * s],
+                                     hp.grad_scale * u.seg_norm[2 * s + 1]) *
+              correction;
+    hp.decay = step->weight_decay * __ldg(u.seg_decay_mult + s);
     float h1_value = h1 ? h1[i] : 0.0f;
     float h0_value = h0[i];
     float gi = ct_update_regularized_grad(w[i], g[i], &hp);
@@ -108,6 +156,15 @@ extern "C" void ct_update_fused_gpu(ct_context *ctx, const ct_update_fused *u, f
                                                         clip);
     CT_CUDA_LAUNCH_CHECK();
     use_clip = clip;
+  }
+  if (u->larc != CT_UPDATE_LARC_NONE) {
+    unsigned tile_blocks = (unsigned)u->ntiles < 4096u ? (unsigned)u->ntiles : 4096u;
+    if (tile_blocks > 0) {
+      larc_tile_sums<<<tile_blocks, CT_CUDA_THREADS, 0, stream>>>(*u, w, g);
+      CT_CUDA_LAUNCH_CHECK();
+    }
+    larc_segment_norms<<<ct_cuda_blocks((size_t)u->nseg), CT_CUDA_THREADS, 0, stream>>>(*u);
+    CT_CUDA_LAUNCH_CHECK();
   }
   unsigned blocks = ct_cuda_blocks(u->count);
   switch (u->kind) {

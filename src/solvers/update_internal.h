@@ -26,6 +26,18 @@ static inline CT_UPD_HD float ct_update_regularized_grad(float w, float g,
   return g;
 }
 
+/* NVCaffe's LARC rate of one segment (ct_update_larc in update.h), the same
+ * float operations on both devices. */
+static inline CT_UPD_HD float ct_update_larc_rate_of(ct_update_larc mode, float eta, float rate,
+                                                     float lr_mult, float w_norm, float g_norm) {
+  if (isnan(g_norm)) g_norm = 0.0f;
+  float ratio = 1.0f;
+  if (w_norm > 0.0f && g_norm > 0.0f) ratio = eta * w_norm / g_norm;
+  const float local = lr_mult > 0.0f ? ratio : lr_mult;
+  if (mode == CT_UPDATE_LARC_SCALE) return rate * local;
+  return rate < local ? rate : local;
+}
+
 /* Each rule: the update value u of one element from its regularized
  * gradient g and history h0, h1 (updated in place).  See update.h. */
 static inline CT_UPD_HD float ct_update_sgd_value(float g, float *h, float *unused,
