@@ -177,7 +177,19 @@ typedef struct tsf_hyper {
   double clip;       /* < 0: none */
   int iter_size;     /* the raw gradient is iter_size times one pass's */
   int iter;          /* 0-based, for Adam's correction */
+  int larc;          /* NVCaffe's LARC: 0 off, 1 "scale", 2 "clip" */
+  double larc_eta;
 } tsf_hyper;
+
+/* NVCaffe's LARC rate of one parameter: eta ||w|| / ||g|| (1 when a norm
+ * is 0) in place of a positive lr_mult, times the rate (scale) or capped by
+ * it (clip); g is the gradient after clipping and 1/iter_size. */
+static inline double tsf_larc_rate(const tsf_hyper *h, double lr_mult, double w_norm,
+                                   double g_norm) {
+  double ratio = w_norm > 0 && g_norm > 0 ? h->larc_eta * w_norm / g_norm : 1.0;
+  double local = lr_mult > 0 ? ratio : lr_mult;
+  return h->larc == 1 ? h->rate * local : fmin(h->rate, local);
+}
 
 static inline double tsf_sign(double v) { return (v > 0) - (v < 0); }
 
@@ -195,6 +207,14 @@ static inline double tsf_ref_step(tsf_ref *r, const tsf_hyper *h) {
   if (h->clip >= 0 && sqrt(sumsq) > h->clip) scale *= h->clip / sqrt(sumsq);
   for (int p = 0; p < 2; p++) {
     double lr = h->rate * r->lr_mult[p], decay = h->weight_decay * r->decay_mult[p];
+    if (h->larc) {
+      double wsq = 0, gsq = 0;
+      for (size_t i = 0; i < r->count[p]; i++) {
+        wsq += r->w[p][i] * r->w[p][i];
+        gsq += g[p][i] * scale * g[p][i] * scale;
+      }
+      lr = tsf_larc_rate(h, r->lr_mult[p], sqrt(wsq), sqrt(gsq));
+    }
     for (size_t i = 0; i < r->count[p]; i++) {
       double w = r->w[p][i], gi = g[p][i] * scale;
       gi += decay * (h->l1 ? tsf_sign(w) : w);
