@@ -182,6 +182,30 @@ static void test_gpu_batch_norm(void **state) {
   tu_layer_case_free(&gpu);
 }
 
+/* NVCaffe's scale_bias: the layer's own scale and bias (cuDNN's fused
+ * affine where it runs), with batch statistics, frozen ones in training,
+ * and in TEST. */
+static void random_affine(tu_layer_case *c) {
+  tu_fill(c->l->params[3], 0.5f, 1.5f, 31);
+  tu_fill(c->l->params[4], -0.5f, 0.5f, 32);
+}
+
+static void stored_stats_affine(tu_layer_case *c) {
+  stored_stats(c);
+  random_affine(c);
+}
+
+static void test_gpu_batch_norm_scale_bias(void **state) {
+  Caffe__LayerParameter p = nt_layer("bn", "BatchNorm");
+  Caffe__BatchNormParameter bp = CAFFE__BATCH_NORM_PARAMETER__INIT;
+  bp.has_scale_bias = bp.scale_bias = 1;
+  p.batch_norm_param = &bp;
+  check_all(&p, CT_PHASE_TRAIN, "5,3,3,4", nt_opts(1e-2f, 1e-3f, 0.0f, -1.0f), random_affine);
+  check_all(&p, CT_PHASE_TEST, SHAPE, nt_opts(1e-2f, 1e-3f, 0.0f, -1.0f), stored_stats_affine);
+  bp.has_use_global_stats = bp.use_global_stats = 1;
+  check_all(&p, CT_PHASE_TRAIN, SHAPE, nt_opts(1e-2f, 1e-3f, 0.0f, -1.0f), stored_stats_affine);
+}
+
 static void test_gpu_mvn(void **state) {
   for (int k = 0; k < 4; k++) {
     Caffe__LayerParameter p = nt_layer("mvn", "MVN");
@@ -246,7 +270,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_gpu_dropout),
       cmocka_unit_test(test_gpu_batch_norm),
       cmocka_unit_test(test_gpu_mvn),
-      cmocka_unit_test(test_gpu_scale_bias),
+      cmocka_unit_test(test_gpu_scale_bias), cmocka_unit_test(test_gpu_batch_norm_scale_bias),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

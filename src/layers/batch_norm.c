@@ -159,13 +159,11 @@ static ct_status batch_norm_reshape(ct_layer *l, ct_tensor *const *bottom, ct_te
   if (top[0] != bottom[0]) ct_tensor_reshape_like(top[0], bottom[0]);
   s->num = bottom[0]->shape[0];
   s->spatial = ct_tensor_count_range(bottom[0], 2, bottom[0]->ndim);
-  /* The CPU's needs (with gamma: x, in place, when a backward may run;
-   * without: the normalised x of a training forward); a GPU's are settled
-   * by reshape_gpu, which follows. */
+  /* The CPU's needs (with gamma: x, in place, for dgamma; without: the
+   * normalised x of a training forward); a GPU's are settled by
+   * reshape_gpu, which follows. */
   if (l->ctx->device == CT_DEVICE_CPU)
-    want_saved(l, s, bottom[0],
-               s->scale ? top[0] == bottom[0] && (!s->use_global_stats || l->phase == CT_PHASE_TRAIN)
-                        : !s->use_global_stats);
+    want_saved(l, s, bottom[0], s->scale ? top[0] == bottom[0] : !s->use_global_stats);
   return CT_OK;
 }
 
