@@ -5,11 +5,9 @@
 #include "proto/catalog.h"
 
 /* The NVCaffe fields of these files that Cortado still parses without
- * acting on, one log line each (loss scaling is the runtime's, in
- * progress). */
+ * acting on, one log line each. */
 static const char *const g_ignored[] = {
     "NetParameter: NVCaffe's field default_backward_type is parsed but ignored",
-    "NetParameter: NVCaffe's field global_grad_scale is parsed but ignored",
     "SolverParameter: NVCaffe's field solver_data_type is parsed but ignored",
 };
 #define NIGNORED (sizeof g_ignored / sizeof g_ignored[0])
