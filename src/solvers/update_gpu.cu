@@ -2,6 +2,7 @@
  * parameter buffer (see ct_update_fused_gpu in update.h), and the
  * clip_gradients and LARC reductions that feed it without a host wait. */
 #include "gpu/gpu.h"
+#include "layers/block_reduce.cuh"
 #include "solvers/update_internal.h"
 
 #define STREAM(ctx) ((cudaStream_t)(ctx)->stream)
@@ -40,7 +41,6 @@ __global__ static void clip_reduce(size_t n, const float *g, float clip_to, doub
 /* LARC's sums of squares of w and of g over each tile, in double and in a
  * fixed order (the same result on every run). */
 __global__ static void larc_tile_sums(ct_update_fused u, const float *w, const float *g) {
-  __shared__ double s_w[CT_CUDA_THREADS], s_g[CT_CUDA_THREADS];
   for (int t = blockIdx.x; t < u.ntiles; t += gridDim.x) {
     const size_t begin = u.tile_start[t], seg_end = u.seg_start[u.tile_seg[t] + 1];
     const size_t end = begin + CT_UPDATE_LARC_TILE < seg_end ? begin + CT_UPDATE_LARC_TILE : seg_end;
@@ -49,21 +49,12 @@ __global__ static void larc_tile_sums(ct_update_fused u, const float *w, const f
       aw += (double)w[i] * (double)w[i];
       ag += (double)g[i] * (double)g[i];
     }
-    s_w[threadIdx.x] = aw;
-    s_g[threadIdx.x] = ag;
-    __syncthreads();
-    for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
-      if (threadIdx.x < k) {
-        s_w[threadIdx.x] += s_w[threadIdx.x + k];
-        s_g[threadIdx.x] += s_g[threadIdx.x + k];
-      }
-      __syncthreads();
-    }
+    aw = ct_block_sum(aw);
+    ag = ct_block_sum(ag);
     if (threadIdx.x == 0) {
-      u.tile_sumsq[2 * t] = s_w[0];
-      u.tile_sumsq[2 * t + 1] = s_g[0];
+      u.tile_sumsq[2 * t] = aw;
+      u.tile_sumsq[2 * t + 1] = ag;
     }
-    __syncthreads();
   }
 }
 
