@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Loss scaling in float16 on GPU 0: a net whose float16 gradients overflow
-# even unscaled (loss_weight 1e6) stops on a non-finite loss without
+# even unscaled (loss_weight 1e7) stops on a non-finite loss without
 # scaling; with dynamic scaling (--precision=fp16 turns it on) the scale
 # backs off below 1, the overflowing updates are skipped on the device
 # (CUDA graphs, iterations launched ahead) and the net trains; a static
@@ -35,13 +35,13 @@ layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" $1 }
 NET
 }
-net "loss_weight: 1000000" >"$dir/heavy.prototxt"
+net "loss_weight: 10000000" >"$dir/heavy.prototxt"
 net "" >"$dir/plain.prototxt"
 solver() { # $1 = net, $2 = prefix, $3 = extra
   printf 'net: "%s"\nlr_policy: "fixed"\nmomentum: 0.9\nrandom_seed: 1\nmax_iter: 60\ndisplay: 10\nsnapshot_prefix: "%s"\n%s\n' \
     "$1" "$dir/$2" "$3"
 }
-solver "$dir/heavy.prototxt" heavy "base_lr: 0.00000001" >"$dir/heavy_solver.prototxt"
+solver "$dir/heavy.prototxt" heavy "base_lr: 0.000000001" >"$dir/heavy_solver.prototxt"
 solver "$dir/plain.prototxt" plain "base_lr: 0.01" >"$dir/plain_solver.prototxt"
 
 set +e
