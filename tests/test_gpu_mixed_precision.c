@@ -84,6 +84,9 @@ static void test_eltwise_concat(void **state) {
               "2,6,5,5;2,6,5,5", 1, true);
   twin_orders("name: 'e' type: 'Eltwise' eltwise_param { operation: SUM }",
               "2,6,5,5;2,6,5,5;2,6,5,5", 1, true);
+  /* sizes of whole 16-byte vectors: the vector kernels */
+  twin_orders("name: 'e' type: 'Eltwise' eltwise_param { operation: SUM coeff: 1 coeff: -0.5 }",
+              "2,8,4,4;2,8,4,4", 1, true);
   twin_orders("name: 'e' type: 'Eltwise' eltwise_param { operation: PROD }", "2,6,5,5;2,6,5,5",
               1, true);
   twin_orders("name: 'e' type: 'Eltwise' eltwise_param { operation: MAX }",
@@ -98,6 +101,7 @@ static void test_relu_split_nhwc(void **state) {
   for (int k = 0; k < 2; k++) {
     tu_twin_check_layout(r, 0, k_types[k], CT_NHWC, "2,3,4,5", 1, k_rounding[k]);
     tu_twin_check_layout(sp, 0, k_types[k], CT_NHWC, "3,7,2,2", 2, k_rounding[k]);
+    tu_twin_check_layout(sp, 0, k_types[k], CT_NHWC, "2,8,3,3", 3, k_rounding[k]);
   }
   protobuf_c_message_free_unpacked(&r->base, NULL);
   protobuf_c_message_free_unpacked(&sp->base, NULL);

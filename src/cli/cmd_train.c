@@ -69,6 +69,11 @@ static const ct_flag_spec train_flags[] = {
     {"bucket_mb", CT_FLAG_DOUBLE, "25",
      "Data parallel: size in MB of the gradient buckets averaged while backward runs (the "
      "last one, reduced last, is cut where layers' gradients become final)."},
+    {"allreduce_dtype", CT_FLAG_STRING, "auto",
+     "Data parallel on GPUs: the type gradients are all-reduced in. 'auto': the 16-bit type of "
+     "a mixed-precision net (half the bytes; the sums of two values round once more), else "
+     "fp32.",
+     .choices = "auto|fp32|bf16|fp16"},
     {"nccl_max_ctas", CT_FLAG_INT, "0",
      "Data parallel on GPUs: at most this many thread blocks (SMs) for each NCCL all-reduce, "
      "which runs beside backward and takes its SMs from it; 0: NCCL's own choice (more "
@@ -353,6 +358,9 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
   job->dp.nccl_max_ctas = ct_cli_int(args, "nccl_max_ctas");
+  const char *ad = ct_cli_string(args, "allreduce_dtype");
+  job->dp.dtype_given = strcmp(ad, "auto") != 0;
+  job->dp.dtype = strcmp(ad, "bf16") == 0 ? CT_BF16 : strcmp(ad, "fp16") == 0 ? CT_F16 : CT_F32;
   ct_cli_ps_opts(args, &job->ps);
 }
 

@@ -29,6 +29,42 @@ __global__ static void sum2_grad_kernel(size_t n, float a, float b, const T *dy,
   }
 }
 
+/* The same two over 16-byte vectors (ct_v16): nv vectors. */
+template <typename T>
+__global__ static void axpby_v16(size_t nv, float a, const T *x, float b, const T *y, bool relu,
+                                 T *out) {
+  CT_CUDA_KERNEL_LOOP(k, nv) {
+    const ct_v16<T> vx = ct_v16<T>::load(x, k);
+    ct_v16<T> vy = vx, o;
+    if (y) vy = ct_v16<T>::load(y, k);
+#pragma unroll
+    for (unsigned j = 0; j < ct_v16<T>::V; j++) {
+      float v = a * vx[j];
+      if (y) v += b * vy[j];
+      o.set(j, relu ? fmaxf(v, 0.0f) : v);
+    }
+    o.store(out, k);
+  }
+}
+
+template <typename T>
+__global__ static void sum2_grad_v16(size_t nv, float a, float b, const T *dy, const T *y, T *dx0,
+                                     T *dx1) {
+  CT_CUDA_KERNEL_LOOP(k, nv) {
+    const ct_v16<T> vd = ct_v16<T>::load(dy, k);
+    ct_v16<T> vy = vd, o0, o1;
+    if (y) vy = ct_v16<T>::load(y, k);
+#pragma unroll
+    for (unsigned j = 0; j < ct_v16<T>::V; j++) {
+      const float g = !y || vy[j] > 0.0f ? vd[j] : 0.0f;
+      o0.set(j, a * g);
+      o1.set(j, b * g);
+    }
+    o0.store(dx0, k);
+    o1.store(dx1, k);
+  }
+}
+
 template <typename T>
 __global__ static void mul_kernel(size_t n, const T *a, const T *b, T *y, bool divide) {
   CT_CUDA_KERNEL_LOOP(k, n) {
@@ -87,10 +123,16 @@ __global__ static void max_backward_kernel(size_t n, float i, const float *argma
 
 #define GRID ct_cuda_blocks(n), CT_CUDA_THREADS, 0, STREAM(ctx)
 
+#define GRID_V16 ct_cuda_blocks(n / ct_v16<T>::V), CT_CUDA_THREADS, 0, STREAM(ctx)
+
 extern "C" void ct_eltwise_axpby_gpu(ct_context *ctx, ct_dtype t, size_t n, float a,
                                      const void *x, float b, const void *y, bool relu, void *out) {
   if (!n) return;
-  WITH_TYPE(t, (axpby_kernel<T><<<GRID>>>(n, a, (const T *)x, b, (const T *)y, relu, (T *)out)));
+  if (ct_v16_fits(n, ct_dtype_size(t), x, y, out, NULL))
+    WITH_TYPE(t, (axpby_v16<T><<<GRID_V16>>>(n / ct_v16<T>::V, a, (const T *)x, b, (const T *)y,
+                                             relu, (T *)out)));
+  else
+    WITH_TYPE(t, (axpby_kernel<T><<<GRID>>>(n, a, (const T *)x, b, (const T *)y, relu, (T *)out)));
 }
 
 extern "C" void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a,
@@ -102,8 +144,12 @@ extern "C" void ct_eltwise_relu_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, 
 extern "C" void ct_eltwise_sum2_grad_gpu(ct_context *ctx, ct_dtype t, size_t n, float a, float b,
                                          const void *dy, const void *y, void *dx0, void *dx1) {
   if (!n) return;
-  WITH_TYPE(t, (sum2_grad_kernel<T><<<GRID>>>(n, a, b, (const T *)dy, (const T *)y, (T *)dx0,
-                                              (T *)dx1)));
+  if (ct_v16_fits(n, ct_dtype_size(t), dy, y, dx0, dx1))
+    WITH_TYPE(t, (sum2_grad_v16<T><<<GRID_V16>>>(n / ct_v16<T>::V, a, b, (const T *)dy,
+                                                 (const T *)y, (T *)dx0, (T *)dx1)));
+  else
+    WITH_TYPE(t, (sum2_grad_kernel<T><<<GRID>>>(n, a, b, (const T *)dy, (const T *)y, (T *)dx0,
+                                                (T *)dx1)));
 }
 
 extern "C" void ct_eltwise_mul_gpu(ct_context *ctx, ct_dtype t, size_t n, const void *a,

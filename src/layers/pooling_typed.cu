@@ -124,6 +124,107 @@ __global__ static void bwd_k(I n, ct_pool_geom g, bool nhwc, const T *x, const T
   }
 }
 
+/* NHWC with C a multiple of V = ct_v16<T>::V: a thread takes V channels of
+ * one output (forward) or input (backward) position, 16 bytes a load; the
+ * argmax of V channels is V floats, moved as float4s.  n: vectors. */
+template <typename T>
+__global__ static void fwd_v16(unsigned n, ct_pool_geom g, const T *x, T *y, float *idx) {
+  constexpr unsigned V = ct_v16<T>::V;
+  const unsigned CV = (unsigned)g.C / V;
+  LOOP(unsigned, i, n) {
+    const unsigned cv = i % CV, q = i / CV, b = q % (unsigned)g.PW, r = q / (unsigned)g.PW;
+    const unsigned a = r % (unsigned)g.PH, nn = r / (unsigned)g.PH;
+    const int hs = (int)a * g.sh - g.ph, ws = (int)b * g.sw - g.pw;
+    const int h0 = max(hs, 0), w0 = max(ws, 0);
+    const int h1 = min(min(hs + g.kh, g.H + g.ph), g.H), w1 = min(min(ws + g.kw, g.W + g.pw), g.W);
+    float acc[V];
+    int arg[V];
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) acc[j] = g.method == POOL_MAX ? -FLT_MAX : 0.0f, arg[j] = -1;
+    for (int h = h0; h < h1; h++)
+      for (int w = w0; w < w1; w++) {
+        const ct_v16<T> v = ct_v16<T>::load(x, (((size_t)nn * g.H + h) * g.W + w) * CV + cv);
+#pragma unroll
+        for (unsigned j = 0; j < V; j++) {
+          if (g.method != POOL_MAX) acc[j] += v[j];
+          else if (v[j] > acc[j]) acc[j] = v[j], arg[j] = h * g.W + w;
+        }
+      }
+    const int size = g.method == POOL_MAX ? 1 : divisor(g, (int)a, (int)b);
+    ct_v16<T> o;
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) {
+      float out = g.method == POOL_MAX ? acc[j] : size > 0 ? acc[j] / size : 0.0f;
+      if (g.bias) out += g.bias[cv * V + j];
+      o.set(j, g.relu_top ? fmaxf(out, 0.0f) : out);
+    }
+    o.store(y, i);
+    if (g.method == POOL_MAX) {
+      float4 *d = reinterpret_cast<float4 *>(idx + (size_t)i * V);
+#pragma unroll
+      for (unsigned j = 0; j < V; j += 4)
+        d[j / 4] = make_float4((float)arg[j], (float)arg[j + 1], (float)arg[j + 2], (float)arg[j + 3]);
+    }
+  }
+}
+
+template <typename T>
+__global__ static void bwd_v16(unsigned n, ct_pool_geom g, const T *x, const T *y, const T *dy,
+                               const float *idx, T *dx) {
+  constexpr unsigned V = ct_v16<T>::V;
+  const unsigned CV = (unsigned)g.C / V;
+  LOOP(unsigned, i, n) {
+    const unsigned cv = i % CV, q = i / CV, b = q % (unsigned)g.W, r = q / (unsigned)g.W;
+    const unsigned a = r % (unsigned)g.H, nn = r / (unsigned)g.H;
+    int ph0, ph1, pw0, pw1;
+    covering((int)a, g.ph, g.kh, g.sh, g.PH, &ph0, &ph1);
+    covering((int)b, g.pw, g.kw, g.sw, g.PW, &pw0, &pw1);
+    const float self = (float)((int)a * g.W + (int)b);
+    float grad[V];
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) grad[j] = 0.0f;
+    for (int ph = ph0; ph < ph1; ph++)
+      for (int pw = pw0; pw < pw1; pw++) {
+        const size_t o = (((size_t)nn * g.PH + ph) * g.PW + pw) * CV + cv;
+        const ct_v16<T> d = ct_v16<T>::load(dy, o);
+        ct_v16<T> top = d;
+        if (g.relu_top) top = ct_v16<T>::load(y, o);
+        if (g.method == POOL_MAX) {
+          float m[V];
+          const float4 *s4 = reinterpret_cast<const float4 *>(idx + o * V);
+#pragma unroll
+          for (unsigned j = 0; j < V; j += 4) {
+            const float4 f = s4[j / 4];
+            m[j] = f.x, m[j + 1] = f.y, m[j + 2] = f.z, m[j + 3] = f.w;
+          }
+#pragma unroll
+          for (unsigned j = 0; j < V; j++)
+            if (m[j] == self && !(g.relu_top && !(top[j] > 0.0f))) grad[j] += d[j];
+        } else {
+          const int size = divisor(g, ph, pw);
+#pragma unroll
+          for (unsigned j = 0; j < V; j++)
+            if (size > 0 && !(g.relu_top && !(top[j] > 0.0f))) grad[j] += d[j] / size;
+        }
+      }
+    ct_v16<T> xv;
+    if (g.relu_bottom) xv = ct_v16<T>::load(x, i);
+    ct_v16<T> out;
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) out.set(j, g.relu_bottom && !(xv[j] > 0.0f) ? 0.0f : grad[j]);
+    out.store(dx, i);
+  }
+}
+
+/* Whether the NHWC vector kernels take g: V | C, 32-bit indices, every
+ * pointer 16-byte aligned. */
+template <typename T>
+static bool vectors_take(const ct_pool_geom *g, bool nhwc, const void *a, const void *b,
+                         const void *c, const void *d) {
+  return nhwc && g->C % ct_v16<T>::V == 0 && (size_t)g->N * g->C * g->H * g->W < 0x7fffffffu &&
+         (size_t)g->N * g->C * g->PH * g->PW < 0x7fffffffu && ct_v16_fits(16, 1, a, b, c, d);
+}
+
 #define GRID(n) ct_cuda_blocks(n), CT_CUDA_THREADS, 0, (cudaStream_t)ctx->stream
 
 /* Whether every tensor of g has fewer than 2^31 values. */
@@ -135,7 +236,10 @@ static bool fits_32(const ct_pool_geom *g) {
 template <typename T>
 static void forward_t(ct_context *ctx, const ct_pool_geom *g, bool nhwc, const void *x, void *y,
                       float *idx, size_t n) {
-  if (fits_32(g))
+  if (vectors_take<T>(g, nhwc, x, y, idx, NULL)) {
+    const unsigned nv = (unsigned)(n / ct_v16<T>::V);
+    fwd_v16<T><<<GRID(nv)>>>(nv, *g, (const T *)x, (T *)y, idx);
+  } else if (fits_32(g))
     fwd_k<T, unsigned><<<GRID(n)>>>((unsigned)n, *g, nhwc, (const T *)x, (T *)y, idx);
   else
     fwd_k<T, size_t><<<GRID(n)>>>(n, *g, nhwc, (const T *)x, (T *)y, idx);
@@ -145,7 +249,10 @@ static void forward_t(ct_context *ctx, const ct_pool_geom *g, bool nhwc, const v
 template <typename T>
 static void backward_t(ct_context *ctx, const ct_pool_geom *g, bool nhwc, const void *x,
                        const void *y, const void *dy, const float *idx, void *dx, size_t n) {
-  if (fits_32(g))
+  if (vectors_take<T>(g, nhwc, x, y, dy, idx) && ct_v16_fits(16, 1, dx, NULL, NULL, NULL)) {
+    const unsigned nv = (unsigned)(n / ct_v16<T>::V);
+    bwd_v16<T><<<GRID(nv)>>>(nv, *g, (const T *)x, (const T *)y, (const T *)dy, idx, (T *)dx);
+  } else if (fits_32(g))
     bwd_k<T, unsigned><<<GRID(n)>>>((unsigned)n, *g, nhwc, (const T *)x, (const T *)y,
                                     (const T *)dy, idx, (T *)dx);
   else

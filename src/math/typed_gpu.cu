@@ -22,6 +22,30 @@ __global__ static void add_k(size_t n, const T *a, const T *b, T *y) {
   CT_CUDA_KERNEL_LOOP(i, n) y[i] = ct_st<T>(ct_ld(a[i]) + ct_ld(b[i]));
 }
 
+/* add_k over nv 16-byte vectors (ct_v16). */
+template <typename T>
+__global__ static void add_v16(size_t nv, const T *a, const T *b, T *y) {
+  CT_CUDA_KERNEL_LOOP(i, nv) {
+    const ct_v16<T> va = ct_v16<T>::load(a, i), vb = ct_v16<T>::load(b, i);
+    ct_v16<T> o;
+#pragma unroll
+    for (unsigned j = 0; j < ct_v16<T>::V; j++) o.set(j, va[j] + vb[j]);
+    o.store(y, i);
+  }
+}
+
+template <typename T>
+static void add_t(ct_context *ctx, size_t n, const T *a, const T *b, T *y) {
+  cudaStream_t st = (cudaStream_t)ctx->stream;
+  if (ct_v16_fits(n, sizeof(T), a, b, y, NULL)) {
+    const size_t nv = n / ct_v16<T>::V;
+    add_v16<<<ct_cuda_blocks(nv), CT_CUDA_THREADS, 0, st>>>(nv, a, b, y);
+  } else {
+    add_k<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(n, a, b, y);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+}
+
 #define STREAM(ctx) ((cudaStream_t)(ctx)->stream)
 #define LAUNCH(k, ...)                                                           \
   do {                                                                           \
@@ -71,11 +95,11 @@ extern "C" void ct_gpu_add_typed(ct_context *ctx, ct_dtype t, size_t n, const vo
                                  const void *b, void *y) {
   if (!n) return;
   switch (t) {
-    case CT_F32: LAUNCH(add_k, (const float *)a, (const float *)b, (float *)y); break;
+    case CT_F32: add_t(ctx, n, (const float *)a, (const float *)b, (float *)y); break;
     case CT_BF16:
-      LAUNCH(add_k, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
+      add_t(ctx, n, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
       break;
-    case CT_F16: LAUNCH(add_k, (const __half *)a, (const __half *)b, (__half *)y); break;
+    case CT_F16: add_t(ctx, n, (const __half *)a, (const __half *)b, (__half *)y); break;
     default: CT_ASSERTF(false, "no element type %d", (int)t);
   }
 }

@@ -42,8 +42,9 @@ typedef enum ct_loss_scale_mode {
 /* The largest scale a dynamic S grows to (2^24: the loss weight times S
  * stays far from float32's range). */
 #define CT_LOSS_SCALE_MAX 16777216.0f
-/* The smallest it shrinks to. */
-#define CT_LOSS_SCALE_MIN 1.0f
+/* The smallest it shrinks to (2^-24: below 1 for nets whose float16
+ * gradients overflow even unscaled, as PyTorch's GradScaler allows). */
+#define CT_LOSS_SCALE_MIN 5.9604644775390625e-8f
 
 /* The settings.  init: the first S (> 0); window: clean updates before S
  * doubles (dynamic; > 0). */
