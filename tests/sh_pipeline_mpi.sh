@@ -25,8 +25,8 @@ expect "an unknown layer" 2 solver.prototxt "--pipeline=ip9" \
   "--pipeline: no layer 'ip9' in the train net 'small' (its layers: data, ip1, relu, ip2, loss)"
 expect "split points out of order" 3 solver.prototxt "--pipeline=ip2,ip1" \
   "--pipeline: split points must follow the net's order: 'ip1' (layer 1) is not after 'ip2' (layer 3)"
-expect "more ranks than stages" 3 solver.prototxt "--pipeline=relu" \
-  "--pipeline: 1 split point makes 2 stages, but 3 ranks were started (run mpirun -np 2: one rank per stage)"
+expect "ranks not a multiple of the stages" 3 solver.prototxt "--pipeline=relu" \
+  "--pipeline: 1 split point makes 2 stages, but 3 ranks were started (run mpirun -np 2: one rank per stage, or a multiple of 2 for data-parallel replicas of the stages)"
 expect "a last stage without layers" 2 solver.prototxt "--pipeline=loss" \
   "--pipeline: stage 1 would have no layers: 'loss' is the net's last layer"
 expect "an empty layer name" 2 solver.prototxt "--pipeline=ip1," \
