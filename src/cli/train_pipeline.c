@@ -11,9 +11,7 @@
 #include "parallel/comm_mpi.h"
 #include "solvers/solver.h"
 
-/* --pipeline's layer names, split at ','; *n gets their count.  Caller
- * frees the array and its first string.  Errors: an empty name. */
-static ct_status pipeline_cuts(const char *list, char ***out, int *n, ct_error *err) {
+ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err) {
   char *copy = ct_xstrdup(list);
   int count = 1;
   for (const char *c = copy; *c; c++) count += *c == ',';
@@ -142,7 +140,7 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   bool cpu = false;
   ct_status st = CT_OK;
   if (ct_cli_is_set(args, "pipeline"))
-    st = pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
+    st = ct_cli_pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
   else
     LOG_INFO("Pipeline stages from the train net's pipeline_stage fields");
   if (st == CT_OK) st = pipeline_micro(args, sp, &micro, &err);

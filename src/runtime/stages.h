@@ -176,6 +176,10 @@ typedef struct ct_stages_timing {
 } ct_stages_timing;
 /* Stage s's (0 <= s < the stage count). */
 void ct_stages_timing_of(const ct_stages *pl, int s, ct_stages_timing *t);
+/* This stage's times count again from zero, and the process's host
+ * memory peak from what it holds now (after warm-up iterations); every
+ * stage calls it between the same iterations. */
+void ct_stages_reset_timing(ct_stages *pl);
 
 /* One line on the plan, e.g. "stage 1 of 2: layers 5-9 ('ip2' to 'loss'),
  * 2 inputs, 0 outputs, 4 micro-batches (GPipe)". */

@@ -202,6 +202,12 @@ void ct_stages_timing_of(const ct_stages *pl, int s, ct_stages_timing *t) {
                           .buffer_bytes = (size_t)v[9]};
 }
 
+void ct_stages_reset_timing(ct_stages *pl) {
+  pl->iterations = 0;
+  pl->wall = pl->forward = pl->backward = pl->idle = 0;
+  ct_mem_host_reset_peak();
+}
+
 void ct_stages_describe(const ct_stages *pl, char *buf, size_t size) {
   const Caffe__NetParameter *np = pl->net->param;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
