@@ -269,20 +269,6 @@ static void plan_sends(ct_stages *pl) {
   pl->reqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
 }
 
-/* Where this stage's parameters sit among every stage's in Caffe's order:
- * the stages' counts, summed over the communicator. */
-static ct_status count_params(ct_stages *pl, ct_error *err) {
-  double *v = ct_xcalloc((size_t)pl->nstages, sizeof *v);
-  v[pl->stage] = pl->net->nparams;
-  ct_status st = ct_comm_allreduce_host_f64(pl->comm, v, (size_t)pl->nstages, err);
-  for (int s = 0; s < pl->nstages && st == CT_OK; s++) {
-    if (s < pl->stage) pl->hist_before += (int)v[s];
-    pl->hist_total += (int)v[s];
-  }
-  free(v);
-  return st;
-}
-
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
                            int nafter, int microbatches, ct_stages_schedule schedule,
                            ct_error *err) {
@@ -319,7 +305,6 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   if (st == CT_OK) st = check_net(pl, err);
   if (st == CT_OK && pl->stage == 0) st = stage_inputs(pl, 0, &pl->in, &pl->nin, err);
   if (st == CT_OK) st = plan_outputs(pl, err);
-  if (st == CT_OK) st = count_params(pl, err);
   if (st != CT_OK) {
     ct_stages_free(pl);
     return st;
@@ -338,6 +323,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
     pl->output_count += net->blobs[blob]->count;
   }
   pl->stats = ct_xcalloc((size_t)pl->nstages * CT_STAGES_NSTATS, sizeof *pl->stats);
+  pl->hist_total = -1; /* counted at the first need (ct_stages_history_span) */
   ct_mem_host_reset_peak(); /* the peak of training, not of the build */
   *out = pl;
   return CT_OK;

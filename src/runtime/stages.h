@@ -96,11 +96,11 @@ ct_status ct_stages_part(void *cut, const Caffe__NetParameter *built, int *first
  * cut) over comm (borrowed: the ranks of one replica, this process being
  * stage comm->rank), with `microbatches` (>= 1) micro-batches per
  * iteration run in the order of `schedule`; after, nafter as in
- * ct_stages_cut.  Every stage must call it (the stages count each other's
- * parameters).  Errors: ct_stages_part's; CT_ERR_INVALID for a net built
- * for other layers, a blob whose diff two later stages would send back,
- * BatchNorm with more than one micro-batch, a net input; CT_ERR_UNSUPPORTED
- * for a net on a GPU; the communicator's.  The process's host memory
+ * ct_stages_cut; it does not communicate.  Errors: ct_stages_part's;
+ * CT_ERR_INVALID for a net built for other layers, a communicator of
+ * another size than the stage count, a blob whose diff two later stages
+ * would send back, BatchNorm with more than one micro-batch, a net input;
+ * CT_ERR_UNSUPPORTED for a net on a GPU.  The process's host memory
  * peak (core/mem.h) starts again from here: ct_stages_timing's is that of
  * training. */
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
@@ -149,9 +149,10 @@ ct_status ct_stages_write_model(ct_stages *pl, Caffe__NetParameter *model, const
 ct_status ct_stages_write_state(ct_stages *pl, Caffe__SolverState *state, int nslots,
                                 const char *path, ct_error *err);
 /* Where this stage's parameters are in a whole net's solver history: in
- * Caffe's order, this stage's *n parameters follow *before others, of
- * *total in all. */
-void ct_stages_history_span(const ct_stages *pl, int *before, int *total);
+ * Caffe's order, they follow *before others, of *total in all.  The first
+ * call counts them with the other stages (every stage must make it, as a
+ * restore or a snapshot does).  Errors: the communicator's. */
+ct_status ct_stages_history_span(ct_stages *pl, int *before, int *total, ct_error *err);
 
 /* After an iteration, on every stage: *loss becomes the sum of the stages'
  * (the loss stage's), *actions the union of the stages' request bits, and

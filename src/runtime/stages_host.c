@@ -73,6 +73,8 @@ ct_status ct_stages_write_model(ct_stages *pl, Caffe__NetParameter *model, const
 
 ct_status ct_stages_write_state(ct_stages *pl, Caffe__SolverState *state, int nslots,
                                 const char *path, ct_error *err) {
+  int before, total;
+  CT_TRY(ct_stages_history_span(pl, &before, &total, err));
   if (pl->stage != 0) return send_message(pl, &state->base, ct_stages_state_tag(pl), err);
   Caffe__SolverState **parts = ct_xcalloc((size_t)pl->nstages, sizeof *parts);
   parts[0] = state;
@@ -110,9 +112,25 @@ ct_status ct_stages_write_state(ct_stages *pl, Caffe__SolverState *state, int ns
   return st;
 }
 
-void ct_stages_history_span(const ct_stages *pl, int *before, int *total) {
+ct_status ct_stages_history_span(ct_stages *pl, int *before, int *total, ct_error *err) {
+  if (pl->hist_total < 0) {
+    /* the stages' parameter counts, summed over the communicator */
+    double *v = ct_xcalloc((size_t)pl->nstages, sizeof *v);
+    v[pl->stage] = pl->net->nparams;
+    ct_status st = ct_comm_allreduce_host_f64(pl->comm, v, (size_t)pl->nstages, err);
+    if (st == CT_OK) {
+      pl->hist_before = pl->hist_total = 0;
+      for (int s = 0; s < pl->nstages; s++) {
+        if (s < pl->stage) pl->hist_before += (int)v[s];
+        pl->hist_total += (int)v[s];
+      }
+    }
+    free(v);
+    CT_TRY(st);
+  }
   *before = pl->hist_before;
   *total = pl->hist_total;
+  return CT_OK;
 }
 
 /* ------------------------------------------------------------------ agreement */

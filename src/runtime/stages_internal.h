@@ -47,7 +47,7 @@ struct ct_stages {
   void **reqs;              /* (ring * (nout + nin)) pending sends, NULL: none */
   int *output_stage;    /* (net->noutputs) the stage that computes each net output */
   size_t output_count;  /* values of all net outputs */
-  int hist_before, hist_total; /* ct_stages_history_span */
+  int hist_before, hist_total; /* ct_stages_history_span (-1: not counted yet) */
   /* timing of this stage (seconds; see ct_stages_timing) */
   double t_mark;        /* when the running forward or backward began */
   double t_begin;       /* when the running iteration's first step began */

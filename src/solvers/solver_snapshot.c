@@ -225,7 +225,8 @@ static ct_status restore_history(ct_solver *s, const Caffe__SolverState *st, con
   const int nslots = s->rule->nslots, np = net->nparams;
   /* a pipeline stage's parameters are a run of each slot's (stages.h) */
   int before = 0, total = np;
-  if (ct_runtime_stages(s->rt)) ct_stages_history_span(ct_runtime_stages(s->rt), &before, &total);
+  if (ct_runtime_stages(s->rt))
+    CT_TRY(ct_stages_history_span(ct_runtime_stages(s->rt), &before, &total, err));
   const size_t want = (size_t)nslots * (size_t)total;
   if (st->n_history != want)
     return ct_error_set(err, CT_ERR_INVALID,
