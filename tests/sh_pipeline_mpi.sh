@@ -25,8 +25,8 @@ expect "an unknown layer" 2 solver.prototxt "--pipeline=ip9" \
   "--pipeline: no layer 'ip9' in the train net 'small' (its layers: data, ip1, relu, ip2, loss)"
 expect "split points out of order" 3 solver.prototxt "--pipeline=ip2,ip1" \
   "--pipeline: split points must follow the net's order: 'ip1' (layer 1) is not after 'ip2' (layer 3)"
-expect "more ranks than stages" 3 solver.prototxt "--pipeline=relu" \
-  "--pipeline: 1 split point makes 2 stages, but 3 ranks were started (run mpirun -np 2: one rank per stage)"
+expect "ranks not a multiple of the stages" 3 solver.prototxt "--pipeline=relu" \
+  "--pipeline: 1 split point makes 2 stages, but 3 ranks were started (run mpirun -np 2: one rank per stage, or a multiple of 2 for data-parallel replicas of the stages)"
 expect "a last stage without layers" 2 solver.prototxt "--pipeline=loss" \
   "--pipeline: stage 1 would have no layers: 'loss' is the net's last layer"
 expect "an empty layer name" 2 solver.prototxt "--pipeline=ip1," \
@@ -47,4 +47,16 @@ expect "a pipeline_stage that skips a stage" 3 solver_skipped.prototxt "" \
   "layer 'ip2': pipeline_stage 2 after stage 0: stages start at 0 and go up one at a time through the net"
 # stages from the prototxt (their weights against --pipeline's: tests/test_pipeline_mpi.c)
 expect "stages from pipeline_stage" 2 solver_field.prototxt "--microbatches=2" ""
+# D x P: 4 ranks are 2 replicas of the 2 stages (their weights: tests/test_pipeline_mpi.c)
+expect "2 replicas of 2 stages" 4 solver.prototxt "--pipeline=relu --microbatches=2" ""
+# cortado time --pipeline: every stage's times and memory, from stage 0
+rc=0
+out=$(timeout 300 mpirun --oversubscribe --bind-to none -x ASAN_OPTIONS -x LSAN_OPTIONS -np 2 \
+  "$bin" time --model=net.prototxt --pipeline=relu --microbatches=2 --iterations=2 2>&1) || rc=$?
+if [ $rc = 0 ] && grep -q "Pipeline stage 1: forward .* per iteration (bubble .*); 21 parameters" <<<"$out" &&
+  grep -q "Average Forward-Backward: " <<<"$out"; then
+  echo "ok   cortado time --pipeline reports every stage"
+else
+  echo "FAIL cortado time --pipeline: status $rc:"; tail -5 <<<"$out"; fail=1
+fi
 exit $fail

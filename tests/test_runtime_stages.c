@@ -21,6 +21,18 @@ static const char k_net[] =
     "  inner_product_param { num_output: 2 weight_filler { type: 'gaussian' std: 0.1 } } }\n"
     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
 
+/* The net as stage `stage` of `nstages` (cut after `cuts`) builds it. */
+static ct_net *stage_net(int stage, int nstages, const char *const *cuts, ct_context *ctx) {
+  Caffe__NetParameter *p = rn_parse_net(k_net);
+  ct_stages_cut cut = {.after = cuts, .nafter = nstages - 1, .rank = stage, .ranks = nstages};
+  ct_net_opts o = {.phase = CT_PHASE_TRAIN, .quiet = true, .part = {ct_stages_part, &cut}};
+  ct_net *net = NULL;
+  ct_error err;
+  if (ct_net_init(&net, p, &o, ctx, &err) != CT_OK) fail_msg("net init: %s", err.msg);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  return net;
+}
+
 /* The steps of stage `stage` of `nstages` (cut after `cuts`) with M
  * micro-batches in `schedule`, one word each: F:layer, B:layer, send:blob,
  * recv:blob, stash, restore, and "join" for the send join; the pass loss
@@ -29,7 +41,7 @@ static char *stage_steps(int stage, int nstages, const char *const *cuts, int m,
                          ct_stages_schedule schedule) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
-  ct_net *net = rn_net(k_net, &ctx, false);
+  ct_net *net = stage_net(stage, nstages, cuts, &ctx);
   ct_comm_threads_group *g = ct_comm_threads_group_create(nstages);
   ct_comm *comm = ct_comm_threads_create(g, stage);
   ct_stages *st = NULL;
@@ -37,7 +49,7 @@ static char *stage_steps(int stage, int nstages, const char *const *cuts, int m,
   if (ct_stages_create(&st, net, comm, cuts, nstages - 1, m, schedule, &err) != CT_OK)
     fail_msg("%s", err.msg);
   ct_program *p = ct_program_new(&ctx, false);
-  ct_stages_build(st, p, NULL);
+  ct_stages_build(st, p, NULL, NULL, NULL, NULL);
   int n = 0;
   const ct_program_step *s = ct_program_steps(p, &n);
   char *out = calloc(8192, 1);
@@ -125,8 +137,58 @@ static void test_three_stages_in_place(void **state) {
                "recv:label recv:h F:ip2 F:loss B:loss B:ip2 send:h join");
 }
 
+/* Stage 1 of 2 (cut after relu) holds ip2 and the loss: the other layers
+ * are released, their parameters and the blobs it does not touch have no
+ * storage, the flat buffers hold ip2's parameters only, and what needs
+ * backward is what the whole net says (h's diff goes back). */
+static void test_stage_holds_its_layers(void **state) {
+  const char *cuts[] = {"relu"};
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+  ct_net *net = stage_net(1, 2, cuts, &ctx);
+  ct_net *whole = rn_net(k_net, &ctx, false);
+  assert_int_equal(net->part_first, 3);
+  assert_int_equal(net->part_end, 5);
+  for (int i = 0; i < net->nlayers; i++) assert_int_equal(net->layers[i]->released, i < 3);
+  const ct_layer *ip1 = net->layers[ct_net_layer_index(net, "ip1")];
+  assert_null(ip1->params[0]->data);
+  assert_int_equal(ip1->params[0]->count, 4 * 3);
+  assert_null(ct_net_blob(net, "x")->data);
+  assert_non_null(ct_net_blob(net, "h")->data);
+  assert_non_null(ct_net_blob(net, "label")->data);
+  assert_int_equal(net->nparams, 2);
+  assert_int_equal(net->params[0].count + net->params[1].count, 2 * 4 + 2);
+  for (int b = 0; b < net->nblobs; b++)
+    assert_int_equal(net->blob_need_backward[b], whole->blob_need_backward[b]);
+  assert_true(net->blob_need_backward[rn_blob_index(net, "h")]);
+  ct_net_free(whole);
+  ct_net_free(net);
+  ct_context_free(&ctx);
+}
+
+/* Two stages over three ranks: not a multiple of the stage count. */
+static void test_ranks_not_a_multiple(void **state) {
+  Caffe__NetParameter *p = rn_parse_net(k_net);
+  const char *cuts[] = {"relu"};
+  ct_stages_cut cut = {.after = cuts, .nafter = 1, .rank = 0, .ranks = 3};
+  ct_net_opts o = {.phase = CT_PHASE_TRAIN, .quiet = true, .part = {ct_stages_part, &cut}};
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+  ct_net *net = NULL;
+  ct_error err;
+  assert_int_equal(ct_net_init(&net, p, &o, &ctx, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "--pipeline: 1 split point makes 2 stages, but 3 ranks were started "
+                               "(run mpirun -np 2: one rank per stage, or a multiple of 2 for "
+                               "data-parallel replicas of the stages)");
+  assert_null(net);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  ct_context_free(&ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stage_holds_its_layers),
+      cmocka_unit_test(test_ranks_not_a_multiple),
       cmocka_unit_test(test_two_stages_one_micro),
       cmocka_unit_test(test_gpipe_recomputes),
       cmocka_unit_test(test_1f1b_order),

@@ -38,6 +38,17 @@ static const ct_flag_spec time_flags[] = {
      "achieved GFLOP/s and memory (tops, parameters, workspace), then the same per layer type "
      "and for the whole net; as a table, CSV or JSON.",
      .choices = CT_TIME_REPORT_FORMATS},
+    {"pipeline", CT_FLAG_STRING, NULL,
+     "Under mpirun: cut the net after these layers (comma-separated, as train's --pipeline) and "
+     "time whole pipelined iterations (forward and backward of --microbatches micro-batches, "
+     "no update) on CPU ranks; stage 0 logs each stage's forward, backward and idle time, its "
+     "bubble fraction and its memory."},
+    {"microbatches", CT_FLAG_INT, "0",
+     "With --pipeline: micro-batches per iteration, each a batch of the net's batch_size (0: 1).",
+     .min = 0, .max = 65536},
+    {"schedule", CT_FLAG_STRING, "gpipe",
+     "With --pipeline: gpipe (every forward, then every backward) or 1f1b.",
+     .choices = "gpipe|1f1b"},
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }
@@ -146,6 +157,7 @@ static double time_iterations(ct_net *net, int iters) {
  * Cortado held is logged at the end. */
 static int time_run(const ct_cli_args *args) {
   ct_error err;
+  if (ct_cli_is_set(args, "pipeline")) return ct_cli_time_pipeline(args);
   int device;
   bool cpu;
   if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);

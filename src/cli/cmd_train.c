@@ -526,175 +526,11 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   return rc;
 }
 
-/* --pipeline's layer names, split at ','; *n gets their count.  Caller
- * frees the array and its first string.  Errors: an empty name. */
-static ct_status pipeline_cuts(const char *list, char ***out, int *n, ct_error *err) {
-  char *copy = ct_xstrdup(list);
-  int count = 1;
-  for (const char *c = copy; *c; c++) count += *c == ',';
-  char **names = ct_xcalloc((size_t)count, sizeof *names);
-  char *p = copy;
-  for (int i = 0; i < count; i++) {
-    names[i] = p;
-    char *comma = strchr(p, ',');
-    if (comma) *comma = '\0';
-    if (!*names[i]) {
-      free(copy);
-      free(names);
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "--pipeline=%s: layer name %d is empty (give layer names separated by ',')",
-                          list, i + 1);
-    }
-    p = comma ? comma + 1 : p + strlen(p);
-  }
-  *out = names;
-  *n = count;
-  return CT_OK;
-}
-
-/* The solver fields of the test nets, set aside while a pipeline's solver
- * is built: its stages do not run test nets yet. */
-typedef struct {
-  size_t n_test_iter, n_test_net, n_test_net_param, n_test_state;
-  int32_t test_interval;
-} test_fields;
-
-static test_fields drop_tests(Caffe__SolverParameter *sp) {
-  const test_fields t = {sp->n_test_iter, sp->n_test_net, sp->n_test_net_param, sp->n_test_state,
-                         sp->test_interval};
-  if (t.n_test_iter)
-    LOG_WARNING("--pipeline: the test nets are not run (pipelined testing is not written yet)");
-  sp->n_test_iter = sp->n_test_net = sp->n_test_net_param = sp->n_test_state = 0;
-  sp->test_interval = 0;
-  return t;
-}
-
-static void restore_tests(Caffe__SolverParameter *sp, const test_fields *t) {
-  sp->n_test_iter = t->n_test_iter;
-  sp->n_test_net = t->n_test_net;
-  sp->n_test_net_param = t->n_test_net_param;
-  sp->n_test_state = t->n_test_state;
-  sp->test_interval = t->test_interval;
-}
-
-/* The micro-batch count: --microbatches, else the solver's iter_size.
- * Errors: both given and different. */
-static ct_status pipeline_micro(const ct_cli_args *args, const Caffe__SolverParameter *sp, int *micro,
-                                ct_error *err) {
-  const int flag = ct_cli_int(args, "microbatches");
-  const int iter_size = sp->has_iter_size && sp->iter_size > 1 ? sp->iter_size : 1;
-  if (flag > 0 && iter_size > 1 && flag != iter_size)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "--microbatches=%d and the solver's iter_size %d disagree: under "
-                        "--pipeline the iteration's passes are its micro-batches (give one of them)",
-                        flag, iter_size);
-  *micro = flag > 0 ? flag : iter_size;
-  return CT_OK;
-}
-
-/* One stage of `mpirun -np P cortado train --pipeline=...` on the CPU.
- * Failures that every rank meets alike (flags, the net, the plan) end each
- * rank with the message; a failure while training ends the job. */
-static int train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp, ct_csv_log *csv) {
-  ct_error err;
-  char **cuts = NULL;
-  int ncuts = 0, micro = 1;
-  bool cpu = false;
-  ct_status st = CT_OK;
-  if (ct_cli_is_set(args, "pipeline"))
-    st = pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
-  else
-    LOG_INFO("Pipeline stages from the train net's pipeline_stage fields");
-  if (st == CT_OK) st = pipeline_micro(args, sp, &micro, &err);
-  if (st == CT_OK) st = ct_cli_wants_cpu(args, &cpu, &err);
-  if (st == CT_OK && ct_cli_is_set(args, "gpu") && !cpu)
-    st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
-                      "--pipeline: stages run on CPU ranks only for now (give --cpu, or leave --gpu out)");
-  if (st != CT_OK) {
-    if (cuts) free(cuts[0]);
-    free(cuts);
-    ct_mpi_finalize();
-    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  }
-  ct_comm *comm = NULL;
-  ct_context ctx;
-  ct_solver *s = NULL;
-  bool ctx_made = false, training = false;
-  const uint64_t seed = sp->has_random_seed && sp->random_seed >= 0 ? (uint64_t)sp->random_seed : 0;
-  const int32_t iter_size = sp->iter_size;
-  const protobuf_c_boolean has_iter_size = sp->has_iter_size;
-  sp->iter_size = micro;
-  sp->has_iter_size = 1;
-  const test_fields tests = drop_tests(sp);
-  st = ct_comm_mpi_create(&comm, &err);
-  if (st == CT_OK) {
-    ct_comm_set_watchdog(comm, ct_cli_double(args, "comm_timeout"), NULL);
-    st = ct_cli_context_init(args, &ctx, CT_DEVICE_CPU, seed, &err);
-    ctx_made = st == CT_OK;
-  }
-  ct_solver_opts opts = solver_opts(args, csv);
-  if (st == CT_OK) st = ct_solver_init(&s, sp, &opts, &ctx, &err);
-  restore_tests(sp, &tests);
-  sp->iter_size = iter_size;
-  sp->has_iter_size = has_iter_size;
-  if (st == CT_OK && ct_cli_is_set(args, "weights"))
-    st = ct_solver_copy_trained_files(s, ct_cli_string(args, "weights"), &err);
-  const ct_stages_schedule schedule =
-      strcmp(ct_cli_string(args, "schedule"), "1f1b") == 0 ? CT_STAGES_1F1B : CT_STAGES_GPIPE;
-  if (st == CT_OK) st = ct_solver_set_pipeline(s, comm, (const char *const *)cuts, ncuts, schedule, &err);
-  int rc = CT_EXIT_OK;
-  if (st == CT_OK) {
-    g_solver = s;
-    install_signals(args);
-    LOG_INFO("Starting Optimization");
-    const char *resume = ct_cli_is_set(args, "snapshot") ? ct_cli_string(args, "snapshot") : NULL;
-    if (resume) LOG_INFO("Resuming from %s", resume);
-    training = true;
-    st = ct_solver_solve(s, resume, &err);
-    g_solver = NULL;
-  }
-  if (st != CT_OK) {
-    rc = ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-    if (training) ct_mpi_abort_job(1);
-  } else {
-    LOG_INFO("Optimization Done.");
-  }
-  ct_solver_free(s);
-  if (ctx_made) ct_context_free(&ctx);
-  ct_comm_free(comm);
-  if (cuts) free(cuts[0]);
-  free(cuts);
-  ct_mpi_finalize();
-  return rc;
-}
-
-/* Whether a train net of sp places its layers (pipeline_stage). */
-static bool net_places_layers(const Caffe__NetParameter *np) {
-  for (size_t i = 0; np && i < np->n_layer; i++)
-    if (np->layer[i]->has_pipeline_stage) return true;
-  return false;
-}
-
-/* *yes becomes true when the net file at path places its layers; a file
- * that cannot be read places nothing (the solver reports it as it builds
- * the net). */
-static void file_places_layers(const char *path, bool *yes) {
-  Caffe__NetParameter *np = NULL;
-  ct_error ignored;
-  if (!path || ct_net_param_read(path, &np, &ignored) != CT_OK) return;
-  *yes = *yes || net_places_layers(np);
-  protobuf_c_message_free_unpacked(&np->base, NULL);
-}
-
-/* Pipeline parallelism was asked for: --pipeline, or under mpirun a train
- * net whose layers say their stage (pipeline_stage). */
-static bool wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
-  bool yes = ct_cli_is_set(args, "pipeline");
-  if (yes || !ct_mpi_launched()) return yes;
-  yes = net_places_layers(sp->net_param) || net_places_layers(sp->train_net_param);
-  file_places_layers(sp->net, &yes);
-  file_places_layers(sp->train_net, &yes);
-  return yes;
+/* Pipeline stages (train_pipeline.c): the solver to watch for signals,
+ * or NULL when it is done. */
+static void watch_solver(const ct_cli_args *args, ct_solver *s) {
+  g_solver = s;
+  if (s) install_signals(args);
 }
 
 /* One device (or the CPU) in this process. */
@@ -761,7 +597,7 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (apply_dummy_data(args, sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   if (ct_mpi_launched() && shards_requested(args))
     return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
-  const bool pipeline = wants_pipeline(args, sp);
+  const bool pipeline = ct_cli_wants_pipeline(args, sp);
   rc = ct_cli_check_ps_flags(args, pipeline);
   if (rc != CT_EXIT_OK) return rc;
   if (ct_cli_int(args, "microbatches") > 0 && !pipeline)
@@ -776,7 +612,8 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
     ct_csv_log *csv = NULL;
     if (ct_mpi_rank_from_env() == 0 && ct_cli_csv_open(args, sp, csv_info, 0, &csv, &err) != CT_OK)
       return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
-    rc = train_pipeline(args, sp, csv);
+    const ct_solver_opts opts = solver_opts(args, csv);
+    rc = ct_cli_train_pipeline(args, sp, &opts, watch_solver);
     ct_csv_log_close(csv);
     return rc;
   }

@@ -147,6 +147,11 @@ ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter *
 
 ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
                              ct_error *err) {
+  return ct_cli_build_model_part(args, phase, ctx, NULL, out, err);
+}
+
+ct_status ct_cli_build_model_part(const ct_cli_args *args, ct_phase phase, ct_context *ctx,
+                                  const ct_net_part *part, ct_net **out, ct_error *err) {
   *out = NULL;
   Caffe__NetParameter *param;
   CT_TRY(ct_cli_load_model_param(args, &param, err));
@@ -157,6 +162,7 @@ ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context
                    .stages = (const char *const *)stages,
                    .nstages = nstages,
                    .source_name = ct_cli_string(args, "model")};
+  if (part) o.part = *part;
   ct_status s = ct_net_init(out, param, &o, ctx, err);
   free(stages);
   protobuf_c_message_free_unpacked(&param->base, NULL);

@@ -68,6 +68,9 @@ ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter *
  * and builds the net in `phase` on ctx. */
 ct_status ct_cli_build_model(const ct_cli_args *args, ct_phase phase, ct_context *ctx, ct_net **out,
                              ct_error *err);
+/* The same holding only the layers of part (net.h; NULL: all). */
+ct_status ct_cli_build_model_part(const ct_cli_args *args, ct_phase phase, ct_context *ctx,
+                                  const ct_net_part *part, ct_net **out, ct_error *err);
 
 /* --trace (and --trace_iters) of a command that has them: when --trace is
  * given, starts tracing (core/trace.h) this process, whose first rank is

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include "cli/cli.h"
 #include "net/net.h"
 
 typedef struct ct_time_report {
@@ -26,5 +27,10 @@ typedef struct ct_time_report {
 /* Writes r to out in format (one of CT_TIME_REPORT_FORMATS).  Returns false
  * when a write failed. */
 bool ct_time_report_write(const ct_time_report *r, const char *format, FILE *out);
+
+/* `mpirun -np P cortado time --pipeline=...` (time_pipeline.c): pipelined
+ * iterations on CPU ranks and every stage's timing and memory, logged by
+ * stage 0.  Returns a CT_EXIT_* status. */
+int ct_cli_time_pipeline(const ct_cli_args *args);
 
 #endif

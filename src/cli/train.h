@@ -11,6 +11,7 @@
 #include "parallel/comm_nccl.h"
 #include "parallel/ps.h"
 #include "solvers/csv_log.h"
+#include "solvers/solver.h"
 
 /* What a --csv_log file says beyond its rows; NULL fields are worked out
  * from the train flags and the solver (ct_cli_csv_open). */
@@ -78,5 +79,22 @@ void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
  * with allreduce, --bmuf_* without bmuf, a block momentum outside [0, 1);
  * else CT_EXIT_OK. */
 int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);
+
+/* --pipeline's layer names, split at ','; *n gets their count.  Caller
+ * frees the array and its first string.  Errors: an empty name. */
+ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err);
+/* Pipeline parallelism was asked for: --pipeline, or under mpirun a train
+ * net whose layers say their stage (pipeline_stage). */
+bool ct_cli_wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp);
+/* One rank of `mpirun -np N cortado train --pipeline=...` (train_pipeline.c):
+ * stage N mod P of replica N / P (P stages, N / P data-parallel replicas),
+ * trained with solver_opts plus the stage's part; watch(args, s) is called
+ * with the solver before training (signals reach it) and with NULL after.
+ * Failures that every rank meets alike (flags, the net, the plan) end each
+ * rank with the message; a failure while training ends the job.  sp is
+ * the caller's (restored on return).  Returns a CT_EXIT_* status. */
+int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
+                          const ct_solver_opts *solver_opts,
+                          void (*watch)(const ct_cli_args *args, ct_solver *s));
 
 #endif

@@ -61,6 +61,10 @@ void ct_mem_host_stats(size_t *current, size_t *peak) {
   if (peak) *peak = __atomic_load_n(&g_host_peak, __ATOMIC_RELAXED);
 }
 
+void ct_mem_host_reset_peak(void) {
+  __atomic_store_n(&g_host_peak, __atomic_load_n(&g_host_current, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
 void *ct_mem_alloc(int device, size_t bytes) {
   if (device == CT_DEVICE_CPU) return host_alloc(bytes);
   return ct_gpu_malloc(device, bytes);

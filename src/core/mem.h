@@ -35,6 +35,8 @@ void ct_mem_zero(int device, void *p, size_t bytes);
  * peak since start or the last ct_mem_host_reset_peak, in bytes (the host
  * twin of ct_gpu_memory_stats; pinned memory is not counted). */
 void ct_mem_host_stats(size_t *current, size_t *peak);
+/* The peak starts again from what is held now. */
+void ct_mem_host_reset_peak(void);
 /* Pinned host memory for asynchronous copies (plain aligned memory in a
  * CPU-only build). */
 void *ct_mem_alloc_pinned(size_t bytes);

@@ -49,6 +49,7 @@ static ct_status no_memory(const ct_tensor *t, const char *what, size_t bytes, c
  * Host memory that cannot be had is CT_ERR_NOMEM (the tensor then holds
  * nothing). */
 static ct_status ensure_storage(ct_tensor *t, ct_error *err) {
+  if (t->no_storage) return CT_OK;
   bool view = (t->data && !t->owns_data);
   if (view) return CT_OK;
   if (t->count > t->capacity || !t->data) {
@@ -111,9 +112,14 @@ void ct_tensor_reshape4(ct_tensor *t, int n, int c, int h, int w) {
   ct_tensor_reshape_or_die(t, 4, s);
 }
 
+void ct_tensor_drop_storage(ct_tensor *t) {
+  release(t);
+  t->no_storage = true;
+}
+
 void ct_tensor_need_diff(ct_tensor *t) {
   t->has_diff = true;
-  if (!t->diff && t->data && (t->owns_data || t->own_diff_on_view)) {
+  if (!t->no_storage && !t->diff && t->data && (t->owns_data || t->own_diff_on_view)) {
     size_t n = t->capacity > t->count ? t->capacity : t->count;
     t->diff = ct_mem_alloc(t->device, ct_tensor_bytes(t, n));
     t->owns_diff = true;
@@ -150,6 +156,7 @@ void ct_tensor_set_view(ct_tensor *t, void *data, void *diff) {
 
 void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other) {
   CT_ASSERT(t->count == other->count && t->device == other->device);
+  if (t->no_storage) return;
   if (t->owns_data) ct_mem_free(t->device, t->data);
   t->data = other->data;
   t->owns_data = false;
@@ -158,16 +165,17 @@ void ct_tensor_share_data(ct_tensor *t, const ct_tensor *other) {
 
 void ct_tensor_share_diff(ct_tensor *t, const ct_tensor *other) {
   CT_ASSERT(t->count == other->count && t->device == other->device);
+  t->has_diff = true;
+  if (t->no_storage) return;
   if (t->owns_diff) ct_mem_free(t->device, t->diff);
   t->diff = other->diff;
   t->owns_diff = false;
-  t->has_diff = true;
 }
 
 void ct_tensor_alias_data(ct_tensor *t, const ct_tensor *src) {
   CT_ASSERT(t != src && t->device == src->device);
   if (t->owns_data) ct_mem_free(t->device, t->data);
-  t->data = src->data;
+  t->data = t->no_storage ? NULL : src->data;
   t->owns_data = false;
   t->own_diff_on_view = true;
   t->ndim = src->ndim;
@@ -180,7 +188,7 @@ void ct_tensor_alias_data(ct_tensor *t, const ct_tensor *src) {
     t->owns_diff = false;
     t->diff_capacity = 0;
   }
-  if (t->has_diff && !t->diff) {
+  if (t->has_diff && !t->diff && !t->no_storage) {
     t->diff = ct_mem_alloc(t->device, ct_tensor_bytes(t, t->count));
     t->owns_diff = true;
     t->diff_capacity = t->count;

@@ -58,6 +58,8 @@ typedef struct ct_tensor {
   bool has_diff;           /* diff wanted: allocated with data on reshape */
   bool own_diff_on_view;   /* data is another tensor's (ct_tensor_alias_data), the diff its own */
   size_t diff_capacity;    /* values allocated in diff when owned */
+  bool no_storage;         /* shape only: nothing is ever allocated for it (a blob or parameter
+                              that another process holds: ct_tensor_drop_storage) */
 } ct_tensor;
 
 /* The arrays as float32 values: the tensor must be CT_F32 (a bug otherwise). */
@@ -106,6 +108,13 @@ void ct_tensor_set_layout(ct_tensor *t, ct_layout layout);
  * n = N, c = C (1 for fewer than 2 axes), s = the product of the axes
  * after C (1 for fewer than 3). */
 void ct_tensor_ncs(const ct_tensor *t, size_t *n, size_t *c, size_t *s);
+
+/* Makes t a shape without storage: its arrays are freed (views are let
+ * go), and reshapes, ct_tensor_need_diff and ct_tensor_alias_data set
+ * shapes and flags but allocate nothing from then on; data and diff stay
+ * NULL.  What a process builds of the layers another process holds (a
+ * pipeline stage's, net.h). */
+void ct_tensor_drop_storage(ct_tensor *t);
 
 /* Marks that this tensor needs a diff and allocates it for the current shape. */
 void ct_tensor_need_diff(ct_tensor *t);

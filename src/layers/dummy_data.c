@@ -149,10 +149,13 @@ static ct_status dummy_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *c
   int flat[1] = {(int)largest};
   if (l->ctx->device != CT_DEVICE_CPU) ct_tensor_reshape_or_die(d->host, 1, flat);
 
-  /* Constant tops get their values now.  The others are filled by forward;
-   * a trial fill (with the RNG put back) reports a bad filler here. */
+  /* Constant tops get their values now (those without storage, which
+   * another process holds, at their first forward).  The others are filled
+   * by forward; a trial fill (with the RNG put back) reports a bad filler
+   * here. */
   for (int i = 0; i < nt; i++) {
     if (!d->refill[d->nfill > 1 ? i : 0]) {
+      if (!top[i]->data) continue;
       CT_TRY(fill_top(l, top[i], i, err));
       d->filled_at[i] = top[i]->data;
     } else {

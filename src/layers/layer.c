@@ -184,10 +184,23 @@ bool ct_layer_replayable(const ct_layer *l) {
   return true;
 }
 
-void ct_layer_free(ct_layer *l) {
-  if (!l) return;
+/* The type's state (GPU side first), at most once. */
+static void destroy_state(ct_layer *l) {
+  if (l->released) return;
   if (l->ops->destroy_gpu) l->ops->destroy_gpu(l);
   if (l->ops->destroy) l->ops->destroy(l);
+  l->priv = l->gpu_priv = NULL;
+}
+
+void ct_layer_release(ct_layer *l) {
+  destroy_state(l);
+  l->released = true;
+  for (int i = 0; i < l->nparams; i++) ct_tensor_drop_storage(l->params[i]);
+}
+
+void ct_layer_free(ct_layer *l) {
+  if (!l) return;
+  destroy_state(l);
   for (int i = 0; i < l->nparams; i++) ct_tensor_free(l->params[i]);
   free(l->loss_weight);
   free(l);

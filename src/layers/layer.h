@@ -192,6 +192,10 @@ struct ct_layer {
    * layer shares, on a context with a gradient stream: its GPU backward puts
    * the parameter gradients there (the net orders the rest). */
   bool grad_side;
+  /* Set by ct_layer_release: the layer is held by another process (a
+   * pipeline stage's, net.h); it describes itself (type, name, counts,
+   * parameter shapes, loss weights) but has no state and no storage. */
+  bool released;
 };
 
 /* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type
@@ -220,6 +224,11 @@ ct_status ct_layer_forward_async(ct_layer *l, ct_tensor *const *bottom, ct_tenso
 void ct_layer_backward(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                        ct_tensor *const *bottom);
 void ct_layer_free(ct_layer *l);
+/* Drops a set-up layer's state (ops->destroy_gpu, ops->destroy) and its
+ * parameters' storage (ct_tensor_drop_storage), keeping what describes it,
+ * and sets l->released.  After it only ct_layer_free may be called: what a
+ * process keeps of the layers that another one holds (net.h). */
+void ct_layer_release(ct_layer *l);
 
 /* For ops->setup: declares learnable parameter number l->nparams (a host
  * tensor of the given shape, zeroed) and returns it for filling. */

@@ -30,7 +30,19 @@ typedef struct {
   int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
   ct_dtype layer_type; /* the element type of the layer being connected */
   ct_layout layer_layout; /* and its memory order */
+  ct_strmap kept;  /* a part (net.h): names of the blobs its layers read or write (-> 1) */
 } builder;
+
+static bool in_part(const ct_net *net, int layer) {
+  return layer >= net->part_first && layer < net->part_end;
+}
+
+/* Whether blob `name` gets storage (a name of NULL: an automatic top of
+ * layer `layer`). */
+static bool blob_kept(const builder *b, const char *name, int layer) {
+  if (!name) return in_part(b->net, layer);
+  return ct_strmap_get(&b->kept, name) >= 0;
+}
 
 static int find_blob(const ct_net *net, const char *name) {
   return ct_strmap_get(&net->blob_index, name);
@@ -47,7 +59,7 @@ int ct_net_layer_index(const ct_net *net, const char *name) {
 
 /* With diff planning, blobs get no diff while the net is built: the plan
  * gives them one afterwards, so the build never holds every diff at once. */
-static int add_blob(builder *b, const char *name) {
+static int add_blob(builder *b, const char *name, bool kept) {
   ct_net *net = b->net;
   if (net->nblobs == b->blob_cap) {
     b->blob_cap = b->blob_cap ? 2 * b->blob_cap : 64;
@@ -56,6 +68,7 @@ static int add_blob(builder *b, const char *name) {
   }
   ct_tensor *t = ct_tensor_new(net->ctx->device, name);
   t->has_diff = !b->plan;
+  t->no_storage = !kept;
   net->blobs[net->nblobs] = t;
   net->blob_need_backward[net->nblobs] = false;
   if (t->name) ct_strmap_put(&net->blob_index, t->name, net->nblobs);
@@ -97,7 +110,7 @@ static ct_status add_inputs_unlocated(builder *b, ct_error *err) {
   for (size_t i = 0; i < p->n_input; i++) {
     if (find_blob(net, p->input[i]) >= 0)
       return ct_error_set(err, CT_ERR_INVALID, "%s: duplicate input blob '%s'", b->source, p->input[i]);
-    int id = add_blob(b, p->input[i]);
+    int id = add_blob(b, p->input[i], blob_kept(b, p->input[i], -1));
     int shape[CT_MAX_AXES], nd = 0;
     if (p->n_input_shape > 0) {
       const Caffe__BlobShape *s = p->input_shape[p->n_input_shape == 1 ? 0 : i];
@@ -186,13 +199,13 @@ static ct_status connect_layer(builder *b, int li, const Caffe__LayerParameter *
                        lp->name ? lp->name : "", name);
           return ct_srcpos_prefix(err, &lp->base, "top", (size_t)j);
         }
-        id = add_blob(b, name);
+        id = add_blob(b, name, blob_kept(b, name, li));
         ct_tensor_set_dtype(net->blobs[id], type);
         ct_tensor_set_layout(net->blobs[id], layout);
       }
       avail_add(b, net->blobs[id]->name);
     } else {
-      id = add_blob(b, NULL); /* automatic top, not available as a bottom */
+      id = add_blob(b, NULL, blob_kept(b, NULL, li)); /* automatic top, not available as a bottom */
       ct_tensor_set_dtype(net->blobs[id], type);
       ct_tensor_set_layout(net->blobs[id], layout);
     }
@@ -210,11 +223,20 @@ static void make_vecs(ct_net *net, int li) {
   for (int j = 0; j < l->ntop; j++) net->tops[li][j] = net->blobs[net->top_ids[li][j]];
 }
 
+/* A top of a layer outside the net's part that has storage (a layer of
+ * the part reads it) but no data yet: a view of a blob without storage
+ * (a Split's or Flatten's top) gets storage of its own. */
+static ct_status keep_top(ct_tensor *t, ct_error *err) {
+  if (t->no_storage || t->data) return CT_OK;
+  t->capacity = 0;
+  return ct_tensor_reshape(t, t->ndim, t->shape, err);
+}
+
 /* Loss tops carry their loss weight in diff (Caffe's SetLossWeights). */
 static void set_loss_diffs(ct_net *net, int li) {
   ct_layer *l = net->layers[li];
   for (int j = 0; j < l->ntop; j++)
-    if (l->loss_weight[j] != 0.0f) {
+    if (l->loss_weight[j] != 0.0f && net->tops[li][j]->data) {
       ct_tensor *t = net->tops[li][j];
       ct_tensor_need_diff(t);
       ct_dev_set(net->ctx, t->count, l->loss_weight[j], t->diff);
@@ -306,6 +328,15 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     protobuf_c_message_free_unpacked(&filtered->base, NULL);
     return ct_srcpos_starts_with(err->msg) ? st : ct_error_prefix(err, "%s", source);
   }
+  int part_first = 0, part_end = (int)filtered->n_layer;
+  if (opts->part.fn) {
+    st = opts->part.fn(opts->part.user, filtered, &part_first, &part_end, err);
+    if (st != CT_OK) {
+      protobuf_c_message_free_unpacked(&filtered->base, NULL);
+      return st;
+    }
+    CT_ASSERT(part_first >= 0 && part_first <= part_end && part_end <= (int)filtered->n_layer);
+  }
   ct_net *net = ct_xcalloc(1, sizeof *net);
   net->param = filtered;
   net->name = filtered->name ? filtered->name : "";
@@ -313,6 +344,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->exact_blobs = opts->keep_blob_diffs;
   net->ctx = ctx;
   net->prep_first = net->prep_launch = net->prep_at = -1;
+  net->part_first = part_first;
+  net->part_end = part_end;
   int nl = (int)filtered->n_layer;
   net->layers = ct_xcalloc((size_t)nl + 1, sizeof(ct_layer *));
   net->bottom_ids = ct_xcalloc((size_t)nl + 1, sizeof(int *));
@@ -323,6 +356,12 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   builder b = {net, opts->quiet, planning_wanted(opts), source, CT_STRMAP_INIT, 0};
+  b.kept = (ct_strmap)CT_STRMAP_INIT;
+  for (int i = part_first; i < part_end; i++) {
+    const Caffe__LayerParameter *lp = filtered->layer[i];
+    for (size_t j = 0; j < lp->n_bottom; j++) ct_strmap_put(&b.kept, lp->bottom[j], 1);
+    for (size_t j = 0; j < lp->n_top; j++) ct_strmap_put(&b.kept, lp->top[j], 1);
+  }
   alloc_loss(net);
   NET_LOG(&b, "Initializing net '%s' (phase %s, %d layers)", net->name,
           opts->phase == CT_PHASE_TRAIN ? "TRAIN" : "TEST", nl);
@@ -361,11 +400,15 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
       NET_LOG(&b, "Top shape: %s", shape_str(t, sb, sizeof sb));
       if (net->layers[i]->loss_weight[j] != 0.0f)
         NET_LOG(&b, "    with loss weight %g", (double)net->layers[i]->loss_weight[j]);
-      memory += t->count;
+      if (!in_part(net, i)) st = keep_top(t, err);
+      if (!t->no_storage) memory += t->count;
     }
+    if (st != CT_OK) break;
     set_loss_diffs(net, i);
-    /* at once, so that the absorbed layer's scratch is never all held */
-    if (fuse) st = ct_net_fuse_layer(net, i, opts->quiet, err);
+    if (!in_part(net, i)) ct_layer_release(net->layers[i]);
+    /* at once, so that the absorbed layer's scratch is never all held;
+     * never across the part's edges */
+    if (fuse && in_part(net, i) && in_part(net, i - 1)) st = ct_net_fuse_layer(net, i, opts->quiet, err);
     if (st != CT_OK) break;
     NET_LOG(&b, "Memory required for data: %zu", memory * sizeof(float));
   }
@@ -382,14 +425,18 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   if (st == CT_OK) {
     /* outputs: blobs left available */
     net->output_ids = ct_xcalloc(b.avail.count + 1, sizeof(int));
-    for (int i = 0; i < net->nblobs; i++)
+    for (int i = 0; i < net->nblobs && st == CT_OK; i++)
       if (net->blobs[i]->name && ct_strmap_get(&b.avail, net->blobs[i]->name) >= 0) {
+        /* every part shows the outputs (a pipeline's are agreed on) */
+        net->blobs[i]->no_storage = false;
+        st = keep_top(net->blobs[i], err);
         net->output_ids[net->noutputs++] = i;
         NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
       }
     NET_LOG(&b, "Network initialization done.");
   }
   ct_strmap_free(&b.avail);
+  ct_strmap_free(&b.kept);
   if (st != CT_OK) {
     locate_layer_error(filtered, err);
     if (source && strncmp(err->msg, source, strlen(source)) != 0 && !ct_srcpos_starts_with(err->msg))
@@ -505,6 +552,7 @@ static void prepare_step(ct_net *net, int i) {
 
 ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
   ct_layer *l = net->layers[i];
+  CT_ASSERTF(!l->released, "layer '%s' is held by another process", l->name);
   prepare_step(net, i);
   if (net->feeds && net->feeds[i]) {
     /* a fed data layer: the staged batch, and the next one staged at once */
@@ -549,6 +597,7 @@ ct_status ct_net_forward(ct_net *net, double *loss, ct_error *err) {
 void ct_net_backward_layer(ct_net *net, int i) {
   ct_layer *l = net->layers[i];
   if (net->layer_need_backward[i]) {
+    CT_ASSERTF(!l->released, "layer '%s' is held by another process", l->name);
     ct_layer_backward(l, net->tops[i], net->bottom_need_backward[i], net->bottoms[i]);
     /* The gradient stream: the compute stream waits for the layer before
      * this one (whose top diffs net_memory.c kept alive until here), or for
@@ -575,7 +624,7 @@ ct_status ct_net_reshape(ct_net *net, ct_error *err) {
     ct_net_feed_free(net->feeds[i]);
     net->feeds[i] = NULL;
   }
-  for (int i = 0; i < net->nlayers; i++) {
+  for (int i = net->part_first; i < net->part_end; i++) {
     CT_TRY(ct_layer_reshape(net->layers[i], net->bottoms[i], net->tops[i], err));
     set_loss_diffs(net, i);
   }
@@ -616,7 +665,7 @@ int ct_net_draws_per_pass(const ct_net *net) {
 
 int ct_net_first_nonfinite_layer(ct_net *net) {
   ct_error err;
-  for (int i = 0; i < net->nlayers; i++) {
+  for (int i = net->part_first; i < net->part_end; i++) {
     if (ct_layer_forward(net->layers[i], net->bottoms[i], net->tops[i], NULL, &err) != CT_OK) return i;
     for (int j = 0; j < net->layers[i]->ntop; j++) {
       ct_tensor *t = net->tops[i][j];

@@ -146,6 +146,12 @@ typedef struct ct_net {
   /* The weighted loss sum of the forwards since ct_net_zero_loss. */
   double loss_host;            /* CPU */
   double *loss_dev;            /* (1) GPU: device memory */
+  /* Layers [part_first, part_end) are this process's (a pipeline stage's,
+   * ct_net_opts.part): only they and the blobs they read or write (and the
+   * net's outputs) have storage; the others are released (layers/layer.h)
+   * and their blobs are shapes (ct_tensor.no_storage).  0 and nlayers for
+   * a whole net. */
+  int part_first, part_end;
   struct ct_net_feed **feeds;  /* (nlayers) GPU: data layers fed by net_feed.c, else NULL */
   unsigned long layout_version; /* bumped whenever blob or buffer storage may have moved */
   bool *weights_copied;        /* (nlayers) the layer took blobs from a weights file since
@@ -155,6 +161,17 @@ typedef struct ct_net {
   ct_strmap blob_index;        /* blob name -> index into blobs (named blobs) */
   ct_strmap layer_index;       /* layer name -> index of the first layer of that name */
 } ct_net;
+
+/* A part of a net (ct_net_opts.part): fn(user, built, &first, &end, err)
+ * gets the NetParameter as it is built (filtered, Casts and Splits
+ * inserted) and sets the layers [first, end) this process holds, or fails
+ * (its error is the build's, unprefixed). */
+typedef ct_status (*ct_net_part_fn)(void *user, const Caffe__NetParameter *built, int *first,
+                                    int *end, ct_error *err);
+typedef struct ct_net_part {
+  ct_net_part_fn fn; /* NULL: the whole net */
+  void *user;
+} ct_net_part;
 
 /* Options of a build besides the NetParameter. */
 typedef struct ct_net_opts {
@@ -173,6 +190,16 @@ typedef struct ct_net_opts {
   /* No layer fusion (net_fuse.c: a training BatchNorm computes the Scale
    * after it); CORTADO_FUSE=0 in the environment has the same effect. */
   bool no_fusion;
+  /* Only some layers on this process (a pipeline stage, runtime/stages.h):
+   * every layer is still created and set up in order, so that shapes
+   * propagate and fillers draw what they draw in a whole net (the initial
+   * parameters are one process's), but a layer outside the part is then
+   * released at once: its parameters and state are dropped, its tops are
+   * shapes without storage (unless a layer of the part reads them), it
+   * takes no place in the flat buffers (which hold the part's parameters
+   * only), in the diff pool or in weights copies, and it is never run.
+   * Blobs the part reads or writes, and the net's outputs, have storage. */
+  ct_net_part part;
 } ct_net_opts;
 
 /* Builds a net from param (not modified, not kept: the net keeps its own

@@ -60,6 +60,7 @@ static ct_status copy_layer(ct_net *net, const char *name, Caffe__BlobProto **bl
     return CT_OK;
   }
   ct_layer *l = net->layers[li];
+  if (l->released) return CT_OK; /* another process's (net.h: a part) */
   if ((int)nblobs != l->nparams)
     return ct_error_set(err, CT_ERR_INVALID,
                         "incompatible number of blobs for layer '%s': the source has %zu, the net %d",
@@ -121,7 +122,7 @@ ct_status ct_net_weights_check(const ct_net *net, const char *what, bool strict,
   int missing = 0;
   for (int i = 0; i < net->nlayers; i++) {
     const ct_layer *l = net->layers[i];
-    if (l->nparams == 0 || (net->weights_copied && net->weights_copied[i])) continue;
+    if (l->nparams == 0 || l->released || (net->weights_copied && net->weights_copied[i])) continue;
     if (missing < 3 && o < sizeof msg)
       o += (size_t)snprintf(msg + o, sizeof msg - o, "%s'%s' (%s, %d blob%s)", missing ? ", " : "",
                             l->name, l->ops->type, l->nparams, l->nparams == 1 ? "" : "s");
@@ -205,7 +206,8 @@ static Caffe__BlobProto *blob_to_proto(const ct_tensor *t, bool write_diff) {
 }
 
 /* The returned message borrows every field of the net's layer parameters
- * except `blobs`, which it owns (see ct_net_proto_free). */
+ * except `blobs`, which it owns (see ct_net_proto_free).  A released layer
+ * (another process's, net.h) has no blobs in it. */
 Caffe__NetParameter *ct_net_to_proto(const ct_net *net, bool write_diff) {
   Caffe__NetParameter *p = ct_xcalloc(1, sizeof *p);
   caffe__net_parameter__init(p);
@@ -216,9 +218,9 @@ Caffe__NetParameter *ct_net_to_proto(const ct_net *net, bool write_diff) {
     const ct_layer *l = net->layers[i];
     Caffe__LayerParameter *lp = ct_xcalloc(1, sizeof *lp);
     *lp = *l->param; /* shallow */
-    lp->n_blobs = (size_t)l->nparams;
+    lp->n_blobs = l->released ? 0 : (size_t)l->nparams;
     lp->blobs = ct_xcalloc((size_t)l->nparams + 1, sizeof(Caffe__BlobProto *));
-    for (int j = 0; j < l->nparams; j++) lp->blobs[j] = blob_to_proto(l->params[j], write_diff);
+    for (size_t j = 0; j < lp->n_blobs; j++) lp->blobs[j] = blob_to_proto(l->params[j], write_diff);
     p->layer[i] = lp;
   }
   return p;

@@ -142,6 +142,32 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
   }
   if (st != CT_OK) goto done;
 
+  /* A layer computes a parameter's gradient when its owner's lr_mult is
+   * not 0 (Caffe: param_need_backward). */
+  k = 0;
+  for (int li = 0; li < net->nlayers; li++)
+    for (int j = 0; j < net->layers[li]->nparams; j++, k++)
+      net->layers[li]->param_propagate_down[j] = net->params[owner_of[k]].lr_mult != 0.0f;
+
+  /* A part (net.h): the owners of the layers outside it leave the table
+   * (sharing never crosses the part's edges: their layers are released);
+   * owner_of then points at the new indices, -1 for those. */
+  int *kept_as = ct_xcalloc((size_t)net->nparams + 1, sizeof(int));
+  int nkept = 0;
+  for (int q = 0; q < net->nparams; q++) {
+    const int li = net->params[q].layer;
+    if (li >= net->part_first && li < net->part_end) {
+      kept_as[q] = nkept;
+      net->params[nkept++] = net->params[q];
+    } else {
+      kept_as[q] = -1;
+      free(net->params[q].name);
+    }
+  }
+  net->nparams = nkept;
+  for (int q = 0; q < k; q++) owner_of[q] = kept_as[owner_of[q]];
+  free(kept_as);
+
   /* Flat layout: parameters whose gradient is final first. */
   int *order = ct_xcalloc((size_t)net->nparams + 1, sizeof(int));
   {
@@ -171,6 +197,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
   for (int li = 0; li < net->nlayers; li++) {
     ct_layer *l = net->layers[li];
     for (int j = 0; j < l->nparams; j++, k++) {
+      if (owner_of[k] < 0) continue; /* outside the part */
       ct_net_param *p = &net->params[order[owner_of[k]]];
       if (p->tensor == l->params[j]) continue;
       /* shared: a view of the owner's storage, keeping this layer's shape */
@@ -191,25 +218,13 @@ done:
 }
 
 /* Which layers and bottoms need backward (Caffe's rules, including the
- * pruning of layers that do not reach a loss and force_backward). */
-/* A parameter's storage and its owner's lr_mult, sorted by storage, so that
- * a layer's parameter finds its owner by binary search. */
-typedef struct {
-  const float *data;
-  float lr_mult;
-} owner_lr;
-
-static int cmp_owner_lr(const void *a, const void *b) {
-  const float *x = ((const owner_lr *)a)->data, *y = ((const owner_lr *)b)->data;
-  return x < y ? -1 : x > y;
-}
-
+ * pruning of layers that do not reach a loss and force_backward), over
+ * every layer of the net, those outside a part too: what a part's blobs
+ * need is what they need in the whole net.  A parameter's
+ * param_propagate_down (its owner's lr_mult is not 0) was set by
+ * ct_net_params_build. */
 void ct_net_analyze_backward(ct_net *net, bool quiet) {
   int nl = net->nlayers;
-  owner_lr *owners = ct_xcalloc((size_t)net->nparams + 1, sizeof *owners);
-  for (int q = 0; q < net->nparams; q++)
-    owners[q] = (owner_lr){net->params[q].tensor->data, net->params[q].lr_mult};
-  qsort(owners, (size_t)net->nparams, sizeof *owners, cmp_owner_lr);
   for (int b = 0; b < net->nblobs; b++) net->blob_need_backward[b] = false;
   for (int li = 0; li < nl; li++) {
     ct_layer *l = net->layers[li];
@@ -222,14 +237,7 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
       net->bottom_need_backward[li][j] = nb;
       need |= net->blob_need_backward[id];
     }
-    for (int j = 0; j < l->nparams; j++) {
-      /* lr_mult of the owner decides (Caffe: param_need_backward = lr_mult != 0) */
-      const owner_lr key = {l->params[j]->data, 0};
-      const owner_lr *o = bsearch(&key, owners, (size_t)net->nparams, sizeof *owners, cmp_owner_lr);
-      bool pn = o && o->lr_mult != 0.0f;
-      l->param_propagate_down[j] = pn;
-      need |= pn;
-    }
+    for (int j = 0; j < l->nparams; j++) need |= l->param_propagate_down[j];
     if (!l->ops->backward_cpu) need = false;
     net->layer_need_backward[li] = need;
     if (need)
@@ -263,7 +271,6 @@ void ct_net_analyze_backward(ct_net *net, bool quiet) {
   }
   free(under_loss);
   free(skip);
-  free(owners);
   if (net->param->has_force_backward && net->param->force_backward) {
     for (int li = 0; li < nl; li++) {
       ct_layer *l = net->layers[li];

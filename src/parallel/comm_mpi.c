@@ -1,4 +1,5 @@
-/* ct_comm over MPI: collectives on host buffers over MPI_COMM_WORLD.  Each
+/* ct_comm over MPI: collectives on host buffers over MPI_COMM_WORLD or a
+ * part of it (ct_comm_mpi_split).  Each
  * collective is started non-blocking and polled, so that a dead or stuck
  * rank turns into CT_ERR_COMM after the communicator's timeout instead of a
  * hang. */
@@ -13,6 +14,14 @@
 #include "core/clock.h"
 
 static bool g_we_initialised;
+
+/* A ct_comm over an MPI communicator. */
+typedef struct {
+  ct_comm c;
+  MPI_Comm comm; /* MPI_COMM_WORLD, or a split of it (freed with the ct_comm) */
+} mpi_comm;
+
+static MPI_Comm of(const ct_comm *c) { return ((const mpi_comm *)c)->comm; }
 
 static int env_int(const char *name) {
   const char *v = getenv(name);
@@ -93,7 +102,7 @@ static ct_status mpi_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op 
   for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
     int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, of(c), &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce", err);
     CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "allreduce", err));
   }
@@ -109,7 +118,7 @@ static ct_status mpi_broadcast(ct_comm *c, float *buf, size_t count, int root, v
   for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
     int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
     MPI_Request req;
-    int rc = MPI_Ibcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD, &req);
+    int rc = MPI_Ibcast(buf + off, n, MPI_FLOAT, root, of(c), &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast", err);
     CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "broadcast", err));
   }
@@ -118,14 +127,14 @@ static ct_status mpi_broadcast(ct_comm *c, float *buf, size_t count, int root, v
 
 static ct_status mpi_host_f64(ct_comm *c, double *buf, size_t count, ct_error *err) {
   MPI_Request req;
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, MPI_SUM, of(c), &req);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce (host)", err);
   return wait_request(&req, c->timeout_s, c->cancel, "allreduce (host)", err);
 }
 
 static ct_status mpi_barrier(ct_comm *c, ct_error *err) {
   MPI_Request req;
-  int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  int rc = MPI_Ibarrier(of(c), &req);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "barrier", err);
   return wait_request(&req, c->timeout_s, c->cancel, "barrier", err);
 }
@@ -137,7 +146,7 @@ static ct_status mpi_send(ct_comm *c, const float *buf, size_t count, int peer, 
   for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
     int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
     MPI_Request req;
-    int rc = MPI_Isend(buf + off, n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+    int rc = MPI_Isend(buf + off, n, MPI_FLOAT, peer, tag, of(c), &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "send", err);
     CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "send", err));
   }
@@ -149,7 +158,7 @@ static ct_status mpi_recv(ct_comm *c, float *buf, size_t count, int peer, int ta
   for (size_t off = 0; off < count; off += CT_MPI_CHUNK) {
     int n = (int)(count - off < CT_MPI_CHUNK ? count - off : CT_MPI_CHUNK);
     MPI_Request req;
-    int rc = MPI_Irecv(buf + off, n, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+    int rc = MPI_Irecv(buf + off, n, MPI_FLOAT, peer, tag, of(c), &req);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "receive", err);
     CT_TRY(wait_request(&req, c->timeout_s, c->cancel, "receive", err));
   }
@@ -163,7 +172,7 @@ static ct_status mpi_isend(ct_comm *c, const float *buf, size_t count, int peer,
   *req = NULL;
   if (count > CT_MPI_CHUNK) return mpi_send(c, buf, count, peer, tag, NULL, err);
   MPI_Request *r = ct_xcalloc(1, sizeof *r);
-  int rc = MPI_Isend(buf, (int)count, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, r);
+  int rc = MPI_Isend(buf, (int)count, MPI_FLOAT, peer, tag, of(c), r);
   if (rc != MPI_SUCCESS) {
     free(r);
     return mpi_fail(rc, "send", err);
@@ -185,7 +194,7 @@ static ct_status mpi_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_err
   for (int polls = 0;; polls++) {
     int found = 0;
     MPI_Status status;
-    int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &found, &status);
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, of(c), &found, &status);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "probe", err);
     if (found) {
       int n = 0;
@@ -211,7 +220,11 @@ static ct_status mpi_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_err
 
 static ct_status mpi_wait(ct_comm *c, void *stream, ct_error *err) { return CT_OK; }
 static void mpi_abort(ct_comm *c) { ct_mpi_abort_job(1); }
-static void mpi_destroy(ct_comm *c) { free(c); }
+static void mpi_destroy(ct_comm *c) {
+  mpi_comm *m = (mpi_comm *)c;
+  if (m->comm != MPI_COMM_WORLD) MPI_Comm_free(&m->comm);
+  free(m);
+}
 
 static const ct_comm_ops k_mpi_ops = {"mpi",       mpi_allreduce, mpi_broadcast, mpi_host_f64,
                                       mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy,
@@ -248,12 +261,32 @@ static ct_status mpi_init_once(ct_error *err) {
 ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err) {
   *out = NULL;
   CT_TRY(mpi_init_once(err));
-  ct_comm *c = ct_xcalloc(1, sizeof *c);
-  c->ops = &k_mpi_ops;
-  c->timeout_s = ct_comm_default_timeout();
-  MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-  *out = c;
+  mpi_comm *m = ct_xcalloc(1, sizeof *m);
+  m->comm = MPI_COMM_WORLD;
+  m->c.ops = &k_mpi_ops;
+  m->c.timeout_s = ct_comm_default_timeout();
+  MPI_Comm_rank(MPI_COMM_WORLD, &m->c.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &m->c.size);
+  *out = &m->c;
+  return CT_OK;
+}
+
+ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err) {
+  *out = NULL;
+  CT_ASSERT(parent->ops == &k_mpi_ops);
+  mpi_comm *m = ct_xcalloc(1, sizeof *m);
+  int rc = MPI_Comm_split(of(parent), color, key, &m->comm);
+  if (rc != MPI_SUCCESS) {
+    free(m);
+    return mpi_fail(rc, "communicator split", err);
+  }
+  MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+  m->c.ops = &k_mpi_ops;
+  m->c.timeout_s = parent->timeout_s;
+  m->c.cancel = parent->cancel;
+  MPI_Comm_rank(m->comm, &m->c.rank);
+  MPI_Comm_size(m->comm, &m->c.size);
+  *out = &m->c;
   return CT_OK;
 }
 

@@ -84,9 +84,6 @@ void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *u
 ct_status ct_runtime_set_reduce(ct_runtime *rt, ct_comm *comm, const ct_reduce_opts *opts,
                                 bool log_timing, int *requests, ct_error *err) {
   CT_ASSERT(rt->finished == rt->clock.launched);
-  if (rt->pipe)
-    return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "--pipeline: pipeline stages with data-parallel replicas are not written yet");
   ct_reducer_free(rt->reducer);
   rt->reducer = NULL;
   ct_program_free(rt->prog);
@@ -115,22 +112,16 @@ ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *con
   CT_ASSERT(rt->finished == rt->clock.launched);
   if (rt->reducer || rt->ps)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "--pipeline: pipeline stages with data-parallel replicas are not written yet");
+                        "--pipeline: set the pipeline before the data-parallel reducer (D x P), "
+                        "and not with parameter servers");
   ct_stages_free(rt->pipe);
   rt->pipe = NULL;
   ct_program_free(rt->fwd_prog);
   rt->fwd_prog = NULL;
   ct_program_free(rt->prog);
   rt->prog = NULL;
-  const char **own = NULL;
-  if (!after) {
-    CT_TRY(ct_stages_cuts_from_net(rt->net, &own, &nafter, err));
-    after = own;
-  }
-  ct_status st = ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size,
-                                  schedule, err);
-  free(own);
-  CT_TRY(st);
+  CT_TRY(ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, schedule,
+                          err));
   char line[256];
   ct_stages_describe(rt->pipe, line, sizeof line);
   LOG_INFO("Pipeline %s", line);
@@ -155,9 +146,7 @@ ct_status ct_runtime_forward(ct_runtime *rt, double *loss, ct_error *err) {
 
 int ct_runtime_stage(const ct_runtime *rt) { return rt->pipe ? ct_stages_stage(rt->pipe) : 0; }
 
-ct_status ct_runtime_gather(ct_runtime *rt, float *flat, ct_error *err) {
-  return rt->pipe ? ct_stages_gather(rt->pipe, flat, err) : CT_OK;
-}
+ct_stages *ct_runtime_stages(const ct_runtime *rt) { return rt->pipe; }
 
 ct_status ct_runtime_broadcast_params(ct_runtime *rt, int root, ct_error *err) {
   return rt->reducer ? ct_reducer_broadcast_params(rt->reducer, root, err) : CT_OK;
@@ -327,7 +316,13 @@ static void build_program(ct_runtime *rt) {
   if (rt->pipe) {
     const ct_program_step loss = {.run = step_pass_loss, .user = rt, .what = "pass loss",
                                   .kind = CT_STEP_LOSS};
-    ct_stages_build(rt->pipe, rt->prog, on_gpu(rt) ? NULL : &loss);
+    /* D x P: the buckets of the stage's parameters in its last backward */
+    part_placer pp = last_pass_parts(rt);
+    const ct_program_step begin = {.run = step_reduce_begin, .user = rt, .capturable = true,
+                                   .what = "reduce begin", .kind = CT_STEP_REDUCE_BEGIN};
+    ct_stages_build(rt->pipe, rt->prog, on_gpu(rt) ? NULL : &loss, pp.count ? &begin : NULL,
+                    pp.count ? place_parts : NULL, &pp);
+    CT_ASSERT(pp.next == pp.count);
   }
   for (int pass = 0; !rt->pipe && pass < rt->opts.iter_size; pass++) {
     const bool last = pass == rt->opts.iter_size - 1;
@@ -427,6 +422,8 @@ static ct_status finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_erro
     /* the loss stage's loss and every stage's requests, on every stage */
     int a = take_requests(rt);
     CT_TRY(ct_stages_agree(rt->pipe, &res->loss, &a, err));
+    /* D x P: and over the stage's replicas, so that every rank acts alike */
+    if (rt->reducer) CT_TRY(ct_reducer_agree(rt->reducer, seq, a, &a, err));
     res->actions |= a;
   }
   if (slot->check == 0) return CT_OK;

@@ -93,7 +93,9 @@ void ct_runtime_free(ct_runtime *rt);
 void ct_runtime_set_gradients_callback(ct_runtime *rt, ct_program_fn fn, void *user);
 
 /* Data parallelism: gradients are averaged over comm's workers by a
- * reducer (reduce.h) built with opts; rank 0 logs its timing when
+ * reducer (reduce.h) built with opts (with a pipeline, set before: D x P,
+ * comm holds the replicas of this stage, whose parameters the buckets
+ * cover, placed in the last micro-batch's backward); rank 0 logs its timing when
  * log_timing.  requests: where this worker's stop and snapshot wishes are
  * read (the process's signal word on rank 0, which all workers then agree
  * on); NULL: the runtime's own (ct_runtime_request).  The program is
@@ -116,12 +118,13 @@ ct_status ct_runtime_set_ps(ct_runtime *rt, ct_ps_client *ps, int *requests, ct_
 ct_ps_client *ct_runtime_ps(const ct_runtime *rt);
 /* Pipeline parallelism (stages.h): this process runs stage comm->rank of
  * the net cut after the layers named in after[0 .. nafter) (after NULL:
- * where the layers' pipeline_stage fields say), the
- * iteration's iter_size passes being the micro-batches, in the order of
- * `schedule`; the loss
- * and the requests are agreed on by every stage at each finish.  The
- * program is rebuilt at the next launch.  Nothing may be in flight.
- * Errors: ct_stages_create's; CT_ERR_UNSUPPORTED with a reducer. */
+ * where the layers' pipeline_stage fields say; the net built with
+ * ct_stages_part of the same cuts), the iteration's iter_size passes being
+ * the micro-batches, in the order of `schedule`; the loss and the requests
+ * are agreed on by every stage at each finish.  The program is rebuilt at
+ * the next launch.  Nothing may be in flight.  Errors: ct_stages_create's;
+ * CT_ERR_UNSUPPORTED with parameter servers or a reducer already set (set
+ * the reducer after the pipeline: D x P). */
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
                                   int nafter, ct_stages_schedule schedule, ct_error *err);
 /* One forward of the net outside the iterations (a display's last one):
@@ -131,10 +134,8 @@ ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *con
 ct_status ct_runtime_forward(ct_runtime *rt, double *loss, ct_error *err);
 /* This process's pipeline stage (0 without a pipeline). */
 int ct_runtime_stage(const ct_runtime *rt);
-/* Pipeline: stage 0 gets every stage's part of flat (laid out as the net's
- * flat buffers) from the stage that trains it; every stage must call it.
- * Nothing without a pipeline.  Errors: the communicator's. */
-ct_status ct_runtime_gather(ct_runtime *rt, float *flat, ct_error *err);
+/* The pipeline's stages (stages.h: snapshots, timing), or NULL. */
+ct_stages *ct_runtime_stages(const ct_runtime *rt);
 /* The reducer's: replaces the parameters by rank root's (blocking; nothing
  * without a reducer). */
 ct_status ct_runtime_broadcast_params(ct_runtime *rt, int root, ct_error *err);

@@ -1,58 +1,25 @@
-/* Pipeline stages over a communicator (see stages.h). */
+/* Pipeline stages over a communicator: the plan and the iteration's steps
+ * (see stages.h; snapshots, agreement and timing are in stages_host.c). */
 #include "runtime/stages.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/mem.h"
+#include "runtime/stages_internal.h"
 #include "runtime/steps.h"
 
-/* A blob crossing a stage boundary: for an input, peer is the stage that
- * sends it; for an output, the stage it goes to. */
-typedef struct {
-  int blob;
-  int peer;
-  bool diff; /* its diff comes back */
-} crossing;
-
-/* A blob kept per micro-batch: a received input (layer -1, stashed after
- * its receive) or a data layer's top (stashed after that layer). */
-typedef struct {
-  int blob;
-  int layer;
-  size_t offset; /* in a micro-batch's part of the stash */
-} stashed;
-
-struct ct_stages {
-  ct_net *net;
-  ct_comm *comm;
-  int stage, nstages, micro;
-  int *first;           /* (nstages + 1) stage s is layers [first[s], first[s + 1]) */
-  int nin, nout;
-  crossing *in, *out;   /* (nin), (nout) in the order of (peer, blob) */
-  int nstash;
-  stashed *stash;       /* (nstash) inputs first, then the data layers' tops */
-  size_t stash_count;   /* values per micro-batch */
-  float *stash_data;    /* (micro * stash_count) */
-  ct_stages_schedule schedule;
-  /* Sends return at once and complete at the iteration's end (send join):
-   * micro-batch m's values of output k travel from sendbuf + m * send_count
-   * + out_off[k], the diff of input k from ... + in_off[k]. */
-  size_t *out_off, *in_off; /* (nout), (nin) */
-  size_t send_count;        /* values per micro-batch */
-  float *sendbuf;           /* (micro * send_count) */
-  void **reqs;              /* (micro * (nout + nin)) pending sends, NULL: none */
-  int *output_stage;    /* (net->noutputs) the stage that computes each net output */
-  size_t output_count;  /* values of all net outputs */
-};
-
-static int stage_of(const ct_stages *pl, int layer) {
-  for (int s = 0; s < pl->nstages; s++)
-    if (layer < pl->first[s + 1]) return s;
+/* The stage of `layer` among n stages of boundaries first. */
+static int stage_in(const int *first, int n, int layer) {
+  for (int s = 0; s < n; s++)
+    if (layer < first[s + 1]) return s;
   CT_ASSERT(false);
   return -1;
 }
+
+static int stage_of(const ct_stages *pl, int layer) { return stage_in(pl->first, pl->nstages, layer); }
 
 static bool writes(const ct_net *net, int layer, int blob) {
   for (int t = 0; t < net->layers[layer]->ntop; t++)
@@ -60,12 +27,124 @@ static bool writes(const ct_net *net, int layer, int blob) {
   return false;
 }
 
+/* ------------------------------------------------------------------ plan */
+
+/* The layer of np named `name` (the first of that name), or -1. */
+static int layer_named(const Caffe__NetParameter *np, const char *name) {
+  for (size_t i = 0; i < np->n_layer; i++)
+    if (strcmp(np->layer[i]->name ? np->layer[i]->name : "", name) == 0) return (int)i;
+  return -1;
+}
+
+static const char *layer_name(const Caffe__NetParameter *np, int i) {
+  return np->layer[i]->name ? np->layer[i]->name : "";
+}
+
+/* The stage boundaries from the layer names: first (nafter + 2) gets
+ * stage s as layers [first[s], first[s + 1]) of np (see stages.h for the
+ * errors). */
+static ct_status place_cuts(const Caffe__NetParameter *np, const char *const *after, int nafter,
+                            int *first, ct_error *err) {
+  const int nlayers = (int)np->n_layer;
+  for (int c = 0; c < nafter; c++) {
+    const int i = layer_named(np, after[c]);
+    if (i < 0) {
+      char names[512] = "";
+      size_t len = 0;
+      for (int j = 0; j < nlayers && len + 4 < sizeof names; j++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "",
+                                layer_name(np, j));
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "--pipeline: no layer '%s' in the train net '%s' (its layers: %s)",
+                          after[c], np->name ? np->name : "", names);
+    }
+    if (c > 0 && i <= first[c] - 1)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "--pipeline: split points must follow the net's order: '%s' (layer %d) "
+                          "is not after '%s' (layer %d)",
+                          after[c], i, after[c - 1], first[c] - 1);
+    first[c + 1] = i + 1;
+  }
+  first[nafter + 1] = nlayers;
+  if (nafter > 0 && first[nafter] >= nlayers)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "--pipeline: stage %d would have no layers: '%s' is the net's last layer",
+                        nafter, after[nafter - 1]);
+  return CT_OK;
+}
+
+/* A parameter shared (ParamSpec name) by layers of two stages. */
+static ct_status check_sharing(const Caffe__NetParameter *np, const int *first, int nstages,
+                               ct_error *err) {
+  for (int i = 0; i < (int)np->n_layer; i++)
+    for (size_t k = 0; k < np->layer[i]->n_param; k++) {
+      const char *name = np->layer[i]->param[k]->name;
+      if (!name || !*name) continue;
+      for (int j = 0; j < i; j++)
+        for (size_t q = 0; q < np->layer[j]->n_param; q++) {
+          const char *other = np->layer[j]->param[q]->name;
+          const int si = stage_in(first, nstages, i), sj = stage_in(first, nstages, j);
+          if (other && strcmp(other, name) == 0 && si != sj)
+            return ct_error_set(err, CT_ERR_INVALID,
+                                "--pipeline: parameter '%s' is shared by layers '%s' (stage %d) and "
+                                "'%s' (stage %d); shared parameters must stay in one stage",
+                                name, layer_name(np, j), sj, layer_name(np, i), si);
+        }
+    }
+  return CT_OK;
+}
+
+/* The stages of the built train net np for `ranks` processes (replicas
+ * of the stages): *first_out gets the (nstages + 1) boundaries (caller
+ * frees), *nstages their count.  The cuts come from `after`, or when it is
+ * NULL from the layers' pipeline_stage fields.  Errors: see
+ * ct_stages_part. */
+static ct_status plan_stages(const Caffe__NetParameter *np, const char *const *after, int nafter,
+                             int ranks, int **first_out, int *nstages, ct_error *err) {
+  *first_out = NULL;
+  const char **own = NULL;
+  if (!after) {
+    CT_TRY(ct_stages_cuts_from_param(np, &own, &nafter, err));
+    after = own;
+  }
+  int *first = ct_xcalloc((size_t)nafter + 2, sizeof *first);
+  const int n = nafter + 1;
+  ct_status st = place_cuts(np, after, nafter, first, err);
+  if (st == CT_OK && ranks % n != 0)
+    st = ct_error_set(err, CT_ERR_INVALID,
+                      "--pipeline: %d split point%s make%s %d stages, but %d ranks were started "
+                      "(run mpirun -np %d: one rank per stage, or a multiple of %d for "
+                      "data-parallel replicas of the stages)",
+                      nafter, nafter == 1 ? "" : "s", nafter == 1 ? "s" : "", n, ranks, n, n);
+  if (st == CT_OK) st = check_sharing(np, first, n, err);
+  free(own);
+  if (st != CT_OK) {
+    free(first);
+    return st;
+  }
+  *first_out = first;
+  *nstages = n;
+  return CT_OK;
+}
+
+ct_status ct_stages_part(void *cut_, const Caffe__NetParameter *built, int *first, int *end,
+                         ct_error *err) {
+  const ct_stages_cut *cut = cut_;
+  int *bounds, n;
+  CT_TRY(plan_stages(built, cut->after, cut->nafter, cut->ranks, &bounds, &n, err));
+  const int s = cut->rank % n;
+  *first = bounds[s];
+  *end = bounds[s + 1];
+  free(bounds);
+  return CT_OK;
+}
+
 /* The inputs of stage s: blobs its layers read before one of them writes
  * them, each with the stage of its last writer before s; n gets their
  * count.  Caller frees.  Errors: a blob no earlier layer writes. */
-static ct_status stage_inputs(const ct_stages *pl, int s, crossing **out, int *n, ct_error *err) {
+static ct_status stage_inputs(const ct_stages *pl, int s, ct_stages_crossing **out, int *n, ct_error *err) {
   const ct_net *net = pl->net;
-  crossing *in = ct_xcalloc((size_t)net->nblobs + 1, sizeof *in);
+  ct_stages_crossing *in = ct_xcalloc((size_t)net->nblobs + 1, sizeof *in);
   int k = 0;
   for (int i = pl->first[s]; i < pl->first[s + 1]; i++) {
     for (int b = 0; b < net->layers[i]->nbottom; b++) {
@@ -84,48 +163,18 @@ static ct_status stage_inputs(const ct_stages *pl, int s, crossing **out, int *n
                             "no layer before it: net inputs are not pipelined",
                             net->blobs[blob]->name, net->layers[i]->name, s);
       }
-      in[k++] = (crossing){blob, stage_of(pl, writer), net->blob_need_backward[blob]};
+      in[k++] = (ct_stages_crossing){blob, stage_of(pl, writer), net->blob_need_backward[blob]};
     }
   }
   /* receive in the order of the sending stage, so that no two stages wait on each other */
   for (int a = 1; a < k; a++)
     for (int b = a; b > 0 && in[b].peer < in[b - 1].peer; b--) {
-      crossing t = in[b];
+      ct_stages_crossing t = in[b];
       in[b] = in[b - 1];
       in[b - 1] = t;
     }
   *out = in;
   *n = k;
-  return CT_OK;
-}
-
-/* The stage boundaries from the layer names (see stages.h for the errors). */
-static ct_status place_cuts(ct_stages *pl, const char *const *after, int nafter, ct_error *err) {
-  const ct_net *net = pl->net;
-  pl->first = ct_xcalloc((size_t)nafter + 2, sizeof *pl->first);
-  for (int c = 0; c < nafter; c++) {
-    const int i = ct_net_layer_index(net, after[c]);
-    if (i < 0) {
-      char names[512] = "";
-      size_t len = 0;
-      for (int j = 0; j < net->nlayers && len + 4 < sizeof names; j++)
-        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "",
-                                net->layers[j]->name);
-      return ct_error_set(err, CT_ERR_INVALID, "--pipeline: no layer '%s' in the train net '%s' (its layers: %s)",
-                          after[c], net->name ? net->name : "", names);
-    }
-    if (c > 0 && i <= pl->first[c] - 1)
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "--pipeline: split points must follow the net's order: '%s' (layer %d) "
-                          "is not after '%s' (layer %d)",
-                          after[c], i, after[c - 1], pl->first[c] - 1);
-    pl->first[c + 1] = i + 1;
-  }
-  pl->first[nafter + 1] = net->nlayers;
-  if (nafter > 0 && pl->first[nafter] >= net->nlayers)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "--pipeline: stage %d would have no layers: '%s' is the net's last layer",
-                        nafter, after[nafter - 1]);
   return CT_OK;
 }
 
@@ -141,23 +190,6 @@ static ct_status check_net(const ct_stages *pl, ct_error *err) {
                           "recomputed for its backward; use one micro-batch (--microbatches=1)",
                           pl->micro, l->name);
   }
-  const Caffe__NetParameter *np = net->param;
-  if ((int)np->n_layer != net->nlayers) return CT_OK;
-  for (int i = 0; i < net->nlayers; i++)
-    for (size_t k = 0; k < np->layer[i]->n_param; k++) {
-      const char *name = np->layer[i]->param[k]->name;
-      if (!name || !*name) continue;
-      for (int j = 0; j < i; j++)
-        for (size_t q = 0; q < np->layer[j]->n_param; q++) {
-          const char *other = np->layer[j]->param[q]->name;
-          if (other && strcmp(other, name) == 0 && stage_of(pl, i) != stage_of(pl, j))
-            return ct_error_set(err, CT_ERR_INVALID,
-                                "--pipeline: parameter '%s' is shared by layers '%s' (stage %d) and "
-                                "'%s' (stage %d); shared parameters must stay in one stage",
-                                name, np->layer[j]->name, stage_of(pl, j), np->layer[i]->name,
-                                stage_of(pl, i));
-        }
-    }
   return CT_OK;
 }
 
@@ -169,7 +201,7 @@ static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
   int *diff_from = ct_xcalloc((size_t)net->nblobs * (size_t)pl->nstages + 1, sizeof *diff_from);
   ct_status st = CT_OK;
   for (int s = 1; s < pl->nstages && st == CT_OK; s++) {
-    crossing *in = NULL;
+    ct_stages_crossing *in = NULL;
     int n = 0;
     st = stage_inputs(pl, s, &in, &n, err);
     for (int k = 0; k < n && st == CT_OK; k++) {
@@ -180,7 +212,7 @@ static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
                           "%d and %d",
                           net->blobs[in[k].blob]->name, in[k].peer, *from, s);
       if (in[k].diff) *from = s;
-      if (in[k].peer == pl->stage) pl->out[pl->nout++] = (crossing){in[k].blob, s, in[k].diff};
+      if (in[k].peer == pl->stage) pl->out[pl->nout++] = (ct_stages_crossing){in[k].blob, s, in[k].diff};
     }
     if (s == pl->stage && st == CT_OK) {
       pl->in = in;
@@ -193,6 +225,13 @@ static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
   return st;
 }
 
+/* The ring: micro-batches in flight at once on this stage. */
+static int ring_size(const ct_stages *pl) {
+  if (pl->schedule == CT_STAGES_GPIPE) return pl->micro;
+  const int inflight = pl->nstages - pl->stage;
+  return inflight < pl->micro ? inflight : pl->micro;
+}
+
 /* The stash: the inputs, then the tops of the stage's data layers. */
 static void plan_stash(ct_stages *pl) {
   const ct_net *net = pl->net;
@@ -203,15 +242,15 @@ static void plan_stash(ct_stages *pl) {
   for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++)
     if (net->layers[i]->nbottom == 0) n += net->layers[i]->ntop;
   pl->stash = ct_xcalloc((size_t)n + 1, sizeof *pl->stash);
-  for (int k = 0; k < pl->nin; k++) pl->stash[pl->nstash++] = (stashed){pl->in[k].blob, -1, 0};
+  for (int k = 0; k < pl->nin; k++) pl->stash[pl->nstash++] = (ct_stages_stashed){pl->in[k].blob, -1, 0};
   for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++)
     for (int t = 0; net->layers[i]->nbottom == 0 && t < net->layers[i]->ntop; t++)
-      pl->stash[pl->nstash++] = (stashed){net->top_ids[i][t], i, 0};
+      pl->stash[pl->nstash++] = (ct_stages_stashed){net->top_ids[i][t], i, 0};
   for (int k = 0; k < pl->nstash; k++) {
     pl->stash[k].offset = pl->stash_count;
     pl->stash_count += net->blobs[pl->stash[k].blob]->count;
   }
-  pl->stash_data = ct_xcalloc(pl->stash_count * (size_t)pl->micro + 1, sizeof(float));
+  pl->stash_data = ct_mem_alloc(CT_DEVICE_CPU, pl->stash_count * (size_t)pl->ring * sizeof(float));
 }
 
 /* The send buffers (see the struct). */
@@ -226,12 +265,13 @@ static void plan_sends(ct_stages *pl) {
     pl->in_off[k] = pl->send_count;
     if (pl->in[k].diff) pl->send_count += pl->net->blobs[pl->in[k].blob]->count;
   }
-  pl->sendbuf = ct_xcalloc(pl->send_count * (size_t)pl->micro + 1, sizeof(float));
-  pl->reqs = ct_xcalloc((size_t)pl->micro * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
+  pl->sendbuf = ct_mem_alloc(CT_DEVICE_CPU, pl->send_count * (size_t)pl->ring * sizeof(float));
+  pl->reqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
 }
 
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
-                             int nafter, int microbatches, ct_stages_schedule schedule, ct_error *err) {
+                           int nafter, int microbatches, ct_stages_schedule schedule,
+                           ct_error *err) {
   *out = NULL;
   CT_ASSERT(microbatches >= 1 && nafter >= 0);
   if (net->ctx->device != CT_DEVICE_CPU)
@@ -242,22 +282,26 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   pl->net = net;
   pl->comm = comm;
   pl->stage = comm->rank;
-  pl->nstages = nafter + 1;
   pl->micro = microbatches;
   pl->schedule = schedule;
-  ct_status st = place_cuts(pl, after, nafter, err);
+  ct_status st = plan_stages(net->param, after, nafter, comm->size, &pl->first, &pl->nstages, err);
   if (st == CT_OK && comm->size != pl->nstages)
     st = ct_error_set(err, CT_ERR_INVALID,
-                      "--pipeline: %d split point%s make%s %d stages, but %d ranks were started "
-                      "(run mpirun -np %d: one rank per stage)",
-                      nafter, nafter == 1 ? "" : "s", nafter == 1 ? "s" : "", pl->nstages,
-                      comm->size, pl->nstages);
-  /* tags: blobs, their diffs, then the parameters of a gather; MPI promises 32767 */
-  if (st == CT_OK && 2 * net->nblobs + net->nparams > 32767)
+                      "--pipeline: %d stages over a communicator of %d ranks (give the ranks of "
+                      "one replica)",
+                      pl->nstages, comm->size);
+  if (st == CT_OK && (net->part_first != pl->first[pl->stage] || net->part_end != pl->first[pl->stage + 1]))
+    st = ct_error_set(err, CT_ERR_INVALID,
+                      "--pipeline: the train net holds layers %d-%d, but stage %d is layers %d-%d "
+                      "(build it with ct_stages_part of the same cuts)",
+                      net->part_first, net->part_end - 1, pl->stage, pl->first[pl->stage],
+                      pl->first[pl->stage + 1] - 1);
+  /* MPI promises tags up to 32767 */
+  if (st == CT_OK && CT_STAGES_TAGS(net->nblobs) > 32767)
     st = ct_error_set(err, CT_ERR_UNSUPPORTED,
-                      "--pipeline: the net has %d blobs and %d parameters, more than the message "
-                      "tags a stage boundary can name (2 x blobs + parameters <= 32767)",
-                      net->nblobs, net->nparams);
+                      "--pipeline: the net has %d blobs, more than the message tags a stage "
+                      "boundary can name (2 x blobs + 2 <= 32767)",
+                      net->nblobs);
   if (st == CT_OK) st = check_net(pl, err);
   if (st == CT_OK && pl->stage == 0) st = stage_inputs(pl, 0, &pl->in, &pl->nin, err);
   if (st == CT_OK) st = plan_outputs(pl, err);
@@ -265,6 +309,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
     ct_stages_free(pl);
     return st;
   }
+  pl->ring = ring_size(pl);
   plan_stash(pl);
   plan_sends(pl);
   pl->output_stage = ct_xcalloc((size_t)net->noutputs + 1, sizeof *pl->output_stage);
@@ -277,18 +322,21 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
       }
     pl->output_count += net->blobs[blob]->count;
   }
+  pl->stats = ct_xcalloc((size_t)pl->nstages * CT_STAGES_NSTATS, sizeof *pl->stats);
+  pl->hist_total = -1; /* counted at the first need (ct_stages_history_span) */
+  ct_mem_host_reset_peak(); /* the peak of training, not of the build */
   *out = pl;
   return CT_OK;
 }
 
-ct_status ct_stages_cuts_from_net(const ct_net *net, const char ***after, int *n, ct_error *err) {
+ct_status ct_stages_cuts_from_param(const Caffe__NetParameter *np, const char ***after, int *n,
+                                    ct_error *err) {
   *after = NULL;
   *n = 0;
-  const Caffe__NetParameter *np = net->param;
-  CT_ASSERT((int)np->n_layer == net->nlayers);
-  const char **names = ct_xcalloc((size_t)net->nlayers + 1, sizeof *names);
+  const int nlayers = (int)np->n_layer;
+  const char **names = ct_xcalloc((size_t)nlayers + 1, sizeof *names);
   int stage = 0, count = 0;
-  for (int i = 0; i < net->nlayers; i++) {
+  for (int i = 0; i < nlayers; i++) {
     const Caffe__LayerParameter *lp = np->layer[i];
     if (!lp->has_pipeline_stage || lp->pipeline_stage == stage) continue;
     if (lp->pipeline_stage != stage + 1 || i == 0) {
@@ -298,7 +346,7 @@ ct_status ct_stages_cuts_from_net(const ct_net *net, const char ***after, int *n
                           "up one at a time through the net",
                           lp->name ? lp->name : "", (int)lp->pipeline_stage, stage);
     }
-    names[count++] = net->layers[i - 1]->name;
+    names[count++] = layer_name(np, i - 1);
     stage++;
   }
   if (count == 0) {
@@ -316,12 +364,14 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->in);
   free(pl->out);
   free(pl->stash);
-  free(pl->stash_data);
+  if (pl->stash_data) ct_mem_free(CT_DEVICE_CPU, pl->stash_data);
   free(pl->output_stage);
   free(pl->out_off);
   free(pl->in_off);
-  free(pl->sendbuf);
+  if (pl->sendbuf) ct_mem_free(CT_DEVICE_CPU, pl->sendbuf);
+  for (int i = 0; pl->reqs && i < pl->ring * (pl->nout + pl->nin); i++) free(pl->reqs[i]);
   free(pl->reqs);
+  free(pl->stats);
   free(pl);
 }
 
@@ -330,57 +380,80 @@ int ct_stages_count(const ct_stages *pl) { return pl->nstages; }
 
 /* ------------------------------------------------------------------ steps */
 
-/* Tags: a blob's values travel with its index, its diff with nblobs more. */
-static int data_tag(const ct_stages *pl, int blob) { return blob; }
-static int diff_tag(const ct_stages *pl, int blob) { return pl->net->nblobs + blob; }
+/* A receive; the time it blocks in an iteration is idle time (the
+ * bubble).  (Times count only inside iterations: from their first step,
+ * t_begin, to their agreement.) */
+static ct_status timed_recv(ct_stages *pl, float *buf, size_t count, int peer, int tag,
+                            ct_error *err) {
+  const double t0 = ct_monotonic_s();
+  ct_status st = ct_comm_recv(pl->comm, buf, count, peer, tag, NULL, err);
+  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+  return st;
+}
 
 static ct_status step_recv(void *user, int k, ct_error *err) {
   ct_stages *pl = user;
   const ct_tensor *t = pl->net->blobs[pl->in[k].blob];
-  return ct_comm_recv(pl->comm, ct_f32(t), t->count, pl->in[k].peer, data_tag(pl, pl->in[k].blob),
-                      NULL, err);
-}
-
-/* arg: micro-batch * nout + output k */
-static ct_status step_send(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  const int m = arg / (pl->nout ? pl->nout : 1), k = arg % (pl->nout ? pl->nout : 1);
-  const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
-  float *buf = pl->sendbuf + (size_t)m * pl->send_count + pl->out_off[k];
-  CT_ASSERT(pl->reqs[arg] == NULL);
-  memcpy(buf, ct_f32(t), t->count * sizeof(float));
-  return ct_comm_isend(pl->comm, buf, t->count, pl->out[k].peer, data_tag(pl, pl->out[k].blob),
-                       &pl->reqs[arg], err);
+  return timed_recv(pl, ct_f32(t), t->count, pl->in[k].peer, ct_stages_data_tag(pl, pl->in[k].blob), err);
 }
 
 static ct_status step_recv_diff(void *user, int k, ct_error *err) {
   ct_stages *pl = user;
   const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
-  return ct_comm_recv(pl->comm, ct_f32_diff(t), t->count, pl->out[k].peer,
-                      diff_tag(pl, pl->out[k].blob), NULL, err);
+  return timed_recv(pl, ct_f32_diff(t), t->count, pl->out[k].peer,
+                    ct_stages_diff_tag(pl, pl->out[k].blob), err);
+}
+
+/* Completes the send in flight from ring slot request *req, if any. */
+static ct_status complete(ct_stages *pl, void **req, ct_error *err) {
+  if (!*req) return CT_OK;
+  const double t0 = ct_monotonic_s();
+  ct_status st = ct_comm_send_wait(pl->comm, *req, err);
+  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+  *req = NULL;
+  return st;
+}
+
+/* Sends count values of src to peer from ring slot `slot` at offset off,
+ * the slot's request being *req. */
+static ct_status ring_send(ct_stages *pl, const float *src, size_t count, int slot, size_t off,
+                           int peer, int tag, void **req, ct_error *err) {
+  CT_TRY(complete(pl, req, err));
+  float *buf = pl->sendbuf + (size_t)slot * pl->send_count + off;
+  memcpy(buf, src, count * sizeof(float));
+  return ct_comm_isend(pl->comm, buf, count, peer, tag, req, err);
+}
+
+/* arg: micro-batch * nout + output k */
+static ct_status step_send(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  const int m = arg / pl->nout, k = arg % pl->nout, slot = m % pl->ring;
+  const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
+  return ring_send(pl, ct_f32(t), t->count, slot, pl->out_off[k], pl->out[k].peer,
+                   ct_stages_data_tag(pl, pl->out[k].blob), &pl->reqs[slot * pl->nout + k], err);
 }
 
 /* arg: micro-batch * nin + input k */
 static ct_status step_send_diff(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
-  const int m = arg / pl->nin, k = arg % pl->nin;
+  const int m = arg / pl->nin, k = arg % pl->nin, slot = m % pl->ring;
   const ct_tensor *t = pl->net->blobs[pl->in[k].blob];
-  float *buf = pl->sendbuf + (size_t)m * pl->send_count + pl->in_off[k];
-  void **req = &pl->reqs[(size_t)pl->micro * (size_t)pl->nout + (size_t)arg];
-  CT_ASSERT(*req == NULL);
-  memcpy(buf, ct_f32_diff(t), t->count * sizeof(float));
-  return ct_comm_isend(pl->comm, buf, t->count, pl->in[k].peer, diff_tag(pl, pl->in[k].blob), req,
-                       err);
+  void **req = &pl->reqs[pl->ring * pl->nout + slot * pl->nin + k];
+  return ring_send(pl, ct_f32_diff(t), t->count, slot, pl->in_off[k], pl->in[k].peer,
+                   ct_stages_diff_tag(pl, pl->in[k].blob), req, err);
 }
 
-/* The iteration's sends complete (their buffers are reused next time). */
+/* The iteration's sends complete (their slots are written again next time). */
 static ct_status step_send_join(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
   ct_status st = CT_OK;
-  for (int i = 0; i < pl->micro * (pl->nout + pl->nin); i++) {
-    if (st == CT_OK) st = ct_comm_send_wait(pl->comm, pl->reqs[i], err);
-    else free(pl->reqs[i]);
-    pl->reqs[i] = NULL;
+  for (int i = 0; i < pl->ring * (pl->nout + pl->nin); i++) {
+    if (st == CT_OK) {
+      st = complete(pl, &pl->reqs[i], err);
+    } else {
+      free(pl->reqs[i]);
+      pl->reqs[i] = NULL;
+    }
   }
   return st;
 }
@@ -388,20 +461,22 @@ static ct_status step_send_join(void *user, int arg, ct_error *err) {
 /* arg: micro-batch * nstash + the stashed blob */
 static ct_status step_stash(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
-  const stashed *s = &pl->stash[arg % pl->nstash];
+  const ct_stages_stashed *s = &pl->stash[arg % pl->nstash];
   const ct_tensor *t = pl->net->blobs[s->blob];
   CT_ASSERT(s->offset + t->count <= pl->stash_count);
-  float *dst = pl->stash_data + (size_t)(arg / pl->nstash) * pl->stash_count + s->offset;
-  memcpy(dst, ct_f32(t), t->count * sizeof(float));
+  const int slot = (arg / pl->nstash) % pl->ring;
+  memcpy(pl->stash_data + (size_t)slot * pl->stash_count + s->offset, ct_f32(t),
+         t->count * sizeof(float));
   return CT_OK;
 }
 
 /* arg: the micro-batch */
 static ct_status step_restore(void *user, int m, ct_error *err) {
   ct_stages *pl = user;
+  const int slot = m % pl->ring;
   for (int k = 0; k < pl->nstash; k++) {
     const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
-    memcpy(ct_f32(t), pl->stash_data + (size_t)m * pl->stash_count + pl->stash[k].offset,
+    memcpy(ct_f32(t), pl->stash_data + (size_t)slot * pl->stash_count + pl->stash[k].offset,
            t->count * sizeof(float));
   }
   return CT_OK;
@@ -411,6 +486,26 @@ static ct_status step_restore(void *user, int m, ct_error *err) {
 static ct_status step_drop_loss(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
   pl->net->loss_host = 0;
+  return CT_OK;
+}
+
+/* Timing marks: the iteration's start, and the start and end of each
+ * forward (arg 0) or backward (arg 1). */
+static ct_status step_iteration_begin(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  pl->t_begin = ct_monotonic_s();
+  return CT_OK;
+}
+
+static ct_status step_mark(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  pl->t_mark = ct_monotonic_s();
+  return CT_OK;
+}
+
+static ct_status step_mark_end(void *user, int backward, ct_error *err) {
+  ct_stages *pl = user;
+  if (pl->t_begin > 0) *(backward ? &pl->backward : &pl->forward) += ct_monotonic_s() - pl->t_mark;
   return CT_OK;
 }
 
@@ -449,39 +544,57 @@ static void add_forward(ct_stages *pl, ct_program *p, int m, bool stash,
     if (stash) add(p, pl, step_stash, m * pl->nstash + k, name, CT_STEP_STASH, blob_bytes(pl, pl->in[k].blob));
   }
   stash_placer sp = {pl, m};
+  add(p, pl, step_mark, 0, "forward begins", CT_STEP_MARK, 0);
   ct_steps_forward_range(p, net, pl->first[pl->stage], pl->first[pl->stage + 1], false,
                          stash ? stash_tops : NULL, &sp);
+  add(p, pl, step_mark_end, 0, "forward ends", CT_STEP_MARK, 0);
   for (int k = 0; k < pl->nout; k++)
     add(p, pl, step_send, m * pl->nout + k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
         blob_bytes(pl, pl->out[k].blob));
   if (pass_loss) ct_program_add(p, *pass_loss);
 }
 
+/* The last micro-batch's backward: what the runtime places in it. */
+typedef struct {
+  const ct_program_step *begin;
+  void (*after)(void *user, ct_program *p, int layer);
+  void *user;
+} last_placer;
+
 /* One micro-batch's backward; its forward is recomputed from its stash
  * first unless its activations are the ones in the blobs (*live). */
-static void add_backward(ct_stages *pl, ct_program *p, int m, int *live) {
+static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const last_placer *last) {
   ct_net *net = pl->net;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
   if (*live != m) {
     CT_ASSERT(pl->stash_data);
     add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_count * sizeof(float));
+    add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
     ct_steps_forward_range(p, net, lo, hi, true, NULL, NULL);
     add(p, pl, step_drop_loss, 0, "recomputed loss", CT_STEP_LOSS, 0);
+    add(p, pl, step_mark_end, 1, "recomputation ends", CT_STEP_MARK, 0);
     *live = m;
   }
   for (int k = 0; k < pl->nout; k++)
     if (pl->out[k].diff)
       add(p, pl, step_recv_diff, k, net->blobs[pl->out[k].blob]->name, CT_STEP_RECV,
           blob_bytes(pl, pl->out[k].blob));
-  ct_steps_backward_range(p, net, lo, hi, NULL, NULL);
+  add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
+  if (last && last->begin) ct_program_add(p, *last->begin);
+  ct_steps_backward_range(p, net, lo, hi, last ? last->after : NULL, last ? last->user : NULL);
+  add(p, pl, step_mark_end, 1, "backward ends", CT_STEP_MARK, 0);
   for (int k = 0; k < pl->nin; k++)
     if (pl->in[k].diff)
       add(p, pl, step_send_diff, m * pl->nin + k, net->blobs[pl->in[k].blob]->name, CT_STEP_SEND,
           blob_bytes(pl, pl->in[k].blob));
 }
 
-void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss) {
+void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss,
+                     const ct_program_step *last_begin,
+                     void (*last_after)(void *user, ct_program *p, int layer), void *last_user) {
   const bool stash = pl->stash_data != NULL;
+  const last_placer last = {last_begin, last_after, last_user};
+  add(p, pl, step_iteration_begin, 0, "iteration begins", CT_STEP_MARK, 0);
   /* GPipe: every forward first.  1F1B: stage s runs P - s - 1 forwards
    * ahead, then one forward and one backward in turn, then the rest of the
    * backwards.  Backwards run in micro-batch order either way. */
@@ -494,71 +607,17 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   for (int m = 0; m < pl->micro; m++) {
     add_forward(pl, p, m, stash, pass_loss);
     live = m;
-    if (m >= ahead) add_backward(pl, p, next_b++, &live);
+    if (m >= ahead) {
+      add_backward(pl, p, next_b, &live, next_b == pl->micro - 1 ? &last : NULL);
+      next_b++;
+    }
   }
-  while (next_b < pl->micro) add_backward(pl, p, next_b++, &live);
+  for (; next_b < pl->micro; next_b++)
+    add_backward(pl, p, next_b, &live, next_b == pl->micro - 1 ? &last : NULL);
   add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }
 
 void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
   add_forward(pl, p, 0, false, NULL);
   add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
-}
-
-/* ------------------------------------------------------------------ host */
-
-ct_status ct_stages_gather(ct_stages *pl, float *flat, ct_error *err) {
-  const ct_net *net = pl->net;
-  const int tag0 = 2 * net->nblobs;
-  for (int q = 0; q < net->nparams; q++) {
-    const ct_net_param *par = &net->params[q];
-    const int owner = stage_of(pl, par->layer);
-    if (owner == 0 || par->count == 0) continue;
-    if (pl->stage == owner)
-      CT_TRY(ct_comm_send(pl->comm, flat + par->offset, par->count, 0, tag0 + q, NULL, err));
-    else if (pl->stage == 0)
-      CT_TRY(ct_comm_recv(pl->comm, flat + par->offset, par->count, owner, tag0 + q, NULL, err));
-  }
-  return CT_OK;
-}
-
-ct_status ct_stages_agree(ct_stages *pl, double *loss, int *actions, ct_error *err) {
-  const ct_net *net = pl->net;
-  const int nbits = 8 * (int)sizeof(int);
-  const size_t n = 1 + (size_t)nbits + pl->output_count;
-  double *v = ct_xcalloc(n, sizeof *v);
-  v[0] = *loss;
-  for (int b = 0; b < nbits; b++) v[1 + b] = (*actions >> b) & 1;
-  size_t at = 1 + (size_t)nbits;
-  for (int k = 0; k < net->noutputs; k++) {
-    const ct_tensor *t = net->blobs[net->output_ids[k]];
-    for (size_t i = 0; i < t->count; i++)
-      v[at + i] = pl->output_stage[k] == pl->stage ? (double)ct_f32(t)[i] : 0.0;
-    at += t->count;
-  }
-  ct_status st = ct_comm_allreduce_host_f64(pl->comm, v, n, err);
-  if (st == CT_OK) {
-    *loss = v[0];
-    *actions = 0;
-    for (int b = 0; b < nbits; b++)
-      if (v[1 + b] > 0) *actions |= 1 << b;
-    at = 1 + (size_t)nbits;
-    for (int k = 0; k < net->noutputs; k++) {
-      const ct_tensor *t = net->blobs[net->output_ids[k]];
-      for (size_t i = 0; i < t->count; i++) ct_f32(t)[i] = (float)v[at + i];
-      at += t->count;
-    }
-  }
-  free(v);
-  return st;
-}
-
-void ct_stages_describe(const ct_stages *pl, char *buf, size_t size) {
-  const ct_net *net = pl->net;
-  const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
-  snprintf(buf, size, "stage %d of %d: layers %d-%d ('%s' to '%s'), %d input%s, %d output%s, %d "
-           "micro-batch%s (%s)",
-           pl->stage, pl->nstages, lo, hi - 1, net->layers[lo]->name, net->layers[hi - 1]->name,
-           pl->nin, pl->nin == 1 ? "" : "s", pl->nout, pl->nout == 1 ? "" : "s", pl->micro,
-           pl->micro == 1 ? "" : "es", pl->schedule == CT_STAGES_1F1B ? "1F1B" : "GPipe");
 }

@@ -129,6 +129,9 @@ typedef struct ct_solver_opts {
    * (the solver's, or ct_solver_copy_trained_files') is an error
    * (CT_ERR_INVALID naming it) instead of a warning: --strict_weights. */
   bool strict_weights;
+  /* The train net's layers this process holds (net.h: a pipeline stage's,
+   * runtime/stages.h ct_stages_part); fn NULL: all of them. */
+  ct_net_part train_part;
   /* Loss scaling (solvers/loss_scale.h).  Mode CT_LOSS_SCALE_AUTO (zero):
    * as the train net says with NVCaffe's global_grad_scale (static, or
    * dynamic from it with global_grad_scale_adaptive), else dynamic from
@@ -231,12 +234,13 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
  * comm->rank of the train net cut after the layers named in after[0 ..
  * nafter) (NULL: where its layers' pipeline_stage fields say), the
  * iteration's iter_size passes being its micro-batches, run in the order
- * of `schedule` (GPipe or 1F1B).  Every stage keeps
- * the whole net and updates the parameters of its own layers; a snapshot
- * gathers every stage's parameters and history into stage 0, which alone
- * writes the files.  Call after weights were loaded or the
- * state restored (every stage reads the same files).  Errors:
- * ct_runtime_set_pipeline's. */
+ * of `schedule` (GPipe or 1F1B).  The train net
+ * must hold that stage's layers only (opts.train_part: ct_stages_part of
+ * the same cuts); each stage updates its own parameters, and a snapshot's
+ * files are written by stage 0 from every stage's parameters and history.
+ * Call before restoring a state (every stage reads the same files; the
+ * history is placed by stage); weights may be loaded before or after.
+ * Errors: ct_runtime_set_pipeline's. */
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
                                  ct_stages_schedule schedule, ct_error *err);
 

@@ -95,7 +95,7 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   ct_status status = CT_OK;
   for (int i = 0; i < net->nlayers && status == CT_OK; i++) {
     ct_layer *l = net->layers[i];
-    if (!l->ops->get_position) continue;
+    if (!l->ops->get_position || l->released) continue;
     Caffe__CortadoDataPosition *p = &pos[st.n_cortado_data_position];
     caffe__cortado_data_position__init(p);
     status = l->ops->get_position(l, p);
@@ -103,7 +103,10 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   }
   st.cortado_data_position = pos_ptrs;
 
-  if (status == CT_OK) status = ct_proto_write_binary(&st.base, path, err);
+  /* a pipeline stage sends its history to stage 0, which writes every stage's */
+  ct_stages *pl = ct_runtime_stages(s->rt);
+  if (status == CT_OK)
+    status = pl ? ct_stages_write_state(pl, &st, nslots, path, err) : ct_proto_write_binary(&st.base, path, err);
   for (size_t i = 0; i < st.n_cortado_data_position; i++) free(pos[i].layer);
   free(pos);
   free(pos_ptrs);
@@ -126,16 +129,6 @@ static void remove_dead_snapshot_temps(const ct_solver *s) {
   free(p);
 }
 
-/* Pipeline stages: stage 0 gets every stage's parameters and history (a
- * no-op without a pipeline).  The flat buffers are host memory: pipelines
- * run on the CPU. */
-static ct_status gather_stages(ct_solver *s, ct_error *err) {
-  CT_TRY(ct_runtime_gather(s->rt, s->net->flat_data, err));
-  for (int k = 0; s->history && k < s->rule->nslots; k++)
-    CT_TRY(ct_runtime_gather(s->rt, s->history + (size_t)k * s->net->flat_count, err));
-  return CT_OK;
-}
-
 static ct_status write_snapshot(ct_solver *s, ct_error *err);
 
 /* Parameter servers: the files hold the servers' state (ps.h: at the root's
@@ -155,26 +148,32 @@ static ct_status snapshot_from_servers(ct_solver *s, ct_error *err) {
 }
 
 ct_status ct_solver_snapshot(ct_solver *s, ct_error *err) {
-  CT_TRY(gather_stages(s, err));
   if (s->opts.replica) return CT_OK;
-  if (ct_runtime_stage(s->rt) != 0) {
-    /* this stage took part: no second snapshot of this iteration at the end */
-    s->snapshot_iter_plus1 = s->iter + 1;
-    return CT_OK;
-  }
   if (ct_runtime_ps(s->rt)) return snapshot_from_servers(s, err);
   return write_snapshot(s, err);
 }
 
-/* The files of a snapshot at s->iter, from s's buffers. */
+/* A pipeline stage's net in a .caffemodel: stage 0 writes every stage's
+ * layers (runtime/stages.h), the others send theirs. */
+static ct_status save_model(ct_solver *s, const char *path, ct_error *err) {
+  ct_stages *pl = ct_runtime_stages(s->rt);
+  if (!pl) return ct_net_save_caffemodel(s->net, path, s->param->snapshot_diff, err);
+  Caffe__NetParameter *p = ct_net_to_proto(s->net, s->param->snapshot_diff);
+  ct_status st = ct_stages_write_model(pl, p, path, err);
+  ct_net_proto_free(p);
+  return st;
+}
+
+/* The files of a snapshot at s->iter, from s's buffers (with a pipeline,
+ * every stage calls it and stage 0 writes). */
 static ct_status write_snapshot(ct_solver *s, ct_error *err) {
   const bool traced = ct_trace_on();
   const double t0 = traced ? ct_trace_now() : 0;
-  remove_dead_snapshot_temps(s);
+  if (ct_runtime_stage(s->rt) == 0) remove_dead_snapshot_temps(s);
   char *model = ct_solver_snapshot_filename(s, ".caffemodel");
   char *state = ct_solver_snapshot_filename(s, ".solverstate");
   LOG_INFO("Snapshotting to binary proto file %s", model);
-  ct_status st = ct_net_save_caffemodel(s->net, model, s->param->snapshot_diff, err);
+  ct_status st = save_model(s, model, err);
   if (st == CT_OK) {
     LOG_INFO("Snapshotting solver state to binary proto file %s", state);
     st = write_state(s, model, state, err);
@@ -224,30 +223,36 @@ static ct_status restore_history(ct_solver *s, const Caffe__SolverState *st, con
                                  bool apply, ct_error *err) {
   const ct_net *net = s->net;
   const int nslots = s->rule->nslots, np = net->nparams;
-  const size_t want = (size_t)nslots * (size_t)np;
+  /* a pipeline stage's parameters are a run of each slot's (stages.h) */
+  int before = 0, total = np;
+  if (ct_runtime_stages(s->rt))
+    CT_TRY(ct_stages_history_span(ct_runtime_stages(s->rt), &before, &total, err));
+  const size_t want = (size_t)nslots * (size_t)total;
   if (st->n_history != want)
     return ct_error_set(err, CT_ERR_INVALID,
                         "%s: %zu history blobs, but the %s solver of this net keeps %zu "
                         "(Incorrect length of history blobs.)",
                         path, st->n_history, s->rule->type, want);
   if (apply) LOG_INFO("SGDSolver: restoring history");
-  for (size_t b = 0; b < want; b++) {
-    const Caffe__BlobProto *bp = st->history[b];
+  for (size_t b = 0; b < (size_t)nslots * (size_t)np; b++) {
     const int slot = (int)(b / (size_t)np);
-    const ct_net_param *p = &net->params[s->caffe_order[b % (size_t)np]];
+    const size_t i = b % (size_t)np;
+    const size_t at = (size_t)slot * (size_t)total + (size_t)before + i;
+    const Caffe__BlobProto *bp = st->history[at];
+    const ct_net_param *p = &net->params[s->caffe_order[i]];
     const ct_tensor *t = p->tensor;
     int64_t dims[CT_MAX_AXES];
     for (int a = 0; a < t->ndim; a++) dims[a] = t->shape[a];
     if (!ct_blob_proto_shape_matches(bp, dims, t->ndim)) {
       char shape[256];
       return ct_error_set(err, CT_ERR_INVALID,
-                          "%s: history blob %zu does not fit parameter %s of shape %s", path, b,
+                          "%s: history blob %zu does not fit parameter %s of shape %s", path, at,
                           p->name, ct_tensor_shape_string(t, shape, sizeof shape));
     }
     float *dst = s->history + (size_t)slot * net->flat_count + p->offset;
     if (bp->n_data != p->count && bp->n_double_data != p->count)
       return ct_error_set(err, CT_ERR_INVALID,
-                          "%s: history blob %zu has %zu values, parameter %s has %zu", path, b,
+                          "%s: history blob %zu has %zu values, parameter %s has %zu", path, at,
                           bp->n_data ? bp->n_data : bp->n_double_data, p->name, p->count);
     if (!apply) continue;
     if (bp->n_data == p->count) {
@@ -379,6 +384,7 @@ static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const
     const Caffe__CortadoDataPosition *pos = st->cortado_data_position[i];
     int li = pos->layer ? ct_net_layer_index(s->net, pos->layer) : -1;
     ct_layer *l = li >= 0 ? s->net->layers[li] : NULL;
+    if (l && l->released) continue; /* another pipeline stage reads its data */
     if (!l || !l->ops->set_position) {
       LOG_WARNING("%s: no data layer '%s' in the train net to continue from its saved position",
                   path, pos->layer ? pos->layer : "");

@@ -1,0 +1,67 @@
+/* What stages.c (the plan and the steps) and stages_host.c (snapshots,
+ * agreement, timing) share.  Internal to src/runtime. */
+#ifndef CT_RUNTIME_STAGES_INTERNAL_H
+#define CT_RUNTIME_STAGES_INTERNAL_H
+
+#include "runtime/stages.h"
+
+/* A blob crossing a stage boundary: for an input, peer is the stage that
+ * sends it; for an output, the stage it goes to. */
+typedef struct {
+  int blob;
+  int peer;
+  bool diff; /* its diff comes back */
+} ct_stages_crossing;
+
+/* A blob kept per micro-batch: a received input (layer -1, stashed after
+ * its receive) or a data layer's top (stashed after that layer). */
+typedef struct {
+  int blob;
+  int layer;
+  size_t offset; /* in a ring slot of the stash */
+} ct_stages_stashed;
+
+/* Fields of ct_stages_timing that the stages agree on, per stage. */
+enum { CT_STAGES_NSTATS = 10 };
+
+struct ct_stages {
+  ct_net *net;
+  ct_comm *comm;
+  int stage, nstages, micro;
+  int *first;           /* (nstages + 1) stage s is layers [first[s], first[s + 1]) */
+  int nin, nout;
+  ct_stages_crossing *in, *out; /* (nin), (nout) in the order of (peer, blob) */
+  ct_stages_schedule schedule;
+  int ring;             /* R: ring slots of the stash and the send buffers (micro-batch m: m % R) */
+  int nstash;
+  ct_stages_stashed *stash; /* (nstash) inputs first, then the data layers' tops */
+  size_t stash_count;   /* values per slot */
+  float *stash_data;    /* (ring * stash_count) host memory (ct_mem_alloc), NULL: no stash */
+  /* Sends return at once: micro-batch m's values of output k travel from
+   * sendbuf + (m % R) * send_count + out_off[k], the diff of input k from
+   * ... + in_off[k]; a slot's earlier send is completed before the slot is
+   * written again, the rest at the iteration's end (send join). */
+  size_t *out_off, *in_off; /* (nout), (nin) */
+  size_t send_count;        /* values per slot */
+  float *sendbuf;           /* (ring * send_count) host memory (ct_mem_alloc) */
+  void **reqs;              /* (ring * (nout + nin)) pending sends, NULL: none */
+  int *output_stage;    /* (net->noutputs) the stage that computes each net output */
+  size_t output_count;  /* values of all net outputs */
+  int hist_before, hist_total; /* ct_stages_history_span (-1: not counted yet) */
+  /* timing of this stage (seconds; see ct_stages_timing) */
+  double t_mark;        /* when the running forward or backward began */
+  double t_begin;       /* when the running iteration's first step began */
+  int iterations;
+  double wall, forward, backward, idle;
+  double *stats;        /* (nstages * CT_STAGES_NSTATS) every stage's, as last agreed */
+};
+
+/* Message tags on the stages' communicator: a blob's values travel with
+ * its index, its diff with nblobs more; then the snapshot's parts. */
+static inline int ct_stages_data_tag(const ct_stages *pl, int blob) { return blob; }
+static inline int ct_stages_diff_tag(const ct_stages *pl, int blob) { return pl->net->nblobs + blob; }
+static inline int ct_stages_model_tag(const ct_stages *pl) { return 2 * pl->net->nblobs; }
+static inline int ct_stages_state_tag(const ct_stages *pl) { return 2 * pl->net->nblobs + 1; }
+#define CT_STAGES_TAGS(nblobs) (2 * (nblobs) + 2)
+
+#endif
