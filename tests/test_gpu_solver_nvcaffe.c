@@ -1,7 +1,7 @@
 /* NVCaffe's LARC, momentum_policy and weight_decay_policy in the fused GPU
  * update: the cases of nvcaffe_solver_cases.h against the reference, and
  * LARC on a weight blob of more than one tile (its norms from several
- * blocks).  Skipped (77) without a GPU. */
+ * blocks).  FP32 math (TF32 off).  Skipped (77) without a GPU. */
 #include "nvcaffe_solver_cases.h"
 
 static int setup(void **state) {
@@ -25,6 +25,8 @@ static void test_larc_tiles(void **state) {
 
 int main(int argc, char **argv) {
   tu_filter_tests(argc, argv);
+  /* float32 math against a double reference: TF32 products would differ by 1e-3 */
+  setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_cases), cmocka_unit_test(test_larc_tiles)};
   return cmocka_run_group_tests(tests, setup, NULL);
 }
