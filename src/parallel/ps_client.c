@@ -152,6 +152,7 @@ static ct_status recv_reply(ct_ps_client *c, int k, float *const *dst, int ndst,
   int32_t h[CT_PS_HEADER];
   ps_header_get(c->msg, h);
   if (h[0] == PS_REPLY_STOP) c->stop = true;
+  if (h[3] > 0) ct_mpi_skip_finalize(); /* a worker died */
   c->relayed |= h[2];
   for (int i = 0; i < ndst; i++)
     if (dst[i]) memcpy(dst[i] + c->shards[k].lo, c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));

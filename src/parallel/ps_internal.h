@@ -22,7 +22,7 @@ enum {
 };
 
 /* The first integer of a reply's header; the third is, for the root, the
- * wishes relayed to it. */
+ * wishes relayed to it; the fourth the workers that have died. */
 enum { PS_REPLY_OK = 0, PS_REPLY_STOP = 1 };
 
 /* A message: CT_PS_HEADER integers stored bit for bit in the first floats,

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "parallel/comm_mpi.h"
 #include "parallel/ps_internal.h"
 
 /* A request that waits for its answer (at most one per worker: a worker
@@ -91,7 +92,7 @@ static ct_status answer(server *s, int w, ct_error *err) {
   float *r = s->reply[w], *pay = r + CT_PS_HEADER;
   const int relay = w == 0 ? s->wishes : 0;
   if (w == 0) s->wishes = 0;
-  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, 0);
+  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, s->ngone);
   memcpy(pay, s->w, s->n * sizeof(float));
   size_t count = CT_PS_HEADER + s->n;
   if (p->type == PS_BLOCK && s->o.nesterov && !p->last && !s->stopping)
@@ -287,6 +288,7 @@ static ct_status notice_deaths(server *s, ct_error *err) {
                           "decides for the job, which stops");
     s->gone[w] = true;
     s->ngone++;
+    ct_mpi_skip_finalize();
     s->pend[w].type = 0;
     drop_answer(s, w);
     any = true;
@@ -375,9 +377,12 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
     if (st == CT_OK && from >= 0) st = handle(&s, from, count, err);
     if (st == CT_OK) st = notice_deaths(&s, err);
   }
+  /* the last answers are waited for, unless this server fails (a worker
+   * that died would never take its answer) */
   for (int w = 0; w < workers; w++) {
-    ct_status sent = s.gone[w] ? CT_OK : ct_comm_send_wait(comm, s.req[w], st == CT_OK ? err : NULL);
-    if (st == CT_OK) st = sent;
+    if (st != CT_OK || s.gone[w]) drop_answer(&s, w);
+    else st = ct_comm_send_wait(comm, s.req[w], err);
+    s.req[w] = NULL;
   }
   if (st != CT_OK) ct_error_prefix(err, "parameter server %d", s.index);
   /* a goodbye only when every worker is done: otherwise the workers are
