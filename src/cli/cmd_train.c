@@ -1,5 +1,6 @@
 /* cortado train: train a network from a solver definition, or fine-tune or
  * resume one. */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,17 @@ static const ct_flag_spec train_flags[] = {
     CT_CLI_FLAG_STAGE,
     CT_CLI_FLAG_MATH,
     CT_CLI_FLAG_PRECISION,
+    {"loss_scale", CT_FLAG_STRING, "auto",
+     "Loss scaling, for gradients in float16: 'dynamic' starts at 65536, halves the scale and "
+     "skips the update when the gradient overflows, and doubles it after --loss_scale_window "
+     "clean updates; a number is a static scale (an update that overflows is still skipped); "
+     "'off' scales nothing; 'dynamic:N' is dynamic from N. 'auto': the net's global_grad_scale "
+     "(NVCaffe) when it sets one, else dynamic when a layer of the train net computes in "
+     "float16, else off.",
+     .meta = "auto|dynamic|dynamic:N|off|N"},
+    {"loss_scale_window", CT_FLAG_INT, "2000",
+     "Dynamic loss scaling: clean updates in a row before the scale doubles.", .min = 1,
+     .max = 1000000000},
     {"sigint_effect", CT_FLAG_STRING, "stop", "What SIGINT (Ctrl-C) does to the run.",
      .choices = "stop|snapshot|snapshot_stop|none"},
     {"sighup_effect", CT_FLAG_STRING, "snapshot", "What SIGHUP does to the run.",
@@ -57,6 +69,11 @@ static const ct_flag_spec train_flags[] = {
     {"bucket_mb", CT_FLAG_DOUBLE, "25",
      "Data parallel: size in MB of the gradient buckets averaged while backward runs (the "
      "last one, reduced last, is cut where layers' gradients become final)."},
+    {"allreduce_dtype", CT_FLAG_STRING, "auto",
+     "Data parallel on GPUs: the type gradients are all-reduced in. 'auto': the 16-bit type of "
+     "a mixed-precision net (half the bytes; the sums of two values round once more), else "
+     "fp32.",
+     .choices = "auto|fp32|bf16|fp16"},
     {"nccl_max_ctas", CT_FLAG_INT, "0",
      "Data parallel on GPUs: at most this many thread blocks (SMs) for each NCCL all-reduce, "
      "which runs beside backward and takes its SMs from it; 0: NCCL's own choice (more "
@@ -288,10 +305,36 @@ static ct_status apply_dummy_data(const ct_cli_args *args, Caffe__SolverParamete
   return CT_OK;
 }
 
+/* --loss_scale and --loss_scale_window.  Errors (CT_ERR_INVALID): a value
+ * that is none of the words and no positive finite number. */
+static ct_status loss_scale_opts(const ct_cli_args *args, ct_loss_scale_opts *o, ct_error *err) {
+  const char *v = ct_cli_string(args, "loss_scale");
+  *o = (ct_loss_scale_opts){.window = (unsigned)ct_cli_int(args, "loss_scale_window")};
+  if (strcmp(v, "auto") == 0) o->mode = CT_LOSS_SCALE_AUTO;
+  else if (strcmp(v, "dynamic") == 0) o->mode = CT_LOSS_SCALE_DYNAMIC;
+  else if (strcmp(v, "off") == 0) o->mode = CT_LOSS_SCALE_OFF;
+  else {
+    const bool dynamic = strncmp(v, "dynamic:", 8) == 0;
+    const char *num = dynamic ? v + 8 : v;
+    char *end = NULL;
+    const double d = strtod(num, &end);
+    if (end == num || *end != '\0' || !isfinite(d) || d <= 0 || d > 3.4e38)
+      return ct_error_set(err, CT_ERR_INVALID,
+                          "--loss_scale=%s: give auto, dynamic, dynamic:N, off or a positive "
+                          "number N",
+                          v);
+    o->mode = dynamic ? CT_LOSS_SCALE_DYNAMIC : CT_LOSS_SCALE_STATIC;
+    o->init = (float)d;
+  }
+  return CT_OK;
+}
+
 /* The solver options from the flags, and the CSV log (when there is one). */
 static ct_solver_opts solver_opts(const ct_cli_args *args, ct_csv_log *csv) {
   ct_solver_opts o = {0};
   o.strict_weights = ct_cli_bool(args, "strict_weights");
+  ct_error ignored;
+  (void)loss_scale_opts(args, &o.loss_scale, &ignored); /* checked by check_train_flags */
   if (csv) {
     o.on_display = ct_csv_log_on_display;
     o.display_user = csv;
@@ -315,6 +358,9 @@ static void fill_job(const ct_cli_args *args, const Caffe__SolverParameter *sp, 
   job->dp.timeout_s = ct_cli_double(args, "comm_timeout");
   job->dp.timing_iters = ct_cli_int(args, "dp_timing");
   job->dp.nccl_max_ctas = ct_cli_int(args, "nccl_max_ctas");
+  const char *ad = ct_cli_string(args, "allreduce_dtype");
+  job->dp.dtype_given = strcmp(ad, "auto") != 0;
+  job->dp.dtype = strcmp(ad, "bf16") == 0 ? CT_BF16 : strcmp(ad, "fp16") == 0 ? CT_F16 : CT_F32;
   ct_cli_ps_opts(args, &job->ps);
 }
 
@@ -698,6 +744,12 @@ static int check_train_flags(const ct_cli_args *args) {
   ct_dtype type;
   if (ct_cli_precision(args, &tf32, &type, &given, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
+  ct_loss_scale_opts ls;
+  if (loss_scale_opts(args, &ls, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
+  if (ls.mode != CT_LOSS_SCALE_AUTO && ls.mode != CT_LOSS_SCALE_OFF &&
+      strcmp(ct_cli_string(args, "dp_mode"), "allreduce") != 0)
+    return ct_cli_error(CT_EXIT_USAGE, "--loss_scale goes with --dp_mode=allreduce: the parameter "
+                        "servers update from unscaled gradients");
   return CT_EXIT_OK;
 }
 

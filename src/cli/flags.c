@@ -360,6 +360,11 @@ static const ct_flag_value *lookup(const ct_cli_args *a, const char *name, int w
 }
 
 bool ct_cli_is_set(const ct_cli_args *a, const char *name) { return lookup(a, name, -1)->set; }
+bool ct_cli_has_flag(const ct_cli_args *a, const char *name) {
+  for (size_t i = 0; i < a->n_command_specs; i++)
+    if (strcmp(a->specs[i].name, name) == 0) return true;
+  return false;
+}
 const char *ct_cli_string(const ct_cli_args *a, const char *name) {
   return lookup(a, name, CT_FLAG_STRING)->text;
 }

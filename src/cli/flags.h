@@ -108,6 +108,8 @@ int ct_flags_find_command(int argc, char **argv);
 /* Typed lookups by flag name (command or global).  Asking for a name that is
  * not declared, or with the wrong type, is a bug and asserts. */
 bool ct_cli_is_set(const ct_cli_args *a, const char *name);
+/* Whether the command has a flag of that name at all. */
+bool ct_cli_has_flag(const ct_cli_args *a, const char *name);
 const char *ct_cli_string(const ct_cli_args *a, const char *name);
 /* The value as typed (or the default's text), whatever the flag's type. */
 const char *ct_cli_text(const ct_cli_args *a, const char *name);

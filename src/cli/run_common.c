@@ -59,19 +59,14 @@ ct_status ct_cli_pick_device(const ct_cli_args *args, int *device, ct_error *err
   return CT_OK;
 }
 
-static bool has_flag(const ct_cli_args *args, const char *name) {
-  for (size_t i = 0; i < args->n_command_specs; i++)
-    if (strcmp(args->specs[i].name, name) == 0) return true;
-  return false;
-}
 
 ct_status ct_cli_precision(const ct_cli_args *args, bool *tf32, ct_dtype *type, bool *given,
                            ct_error *err) {
-  const bool math_set = has_flag(args, "math") && ct_cli_is_set(args, "math");
-  const bool math_fp32 = has_flag(args, "math") && strcmp(ct_cli_string(args, "math"), "fp32") == 0;
+  const bool math_set = ct_cli_has_flag(args, "math") && ct_cli_is_set(args, "math");
+  const bool math_fp32 = ct_cli_has_flag(args, "math") && strcmp(ct_cli_string(args, "math"), "fp32") == 0;
   *tf32 = !math_fp32;
   *type = CT_F32;
-  const char *p = has_flag(args, "precision") ? ct_cli_string(args, "precision") : "auto";
+  const char *p = ct_cli_has_flag(args, "precision") ? ct_cli_string(args, "precision") : "auto";
   *given = strcmp(p, "auto") != 0;
   if (!*given) return CT_OK;
   if (strcmp(p, "fp32") == 0) *tf32 = false;
@@ -93,7 +88,7 @@ ct_status ct_cli_context_init(const ct_cli_args *args, ct_context *ctx, int devi
     ct_context_free(ctx);
     return st;
   }
-  if (has_flag(args, "math")) {
+  if (ct_cli_has_flag(args, "math")) {
     ct_context_set_tf32(ctx, tf32);
     if (device != CT_DEVICE_CPU) LOG_INFO("GPU math: %s", tf32 ? "TF32 tensor cores" : "strict FP32");
   }
@@ -137,7 +132,7 @@ ct_status ct_cli_load_model_param(const ct_cli_args *args, Caffe__NetParameter *
   Caffe__NetParameter *param;
   CT_TRY(ct_net_param_read(model, &param, err));
   ct_status s = CT_OK;
-  if (has_flag(args, "dummy_data") && ct_cli_bool(args, "dummy_data")) {
+  if (ct_cli_has_flag(args, "dummy_data") && ct_cli_bool(args, "dummy_data")) {
     int chw[3], *pchw;
     s = ct_cli_dummy_shape(args, chw, &pchw, err);
     if (s == CT_OK) s = ct_net_param_replace_data_layers(param, pchw, err);

@@ -40,6 +40,12 @@ char *ct_cli_namespace(const ct_cli_args *args);
  * database cannot be opened (the run itself reports that). */
 long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp);
 
+/* Whether the CSV log gets loss scaling's columns: --loss_scale is dynamic
+ * or a number, or auto with --precision=fp16 or a train net that asks for
+ * float16 (NVCaffe's default_forward_type / default_backward_type, a
+ * layer's forward_type / backward_type) or sets global_grad_scale. */
+bool ct_cli_loss_scale_columns(const ct_cli_args *args, const Caffe__SolverParameter *sp);
+
 /* Opens --csv_log when it is set (else *out = NULL): the name, the
  * parameter line and the epoch size come from csv where given, else from
  * the train flags and sp ("<solver file's base name>_gpu<N>_lr<base_lr>").

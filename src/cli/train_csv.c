@@ -113,17 +113,46 @@ static long long data_layer_records(const Caffe__SolverParameter *sp, const Caff
   return n;
 }
 
-long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp) {
-  if (sp->train_net_param) return data_layer_records(sp, sp->train_net_param);
-  if (sp->net_param) return data_layer_records(sp, sp->net_param);
+/* The solver's train net: inline, else read from its file into *owned
+ * (free it); NULL when there is none or it cannot be read (the run itself
+ * reports that). */
+static const Caffe__NetParameter *train_net(const Caffe__SolverParameter *sp,
+                                            Caffe__NetParameter **owned) {
+  *owned = NULL;
+  if (sp->train_net_param) return sp->train_net_param;
+  if (sp->net_param) return sp->net_param;
   const char *file = sp->train_net ? sp->train_net : sp->net;
-  if (!file) return 0;
-  Caffe__NetParameter *net;
   ct_error err;
-  if (ct_net_param_read(file, &net, &err) != CT_OK) return 0;
-  long long n = data_layer_records(sp, net);
-  protobuf_c_message_free_unpacked(&net->base, NULL);
+  if (!file || ct_net_param_read(file, owned, &err) != CT_OK) return NULL;
+  return *owned;
+}
+
+long long ct_cli_train_epoch_size(const Caffe__SolverParameter *sp) {
+  Caffe__NetParameter *owned;
+  const Caffe__NetParameter *net = train_net(sp, &owned);
+  long long n = net ? data_layer_records(sp, net) : 0;
+  if (owned) protobuf_c_message_free_unpacked(&owned->base, NULL);
   return n;
+}
+
+bool ct_cli_loss_scale_columns(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
+  if (!ct_cli_has_flag(args, "loss_scale")) return false;
+  const char *v = ct_cli_string(args, "loss_scale");
+  if (strcmp(v, "off") == 0) return false;
+  if (strcmp(v, "auto") != 0) return true;
+  if (ct_cli_is_set(args, "precision") && strcmp(ct_cli_string(args, "precision"), "fp16") == 0)
+    return true;
+  Caffe__NetParameter *owned;
+  const Caffe__NetParameter *net = train_net(sp, &owned);
+  bool f16 = net && ((net->has_global_grad_scale && net->global_grad_scale != 1.0f) ||
+                     net->global_grad_scale_adaptive ||
+                     net->default_forward_type == CAFFE__TYPE__FLOAT16 ||
+                     net->default_backward_type == CAFFE__TYPE__FLOAT16);
+  for (size_t i = 0; net && !f16 && i < net->n_layer; i++)
+    f16 = net->layer[i]->forward_type == CAFFE__TYPE__FLOAT16 ||
+          net->layer[i]->backward_type == CAFFE__TYPE__FLOAT16;
+  if (owned) protobuf_c_message_free_unpacked(&owned->base, NULL);
+  return f16;
 }
 
 /* "<solver file's base name without extension>_gpu<N>_lr<base_lr>". */
@@ -147,7 +176,8 @@ ct_status ct_cli_csv_open(const ct_cli_args *args, const Caffe__SolverParameter 
   ct_csv_log_opts o = {.path = ct_cli_string(args, "csv_log"),
                        .expname = expname ? expname : csv->expname,
                        .params = params ? params : csv->params,
-                       .epoch_size = csv && csv->epoch_size > 0 ? csv->epoch_size : ct_cli_train_epoch_size(sp)};
+                       .epoch_size = csv && csv->epoch_size > 0 ? csv->epoch_size : ct_cli_train_epoch_size(sp),
+                       .loss_scale = ct_cli_loss_scale_columns(args, sp)};
   ct_status st = ct_csv_log_open(out, &o, err);
   free(expname);
   free(params);

@@ -374,7 +374,7 @@ static void frozen_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor 
 }
 
 /* Its backward: the ReLU's gate from y, the Scale's gradients from the
- * per-channel sums of dy and dy x, dx = a dy. */
+ * per-channel sums of dy and dy x, dx = a dy, in one pass. */
 static void frozen_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                                 ct_tensor *const *bottom) {
   batch_norm_state *s = l->priv;
@@ -385,15 +385,14 @@ static void frozen_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *
   const void *gate = s->relu ? top[0]->data : NULL;
   float *dgamma = sc->param_propagate_down[0] ? sc->params[0]->diff : NULL;
   float *dbeta = sc->param_propagate_down[1] ? sc->params[1]->diff : NULL;
-  if (dgamma || dbeta) {
-    const void *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
-    ct_channel_sums_gpu(l->ctx, &g, top[0]->diff, dgamma ? x : NULL, gate,
-                        s->frozen_scratch->data, false, dgamma ? f + 4 * C : NULL, f + 5 * C);
+  void *dx = propagate_down[0] && s->need_dx ? bottom[0]->diff : NULL;
+  const void *x = s->saved->capacity ? s->saved->data : bottom[0]->data;
+  /* one pass: the sums and dx = a dy */
+  ct_channel_sums_gpu(l->ctx, &g, top[0]->diff, dgamma ? x : NULL, gate, s->frozen_scratch->data,
+                      false, dgamma ? f + 4 * C : NULL, dgamma || dbeta ? f + 5 * C : NULL,
+                      f + 2 * C, dx);
+  if (dgamma || dbeta)
     ct_batch_norm_frozen_param_grad_gpu(l->ctx, C, f, f + C, f + 4 * C, f + 5 * C, dgamma, dbeta);
-  }
-  if (propagate_down[0] && s->need_dx)
-    ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, f + 2 * C, NULL, false, gate,
-                          bottom[0]->diff);
 }
 
 /* (N, C, S) as the Scale's geometry, for the fused path without cuDNN. */

@@ -42,11 +42,13 @@ size_t ct_channel_sums_scratch(size_t C);
 /* Per channel c, over its N x S values: dot[c] (+)= sum of dy * x (when dot
  * is not NULL; x read only then) and sum[c] (+)= sum of dy (when sum is
  * not NULL), added to what they hold with accumulate, else overwriting
- * them; dy counts as 0 where gate (may be NULL) is not above 0.
- * Deterministic: partial sums in scratch, added in a fixed order. */
+ * them; dy counts as 0 where gate (may be NULL) is not above 0.  When dx is
+ * not NULL, also dx = a[c] * dy (that same gated dy) in the same pass over
+ * memory; dx may be dy.  Deterministic: partial sums in scratch, added in a
+ * fixed order. */
 void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy, const void *x,
                          const void *gate, float *scratch, bool accumulate, float *dot,
-                         float *sum);
+                         float *sum, const float *a, void *dx);
 
 #ifdef __cplusplus
 }

@@ -181,10 +181,8 @@ static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *p
                         ct_neuron_input_data(&s->input, bottom[0], top[0]), NULL, s->scratch->data,
                         true,
                         l->param_propagate_down[0] ? l->params[0]->diff : NULL,
-                        bias_grad ? l->params[s->bias_index]->diff : NULL);
-    if (propagate_down[0])
-      ct_channel_affine_gpu(l->ctx, &g, top[0]->diff, l->params[0]->data, NULL, false, NULL,
-                            bottom[0]->diff);
+                        bias_grad ? l->params[s->bias_index]->diff : NULL, l->params[0]->data,
+                        propagate_down[0] ? bottom[0]->diff : NULL);
     return;
   }
   const float *dy = top[0]->diff;

@@ -138,6 +138,11 @@ typedef struct ct_net {
   float *diff_pool;            /* (diff_plan->pool_count) on ctx->device */
   float *diff_zero;            /* (diff_plan->zero_count) zeros on ctx->device */
 
+  /* Loss scaling (solvers/loss_scale.h), set by the solver: when not NULL,
+   * each backward pass of the runtime's programs starts from the loss
+   * weight times its scale, and the loss tops' diffs hold the plain weight
+   * again after it (the forward's loss sum reads them). */
+  struct ct_loss_scale_state *loss_scale;
   /* The weighted loss sum of the forwards since ct_net_zero_loss. */
   double loss_host;            /* CPU */
   double *loss_dev;            /* (1) GPU: device memory */

@@ -49,6 +49,15 @@ void ct_comm_free(ct_comm *c) {
   if (c) c->ops->destroy(c);
 }
 
+ct_status ct_comm_allreduce_typed(ct_comm *c, void *buf, size_t count, ct_dtype type, ct_comm_op op,
+                                  void *stream, ct_error *err) {
+  if (type == CT_F32) return c->ops->allreduce(c, buf, count, op, stream, err);
+  if (!c->ops->allreduce_typed)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator cannot all-reduce %s",
+                        c->ops->name, ct_dtype_name(type));
+  return c->ops->allreduce_typed(c, buf, count, type, op, stream, err);
+}
+
 ct_status ct_comm_send(ct_comm *c, const float *buf, size_t count, int peer, int tag, void *stream,
                        ct_error *err) {
   if (!c->ops->send)

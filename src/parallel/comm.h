@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 #ifdef __cplusplus
@@ -82,6 +83,11 @@ typedef struct ct_comm_ops {
    * serving whichever worker comes first).  NULL where the back end has
    * none. */
   ct_status (*probe)(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
+  /* allreduce of count values of type (core/dtype.h) at buf (device back
+   * ends, in 16-bit types: half the bytes of float32); NULL where the back
+   * end has none. */
+  ct_status (*allreduce_typed)(ct_comm *c, void *buf, size_t count, ct_dtype type, ct_comm_op op,
+                               void *stream, ct_error *err);
 } ct_comm_ops;
 
 struct ct_comm {
@@ -115,6 +121,10 @@ static inline ct_status ct_comm_allreduce(ct_comm *c, float *buf, size_t count, 
                                           void *stream, ct_error *err) {
   return c->ops->allreduce(c, buf, count, op, stream, err);
 }
+/* ct_comm_ops.allreduce_typed; float32 goes to allreduce.  CT_ERR_UNSUPPORTED
+ * naming the back end where it has no typed all-reduce. */
+ct_status ct_comm_allreduce_typed(ct_comm *c, void *buf, size_t count, ct_dtype type, ct_comm_op op,
+                                  void *stream, ct_error *err);
 static inline ct_status ct_comm_allreduce_sum(ct_comm *c, float *buf, size_t count, void *stream,
                                               ct_error *err) {
   return c->ops->allreduce(c, buf, count, CT_COMM_SUM, stream, err);

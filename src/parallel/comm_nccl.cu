@@ -158,6 +158,17 @@ static ct_status nccl_allreduce(ct_comm *c, float *buf, size_t count, ct_comm_op
   return enqueued(c, ncclAllReduce(buf, buf, count, ncclFloat, rop, n->comm, s), "allreduce", err);
 }
 
+static ct_status nccl_allreduce_typed(ct_comm *c, void *buf, size_t count, ct_dtype type,
+                                      ct_comm_op op, void *stream, ct_error *err) {
+  nccl_comm *n = priv(c);
+  if (!n->comm) return aborted_error(c, "allreduce", err);
+  if (count == 0) return CT_OK;
+  cudaStream_t s = stream ? (cudaStream_t)stream : n->stream;
+  ncclRedOp_t rop = op == CT_COMM_AVG ? ncclAvg : ncclSum;
+  const ncclDataType_t t = type == CT_BF16 ? ncclBfloat16 : type == CT_F16 ? ncclHalf : ncclFloat;
+  return enqueued(c, ncclAllReduce(buf, buf, count, t, rop, n->comm, s), "allreduce", err);
+}
+
 static ct_status nccl_broadcast(ct_comm *c, float *buf, size_t count, int root, void *stream,
                                 ct_error *err) {
   nccl_comm *n = priv(c);
@@ -223,9 +234,15 @@ static void nccl_destroy(ct_comm *c) {
   free(c);
 }
 
-static const ct_comm_ops k_nccl_ops = {"nccl",        nccl_allreduce, nccl_broadcast,
-                                       nccl_host_f64, nccl_barrier,   nccl_wait,
-                                       nccl_abort,    nccl_destroy};
+static const ct_comm_ops k_nccl_ops = {.name = "nccl",
+                                       .allreduce = nccl_allreduce,
+                                       .broadcast = nccl_broadcast,
+                                       .allreduce_host_f64 = nccl_host_f64,
+                                       .barrier = nccl_barrier,
+                                       .wait = nccl_wait,
+                                       .abort = nccl_abort,
+                                       .destroy = nccl_destroy,
+                                       .allreduce_typed = nccl_allreduce_typed};
 
 extern "C" ct_status ct_nccl_unique_id(ct_nccl_id *id, ct_error *err) {
   pthread_once(&g_env_once, set_nccl_env);

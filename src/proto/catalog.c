@@ -121,8 +121,6 @@ static const ignored_field k_ignored[] = {
     {"NetParameter", "default_backward_type", GRADS_AS_FORWARD},
     {"NetParameter", "default_forward_math", MATH_FLOAT32},
     {"NetParameter", "default_backward_math", MATH_FLOAT32},
-    {"NetParameter", "global_grad_scale", "Cortado does not scale the loss yet"},
-    {"NetParameter", "global_grad_scale_adaptive", "Cortado does not scale the loss yet"},
     {"NetParameter", "default_conv_algos_override", "Cortado benchmarks cuDNN's algorithms itself"},
     {"NetParameter", "reduce_buckets", "Cortado sizes its buckets with --bucket_mb"},
     {"NetParameter", "default_cudnn_math_override", "Cortado chooses the math (--precision)"},

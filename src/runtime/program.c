@@ -42,7 +42,7 @@ const char *ct_step_kind_name(ct_step_kind kind) {
   static const char *const names[CT_STEP_KINDS] = {
       "clock", "begin", "feed", "forward", "loss", "backward", "reduce begin", "reduce", "reduce join",
       "callback", "update", "readback", "prefetch", "send", "receive", "stash", "restore",
-      "push", "pull"};
+      "push", "pull", "seed"};
   return kind >= 0 && kind < CT_STEP_KINDS ? names[kind] : "?";
 }
 

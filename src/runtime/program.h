@@ -63,6 +63,7 @@ typedef enum ct_step_kind {
   CT_STEP_RESTORE,      /* a micro-batch's stage inputs put back before its recomputation */
   CT_STEP_PUSH,         /* a gradient shard to its parameter server (parallel/ps.h) */
   CT_STEP_PULL,         /* the weights from the parameter servers (or a BMUF block's sync) */
+  CT_STEP_SEED,         /* loss scaling: a loss top's backward seed set (solvers/loss_scale.h) */
   CT_STEP_KINDS
 } ct_step_kind;
 

@@ -73,7 +73,19 @@ ct_status ct_reducer_create(ct_reducer **out, ct_net *net, const ct_iter_clock *
   r->timing_iters = opts ? opts->timing_iters : 0;
   r->timing_skip = opts && opts->timing_skip > 0 ? opts->timing_skip : 5;
   if (r->gpu) {
-    ct_status st = ct_reduce_gpu_create(&r->g, clock, comm, r->nbuckets, r->log_timing, err);
+    size_t most = 0;
+    for (int b = 0; b < r->nbuckets; b++) {
+      const size_t n = r->end[b] - (b ? r->end[b - 1] : 0);
+      if (n > most) most = n;
+    }
+    ct_dtype type = CT_F32;
+    if (opts && opts->dtype_given) type = opts->dtype;
+    else
+      for (int i = 0; i < net->nlayers && type == CT_F32; i++) type = net->layers[i]->dtype;
+    if (type != CT_F32 && comm->rank == 0)
+      LOG_INFO("Gradients are all-reduced in %s (--allreduce_dtype)", ct_dtype_name(type));
+    ct_status st = ct_reduce_gpu_create(&r->g, clock, comm, r->nbuckets, r->log_timing, type, most,
+                                        err);
     if (st != CT_OK) {
       ct_reducer_free(r);
       return st;

@@ -40,6 +40,11 @@ typedef struct ct_reduce_opts {
   int timing_iters;     /* GPU: rank 0 logs per-bucket timing of this many iterations */
   int timing_skip;      /* ... after this many warm-up iterations (0: 5) */
   int nccl_max_ctas;    /* GPU: thread blocks per NCCL kernel (<= 0: NCCL's choice) */
+  /* GPU: the type gradients are all-reduced in when dtype_given; else the
+   * 16-bit type the net's layers compute in (half the bytes), float32 for
+   * a float32 net.  The CPU's back ends always reduce float32. */
+  ct_dtype dtype;
+  bool dtype_given;
 } ct_reduce_opts;
 
 /* The default bucket size (25 MB). */

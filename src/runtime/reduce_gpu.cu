@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "math/typed.cuh"
 #include "runtime/reduce_gpu.h"
 #include "runtime/streams.h"
 extern "C" {
@@ -30,6 +31,8 @@ struct ct_reduce_gpu {
   void *ctl_send;           /* iteration slots of CT_REDUCE_GPU_CTL floats: the requests each carries */
   void *ctl_recv;           /* the same: their sums over ranks, written by the GPU */
   float *ctl_dev;           /* (CT_REDUCE_GPU_CTL) device */
+  ct_dtype type;            /* the type the gradient travels in */
+  void *stage;              /* 16-bit types: a bucket's values in that type (largest bucket) */
 };
 
 #define DP_CUDA_TRY(g, call)                                                                    \
@@ -71,7 +74,8 @@ static ct_status setup(ct_reduce_gpu *g, ct_error *err) {
 }
 
 extern "C" ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clock *clock,
-                                          ct_comm *comm, int nbuckets, bool timing, ct_error *err) {
+                                          ct_comm *comm, int nbuckets, bool timing, ct_dtype type,
+                                          size_t max_count, ct_error *err) {
   *out = NULL;
   ct_reduce_gpu *g = (ct_reduce_gpu *)ct_xcalloc(1, sizeof *g);
   g->ctx = clock->ctx;
@@ -79,6 +83,7 @@ extern "C" ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clo
   g->comm = comm;
   g->nbuckets = nbuckets;
   g->timing = timing;
+  g->type = type;
   const size_t n = (size_t)nbuckets + 1;
   g->ready = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->ready_grads = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
@@ -86,11 +91,47 @@ extern "C" ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clo
   g->t_start = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   g->t_done = (cudaEvent_t *)ct_xcalloc(n, sizeof(cudaEvent_t));
   ct_status st = setup(g, err);
+  if (st == CT_OK && type != CT_F32 && max_count) {
+    const cudaError_t e = cudaMalloc(&g->stage, max_count * ct_dtype_size(type));
+    if (e != cudaSuccess)
+      st = ct_error_set(err, CT_ERR_DEVICE, "data-parallel reducer on GPU %d: %zu bytes for %s "
+                        "buckets: %s",
+                        g->ctx->device, max_count * ct_dtype_size(type), ct_dtype_name(type),
+                        cudaGetErrorString(e));
+  }
   if (st != CT_OK) {
     ct_reduce_gpu_free(g);
     return st;
   }
   *out = g;
+  return CT_OK;
+}
+
+/* A bucket into the travel type and back (the average is NCCL's). */
+template <typename T>
+__global__ static void to_type_k(size_t n, const float *x, T *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = ct_st<T>(x[i]);
+}
+template <typename T>
+__global__ static void from_type_k(size_t n, const T *x, float *y) {
+  CT_CUDA_KERNEL_LOOP(i, n) y[i] = ct_ld(x[i]);
+}
+
+/* buf averaged over ranks in g->type on the communication stream. */
+static ct_status allreduce_typed(ct_reduce_gpu *g, float *buf, size_t count, ct_error *err) {
+  if (g->type == CT_F32) return ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err);
+  const unsigned blocks = ct_cuda_blocks(count);
+  if (g->type == CT_BF16)
+    to_type_k<<<blocks, CT_CUDA_THREADS, 0, g->comm_stream>>>(count, buf, (__nv_bfloat16 *)g->stage);
+  else
+    to_type_k<<<blocks, CT_CUDA_THREADS, 0, g->comm_stream>>>(count, buf, (__half *)g->stage);
+  DP_CUDA_TRY(g, cudaGetLastError());
+  CT_TRY(ct_comm_allreduce_typed(g->comm, g->stage, count, g->type, CT_COMM_AVG, g->comm_stream, err));
+  if (g->type == CT_BF16)
+    from_type_k<<<blocks, CT_CUDA_THREADS, 0, g->comm_stream>>>(count, (const __nv_bfloat16 *)g->stage, buf);
+  else
+    from_type_k<<<blocks, CT_CUDA_THREADS, 0, g->comm_stream>>>(count, (const __half *)g->stage, buf);
+  DP_CUDA_TRY(g, cudaGetLastError());
   return CT_OK;
 }
 
@@ -102,6 +143,7 @@ static void destroy_events(cudaEvent_t *ev, int n) {
 extern "C" void ct_reduce_gpu_free(ct_reduce_gpu *g) {
   if (!g) return;
   if (g->comm_stream) cudaStreamSynchronize(g->comm_stream);
+  if (g->stage) cudaFree(g->stage);
   destroy_events(g->ready, g->nbuckets);
   destroy_events(g->ready_grads, g->nbuckets);
   destroy_events(g->t_ready, g->nbuckets);
@@ -177,7 +219,7 @@ extern "C" ct_status ct_reduce_gpu_launch(ct_reduce_gpu *g, int b, float *buf, s
   }
   if (b == 0) CT_TRY(launch_requests(g, err)); /* before the mark: bucket 0's time is its own */
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
-  CT_TRY(ct_comm_allreduce(g->comm, buf, count, CT_COMM_AVG, g->comm_stream, err));
+  CT_TRY(allreduce_typed(g, buf, count, err));
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_done[b], g->comm_stream));
   return CT_OK;
 }

@@ -26,12 +26,16 @@ typedef struct ct_reduce_bucket_time {
 } ct_reduce_bucket_time;
 
 /* Makes the streams and events for nbuckets buckets on the clock's GPU;
- * comm must be a device communicator on the same GPU.  With timing, every
+ * comm must be a device communicator on the same GPU.  The gradient
+ * travels in type: a 16-bit type is half the bytes of float32 (each bucket,
+ * at most max_count values, is converted on the communication stream into
+ * a staging buffer, all-reduced in that type and converted back).  With timing, every
  * iteration records timing events (as graph nodes when captured) and
  * ct_reduce_gpu_times reads the last waited one.  Errors: CT_ERR_DEVICE
  * naming the GPU; CT_ERR_UNSUPPORTED without CUDA. */
 ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clock *clock, ct_comm *comm,
-                               int nbuckets, bool timing, ct_error *err);
+                               int nbuckets, bool timing, ct_dtype type, size_t max_count,
+                               ct_error *err);
 void ct_reduce_gpu_free(ct_reduce_gpu *g);
 
 /* Marks the start of the backward pass whose buckets follow (a timing

@@ -6,7 +6,8 @@
 #define NO_CUDA(err) ct_error_set(err, CT_ERR_UNSUPPORTED, "GPU data parallelism needs a build with CUDA")
 
 ct_status ct_reduce_gpu_create(ct_reduce_gpu **out, const ct_iter_clock *clock, ct_comm *comm,
-                               int nbuckets, bool timing, ct_error *err) {
+                               int nbuckets, bool timing, ct_dtype type, size_t max_count,
+                               ct_error *err) {
   *out = NULL;
   return NO_CUDA(err);
 }

@@ -2,7 +2,9 @@
 #include "runtime/steps.h"
 
 #include "core/mem.h"
+#include "math/math.h"
 #include "net/net_feed.h"
+#include "solvers/loss_scale.h"
 
 static ct_status step_begin(void *user, int arg, ct_error *err) {
   ct_net *net = user;
@@ -69,14 +71,46 @@ void ct_steps_forward(ct_program *p, ct_net *net) {
   ct_steps_forward_range(p, net, 0, net->nlayers, false, NULL, NULL);
 }
 
+/* Loss scaling: layer i's loss tops' diffs = loss weight x the scale
+ * (arg i + 1) before its backward, the plain weight again after it (arg
+ * -(i + 1)). */
+static ct_status step_seed(void *user, int arg, ct_error *err) {
+  ct_net *net = user;
+  const int i = (arg > 0 ? arg : -arg) - 1;
+  const ct_layer *l = net->layers[i];
+  for (int j = 0; j < l->ntop; j++) {
+    if (l->loss_weight[j] == 0.0f) continue;
+    ct_tensor *t = net->tops[i][j];
+    if (arg > 0) ct_loss_scale_seed(net->ctx, net->loss_scale, t->count, l->loss_weight[j], t->diff);
+    else ct_dev_set(net->ctx, t->count, l->loss_weight[j], t->diff);
+  }
+  return CT_OK;
+}
+
+static bool has_loss_weight(const ct_layer *l) {
+  for (int j = 0; j < l->ntop; j++)
+    if (l->loss_weight[j] != 0.0f) return true;
+  return false;
+}
+
 void ct_steps_backward_range(ct_program *p, ct_net *net, int first, int end,
                              void (*after)(void *user, ct_program *p, int layer), void *user) {
   for (int i = end - 1; i >= first; i--) {
     ct_layer *l = net->layers[i];
+    const bool seed = net->loss_scale && net->layer_need_backward[i] && has_loss_weight(l);
+    const ct_program_step s = {.run = step_seed, .user = net, .arg = i + 1, .capturable = true,
+                               .what = "loss scale seed", .kind = CT_STEP_SEED};
+    if (seed) ct_program_add(p, s);
     if (net->layer_need_backward[i])
       ct_program_add(p, (ct_program_step){.run = step_backward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
                                           .kind = CT_STEP_BACKWARD, .type = l->ops->type});
+    if (seed) {
+      ct_program_step unseed = s;
+      unseed.arg = -(i + 1);
+      unseed.what = "loss scale unseed";
+      ct_program_add(p, unseed);
+    }
     if (after) after(user, p, i);
   }
 }

@@ -20,6 +20,7 @@ struct ct_csv_log {
   long long last_inputs;    /* cumulative_input_count of the last row (or the start) */
   long long last_batches;   /* cumulative_batch_count of the last row, -1 before any */
   bool started;             /* the observer has seen its first display */
+  bool loss_scale;          /* ct_csv_log_opts.loss_scale */
 };
 
 void ct_csv_log_name(const char *expname, time_t t, char *buf, size_t len) {
@@ -81,7 +82,9 @@ ct_status ct_csv_log_open(ct_csv_log **out, const ct_csv_log_opts *o, ct_error *
   log->epoch_size = o->epoch_size;
   log->clock = o->clock ? o->clock : ct_monotonic_s;
   log->last_batches = -1;
-  int printed = fprintf(f, "# %s\n%s\n", o->params ? o->params : "", CT_CSV_LOG_HEADER);
+  log->loss_scale = o->loss_scale;
+  int printed = fprintf(f, "# %s\n%s%s\n", o->params ? o->params : "", CT_CSV_LOG_HEADER,
+                        o->loss_scale ? CT_CSV_LOG_LOSS_SCALE_COLUMNS : "");
   ct_status st = flush_line(log, printed, err);
   if (st != CT_OK) {
     ct_csv_log_close(log);
@@ -104,9 +107,12 @@ ct_status ct_csv_log_write(ct_csv_log *log, const ct_csv_log_row *row, ct_error 
   log->last_s = now;
   log->last_inputs = row->cumulative_input_count;
   log->last_batches = row->cumulative_batch_count;
-  int printed = fprintf(log->f, "%.6f,%.6f,%lld,%lld,%lld,%.3f,%.7g,%lld,%.7g,%.7g,%.7g\n", spent, total,
+  int printed = fprintf(log->f, "%.6f,%.6f,%lld,%lld,%lld,%.3f,%.7g,%lld,%.7g,%.7g,%.7g", spent, total,
                         inputs, row->cumulative_input_count, row->cumulative_batch_count, per_sec,
                         row->accuracy, row->epoch, row->learning_rate, row->loss, row->test_accuracy);
+  if (printed >= 0 && log->loss_scale)
+    printed = fprintf(log->f, ",%.7g,%u", row->loss_scale, row->skipped_updates);
+  if (printed >= 0) printed = fputc('\n', log->f) == EOF ? -1 : 1;
   return flush_line(log, printed, err);
 }
 
@@ -169,6 +175,8 @@ ct_status ct_csv_log_on_display(void *user, const ct_solver_display *d, ct_error
                         .epoch = log->epoch_size > 0 && inputs > 0 ? (inputs - 1) / log->epoch_size : -1,
                         .learning_rate = d->lr,
                         .loss = d->loss,
-                        .test_accuracy = test_accuracy(d->solver)};
+                        .test_accuracy = test_accuracy(d->solver),
+                        .loss_scale = d->loss_scale,
+                        .skipped_updates = d->skipped};
   return ct_csv_log_write(log, &row, err);
 }

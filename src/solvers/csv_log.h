@@ -59,7 +59,13 @@ typedef struct ct_csv_log_opts {
   long long epoch_size;    /* inputs per epoch, for the epoch column; <= 0: unknown */
   time_t start_time;       /* the timestamp of generated names (local time); 0: now */
   double (*clock)(void);   /* seconds on a monotonic clock; NULL: CLOCK_MONOTONIC */
+  /* Two more columns after test_accuracy (CT_CSV_LOG_LOSS_SCALE_COLUMNS):
+   * loss scaling's scale after the row's last update (0: no loss scaling)
+   * and the updates it skipped since the start of training. */
+  bool loss_scale;
 } ct_csv_log_opts;
+
+#define CT_CSV_LOG_LOSS_SCALE_COLUMNS ",loss_scale,skipped_updates"
 
 /* One row's values; the writer adds the times and the counts since the
  * previous row. */
@@ -71,6 +77,8 @@ typedef struct ct_csv_log_row {
   double learning_rate;
   double loss;
   double test_accuracy;  /* -1: none */
+  double loss_scale;     /* written with ct_csv_log_opts.loss_scale only */
+  unsigned skipped_updates;
 } ct_csv_log_row;
 
 /* The generated file name "<expname>_YYYYmmdd_HHMMSS.csv" for time t (local

@@ -238,6 +238,20 @@ static void log_clip(const ct_solver *s, unsigned seq) {
              (double)c.l2, (double)clip, (double)c.scale);
 }
 
+/* Loss scaling's lines for iteration iter (sequence seq): a skipped update
+ * always, the scale at each display. */
+static void log_loss_scale(ct_solver *s, int iter, unsigned seq) {
+  if (!ct_solver_loss_scale_read(s, seq) || !ct_solver_is_root(s)) return;
+  const ct_loss_scale_state *ls = &s->loss_scale_now;
+  const Caffe__SolverParameter *p = s->param;
+  if (ls->overflow)
+    LOG_INFO("Iteration %d: the gradient overflowed: update skipped (%u so far), loss scale now %g",
+             iter, ls->skipped, (double)ls->scale);
+  else if (p->display && iter % p->display == 0)
+    LOG_INFO("Iteration %d, loss scale = %g (%u updates skipped)", iter, (double)ls->scale,
+             ls->skipped);
+}
+
 static void log_rate(const ct_solver *s, int iter, float rate) {
   const Caffe__SolverParameter *p = s->param;
   if (p->display && iter % p->display == 0 && ct_solver_is_root(s))
@@ -329,6 +343,10 @@ static ct_status notify_display(ct_solver *s, int start_iter, float lr, ct_error
                          .inputs_per_iter = train_batch(s->net) * s->param->iter_size *
                                             (s->ctx->world > 0 ? s->ctx->world : 1),
                          .solver = s};
+  if (s->loss_scale.mode != CT_LOSS_SCALE_OFF) {
+    d.loss_scale = s->loss_scale_now.scale;
+    d.skipped = s->loss_scale_now.skipped;
+  }
   return s->opts.on_display(s->opts.display_user, &d, err);
 }
 
@@ -412,7 +430,8 @@ ct_status ct_solver_step(ct_solver *s, int iters, ct_error *err) {
     const bool display = p->display && s->iter % p->display == 0;
     if (display && root) display_outputs(s);
     log_rate(s, s->iter, cur.rate);
-    log_clip(s, cur.seq);
+    log_loss_scale(s, s->iter, cur.seq);
+    if (!s->loss_scale_now.overflow) log_clip(s, cur.seq);
     if (display) CT_TRY(notify_display(s, start_iter, cur.rate_before, err));
     ++s->iter;
 

@@ -48,6 +48,7 @@
 #include "core/status.h"
 #include "net/net.h"
 #include "runtime/runtime.h"
+#include "solvers/loss_scale.h"
 #include "solvers/lr_policy.h"
 #include "solvers/update.h"
 
@@ -85,6 +86,8 @@ typedef struct ct_solver_display {
   float lr;              /* the rate of the latest update (that of iteration iter - 1; 0 before any) */
   long long inputs_per_iter; /* inputs one iteration trains on, over all workers:
                                 batch x iter_size x ctx->world */
+  float loss_scale;      /* loss scaling's scale after the latest update (0: no loss scaling) */
+  unsigned skipped;      /* updates loss scaling skipped since the start of training */
   const struct ct_solver *solver; /* its train net's outputs hold this display's values, its
                               test_scores those of the latest test (ntest_scores[i] == 0: none yet) */
 } ct_solver_display;
@@ -126,6 +129,12 @@ typedef struct ct_solver_opts {
    * (the solver's, or ct_solver_copy_trained_files') is an error
    * (CT_ERR_INVALID naming it) instead of a warning: --strict_weights. */
   bool strict_weights;
+  /* Loss scaling (solvers/loss_scale.h).  Mode CT_LOSS_SCALE_AUTO (zero):
+   * as the train net says with NVCaffe's global_grad_scale (static, or
+   * dynamic from it with global_grad_scale_adaptive), else dynamic from
+   * CT_LOSS_SCALE_INIT when a layer of the train net computes in float16,
+   * else off.  init 0 and window 0 take the defaults. */
+  ct_loss_scale_opts loss_scale;
 } ct_solver_opts;
 
 typedef struct ct_solver_update ct_solver_update;
@@ -166,6 +175,8 @@ typedef struct ct_solver {
   ct_solver_update *update;      /* the update step the program runs (solver_update.c) */
   long launched_ahead;           /* GPU: iterations launched before the one before them was
                                     finished (see ct_solver_opts.no_launch_ahead) */
+  ct_loss_scale_opts loss_scale; /* as resolved from opts.loss_scale and the net (mode OFF: none) */
+  ct_loss_scale_state loss_scale_now; /* after the latest finished update (host copy) */
 } ct_solver;
 
 /* Builds a solver from param (copied; not kept) on ctx (borrowed, must

@@ -31,6 +31,17 @@ void ct_solver_update_plain(ct_solver *s);
 ct_update_clip ct_solver_update_clip(const ct_solver *s, unsigned seq);
 /* Clears the halt left by an update skipped for a non-finite loss.  Waits. */
 void ct_solver_update_reset_halt(ct_solver *s);
+/* Loss scaling: s->loss_scale from s->opts.loss_scale, the train net's
+ * NetParameter np (global_grad_scale, global_grad_scale_adaptive) and its
+ * layers' types (see ct_solver_opts.loss_scale), logged.  Before
+ * ct_solver_update_init.  Errors: CT_ERR_INVALID for a scale that is not
+ * positive and finite, naming where it came from. */
+ct_status ct_solver_loss_scale_resolve(ct_solver *s, const Caffe__NetParameter *np, ct_error *err);
+/* The state iteration seq left (once it is finished), copied into
+ * s->loss_scale_now; false (and nothing copied) without loss scaling. */
+bool ct_solver_loss_scale_read(ct_solver *s, unsigned seq);
+/* Sets the device's state (a resumed run's).  Waits. */
+void ct_solver_loss_scale_set(ct_solver *s, const ct_loss_scale_state *state);
 
 /* solver_snapshot.c: whether this worker writes snapshots and runs tests
  * (Caffe's root solver). */

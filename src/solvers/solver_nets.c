@@ -73,6 +73,7 @@ static ct_status build_train_net(ct_solver *s, ct_error *err) {
   }
   ct_net_opts o = merged_opts(s, np, CT_PHASE_TRAIN, p->train_state, source);
   ct_status st = ct_net_init(&s->net, np, &o, s->ctx, err);
+  if (st == CT_OK) st = ct_solver_loss_scale_resolve(s, np, err);
   if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
   return st;
 }

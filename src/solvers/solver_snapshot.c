@@ -81,6 +81,13 @@ static ct_status write_state(ct_solver *s, const char *model, const char *path, 
   st.cortado_rng_state.data = rng;
   st.has_cortado_extension_version = 1;
   st.cortado_extension_version = CT_SOLVER_EXTENSION_VERSION;
+  if (s->loss_scale.mode != CT_LOSS_SCALE_OFF) {
+    st.has_cortado_loss_scale = st.has_cortado_loss_scale_good = 1;
+    st.has_cortado_loss_scale_skipped = 1;
+    st.cortado_loss_scale = s->loss_scale_now.scale;
+    st.cortado_loss_scale_good = s->loss_scale_now.good;
+    st.cortado_loss_scale_skipped = s->loss_scale_now.skipped;
+  }
   /* Where each data layer of the train net is in its source, so that a
    * resumed run reads the records an uninterrupted one would. */
   Caffe__CortadoDataPosition *pos = ct_xcalloc((size_t)net->nlayers + 1, sizeof *pos);
@@ -317,7 +324,29 @@ static ct_status check_state_values(const ct_solver *s, const Caffe__SolverState
                           "index %zu)",
                           path, b, bp->n_data ? (double)bp->data[i] : bp->double_data[i], i);
   }
+  if (st->has_cortado_loss_scale &&
+      !(isfinite(st->cortado_loss_scale) && st->cortado_loss_scale > 0.0f))
+    return ct_error_set(err, CT_ERR_INVALID, "%s: cortado_loss_scale is %g; a loss scale is positive "
+                        "and finite",
+                        path, (double)st->cortado_loss_scale);
   return check_rng_state(st, path, err);
+}
+
+/* Loss scaling goes on from the saved scale and counters (checked by
+ * check_state_values). */
+static void restore_loss_scale(ct_solver *s, const Caffe__SolverState *st, const char *path) {
+  if (!st->has_cortado_loss_scale) return;
+  if (s->loss_scale.mode == CT_LOSS_SCALE_OFF) {
+    LOG_INFO("%s: saved with loss scaling (scale %g); this run has none", path,
+             (double)st->cortado_loss_scale);
+    return;
+  }
+  const ct_loss_scale_state ls = {.scale = s->loss_scale.mode == CT_LOSS_SCALE_DYNAMIC
+                                               ? st->cortado_loss_scale
+                                               : s->loss_scale.init,
+                                  .good = st->cortado_loss_scale_good,
+                                  .skipped = st->cortado_loss_scale_skipped};
+  ct_solver_loss_scale_set(s, &ls);
 }
 
 static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const char *path,
@@ -357,6 +386,7 @@ static ct_status restore_state(ct_solver *s, const Caffe__SolverState *st, const
     }
     if (l->ops->set_position(l, pos, err) != CT_OK) return ct_error_prefix(err, "%s", path);
   }
+  restore_loss_scale(s, st, path);
   if (st->has_cortado_rng_state)
     ct_rng_load(&s->ctx->rng, st->cortado_rng_state.data);
   else

@@ -11,6 +11,7 @@
  * nothing, and it leaves a halt word that keeps every later update (an
  * iteration launched ahead) from changing anything either, until the next
  * ct_solver_step clears it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,8 @@ struct ct_solver_update {
   unsigned *halt;              /* (1) on the device: an update was skipped for a non-finite loss */
   double *partials;            /* (CT_UPDATE_CLIP_BLOCKS) GPU scratch */
   unsigned *counter;           /* (1) GPU scratch */
+  ct_loss_scale_state *ls_dev; /* (1) loss scaling's state on the device; NULL: none */
+  void *ls_slots;              /* two ct_loss_scale_state: each iteration's, after its update */
 };
 
 static void *dev_upload(ct_context *ctx, const void *host, size_t bytes) {
@@ -91,8 +94,61 @@ ct_status ct_solver_update_init(ct_solver *s, ct_error *err) {
   g->fused.check_word = ctx->check_word; /* NULL on the CPU, whose checks fail at once */
   g->fused.loss = s->opts.continue_on_nonfinite ? NULL : ct_runtime_loss_sum(s->rt);
   g->fused.halt = s->opts.continue_on_nonfinite ? NULL : g->halt;
+  if (s->loss_scale.mode != CT_LOSS_SCALE_OFF) {
+    const ct_loss_scale_state first = {.scale = s->loss_scale.init};
+    g->ls_dev = dev_upload(ctx, &first, sizeof first);
+    g->ls_slots = ct_slots_new(ctx, sizeof(ct_loss_scale_state));
+    g->fused.skip = &g->ls_dev->overflow;
+    s->net->loss_scale = g->ls_dev;
+    s->loss_scale_now = first;
+  }
   (void)err;
   return CT_OK;
+}
+
+ct_status ct_solver_loss_scale_resolve(ct_solver *s, const Caffe__NetParameter *np, ct_error *err) {
+  ct_loss_scale_opts o = s->opts.loss_scale;
+  const char *from = "--loss_scale";
+  if (o.mode == CT_LOSS_SCALE_AUTO) {
+    bool f16 = false;
+    for (int i = 0; i < s->net->nlayers; i++) f16 |= s->net->layers[i]->dtype == CT_F16;
+    if (np && np->has_global_grad_scale && (np->global_grad_scale != 1.0f ||
+                                           np->global_grad_scale_adaptive)) {
+      o.mode = np->global_grad_scale_adaptive ? CT_LOSS_SCALE_DYNAMIC : CT_LOSS_SCALE_STATIC;
+      o.init = np->global_grad_scale;
+      from = "global_grad_scale";
+    } else {
+      o.mode = f16 ? CT_LOSS_SCALE_DYNAMIC : CT_LOSS_SCALE_OFF;
+    }
+  }
+  if (o.init == 0.0f) o.init = CT_LOSS_SCALE_INIT;
+  if (o.window == 0) o.window = CT_LOSS_SCALE_WINDOW;
+  if (o.mode != CT_LOSS_SCALE_OFF && !(isfinite(o.init) && o.init > 0.0f))
+    return ct_error_set(err, CT_ERR_INVALID, "%s: the loss scale must be positive and finite, got %g",
+                        from, (double)o.init);
+  s->loss_scale = o;
+  if (o.mode == CT_LOSS_SCALE_STATIC)
+    LOG_INFO("Loss scaling: static, %g (from %s); an update whose gradient overflows is skipped",
+             (double)o.init, from);
+  else if (o.mode == CT_LOSS_SCALE_DYNAMIC)
+    LOG_INFO("Loss scaling: dynamic from %g (from %s): halved, and the update skipped, when the "
+             "gradient overflows; doubled after %u clean updates",
+             (double)o.init, from, o.window);
+  return CT_OK;
+}
+
+bool ct_solver_loss_scale_read(ct_solver *s, unsigned seq) {
+  if (!s->update || !s->update->ls_dev) return false;
+  s->loss_scale_now =
+      *(const ct_loss_scale_state *)ct_slot(s->update->ls_slots, sizeof(ct_loss_scale_state), seq);
+  return true;
+}
+
+void ct_solver_loss_scale_set(ct_solver *s, const ct_loss_scale_state *state) {
+  if (!s->update || !s->update->ls_dev) return;
+  ct_context_sync(s->ctx);
+  ct_mem_copy(s->ctx->device, s->update->ls_dev, CT_DEVICE_CPU, state, sizeof *state);
+  s->loss_scale_now = *state;
 }
 
 void ct_solver_update_free(ct_solver *s) {
@@ -107,6 +163,11 @@ void ct_solver_update_free(ct_solver *s) {
   ct_mem_free(dev, g->partials);
   ct_mem_free(dev, g->counter);
   ct_mem_free(dev, g->halt);
+  if (g->ls_dev) {
+    ct_mem_free(dev, g->ls_dev);
+    ct_slots_free(s->ctx, g->ls_slots);
+    s->net->loss_scale = NULL;
+  }
   ct_slots_free(s->ctx, g->step_slots);
   ct_slots_free(s->ctx, g->clip_slots);
   free(g->seg_count);
@@ -160,9 +221,19 @@ static void enqueue(ct_solver *s, const ct_update_fused *u) {
   const ct_iter_clock *clock = ct_runtime_clock(s->rt);
   ct_slots_load_async(clock, NULL, g->step_dev, g->step_slots, sizeof *g->step_dev);
   float *h0 = s->history, *h1 = s->rule->nslots > 1 ? s->history + net->flat_count : NULL;
+  /* loss scaling: only the program's passes were seeded with the scale */
+  const bool scaled = g->ls_dev && u == &g->fused;
+  if (scaled) {
+    ct_loss_scale_begin(s->ctx, g->ls_dev);
+    ct_loss_scale_unscale(s->ctx, g->ls_dev, net->flat_count, net->flat_diff);
+  }
   ct_update_fused_run(s->ctx, u, net->flat_data, net->flat_diff, h0, h1, g->step_dev, g->clip_dev,
                       g->partials, g->counter);
   if (u->clip >= 0) ct_slots_store_async(clock, NULL, g->clip_slots, g->clip_dev, sizeof *g->clip_dev);
+  if (scaled) {
+    ct_loss_scale_adjust(s->ctx, g->ls_dev, &s->loss_scale);
+    ct_slots_store_async(clock, NULL, g->ls_slots, g->ls_dev, sizeof *g->ls_dev);
+  }
 }
 
 ct_status ct_solver_update_step(void *solver, int arg, ct_error *err) {

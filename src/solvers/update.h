@@ -151,6 +151,9 @@ typedef struct ct_update_fused {
   const unsigned *check_word;
   const double *loss;
   unsigned *halt;
+  /* skip (device, may be NULL): while it is not 0 this step changes
+   * nothing (loss scaling's overflow flag: this iteration only). */
+  const unsigned *skip;
 } ct_update_fused;
 
 /* Enqueues one step on ctx's stream, for every segment s and element i of

@@ -34,6 +34,7 @@ static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float
     if (u->halt) *u->halt = 1;
     return;
   }
+  if (u->skip && *u->skip != 0) return;
   ct_update_hparams hp = {0};
   hp.grad_scale = 1.0f;
   if (u->clip >= 0) {

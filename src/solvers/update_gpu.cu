@@ -70,6 +70,7 @@ __global__ static void fused_update(ct_update_fused u, float *w, float *g, float
     if (u.halt && blockIdx.x == 0 && threadIdx.x == 0) *u.halt = 1;
     return;
   }
+  if (u.skip && *u.skip != 0) return;
   const float rate = step->rate, correction = step->correction;
   ct_update_hparams hp;
   hp.grad_scale = clip ? clip->scale : 1.0f;
