@@ -19,19 +19,11 @@ dir=${OUT:-/tmp/ps_accuracy}
 mkdir -p "$dir"
 export CORTADO_BIN=$bin CORTADO_SRC=$here
 . "$here/tests/lenet_precision.sh"
+. "$here/bench/ps_modes.sh"
 lenet_data "$dir"
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # flags MODE: the ranks and flags of a mode (ssp:S, bmuf:PERIOD)
-flags() {
-  case $1 in
-    allreduce) echo "$workers" ;;
-    ssp:*) echo "$((workers + 1)) --dp_mode=ssp --staleness=${1#ssp:}" ;;
-    async) echo "$((workers + 1)) --dp_mode=async" ;;
-    bmuf:*) echo "$((workers + 1)) --dp_mode=bmuf --bmuf_sync_period=${1#bmuf:}" ;;
-    *) echo "unknown mode $1" >&2; exit 2 ;;
-  esac
-}
 
 run() { # MODE SEED: the final test accuracy
   local mode=$1 seed=$2 log np rest
@@ -42,7 +34,7 @@ run() { # MODE SEED: the final test accuracy
       -e "s#^display.*#display: 100#" \
       "$here/examples/fashion_mnist/lenet_solver.prototxt" >"$dir/solver_$seed.prototxt"
   printf 'random_seed: %s\nsnapshot_after_train: false\n' "$seed" >>"$dir/solver_$seed.prototxt"
-  read -r np rest <<<"$(flags "$mode")"
+  read -r np rest <<<"$(ps_mode_flags "$mode" "$workers" 1)"
   # shellcheck disable=SC2086
   mpirun --oversubscribe --bind-to none -np "$np" "$bin" train --solver="$dir/solver_$seed.prototxt" $rest \
     >"$log" 2>&1 || { tail -5 "$log" >&2; echo nan; return; }

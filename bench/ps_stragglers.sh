@@ -38,6 +38,7 @@ batch=64
 mkdir -p "$dir" "$(dirname "$plot")"
 export CORTADO_BIN=$bin CORTADO_SRC=$here
 . "$here/tests/lenet_precision.sh"
+. "$here/bench/ps_modes.sh"
 lenet_data "$dir"
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 threads=$((cores / workers))
@@ -51,15 +52,6 @@ sed -e "s#examples/fashion_mnist/lenet_train_test.prototxt#$dir/net.prototxt#" \
     "$here/examples/fashion_mnist/lenet_solver.prototxt" >"$dir/solver.prototxt"
 printf 'random_seed: 1\nsnapshot_after_train: false\n' >>"$dir/solver.prototxt"
 
-flags() { # MODE: ranks and flags
-  case $1 in
-    allreduce) echo "$workers" ;;
-    ssp:*) echo "$((workers + servers)) --dp_mode=ssp --staleness=${1#ssp:} --num_servers=$servers" ;;
-    async) echo "$((workers + servers)) --dp_mode=async --num_servers=$servers" ;;
-    bmuf:*) echo "$((workers + servers)) --dp_mode=bmuf --bmuf_sync_period=${1#bmuf:} --num_servers=$servers" ;;
-    *) echo "unknown mode $1" >&2; exit 2 ;;
-  esac
-}
 
 rank_pid() { # MPIRUN_PID RANK
   local pid
@@ -74,7 +66,7 @@ run() {
   name=$(tr ':' '_' <<<"$mode")
   [ "$slow" = 1 ] && name=${name}_straggler
   log=$dir/$name.log
-  read -r np rest <<<"$(flags "$mode")"
+  read -r np rest <<<"$(ps_mode_flags "$mode" "$workers" "$servers")"
   # shellcheck disable=SC2086
   taskset -c "0-$last_core" mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
     "$bin" train --solver="$dir/solver.prototxt" $rest >"$log" 2>&1 &
