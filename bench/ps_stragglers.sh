@@ -19,7 +19,7 @@
 # from the clock lines of server 0 (one per iteration of every worker), the
 # iterations all workers ran between the first clock past 10% of ITERS and
 # the first worker's last; for the all-reduce (workers in step), the root's
-# iteration rate times W.  Runs of every worker to ITERS would otherwise
+# iteration rate times W (BMUF too: its servers log no clocks).  Runs of every worker to ITERS would otherwise
 # end at the straggler's pace in every mode.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,7 +88,7 @@ run() {
 secs='function t(s) { split(s, hms, ":"); return hms[1] * 3600 + hms[2] * 60 + hms[3] }'
 
 images_per_s() { # LOG MODE
-  if [ "$2" = allreduce ]; then
+  if [ "$2" = allreduce ] || [ "${2%%:*}" = bmuf ]; then # no clock lines: the root's rate x W
     awk -v w="$workers" -v b="$batch" -v from=$((iters / 10)) "$secs"'
       /solver.c.*\] Iteration [0-9]+ \(/ { split($0, x, "] Iteration "); split(x[2], y, " "); it = y[1] + 0
         if (it >= from && !t0) { t0 = t($2); i0 = it } if (t0) { t1 = t($2); i1 = it } }
@@ -106,8 +106,12 @@ images_per_s() { # LOG MODE
 time_to() { # LOG: seconds from the first iteration to a test accuracy >= target, and the last accuracy
   awk -v target="$target" "$secs"'
     /\] Iteration 0[ ,]/ && !t0 { t0 = t($2) }
-    /Test net output #0: accuracy = / { a = $NF + 0; last = a; if (a >= target && !hit) hit = t($2) - t0 }
-    END { printf "%s %s", hit ? sprintf("%.1f s", hit) : "never", last }' "$1" | sed 's/ s / s_/'
+    /Test net output #0: accuracy = / { a = $NF + 0; at = t($2) }
+    # a diverged net (a test loss of -log(FLT_MIN) = 87.34, or nan) scores an
+    # accuracy of 1 in Caffe'"'"'s Accuracy layer: its accuracy is taken as 0
+    /Test net output #1: loss = / { l = $11; if (l == "nan" || l + 0 >= 87) a = 0; last = a
+      if (a >= target && !hit) hit = at - t0 }
+    END { printf "%s %s", hit ? sprintf("%.1f s", hit) : "never", (last == 0 && l != "" && (l == "nan" || l + 0 >= 87)) ? "diverged" : last }' "$1" | sed 's/ s / s_/'
 }
 
 field() { # TEXT N: the Nth field of time_to's answer ("12.3 s_0.81" or "never 0.7")
