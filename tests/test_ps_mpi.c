@@ -4,6 +4,7 @@
  *     all-reduce, and print the same losses, for SGD with momentum and
  *     weight decay and for Adam with a multistep rate (the servers run the
  *     solver's own update on their shards);
+ *   - SSP with staleness 3 and one worker: the bytes of one worker alone;
  *   - SSP with staleness 1 and 2: the clock lines of the first server say
  *     every worker pulled every clock and the gap to the slowest worker
  *     never passed the bound;
@@ -90,9 +91,11 @@ static bool same_file(const char *a, const char *b) {
   return same;
 }
 
-/* 3 workers with the all-reduce against 3 workers and `servers` servers
- * with SSP at staleness 0: the same bytes, the same printed losses. */
-static void check_bsp(const char *name, const char *extra, int servers) {
+/* `workers` workers with the all-reduce against as many workers and
+ * `servers` servers with SSP at `staleness`: the same bytes, the same
+ * printed losses (staleness 0; or one worker, which never waits for
+ * another and sees every update of its own). */
+static void check_ssp_exact(const char *name, const char *extra, int workers, int servers, int staleness) {
   const char *base = tu_tmpdir(name);
   char lmdb[4200], ar[4400], ps[4400], flags[128], a[4500], b[4500];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
@@ -100,13 +103,14 @@ static void check_bsp(const char *name, const char *extra, int servers) {
   setup(ar, sizeof ar, base, "ar", 8, 0, extra);
   setup(ps, sizeof ps, base, "ps", 8, 0, extra);
   char *out_ar = NULL, *out_ps = NULL;
-  must_run(dpf_mpirun(3, ar, "", &out_ar), out_ar, "the all-reduce");
-  snprintf(flags, sizeof flags, "--dp_mode=ssp --staleness=0 --num_servers=%d", servers);
-  must_run(dpf_mpirun(3 + servers, ps, flags, &out_ps), out_ps, "SSP");
-  assert_non_null(strstr(out_ps, "effective batch 12 = 4 x 3 workers"));
+  must_run(dpf_mpirun(workers, ar, "", &out_ar), out_ar, "the all-reduce");
+  snprintf(flags, sizeof flags, "--dp_mode=ssp --staleness=%d --num_servers=%d", staleness, servers);
+  must_run(dpf_mpirun(workers + servers, ps, flags, &out_ps), out_ps, "SSP");
   char want[160];
-  snprintf(want, sizeof want, "parameter servers: ssp (staleness 0), %d server%s: rank%s 3-%d", servers,
-           servers == 1 ? "" : "s", servers == 1 ? "" : "s", 2 + servers);
+  snprintf(want, sizeof want, "effective batch %d = 4 x %d worker%s", 4 * workers, workers, workers == 1 ? "" : "s");
+  if (!strstr(out_ps, want)) fail_msg("no '%s' in:\n%s", want, out_ps);
+  snprintf(want, sizeof want, "parameter servers: ssp (staleness %d), %d server%s: rank%s %d-%d", staleness, servers,
+           servers == 1 ? "" : "s", servers == 1 ? "" : "s", workers, workers + servers - 1);
   if (!strstr(out_ps, want)) fail_msg("no '%s' in:\n%s", want, out_ps);
   snprintf(a, sizeof a, "%s/ar/snap_iter_8.caffemodel", base);
   snprintf(b, sizeof b, "%s/ps/snap_iter_8.caffemodel", base);
@@ -122,14 +126,22 @@ static void check_bsp(const char *name, const char *extra, int servers) {
 
 static void test_bsp_one_server(void **state) {
   release_only();
-  check_bsp("ps_bsp_one", NULL, 1);
+  check_ssp_exact("ps_bsp_one", NULL, 3, 1, 0);
 }
 
 static void test_bsp_two_servers_adam(void **state) {
-  check_bsp("ps_bsp_adam",
+  check_ssp_exact("ps_bsp_adam",
             "type: 'Adam' momentum: 0.9 momentum2: 0.999 base_lr: 0.02 weight_decay: 0.001 "
             "lr_policy: 'multistep' gamma: 0.5 stepvalue: 3 stepvalue: 6",
-            2);
+            3, 2, 0);
+}
+
+/* Staleness without a second worker is no staleness: the ring of clocks,
+ * the pull's bound and the pushes past the slowest give the single
+ * worker's bytes (stale weights read wrongly would not). */
+static void test_ssp_one_worker(void **state) {
+  release_only();
+  check_ssp_exact("ps_ssp_one_worker", NULL, 1, 2, 3);
 }
 
 /* Every "PS clock" line of out: the gap never passes `bound`, and each of
@@ -244,6 +256,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bsp_one_server),
       cmocka_unit_test(test_bsp_two_servers_adam),
+      cmocka_unit_test(test_ssp_one_worker),
       cmocka_unit_test(test_ssp_gap_one),
       cmocka_unit_test(test_ssp_gap_two),
       cmocka_unit_test(test_resume),

@@ -290,10 +290,14 @@ ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, 
   return CT_OK;
 }
 
+static int g_skip_finalize;
+
+void ct_mpi_skip_finalize(void) { __atomic_store_n(&g_skip_finalize, 1, __ATOMIC_RELEASE); }
+
 void ct_mpi_finalize(void) {
   int fin = 0;
   MPI_Finalized(&fin);
-  if (g_we_initialised && !fin) MPI_Finalize();
+  if (g_we_initialised && !fin && !__atomic_load_n(&g_skip_finalize, __ATOMIC_ACQUIRE)) MPI_Finalize();
 }
 
 ct_status ct_mpi_broadcast_bytes(void *data, size_t bytes, ct_error *err) {

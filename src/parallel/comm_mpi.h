@@ -28,8 +28,13 @@ ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err);
  * with parent's timeout and cancel flag.  Free with ct_comm_free.  Errors:
  * CT_ERR_COMM from MPI; CT_ERR_UNSUPPORTED without MPI. */
 ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err);
-/* MPI_Finalize when we initialised MPI (call once at exit). */
+/* MPI_Finalize when we initialised MPI (call once at exit), unless
+ * ct_mpi_skip_finalize was called. */
 void ct_mpi_finalize(void);
+/* Makes ct_mpi_finalize do nothing: a rank of the job has died (under
+ * mpirun --enable-recovery), and Open MPI 4.1's MPI_Finalize may wait for
+ * it for ever.  Any thread. */
+void ct_mpi_skip_finalize(void);
 /* Broadcasts `bytes` of host data from rank 0 of MPI_COMM_WORLD (used to
  * share an NCCL unique id), under the default watchdog timeout. */
 ct_status ct_mpi_broadcast_bytes(void *data, size_t bytes, ct_error *err);

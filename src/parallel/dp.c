@@ -124,6 +124,12 @@ static void log_world(const dp_worker *w) {
   ct_runtime_describe_reduce(w->solver->rt, plan, sizeof plan);
   if (sh->ps) describe_ps(&sh->job->ps, sh->world, plan, sizeof plan);
   LOG_INFO("%s: %s", sh->ps ? "parameter servers" : "gradient averaging", plan);
+  if (sh->ps && !sh->threads)
+    LOG_INFO("parameter servers: %s", ct_ps_launcher_keeps_survivors()
+                                          ? "a dead worker is left out and the others go on; a dead server "
+                                            "or root stops the job"
+                                          : "a dead rank ends the job (mpirun --enable-recovery lets the "
+                                            "others go on without a dead worker)");
   if (sh->gpu) LOG_INFO("GPU math: %s", sh->job->strict_fp32 ? "strict FP32" : "TF32 tensor cores");
 }
 

@@ -161,6 +161,13 @@ ct_status ct_ps_fetch(ct_ps_client *c, float *flat, float *history, int nslots, 
  * communicator's. */
 ct_status ct_ps_client_finish(ct_ps_client *c, bool stopped, ct_error *err);
 
+/* Whether the launcher lets the other ranks go on when one dies: Open
+ * MPI's mpirun does only when started with --enable-recovery (its
+ * orte_enable_recovery, which it passes to every rank's environment);
+ * otherwise a dead worker ends the job, as under the all-reduce.  True
+ * for processes not started by mpirun (Gloo shards). */
+bool ct_ps_launcher_keeps_survivors(void);
+
 /* ------------------------------------------------------------ servers */
 
 /* What a server needs of the solver it borrows: its net (the layout, and

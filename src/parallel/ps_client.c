@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "parallel/comm_mpi.h"
 #include "parallel/ps_internal.h"
 
 struct ct_ps_client {
@@ -21,6 +22,8 @@ struct ct_ps_client {
   ct_ps_shard *shards;     /* (nshards) */
   float *msg;              /* (CT_PS_HEADER + largest shard x (1 + 2 history slots)) */
   size_t msg_count;
+  ps_link *link;           /* liveness connections to the servers, from the start to the finish */
+  const int *cancel;       /* the communicator's cancel flag before the link took it */
 };
 
 const char *ct_dp_mode_name(ct_dp_mode mode) {
@@ -84,8 +87,30 @@ ct_status ct_ps_client_new(ct_ps_client **out, ct_comm *comm, const ct_ps_opts *
   return CT_OK;
 }
 
+/* Stops watching the servers: the communicator's cancel flag is its own
+ * again; `bye` tells them this worker ended normally. */
+static void unlink_servers(ct_ps_client *c, bool bye) {
+  if (!c->link) return;
+  ct_comm_set_watchdog(c->comm, 0, c->cancel);
+  ps_link_close(c->link, bye);
+  c->link = NULL;
+}
+
+/* A failure of the communicator while a server is gone is that server's
+ * death: the message says so (a dead server ends the job). */
+static ct_status cause(ct_ps_client *c, ct_status st, ct_error *err) {
+  if (st == CT_OK || !c->link) return st;
+  for (int k = 0; k < c->nshards; k++)
+    if (ps_link_state(c->link, k) == PS_PEER_GONE)
+      return ct_error_set(err, CT_ERR_COMM,
+                          "parameter server %d (rank %d) is gone (its connection closed): the job stops", k,
+                          c->workers + k);
+  return st;
+}
+
 void ct_ps_client_free(ct_ps_client *c) {
   if (!c) return;
+  unlink_servers(c, false);
   free(c->shards);
   free(c->msg);
   free(c);
@@ -127,6 +152,7 @@ static ct_status recv_reply(ct_ps_client *c, int k, float *const *dst, int ndst,
   int32_t h[CT_PS_HEADER];
   ps_header_get(c->msg, h);
   if (h[0] == PS_REPLY_STOP) c->stop = true;
+  if (h[3] > 0) ct_mpi_skip_finalize(); /* a worker died */
   c->relayed |= h[2];
   for (int i = 0; i < ndst; i++)
     if (dst[i]) memcpy(dst[i] + c->shards[k].lo, c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));
@@ -144,8 +170,11 @@ static ct_status pull_weights(ct_ps_client *c, int wish, ct_error *err) {
   return CT_OK;
 }
 
-ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, ct_error *err) {
-  CT_ASSERT(nslots >= 0 && nslots <= 2);
+static ct_status start(ct_ps_client *c, const float *history, int nslots, ct_error *err) {
+  CT_TRY(ps_link_connect(&c->link, c->comm, c->workers, c->nshards, err));
+  /* a server's death ends this worker's waits at once */
+  c->cancel = c->comm->cancel;
+  ct_comm_set_watchdog(c->comm, 0, ps_link_wake(c->link));
   if (c->comm->rank == 0) {
     const size_t fc = c->net->flat_count;
     const float *src[3] = {c->net->flat_data, history, history && nslots > 1 ? history + fc : NULL};
@@ -155,9 +184,14 @@ ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, 
   return pull_weights(c, 0, err);
 }
 
+ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, ct_error *err) {
+  CT_ASSERT(nslots >= 0 && nslots <= 2);
+  return cause(c, start(c, history, nslots, err), err);
+}
+
 ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err) {
   const float *src[1] = {c->net->flat_diff};
-  return send_request(c, k, PS_PUSH, c->clock, 0, src, 1, err);
+  return cause(c, send_request(c, k, PS_PUSH, c->clock, 0, src, 1, err), err);
 }
 
 /* bmuf: this worker's weights to every server at the end of a block, the
@@ -184,23 +218,33 @@ ct_status ct_ps_pull(ct_ps_client *c, int wish, int *relayed, ct_error *err) {
     st = bmuf ? block_sync(c, w, err) : pull_weights(c, w, err);
   }
   *relayed = c->comm->rank == 0 ? c->relayed : 0;
-  return st;
+  return cause(c, st, err);
 }
 
 int ct_ps_client_rank(const ct_ps_client *c) { return c->comm->rank; }
+
+bool ct_ps_launcher_keeps_survivors(void) {
+  if (!ct_mpi_launched()) return true; /* processes started one by one (Gloo shards) */
+  const char *v = getenv("OMPI_MCA_orte_enable_recovery");
+  return v && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+}
 
 ct_status ct_ps_fetch(ct_ps_client *c, float *flat, float *history, int nslots, ct_error *err) {
   const bool bmuf = c->opts.mode == CT_DP_BMUF;
   const size_t fc = c->net->flat_count;
   float *const dst[3] = {flat, history, history && nslots > 1 ? history + fc : NULL};
   const int n = bmuf ? 1 : 1 + nslots;
-  for (int k = 0; k < c->nshards; k++) CT_TRY(send_request(c, k, PS_FETCH, c->clock, 0, NULL, 0, err));
-  for (int k = 0; k < c->nshards; k++) CT_TRY(recv_reply(c, k, dst, n, err));
-  return CT_OK;
+  ct_status st = CT_OK;
+  for (int k = 0; k < c->nshards && st == CT_OK; k++) st = send_request(c, k, PS_FETCH, c->clock, 0, NULL, 0, err);
+  for (int k = 0; k < c->nshards && st == CT_OK; k++) st = recv_reply(c, k, dst, n, err);
+  return cause(c, st, err);
 }
 
 ct_status ct_ps_client_finish(ct_ps_client *c, bool stopped, ct_error *err) {
-  for (int k = 0; k < c->nshards; k++)
-    CT_TRY(send_request(c, k, PS_DONE, c->clock, stopped, NULL, 0, err));
-  return CT_OK;
+  ct_status st = CT_OK;
+  for (int k = 0; k < c->nshards && st == CT_OK; k++)
+    st = send_request(c, k, PS_DONE, c->clock, stopped, NULL, 0, err);
+  st = cause(c, st, err);
+  unlink_servers(c, st == CT_OK);
+  return st;
 }

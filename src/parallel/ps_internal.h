@@ -3,6 +3,8 @@
 #ifndef CT_PARALLEL_PS_INTERNAL_H
 #define CT_PARALLEL_PS_INTERNAL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -20,7 +22,7 @@ enum {
 };
 
 /* The first integer of a reply's header; the third is, for the root, the
- * wishes relayed to it. */
+ * wishes relayed to it; the fourth the workers that have died. */
 enum { PS_REPLY_OK = 0, PS_REPLY_STOP = 1 };
 
 /* A message: CT_PS_HEADER integers stored bit for bit in the first floats,
@@ -33,5 +35,37 @@ static inline void ps_header_put(float *msg, int a, int b, int c, int d) {
 static inline void ps_header_get(const float *msg, int32_t h[CT_PS_HEADER]) {
   memcpy(h, msg, CT_PS_HEADER * sizeof *h);
 }
+
+/* ------------------------------------------------ liveness (ps_link.c)
+ * Every worker keeps a TCP connection to every server, watched by a thread
+ * of each process: a peer whose connection closes without its goodbye has
+ * died (killed, crashed, its machine gone); a slow or stopped peer keeps
+ * its connection.  The messages themselves still go through ct_comm. */
+
+/* The tag of the address message a server sends each worker. */
+enum { CT_PS_TAG_LINK = 32003 };
+
+/* A peer's state. */
+enum { PS_PEER_ALIVE = 0, PS_PEER_LEFT = 1 /* ended normally */, PS_PEER_GONE = 2 /* died */ };
+
+typedef struct ps_link ps_link;
+
+/* Server side: listens on a port of its own, sends its host and port to
+ * each of the `workers` ranks 0 .. workers - 1 through comm, and waits up
+ * to timeout_s for all of them to connect.  Errors: CT_ERR_IO (sockets),
+ * CT_ERR_COMM (the communicator's, or workers that never connected). */
+ct_status ps_link_serve(ps_link **out, ct_comm *comm, int workers, double timeout_s, ct_error *err);
+/* Worker side: connects to each server (ranks workers .. workers +
+ * servers - 1) at the address it sent.  Errors: CT_ERR_COMM. */
+ct_status ps_link_connect(ps_link **out, ct_comm *comm, int workers, int servers, ct_error *err);
+/* PS_PEER_* of peer i (a worker for a server, a server for a worker). */
+int ps_link_state(const ps_link *l, int peer);
+/* The flag the link raises when a peer is gone (for ct_comm's cancel: it
+ * ends a wait), and its lowering. */
+const int *ps_link_wake(const ps_link *l);
+void ps_link_rearm(ps_link *l);
+/* Stops watching and closes every connection, saying goodbye first when
+ * `bye` (this process ends normally).  NULL: nothing. */
+void ps_link_close(ps_link *l, bool bye);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "parallel/comm_mpi.h"
 #include "parallel/ps_internal.h"
 
 /* A request that waits for its answer (at most one per worker: a worker
@@ -32,6 +33,10 @@ typedef struct server {
   long updates;              /* async: pushes applied */
   int *pushed;               /* (workers) clocks each worker has pushed (absolute) */
   int ndone;
+  bool *done;                /* (workers) said PS_DONE */
+  bool *gone;                /* (workers) died: left out of every clock from then on */
+  int ngone;
+  ps_link *link;             /* the workers' liveness connections */
   bool stopping;             /* the root stopped early: every answer says stop */
   int wishes;                /* stop and snapshot wishes for the root's next answer */
   int ring;                  /* ssp: clocks in flight (S + 1) */
@@ -39,7 +44,7 @@ typedef struct server {
   float *block;              /* bmuf: (workers x n) each worker's weights of the block */
   float *delta;              /* bmuf: (n) the block momentum D */
   float block_momentum;
-  int nblock;                /* bmuf: workers whose weights of this block are in */
+  bool *in_block;            /* bmuf: (workers) whose weights of this block are in */
   pending *pend;             /* (workers) */
   float **reply;             /* (workers) each worker's answer while it is sent */
   void **req;                /* (workers) the send of reply[w], or NULL */
@@ -51,10 +56,12 @@ static ct_status bad_message(const server *s, int from, const char *what, ct_err
   return ct_error_set(err, CT_ERR_COMM, "parameter server %d: %s from rank %d", s->index, what, from);
 }
 
+/* The fewest clocks any worker still alive has pushed (the root, whose
+ * death ends the job, is always among them). */
 static int slowest(const server *s) {
   int m = s->pushed[0];
   for (int w = 1; w < s->workers; w++)
-    if (s->pushed[w] < m) m = s->pushed[w];
+    if (!s->gone[w] && s->pushed[w] < m) m = s->pushed[w];
   return m;
 }
 
@@ -85,7 +92,7 @@ static ct_status answer(server *s, int w, ct_error *err) {
   float *r = s->reply[w], *pay = r + CT_PS_HEADER;
   const int relay = w == 0 ? s->wishes : 0;
   if (w == 0) s->wishes = 0;
-  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, 0);
+  ps_header_put(r, s->stopping ? PS_REPLY_STOP : PS_REPLY_OK, s->applied, relay, s->ngone);
   memcpy(pay, s->w, s->n * sizeof(float));
   size_t count = CT_PS_HEADER + s->n;
   if (p->type == PS_BLOCK && s->o.nesterov && !p->last && !s->stopping)
@@ -109,7 +116,7 @@ static ct_status answer(server *s, int w, ct_error *err) {
 
 static ct_status answer_ready(server *s, ct_error *err) {
   for (int w = 0; w < s->workers; w++)
-    if (answerable(s, w)) CT_TRY(answer(s, w, err));
+    if (!s->gone[w] && answerable(s, w)) CT_TRY(answer(s, w, err));
   return CT_OK;
 }
 
@@ -125,11 +132,17 @@ static void apply_clocks(server *s) {
   float *g = s->u->net->flat_diff + s->sh.lo;
   while (slowest(s) > s->applied) {
     const float *at = s->grads + (size_t)(s->applied % s->ring) * (size_t)s->workers * s->n;
-    memcpy(g, at, s->n * sizeof(float));
-    for (int w = 1; w < s->workers; w++)
-      for (size_t i = 0; i < s->n; i++) g[i] += at[(size_t)w * s->n + i];
-    if (s->workers > 1)
-      for (size_t i = 0; i < s->n; i++) g[i] /= (float)s->workers;
+    /* the workers that pushed this clock: all of them, or once one has
+     * died, the others (and the dead one if it pushed it before dying) */
+    int in = 0;
+    for (int w = 0; w < s->workers; w++) {
+      if (s->pushed[w] <= s->applied) continue;
+      if (in++ == 0) memcpy(g, at + (size_t)w * s->n, s->n * sizeof(float));
+      else
+        for (size_t i = 0; i < s->n; i++) g[i] += at[(size_t)w * s->n + i];
+    }
+    if (in > 1)
+      for (size_t i = 0; i < s->n; i++) g[i] /= (float)in;
     apply(s, s->applied);
     s->applied++;
   }
@@ -160,21 +173,39 @@ static ct_status on_push(server *s, int w, int clock, const float *grad, ct_erro
  * block began (w_g + m D with Nesterov: G is then the progress measured
  * at the look-ahead point, as Nesterov's momentum takes its gradient
  * there); then every worker's answer. */
-static ct_status on_block(server *s, int w, const float *weights, ct_error *err) {
-  memcpy(s->block + (size_t)w * s->n, weights, s->n * sizeof(float));
-  if (++s->nblock < s->workers) return CT_OK;
-  s->nblock = 0;
+static ct_status filter_block(server *s, ct_error *err) {
+  int in = 0;
+  for (int v = 0; v < s->workers; v++) {
+    if (!s->gone[v] && !s->in_block[v]) return CT_OK; /* a live worker's weights are still to come */
+    in += s->in_block[v];
+  }
+  if (in == 0) return CT_OK;
   for (size_t i = 0; i < s->n; i++) {
-    float sum = s->block[i];
-    for (int v = 1; v < s->workers; v++) sum += s->block[(size_t)v * s->n + i];
+    float sum = 0;
+    bool first = true;
+    for (int v = 0; v < s->workers; v++) {
+      if (!s->in_block[v]) continue;
+      sum = first ? s->block[(size_t)v * s->n + i] : sum + s->block[(size_t)v * s->n + i];
+      first = false;
+    }
     const float start = s->o.nesterov ? s->w[i] + s->block_momentum * s->delta[i] : s->w[i];
-    const float g = sum / (float)s->workers - start;
+    const float g = sum / (float)in - start;
     s->delta[i] = s->block_momentum * s->delta[i] + s->o.block_lr * g;
     s->w[i] += s->delta[i];
   }
-  for (int v = 0; v < s->workers; v++) s->pushed[v] = s->pend[v].clock;
-  for (int v = 0; v < s->workers; v++) CT_TRY(answer(s, v, err));
+  for (int v = 0; v < s->workers; v++) {
+    if (!s->in_block[v]) continue;
+    s->in_block[v] = false;
+    s->pushed[v] = s->pend[v].clock;
+    if (!s->gone[v]) CT_TRY(answer(s, v, err));
+  }
   return CT_OK;
+}
+
+static ct_status on_block(server *s, int w, const float *weights, ct_error *err) {
+  memcpy(s->block + (size_t)w * s->n, weights, s->n * sizeof(float));
+  s->in_block[w] = true;
+  return filter_block(s, err);
 }
 
 static void on_init(server *s, int clock, int nslots, const float *payload) {
@@ -194,6 +225,7 @@ static void on_init(server *s, int clock, int nslots, const float *payload) {
 static ct_status handle(server *s, int from, size_t count, ct_error *err) {
   if (from >= s->workers || count < CT_PS_HEADER || count > s->reply_count) return bad_message(s, from, "a message that is no request", err);
   CT_TRY(ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err));
+  if (s->gone[from]) return CT_OK; /* sent before it died: it is out of the clocks */
   int32_t h[CT_PS_HEADER];
   ps_header_get(s->msg, h);
   const float *payload = s->msg + CT_PS_HEADER;
@@ -219,6 +251,7 @@ static ct_status handle(server *s, int from, size_t count, ct_error *err) {
       }
       break;
     case PS_DONE:
+      s->done[from] = true;
       s->ndone++;
       if (h[2]) s->stopping = true;
       break;
@@ -228,12 +261,57 @@ static ct_status handle(server *s, int from, size_t count, ct_error *err) {
   return answer_ready(s, err);
 }
 
+/* Gives up the answer in flight to worker w, which died: it will never
+ * take it, so it is not waited for past one look. */
+static void drop_answer(server *s, int w) {
+  if (!s->req[w]) return;
+  const double timeout = s->comm->timeout_s;
+  ct_comm_set_watchdog(s->comm, 1e-9, s->comm->cancel);
+  (void)ct_comm_send_wait(s->comm, s->req[w], NULL);
+  ct_comm_set_watchdog(s->comm, timeout, s->comm->cancel);
+  s->req[w] = NULL;
+}
+
+/* The workers whose liveness connection closed without a goodbye since the
+ * last look: each is left out of the clocks (the others no longer wait for
+ * it; clocks average the workers that pushed them), its data shard is
+ * skipped, and server 0 logs it.  The root's death ends the job: it alone
+ * tests, snapshots and decides.  Errors: CT_ERR_COMM for the root. */
+static ct_status notice_deaths(server *s, ct_error *err) {
+  ps_link_rearm(s->link);
+  bool any = false;
+  for (int w = 0; w < s->workers; w++) {
+    if (s->gone[w] || s->done[w] || ps_link_state(s->link, w) != PS_PEER_GONE) continue;
+    if (w == 0)
+      return ct_error_set(err, CT_ERR_COMM,
+                          "worker 0 (rank 0) is gone (its connection closed): it tests, snapshots and "
+                          "decides for the job, which stops");
+    s->gone[w] = true;
+    s->ngone++;
+    ct_mpi_skip_finalize();
+    s->pend[w].type = 0;
+    drop_answer(s, w);
+    any = true;
+    if (s->index == 0)
+      LOG_WARNING("PS: worker %d (rank %d) is gone at clock %d (its connection closed): left out of the "
+               "clocks, %d of %d workers go on; its data shard (%d of %d) is skipped",
+               w, w, s->pushed[w], s->workers - s->ngone, s->workers, w, s->workers);
+  }
+  if (!any || !s->started) return CT_OK;
+  if (s->o.mode == CT_DP_SSP) apply_clocks(s);
+  if (s->o.mode == CT_DP_BMUF) CT_TRY(filter_block(s, err));
+  return answer_ready(s, err);
+}
+
 static void server_free(server *s) {
   for (int w = 0; w < s->workers; w++) free(s->reply[w]);
   free(s->reply);
   free(s->req);
   free(s->pend);
   free(s->pushed);
+  free(s->done);
+  free(s->gone);
+  free(s->in_block);
   free(s->grads);
   free(s->block);
   free(s->delta);
@@ -261,6 +339,9 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
   s.n = s.sh.hi - s.sh.lo;
   s.w = u->net->flat_data + s.sh.lo;
   s.pushed = ct_xcalloc((size_t)workers, sizeof *s.pushed);
+  s.done = ct_xcalloc((size_t)workers, sizeof *s.done);
+  s.gone = ct_xcalloc((size_t)workers, sizeof *s.gone);
+  s.in_block = ct_xcalloc((size_t)workers, sizeof *s.in_block);
   s.pend = ct_xcalloc((size_t)workers, sizeof *s.pend);
   s.req = ct_xcalloc((size_t)workers, sizeof *s.req);
   s.reply = ct_xcalloc((size_t)workers, sizeof *s.reply);
@@ -278,19 +359,35 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
   }
   LOG_INFO("Parameter server %d of %d (%s): parameters %d-%d, %zu values", s.index, opts->num_servers,
            ct_dp_mode_name(opts->mode), s.sh.first_param, s.sh.end_param - 1, s.n);
-  ct_status st = CT_OK;
-  while (st == CT_OK && s.ndone < workers) {
+  ct_status st = ps_link_serve(&s.link, comm, workers, comm->timeout_s, err);
+  const int *cancel = comm->cancel;
+  while (st == CT_OK && s.ndone + s.ngone < workers) {
     int from = -1;
     size_t count = 0;
+    /* a death ends the wait for the next request (a probe leaves nothing
+     * in flight to interrupt) */
+    ct_comm_set_watchdog(comm, 0, ps_link_wake(s.link));
     st = ct_comm_probe(comm, CT_PS_TAG_REQUEST, &from, &count, err);
+    ct_comm_set_watchdog(comm, 0, cancel);
+    if (st == CT_ERR_INTERRUPTED && __atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE)) {
+      st = CT_OK;
+      from = -1;
+    }
     if (st == CT_OK && u->requests) s.wishes |= __atomic_exchange_n(u->requests, 0, __ATOMIC_SEQ_CST);
-    if (st == CT_OK) st = handle(&s, from, count, err);
+    if (st == CT_OK && from >= 0) st = handle(&s, from, count, err);
+    if (st == CT_OK) st = notice_deaths(&s, err);
   }
+  /* the last answers are waited for, unless this server fails (a worker
+   * that died would never take its answer) */
   for (int w = 0; w < workers; w++) {
-    ct_status sent = ct_comm_send_wait(comm, s.req[w], st == CT_OK ? err : NULL);
-    if (st == CT_OK) st = sent;
+    if (st != CT_OK || s.gone[w]) drop_answer(&s, w);
+    else st = ct_comm_send_wait(comm, s.req[w], err);
+    s.req[w] = NULL;
   }
   if (st != CT_OK) ct_error_prefix(err, "parameter server %d", s.index);
+  /* a goodbye only when every worker is done: otherwise the workers are
+   * to see this server as gone and stop */
+  ps_link_close(s.link, st == CT_OK);
   server_free(&s);
   return st;
 }
