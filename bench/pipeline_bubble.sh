@@ -38,5 +38,5 @@ for m in 2 4 8; do
     "$bin" time --model="$dir/net.prototxt" --pipeline=relu1 --microbatches=$m --iterations="$iters" 2>&1)
   b0=$(grep -o 'stage 0: .*(bubble [0-9.]*%' <<<"$out" | grep -o '[0-9.]*%$')
   b1=$(grep -o 'stage 1: .*(bubble [0-9.]*%' <<<"$out" | grep -o '[0-9.]*%$')
-  printf "%3d %5.1f%% %10s %10s\n" "$m" "$(echo "100 / ($m + 1)" | bc -l)" "$b0" "$b1"
+  printf "%3d %5.1f%% %10s %10s\n" "$m" "$(awk -v m="$m" 'BEGIN { print 100 / (m + 1) }')" "$b0" "$b1"
 done
