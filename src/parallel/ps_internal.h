@@ -63,6 +63,9 @@ int ps_link_state(const ps_link *l, int peer);
 /* The flag the link raises when a peer is gone (for ct_comm's cancel: it
  * ends a wait), and its lowering. */
 const int *ps_link_wake(const ps_link *l);
+/* A word that becomes 1 when peer i is gone (died), for ct_comm's cancel:
+ * it ends a wait on that peer's message alone. */
+const int *ps_link_dead(const ps_link *l, int peer);
 void ps_link_rearm(ps_link *l);
 /* Stops watching and closes every connection, saying goodbye first when
  * `bye` (this process ends normally).  NULL: nothing. */

@@ -31,6 +31,7 @@ struct ps_link {
   int npeers;
   int *fd;         /* (npeers) the connection to each peer; -1 once closed */
   int *state;      /* (npeers) atomic: PS_PEER_* */
+  int *dead;       /* (npeers) atomic: 1 once the peer is PS_PEER_GONE (a cancel word) */
   int wake;        /* atomic: raised when a peer is gone */
   int stop;        /* atomic: the thread ends */
   bool running;
@@ -45,6 +46,7 @@ static void look_at(ps_link *l, int i) {
   const bool bye = got > 0 && memchr(b, PS_LINK_BYE, (size_t)got) != NULL;
   if (got > 0 && !bye) return;
   __atomic_store_n(&l->state[i], bye ? PS_PEER_LEFT : PS_PEER_GONE, __ATOMIC_RELEASE);
+  if (!bye) __atomic_store_n(&l->dead[i], 1, __ATOMIC_RELEASE);
   if (!bye) __atomic_store_n(&l->wake, 1, __ATOMIC_RELEASE);
   close(l->fd[i]);
   l->fd[i] = -1;
@@ -72,6 +74,7 @@ static ps_link *link_new(int npeers) {
   l->npeers = npeers;
   l->fd = ct_xcalloc((size_t)npeers, sizeof *l->fd);
   l->state = ct_xcalloc((size_t)npeers, sizeof *l->state);
+  l->dead = ct_xcalloc((size_t)npeers, sizeof *l->dead);
   for (int i = 0; i < npeers; i++) l->fd[i] = -1;
   return l;
 }
@@ -97,11 +100,13 @@ void ps_link_close(ps_link *l, bool bye) {
   }
   free(l->fd);
   free(l->state);
+  free(l->dead);
   free(l);
 }
 
 int ps_link_state(const ps_link *l, int peer) { return __atomic_load_n(&l->state[peer], __ATOMIC_ACQUIRE); }
 const int *ps_link_wake(const ps_link *l) { return &l->wake; }
+const int *ps_link_dead(const ps_link *l, int peer) { return &l->dead[peer]; }
 void ps_link_rearm(ps_link *l) { __atomic_store_n(&l->wake, 0, __ATOMIC_RELEASE); }
 
 /* An address message: {port, host name bytes}, in floats as every

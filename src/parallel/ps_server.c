@@ -224,7 +224,16 @@ static void on_init(server *s, int clock, int nslots, const float *payload) {
 /* One request from rank `from`. */
 static ct_status handle(server *s, int from, size_t count, ct_error *err) {
   if (from >= s->workers || count < CT_PS_HEADER || count > s->reply_count) return bad_message(s, from, "a message that is no request", err);
-  CT_TRY(ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err));
+  /* A worker killed in the middle of its message never sends the rest (or,
+   * with Open MPI's single-copy transfers, leaves nothing to read): its
+   * death ends the wait, the message is dropped with it and notice_deaths
+   * takes it out of the clocks. */
+  const int *cancel = s->comm->cancel;
+  ct_comm_set_watchdog(s->comm, 0, ps_link_dead(s->link, from));
+  ct_status st = ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err);
+  ct_comm_set_watchdog(s->comm, 0, cancel);
+  if (st == CT_ERR_INTERRUPTED && ps_link_state(s->link, from) == PS_PEER_GONE) return CT_OK;
+  CT_TRY(st);
   if (s->gone[from]) return CT_OK; /* sent before it died: it is out of the clocks */
   int32_t h[CT_PS_HEADER];
   ps_header_get(s->msg, h);
