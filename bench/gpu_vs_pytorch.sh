@@ -33,8 +33,15 @@ iters=${ITERS:-50}
 modes=${MODES:-"fp32 tf32"}
 export NCCL_NVLS_ENABLE=0
 mkdir -p "$out/nets"
+rm -f "$out"/torch_*.log  # a peer run is reused within this run only (bf16 and fp16 share one)
 # GoogLeNet's train_val uses batch 32: the bench runs it at 128.
 sed 's/batch_size: 32$/batch_size: 128/' "$fix/bvlc_googlenet_train_val.prototxt" > "$out/nets/bvlc_googlenet_b128.prototxt"
+
+# Public model-zoo nets as their authors lay them out (bench/zoo_nets.py: ResNet-101/152 with frozen
+# BatchNorm, SqueezeNet v1.1, MobileNet v1's depthwise convolutions, VGG-16), given a loss, batch
+# ZOO_BATCH (64): run only when NETS names them.
+zb=${ZOO_BATCH:-64}
+python3 "$(dirname "$0")/zoo_nets.py" "$out/nets" --batch "$zb"
 
 # name | prototxt | batch | C,H,W | classes
 nets=(
@@ -44,7 +51,18 @@ nets=(
   "GoogLeNet|$out/nets/bvlc_googlenet_b128.prototxt|128|3,224,224|1000"
   "ResNet-50|models/resnet50/train_val.prototxt|128|3,224,224|1000"
 )
-[ -n "${NETS:-}" ] && { keep=(); for n in "${nets[@]}"; do [[ " $NETS " == *" ${n%%|*} "* ]] && keep+=("$n"); done; nets=("${keep[@]}"); }
+zoo=(
+  "ResNet-101|$out/nets/resnet101.prototxt|$zb|3,224,224|1000"
+  "ResNet-152|$out/nets/resnet152.prototxt|$zb|3,224,224|1000"
+  "SqueezeNet|$out/nets/squeezenet_v1.1.prototxt|$zb|3,224,224|1000"
+  "MobileNet|$out/nets/mobilenet_v1.prototxt|$zb|3,224,224|1000"
+  "VGG-16|$out/nets/vgg16.prototxt|$zb|3,224,224|1000"
+)
+if [ -n "${NETS:-}" ]; then
+  keep=()
+  for n in "${nets[@]}" "${zoo[@]}"; do [[ " $NETS " == *" ${n%%|*} "* ]] && keep+=("$n"); done
+  nets=("${keep[@]}")
+fi
 
 # The small nets (sub-millisecond iterations) run REPEAT times each way,
 # alternating, and the table takes each side's median: the Python peer's
@@ -88,10 +106,12 @@ for mode in $modes; do
           --iterations="$iters" $cflag >"$blog" 2>&1
         bs+=("$(ms_of "$blog")")
       fi
-      plog="$out/torch_${name}_${mode}.log"
-      [ "$r" -gt 1 ] && plog="$out/torch_${name}_${mode}_$r.log"
-      python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$pmode" \
-        --steps "$iters" >"$plog" 2>&1
+      # the peer's run for this net and peer mode: one for bf16 and fp16 (both against bf16cl)
+      plog="$out/torch_${name}_${pmode}.log"
+      [ "$r" -gt 1 ] && plog="$out/torch_${name}_${pmode}_$r.log"
+      [ -s "$plog" ] && grep -q '^{' "$plog" && [ "$n" -eq 1 ] ||
+        python3 "$peer" "$net" --batch "$batch" --input "$shape" --classes "$classes" --mode "$pmode" \
+          --steps "$iters" >"$plog" 2>&1
       json=$(grep '^{' "$plog" | tail -1)
       ps+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_iter"])' "$json" 2>/dev/null)")
       m=$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["peak_gib"]*1024,1))' "$json" 2>/dev/null || true)

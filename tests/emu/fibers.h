@@ -112,24 +112,26 @@ static void ig_cp_wait() {
 
 static std::mt19937 g_rng(7);
 
-/* Runs kernel(args) over grid x block threads, block by block. */
+/* Runs kernel(args) over grid x block threads, block by block (threads
+ * numbered x fastest, then y, then z). */
 template <typename F>
-static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
+static void run_grid(dim3 grid, dim3 block, size_t smem_floats, F kernel) {
   static F *k;
   k = &kernel;
+  const int threads = (int)(block.x * block.y * block.z);
   std::vector<Fiber> fib(threads);
   for (unsigned bz = 0; bz < grid.z; bz++)
   for (unsigned by = 0; by < grid.y; by++)
     for (unsigned bx = 0; bx < grid.x; bx++) {
       blockIdx = dim3(bx, by, bz);
-      blockDim = dim3(threads, 1, 1);
+      blockDim = block;
       g_smem.assign(smem_floats, std::nanf(""));
       for (int t = 0; t < threads; t++) {
         Fiber &f = fib[t];
         f.done = false;
         f.open.clear();
         f.groups.clear();
-        f.tidx = dim3(t, 0, 0);
+        f.tidx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
         f.stack.resize(FIBER_STACK_BYTES);
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.data();
@@ -163,6 +165,11 @@ static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
           }
       }
     }
+}
+
+template <typename F>
+static void run_grid(dim3 grid, int threads, size_t smem_floats, F kernel) {
+  run_grid(grid, dim3(threads, 1, 1), smem_floats, kernel);
 }
 
 #endif

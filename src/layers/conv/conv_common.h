@@ -105,6 +105,7 @@ ct_status ct_conv_window_out(const ct_conv_window *w, int i, long in, bool rever
                              ct_error *err);
 
 typedef struct ct_conv_dnnl ct_conv_dnnl;
+typedef struct ct_conv_dw ct_conv_dw;
 
 typedef struct ct_conv {
   bool reverse;       /* Deconvolution */
@@ -136,6 +137,8 @@ typedef struct ct_conv {
   const float *col_x; /* the X chunk whose unfolding col holds (NULL: none) */
   int col_images;     /* and its image count */
   ct_conv_dnnl *fast; /* host only: the oneDNN plan (NULL: the reference engine) */
+  ct_conv_dw *dw;     /* GPU only: the depthwise kernels run the layer (conv_depthwise.h;
+                         NULL: cuDNN or the reference engine) */
   bool planned;       /* host only: the engine was chosen for plan_num images of */
   int plan_num;       /* spatial shape plan_in (so a reshape to the same shape */
   int plan_in[CT_IM2COL_MAX_AXES]; /* keeps the choice) */

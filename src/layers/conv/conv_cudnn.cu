@@ -6,6 +6,7 @@
 #include "layers/conv/conv_algos.h"
 #include "layers/conv/conv_common.h"
 #include "layers/conv/conv_cudnn.h"
+#include "layers/conv/conv_depthwise.h"
 #include "layers/conv/conv_graph.h"
 #include "layers/conv/conv_igemm.h"
 #include "math/typed.h"
@@ -364,6 +365,18 @@ extern "C" ct_status ct_conv_cudnn_reshape(ct_layer *l, ct_tensor *const *bottom
   ct_conv *c = (ct_conv *)l->priv;
   const Caffe__ConvolutionParameter *p = l->param->convolution_param;
   const int engine = p ? (int)p->engine : CT_ENGINE_DEFAULT;
+  /* depthwise layers on Cortado's kernels unless cuDNN is asked for by name */
+  if (engine != CT_ENGINE_CUDNN && !c->relu_fused && !c->bias_deferred && ct_conv_dw_fits(c)) {
+    ct_conv_cudnn_destroy(l);
+    if (!c->dw)
+      LOG_INFO("layer '%s': depthwise kernels (group = channels = %d, %d filter%s each)", l->name,
+               c->group, c->y_channels / c->group, c->y_channels == c->group ? "" : "s");
+    c->dw = ct_conv_dw_plan(c->dw, c, l->ctx->device);
+    drop_caffe_scratch(l, c);
+    return CT_OK;
+  }
+  ct_conv_dw_free(c->dw, l->ctx->device);
+  c->dw = NULL;
   const char *why = unsupported(c, bottom[0]);
   if ((c->relu_fused || c->bias_deferred) && why)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
@@ -442,7 +455,8 @@ static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, co
 
 extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
   ct_conv *c = (ct_conv *)l->priv;
-  if (!l->gpu_priv || l->dtype != CT_F32 || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
+  /* 16-bit layers clamp in the pass that adds their bias (forward16) */
+  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
   if ((size_t)c->num * c->y_channels * c->y_spatial > 0xffffffffu) return false;
   c->relu_fused = true;
   return true;
@@ -482,13 +496,14 @@ static void filter_dims(const ct_conv *c, const conv_cudnn *s, size_t *k, size_t
   *taps = s->w_count / (*k * *cg);
 }
 
-/* 16-bit Convolution (not Deconvolution, no rivals, nothing fused): the
+/* 16-bit Convolution (not Deconvolution, no rivals, no deferred bias): the
  * master weights converted (and moved channels-last for an NHWC layer),
- * cuDNN, the float32 bias added in the type.  A channels-last top is, for
- * the bias, (N x spatial) rows of the channels. */
+ * cuDNN, the float32 bias added in the type, and the fused ReLU in the same
+ * pass.  A channels-last top is, for the bias, (N x spatial) rows of the
+ * channels. */
 static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *const *bottom,
                       ct_tensor *const *top) {
-  CT_ASSERT(!c->reverse && !c->relu_fused && !c->bias_deferred && !s->ig);
+  CT_ASSERT(!c->reverse && !c->bias_deferred && !s->ig && (!c->relu_fused || c->bias_term));
   if (s->nhwc) {
     size_t k, cg, taps;
     filter_dims(c, s, &k, &cg, &taps);
@@ -510,7 +525,7 @@ static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *c
                                              top[i]->data));
     if (c->bias_term)
       ct_bias_add_gpu_typed(l->ctx, s->type, (const float *)l->params[1]->data, rows,
-                            c->y_channels, spatial, false, top[i]->data);
+                            c->y_channels, spatial, c->relu_fused, top[i]->data);
   }
 }
 

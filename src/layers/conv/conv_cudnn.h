@@ -45,8 +45,9 @@ void ct_conv_cudnn_destroy(ct_layer *l);
 bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom_grad);
 /* Net fusion (net_fuse.c): makes the forward of Convolution l compute
  * y = max(conv(x) + bias, 0), the ReLU (negative_slope 0) that follows it in
- * place, adding the bias and clamping in one pass (ct_bias_relu_gpu) instead
- * of two; the ReLU layer's forward then does nothing and its backward stays
+ * place, adding the bias and clamping in one pass (ct_bias_relu_gpu; in 16
+ * bits ct_bias_add_gpu_typed) instead of two; the ReLU layer's forward then
+ * does nothing and its backward stays
  * as it is.  Returns false, changing nothing, unless cuDNN runs l and l is a
  * Convolution with a bias and one bottom. */
 bool ct_conv_cudnn_absorb_relu(ct_layer *l);

@@ -7,6 +7,7 @@
 #include "layers/conv/conv_common.h"
 #ifdef CORTADO_HAVE_CUDA
 #include "layers/conv/conv_cudnn.h"
+#include "layers/conv/conv_depthwise.h"
 #endif
 
 #include "layers/conv/conv_dnnl.h"
@@ -86,21 +87,53 @@ static void conv_backward(ct_layer *l, ct_tensor *const *top, const bool *propag
 }
 
 #ifdef CORTADO_HAVE_CUDA
-/* The cuDNN engine when reshape chose it (l->gpu_priv), else this engine. */
+/* The depthwise kernels or the cuDNN engine when reshape chose one
+ * (c->dw, l->gpu_priv), else this engine. */
 static ct_status conv_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                                    ct_error *err) {
+  ct_conv *c = l->priv;
+  if (c->dw) {
+    const float *bias = c->bias_term ? l->params[1]->data : NULL;
+    for (int i = 0; i < l->nbottom; i++)
+      ct_conv_dw_forward(l->ctx, c, l->dtype, l->layout == CT_NHWC, bottom[i]->data,
+                         l->params[0]->data, bias, top[i]->data);
+    return CT_OK;
+  }
   if (l->gpu_priv) return ct_conv_cudnn_forward(l, bottom, top, err);
   return conv_forward(l, bottom, top, err);
 }
 
 static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *propagate_down,
                               ct_tensor *const *bottom) {
+  ct_conv *c = l->priv;
+  if (c->dw) {
+    float *dw = l->param_propagate_down[0] ? l->params[0]->diff : NULL;
+    float *dbias = c->bias_term && l->param_propagate_down[1] ? l->params[1]->diff : NULL;
+    for (int i = l->nbottom - 1; i >= 0; i--) {
+      if (dw || dbias)
+        ct_conv_dw_backward_params(l->ctx, c->dw, c, l->dtype, l->layout == CT_NHWC,
+                                   bottom[i]->data, top[i]->diff, dw, dbias);
+      if (propagate_down[i])
+        ct_conv_dw_backward_data(l->ctx, c, l->dtype, l->layout == CT_NHWC, top[i]->diff,
+                                 l->params[0]->data, bottom[i]->diff);
+    }
+    return;
+  }
   if (l->gpu_priv) ct_conv_cudnn_backward(l, top, propagate_down, bottom);
   else conv_backward(l, top, propagate_down, bottom);
 }
 
 static bool conv_prepare_gpu(ct_layer *l, ct_context *side, bool bottom_grad) {
   return l->gpu_priv && ct_conv_cudnn_prepare(l, side, bottom_grad);
+}
+
+static void conv_destroy_gpu(ct_layer *l) {
+  ct_conv *c = l->priv;
+  ct_conv_cudnn_destroy(l);
+  if (c) {
+    ct_conv_dw_free(c->dw, l->ctx->device);
+    c->dw = NULL;
+  }
 }
 #endif
 
@@ -152,7 +185,7 @@ const ct_layer_ops ct_convolution_ops = {
     .backward_gpu = conv_backward_gpu,
     .prepare_gpu = conv_prepare_gpu,
     .reshape_gpu = ct_conv_cudnn_reshape,
-    .destroy_gpu = ct_conv_cudnn_destroy,
+    .destroy_gpu = conv_destroy_gpu,
 #endif
     .destroy = ct_conv_destroy,
     .workspace_bytes = ct_conv_workspace_bytes,
