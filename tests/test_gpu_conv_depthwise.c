@@ -96,6 +96,12 @@ static void test_16_bit(void **state) {
                              k_product_bound[k]);
     protobuf_c_message_free_unpacked(&p->base, NULL);
   }
+  /* MobileNet's first depthwise layer channels-last: the 16-byte kernels,
+   * the filter gradient in many slices */
+  Caffe__LayerParameter *p = layer_of("num_output: 32 group: 32 kernel_size: 3 pad: 1", NULL);
+  for (int k = 0; k < 2; k++)
+    tu_twin_check_layout(p, 0, k_types[k], CT_NHWC, "8,32,28,28", 1, k_product_bound[k]);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
 }
 
 /* Two backward passes from the same values give the same bits. */

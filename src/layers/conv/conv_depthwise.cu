@@ -19,13 +19,6 @@ struct dw_geom {
   int sh, sw, ph, pw, dh, dw;
 };
 
-struct ct_conv_dw {
-  float *partial;      /* slices x K x taps */
-  size_t partial_cap;  /* floats */
-  float *bias_scratch; /* ct_bias_grad_scratch floats */
-  size_t bias_cap;
-  int slices;          /* of the N P output rows, for the filter gradient */
-};
 
 static dw_geom geom_of(const ct_conv *c) {
   dw_geom g;
@@ -241,43 +234,230 @@ __global__ static void dw_wgrad_sum(unsigned kt, int slices, const float *__rest
   }
 }
 
-/* ---------------------------------------------------------------- host */
+/* ---------------------------------------------------------------- NHWC, 16 bytes a thread */
 
-/* Blocks of the filter gradient's first kernel along channels. */
-static unsigned channel_blocks(const dw_geom &g, bool nhwc) {
-  return nhwc ? (unsigned)(g.K + 31) / 32 : (unsigned)g.K;
+/* NHWC with one filter per channel (M = 1) and C a multiple of V, the
+ * values in 16 bytes of T: a thread takes V neighbouring channels of one
+ * position with 16-byte loads and stores, and the weights come transposed
+ * to (taps, C) (wt, dw_transpose), so that a tap's V weights are
+ * neighbours too.  Forward and backward data add the same products in the
+ * same order as the kernels above. */
+__global__ static void dw_transpose(unsigned K, unsigned taps, const float *__restrict__ w,
+                                    float *__restrict__ wt) {
+  const unsigned n = K * taps;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const unsigned k = i / taps, t = i - k * taps;
+    wt[(size_t)t * K + k] = w[i];
+  }
 }
 
-/* Slices of the N P rows: about 4 blocks per SM in all, each slice at least
- * 4 rows. */
-static int slices_of(const dw_geom &g, bool nhwc) {
+template <typename T>
+__global__ static void dw_forward_vec(dw_geom g, const T *__restrict__ x,
+                                      const float *__restrict__ wt,
+                                      const float *__restrict__ bias, T *__restrict__ y,
+                                      unsigned n) {
+  constexpr unsigned V = ct_v16<T>::V;
+  const unsigned CV = g.C / V;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    unsigned r = i / CV;
+    const unsigned cv = i - r * CV;
+    unsigned b = r / g.Q;
+    const unsigned q = r - b * g.Q;
+    r = b / g.P;
+    const unsigned p = b - r * g.P, nimg = r, c0 = cv * V;
+    float acc[V];
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) acc[j] = bias ? bias[c0 + j] : 0.0f;
+    const int h0 = (int)p * g.sh - g.ph, w0 = (int)q * g.sw - g.pw;
+    for (int a = 0; a < g.R; a++) {
+      const int h = h0 + a * g.dh;
+      if (h < 0 || h >= g.H) continue;
+      for (int s = 0; s < g.S; s++) {
+        const int v = w0 + s * g.dw;
+        if (v < 0 || v >= g.W) continue;
+        const ct_v16<T> xv = ct_v16<T>::load(x, (((size_t)nimg * g.H + h) * g.W + v) * CV + cv);
+        const float *wk = wt + (size_t)(a * g.S + s) * g.C + c0;
+#pragma unroll
+        for (unsigned j = 0; j < V; j++) acc[j] += xv[j] * wk[j];
+      }
+    }
+    ct_v16<T> out;
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) out.set(j, acc[j]);
+    out.store(y, i);
+  }
+}
+
+template <typename T>
+__global__ static void dw_backward_data_vec(dw_geom g, const T *__restrict__ dy,
+                                            const float *__restrict__ wt, T *__restrict__ dx,
+                                            unsigned n) {
+  constexpr unsigned V = ct_v16<T>::V;
+  const unsigned CV = g.C / V;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    unsigned r = i / CV;
+    const unsigned cv = i - r * CV;
+    unsigned b = r / g.W;
+    const unsigned v = r - b * g.W;
+    r = b / g.H;
+    const unsigned h = b - r * g.H, nimg = r, c0 = cv * V;
+    float acc[V];
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) acc[j] = 0.0f;
+    for (int a = 0; a < g.R; a++) {
+      const int pn = (int)h + g.ph - a * g.dh;
+      if (pn < 0 || pn % g.sh) continue;
+      const int p = pn / g.sh;
+      if (p >= g.P) continue;
+      for (int s = 0; s < g.S; s++) {
+        const int qn = (int)v + g.pw - s * g.dw;
+        if (qn < 0 || qn % g.sw) continue;
+        const int q = qn / g.sw;
+        if (q >= g.Q) continue;
+        const ct_v16<T> d = ct_v16<T>::load(dy, (((size_t)nimg * g.P + p) * g.Q + q) * CV + cv);
+        const float *wk = wt + (size_t)(a * g.S + s) * g.C + c0;
+#pragma unroll
+        for (unsigned j = 0; j < V; j++) acc[j] += d[j] * wk[j];
+      }
+    }
+    ct_v16<T> out;
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) out.set(j, acc[j]);
+    out.store(dx, i);
+  }
+}
+
+/* The filter gradient, V channels a thread and every tap (at most 9) in
+ * registers: block (bx channel vectors, by row phases), bx by = 128, grid
+ * (channel blocks, slices) as dw_wgrad_nhwc. */
+#define DW_VEC_THREADS 128
+template <typename T>
+__global__ static void dw_wgrad_vec(dw_geom g, const T *__restrict__ x, const T *__restrict__ dy,
+                                    unsigned rows_per, float *__restrict__ partial) {
+  constexpr unsigned V = ct_v16<T>::V;
+  constexpr int MAXT = 9;
+  __shared__ float red[DW_VEC_THREADS][V * MAXT];
+  const unsigned CV = g.C / V, bx = blockDim.x, by = blockDim.y;
+  const unsigned cv = blockIdx.x * bx + threadIdx.x;
   const unsigned rows = (unsigned)g.N * g.P;
-  const unsigned want = (4u * 132u + channel_blocks(g, nhwc) - 1) / channel_blocks(g, nhwc);
-  unsigned s = want < 1 ? 1 : want;
+  const unsigned r0 = blockIdx.y * rows_per, r1 = min(rows, r0 + rows_per);
+  const int taps = g.R * g.S;
+  float acc[V * MAXT];
+#pragma unroll
+  for (unsigned e = 0; e < V * MAXT; e++) acc[e] = 0.0f;
+  if (cv < CV) {
+    for (unsigned row = r0 + threadIdx.y; row < r1; row += by) {
+      const unsigned nimg = row / g.P, p = row - nimg * g.P;
+      const int h0 = (int)p * g.sh - g.ph;
+      for (int q = 0; q < g.Q; q++) {
+        const ct_v16<T> d = ct_v16<T>::load(dy, ((size_t)row * g.Q + q) * CV + cv);
+        const int w0 = q * g.sw - g.pw;
+#pragma unroll
+        for (int t = 0; t < MAXT; t++) {
+          if (t >= taps) break;
+          const int a = t / g.S, s = t - (t / g.S) * g.S;
+          const int h = h0 + a * g.dh, v = w0 + s * g.dw;
+          if (h < 0 || h >= g.H || v < 0 || v >= g.W) continue;
+          const ct_v16<T> xv = ct_v16<T>::load(x, (((size_t)nimg * g.H + h) * g.W + v) * CV + cv);
+#pragma unroll
+          for (unsigned j = 0; j < V; j++) acc[t * V + j] += d[j] * xv[j];
+        }
+      }
+    }
+  }
+  const unsigned tid = threadIdx.y * bx + threadIdx.x;
+#pragma unroll
+  for (unsigned e = 0; e < V * MAXT; e++) red[tid][e] = acc[e];
+  __syncthreads();
+  if (threadIdx.y == 0 && cv < CV) {
+    for (int t = 0; t < taps; t++)
+      for (unsigned j = 0; j < V; j++) {
+        float sum = 0.0f;
+        for (unsigned yy = 0; yy < by; yy++) sum += red[yy * bx + threadIdx.x][t * V + j];
+        partial[((size_t)blockIdx.y * g.K + cv * V + j) * taps + t] = sum;
+      }
+  }
+}
+
+/* ---------------------------------------------------------------- host */
+
+/* Which kernels run a layer: the scalar ones in NCHW or NHWC, or the
+ * 16-byte ones (NHWC, M = 1, C a multiple of V). */
+enum dw_kind { DW_NCHW, DW_NHWC, DW_VEC };
+
+static dw_kind kind_of(const dw_geom &g, ct_dtype type, bool nhwc) {
+  const unsigned V = 16 / (unsigned)ct_dtype_size(type);
+  if (nhwc && g.M == 1 && g.C % V == 0) return DW_VEC;
+  return nhwc ? DW_NHWC : DW_NCHW;
+}
+
+/* The filter gradient's block shape: the vector kernel's channel vectors
+ * across (a power of two up to 32) and row phases down. */
+static dim3 vec_block(const dw_geom &g, ct_dtype type) {
+  const unsigned CV = (unsigned)g.C / (16 / (unsigned)ct_dtype_size(type));
+  unsigned bx = 1;
+  while (bx * 2 <= CV && bx < 32) bx *= 2;
+  return dim3(bx, DW_VEC_THREADS / bx);
+}
+
+/* Blocks of the filter gradient's first kernel along channels. */
+static unsigned channel_blocks(const dw_geom &g, dw_kind kind, ct_dtype type) {
+  if (kind == DW_VEC) {
+    const unsigned CV = (unsigned)g.C / (16 / (unsigned)ct_dtype_size(type));
+    return (CV + vec_block(g, type).x - 1) / vec_block(g, type).x;
+  }
+  return kind == DW_NHWC ? (unsigned)(g.K + 31) / 32 : (unsigned)g.K;
+}
+
+/* The vector filter gradient keeps 9 taps in registers: larger windows
+ * take the scalar NHWC kernel. */
+static dw_kind wgrad_kind(const dw_geom &g, ct_dtype type, bool nhwc) {
+  const dw_kind k = kind_of(g, type, nhwc);
+  return k == DW_VEC && g.R * g.S > 9 ? DW_NHWC : k;
+}
+
+/* Slices of the N P rows: about 4 blocks per multiprocessor of a large GPU
+ * (132) in all, each slice at least 4 rows. */
+static int slices_of(const dw_geom &g, dw_kind kind, ct_dtype type) {
+  const unsigned rows = (unsigned)g.N * g.P, cb = channel_blocks(g, kind, type);
+  unsigned s = (4u * 132u + cb - 1) / cb;
   if (s > (rows + 3) / 4) s = (rows + 3) / 4;
   return s < 1 ? 1 : (int)s;
+}
+
+struct ct_conv_dw {
+  float *partial;      /* slices x K x taps */
+  size_t partial_cap;  /* floats */
+  float *bias_scratch; /* ct_bias_grad_scratch floats */
+  size_t bias_cap;
+  float *wt;           /* the weights as (taps, K), for the vector kernels */
+  size_t wt_cap;
+};
+
+static void grow(float **buf, size_t *cap, size_t want, int device) {
+  if (want <= *cap) return;
+  if (*buf) ct_mem_free(device, *buf);
+  *buf = (float *)ct_mem_alloc(device, want * sizeof(float));
+  *cap = want;
 }
 
 extern "C" ct_conv_dw *ct_conv_dw_plan(ct_conv_dw *old, const ct_conv *c, int device) {
   ct_conv_dw *d = old ? old : (ct_conv_dw *)ct_xcalloc(1, sizeof *d);
   const dw_geom g = geom_of(c);
-  /* the larger of the two orders' needs, so a change of order needs nothing */
-  const int slices = slices_of(g, false) > slices_of(g, true) ? slices_of(g, false) : slices_of(g, true);
-  const size_t want = (size_t)slices * g.K * g.R * g.S;
-  if (want > d->partial_cap) {
-    if (d->partial) ct_mem_free(device, d->partial);
-    d->partial = (float *)ct_mem_alloc(device, want * sizeof(float));
-    d->partial_cap = want;
-  }
+  /* enough for any type and order, so that neither needs more */
+  int slices = 1;
+  const ct_dtype types[3] = {CT_F32, CT_BF16, CT_F16};
+  for (int t = 0; t < 3; t++)
+    for (int o = 0; o < 2; o++) {
+      const int sl = slices_of(g, wgrad_kind(g, types[t], o), types[t]);
+      slices = sl > slices ? sl : slices;
+    }
+  const size_t taps = (size_t)g.R * g.S;
+  grow(&d->partial, &d->partial_cap, (size_t)slices * g.K * taps, device);
   const size_t b1 = ct_bias_grad_scratch(g.N * g.P * g.Q, g.K, 1);
   const size_t b2 = ct_bias_grad_scratch(g.N, g.K, (size_t)g.P * g.Q);
-  const size_t bias = b1 > b2 ? b1 : b2;
-  if (bias > d->bias_cap) {
-    if (d->bias_scratch) ct_mem_free(device, d->bias_scratch);
-    d->bias_scratch = (float *)ct_mem_alloc(device, bias * sizeof(float));
-    d->bias_cap = bias;
-  }
-  d->slices = slices;
+  grow(&d->bias_scratch, &d->bias_cap, b1 > b2 ? b1 : b2, device);
+  grow(&d->wt, &d->wt_cap, taps * g.K, device);
   return d;
 }
 
@@ -285,41 +465,64 @@ extern "C" void ct_conv_dw_free(ct_conv_dw *d, int device) {
   if (!d) return;
   if (d->partial) ct_mem_free(device, d->partial);
   if (d->bias_scratch) ct_mem_free(device, d->bias_scratch);
+  if (d->wt) ct_mem_free(device, d->wt);
   free(d);
 }
 
-template <typename T>
-static void forward_t(cudaStream_t st, const dw_geom &g, bool nhwc, const void *x, const float *w,
-                      const float *bias, void *y) {
-  const unsigned n = (unsigned)((size_t)g.N * g.K * g.P * g.Q);
-  if (nhwc)
-    dw_forward<T, true><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)x, w, bias, (T *)y, n);
-  else
-    dw_forward<T, false><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)x, w, bias, (T *)y, n);
+static void transpose_weights(cudaStream_t st, const dw_geom &g, const float *w, float *wt) {
+  const unsigned n = (unsigned)g.K * g.R * g.S;
+  dw_transpose<<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>((unsigned)g.K, (unsigned)(g.R * g.S),
+                                                              w, wt);
   CT_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
-static void backward_data_t(cudaStream_t st, const dw_geom &g, bool nhwc, const void *dy,
-                            const float *w, void *dx) {
-  const unsigned n = (unsigned)((size_t)g.N * g.C * g.H * g.W);
-  if (nhwc)
-    dw_backward_data<T, true><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)dy, w, (T *)dx, n);
-  else
-    dw_backward_data<T, false><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)dy, w, (T *)dx, n);
+static void forward_t(cudaStream_t st, const dw_geom &g, dw_kind kind, const void *x,
+                      const float *w, const float *wt, const float *bias, void *y) {
+  const size_t ny = (size_t)g.N * g.K * g.P * g.Q;
+  if (kind == DW_VEC) {
+    const unsigned n = (unsigned)(ny / ct_v16<T>::V);
+    dw_forward_vec<T><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)x, wt, bias, (T *)y, n);
+  } else if (kind == DW_NHWC) {
+    dw_forward<T, true><<<ct_cuda_blocks(ny), CT_CUDA_THREADS, 0, st>>>(g, (const T *)x, w, bias, (T *)y, (unsigned)ny);
+  } else {
+    dw_forward<T, false><<<ct_cuda_blocks(ny), CT_CUDA_THREADS, 0, st>>>(g, (const T *)x, w, bias, (T *)y, (unsigned)ny);
+  }
   CT_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T, int MAXT>
-static void wgrad_t(cudaStream_t st, const dw_geom &g, bool nhwc, int slices, const void *x,
-                    const void *dy, float *partial) {
+template <typename T>
+static void backward_data_t(cudaStream_t st, const dw_geom &g, dw_kind kind, const void *dy,
+                            const float *w, const float *wt, void *dx) {
+  const size_t nx = (size_t)g.N * g.C * g.H * g.W;
+  if (kind == DW_VEC) {
+    const unsigned n = (unsigned)(nx / ct_v16<T>::V);
+    dw_backward_data_vec<T><<<ct_cuda_blocks(n), CT_CUDA_THREADS, 0, st>>>(g, (const T *)dy, wt, (T *)dx, n);
+  } else if (kind == DW_NHWC) {
+    dw_backward_data<T, true><<<ct_cuda_blocks(nx), CT_CUDA_THREADS, 0, st>>>(g, (const T *)dy, w, (T *)dx, (unsigned)nx);
+  } else {
+    dw_backward_data<T, false><<<ct_cuda_blocks(nx), CT_CUDA_THREADS, 0, st>>>(g, (const T *)dy, w, (T *)dx, (unsigned)nx);
+  }
+  CT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+static void wgrad_t(cudaStream_t st, const dw_geom &g, ct_dtype type, dw_kind kind, int slices,
+                    const void *x, const void *dy, float *partial) {
   const unsigned rows = (unsigned)g.N * g.P;
   const unsigned rows_per = (rows + slices - 1) / slices;
-  const dim3 grid(channel_blocks(g, nhwc), (unsigned)slices);
-  if (nhwc)
-    dw_wgrad_nhwc<T, MAXT><<<grid, dim3(32, 8), 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
+  const dim3 grid(channel_blocks(g, kind, type), (unsigned)slices);
+  const bool small = g.R * g.S <= 9;
+  if (kind == DW_VEC)
+    dw_wgrad_vec<T><<<grid, vec_block(g, type), 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
+  else if (kind == DW_NHWC && small)
+    dw_wgrad_nhwc<T, 9><<<grid, dim3(32, 8), 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
+  else if (kind == DW_NHWC)
+    dw_wgrad_nhwc<T, CT_CONV_DW_MAX_TAPS><<<grid, dim3(32, 8), 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
+  else if (small)
+    dw_wgrad_nchw<T, 9><<<grid, 256, 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
   else
-    dw_wgrad_nchw<T, MAXT><<<grid, 256, 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
+    dw_wgrad_nchw<T, CT_CONV_DW_MAX_TAPS><<<grid, 256, 0, st>>>(g, (const T *)x, (const T *)dy, rows_per, partial);
   CT_CUDA_LAUNCH_CHECK();
 }
 
@@ -331,20 +534,34 @@ static void wgrad_t(cudaStream_t st, const dw_geom &g, bool nhwc, int slices, co
     default: CT_ASSERT(!"depthwise convolution: element type"); \
   }
 
-extern "C" void ct_conv_dw_forward(ct_context *ctx, const ct_conv *c, ct_dtype type, bool nhwc,
-                                   const void *x, const float *w, const float *bias, void *y) {
+/* The 16-byte kernels where kind_of allows them and every pointer is
+ * 16-byte aligned. */
+static dw_kind kind_for(const dw_geom &g, ct_dtype type, bool nhwc, const void *a, const void *b) {
+  const dw_kind k = kind_of(g, type, nhwc);
+  if (k == DW_VEC && (((uintptr_t)a | (uintptr_t)b) & 15)) return DW_NHWC;
+  return k;
+}
+
+extern "C" void ct_conv_dw_forward(ct_context *ctx, ct_conv_dw *d, const ct_conv *c, ct_dtype type,
+                                   bool nhwc, const void *x, const float *w, const float *bias,
+                                   void *y) {
   const dw_geom g = geom_of(c);
   const cudaStream_t st = (cudaStream_t)ctx->stream;
-#define FWD(T) forward_t<T>(st, g, nhwc, x, w, bias, y)
+  const dw_kind kind = kind_for(g, type, nhwc, x, y);
+  if (kind == DW_VEC) transpose_weights(st, g, w, d->wt);
+#define FWD(T) forward_t<T>(st, g, kind, x, w, d->wt, bias, y)
   DW_DISPATCH(type, FWD)
 #undef FWD
 }
 
-extern "C" void ct_conv_dw_backward_data(ct_context *ctx, const ct_conv *c, ct_dtype type,
-                                         bool nhwc, const void *dy, const float *w, void *dx) {
+extern "C" void ct_conv_dw_backward_data(ct_context *ctx, ct_conv_dw *d, const ct_conv *c,
+                                         ct_dtype type, bool nhwc, const void *dy, const float *w,
+                                         void *dx) {
   const dw_geom g = geom_of(c);
   const cudaStream_t st = (cudaStream_t)ctx->stream;
-#define BWD(T) backward_data_t<T>(st, g, nhwc, dy, w, dx)
+  const dw_kind kind = kind_for(g, type, nhwc, dy, dx);
+  if (kind == DW_VEC) transpose_weights(st, g, w, d->wt);
+#define BWD(T) backward_data_t<T>(st, g, kind, dy, w, d->wt, dx)
   DW_DISPATCH(type, BWD)
 #undef BWD
 }
@@ -355,11 +572,11 @@ extern "C" void ct_conv_dw_backward_params(ct_context *ctx, ct_conv_dw *d, const
   const dw_geom g = geom_of(c);
   const cudaStream_t st = (cudaStream_t)ctx->stream;
   if (dw) {
-    const int slices = slices_of(g, nhwc);
+    dw_kind kind = wgrad_kind(g, type, nhwc);
+    if (kind == DW_VEC && kind_for(g, type, nhwc, x, dy) != DW_VEC) kind = DW_NHWC;
+    const int slices = slices_of(g, kind, type);
     CT_ASSERT((size_t)slices * g.K * g.R * g.S <= d->partial_cap);
-    const bool small = g.R * g.S <= 9;
-#define WG(T) small ? wgrad_t<T, 9>(st, g, nhwc, slices, x, dy, d->partial) \
-                    : wgrad_t<T, CT_CONV_DW_MAX_TAPS>(st, g, nhwc, slices, x, dy, d->partial)
+#define WG(T) wgrad_t<T>(st, g, type, kind, slices, x, dy, d->partial)
     DW_DISPATCH(type, WG)
 #undef WG
     const unsigned kt = (unsigned)g.K * g.R * g.S;

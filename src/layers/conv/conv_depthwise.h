@@ -4,7 +4,9 @@
  * num_output = M x channels).  cuDNN and im2col + GEMM run such a layer as
  * `group` convolutions of one channel each (the CAFFE engine took 600 ms an
  * iteration for MobileNet v1 at batch 64 on an H200); here one thread
- * computes one output from its taps, reading along memory in either order.
+ * computes one output from its taps, reading along memory in either order;
+ * channels-last layers with one filter per channel and a channel count that
+ * fills 16 bytes take 16 bytes (8 bfloat16 or float16 values) a thread.
  *
  * Every element type (float32, bfloat16, float16) in NCHW or NHWC; products
  * and sums in float32, rounded once; the float32 master weights read as they
@@ -41,12 +43,13 @@ ct_conv_dw *ct_conv_dw_plan(ct_conv_dw *old, const ct_conv *c, int device);
 void ct_conv_dw_free(ct_conv_dw *d, int device);
 
 /* y = depthwise(x, w) + bias (bias NULL: none), overwriting y; x and y of
- * `type` in order `nhwc`, w float32 in Caffe's (y_channels, 1, kh, kw). */
-void ct_conv_dw_forward(ct_context *ctx, const ct_conv *c, ct_dtype type, bool nhwc, const void *x,
-                        const float *w, const float *bias, void *y);
+ * `type` in order `nhwc`, w float32 in Caffe's (y_channels, 1, kh, kw); d
+ * from ct_conv_dw_plan for c's shape. */
+void ct_conv_dw_forward(ct_context *ctx, ct_conv_dw *d, const ct_conv *c, ct_dtype type, bool nhwc,
+                        const void *x, const float *w, const float *bias, void *y);
 /* dx = the gradient of x for dy, overwriting dx. */
-void ct_conv_dw_backward_data(ct_context *ctx, const ct_conv *c, ct_dtype type, bool nhwc,
-                              const void *dy, const float *w, void *dx);
+void ct_conv_dw_backward_data(ct_context *ctx, ct_conv_dw *d, const ct_conv *c, ct_dtype type,
+                              bool nhwc, const void *dy, const float *w, void *dx);
 /* dw += the weight gradient, dbias += the bias gradient (either NULL: not
  * wanted), from x and dy, through d's scratch. */
 void ct_conv_dw_backward_params(ct_context *ctx, ct_conv_dw *d, const ct_conv *c, ct_dtype type,

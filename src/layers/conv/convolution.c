@@ -95,7 +95,7 @@ static ct_status conv_forward_gpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   if (c->dw) {
     const float *bias = c->bias_term ? l->params[1]->data : NULL;
     for (int i = 0; i < l->nbottom; i++)
-      ct_conv_dw_forward(l->ctx, c, l->dtype, l->layout == CT_NHWC, bottom[i]->data,
+      ct_conv_dw_forward(l->ctx, c->dw, c, l->dtype, l->layout == CT_NHWC, bottom[i]->data,
                          l->params[0]->data, bias, top[i]->data);
     return CT_OK;
   }
@@ -114,7 +114,7 @@ static void conv_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
         ct_conv_dw_backward_params(l->ctx, c->dw, c, l->dtype, l->layout == CT_NHWC,
                                    bottom[i]->data, top[i]->diff, dw, dbias);
       if (propagate_down[i])
-        ct_conv_dw_backward_data(l->ctx, c, l->dtype, l->layout == CT_NHWC, top[i]->diff,
+        ct_conv_dw_backward_data(l->ctx, c->dw, c, l->dtype, l->layout == CT_NHWC, top[i]->diff,
                                  l->params[0]->data, bottom[i]->diff);
     }
     return;

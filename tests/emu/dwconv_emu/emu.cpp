@@ -31,6 +31,10 @@ static const Shape k_shapes[] = {
     {"3x1, strides 1 and 2", 2, 5, 6, 9, 1, 3, 1, 1, 2, 1, 0, 1, 1},
     {"37 channels (2 blocks)", 1, 37, 5, 6, 1, 3, 3, 1, 1, 1, 1, 1, 1},
     {"3 channels x 2, 5x5 stride 2", 2, 3, 13, 11, 2, 5, 5, 2, 2, 0, 0, 1, 1},
+    /* channel counts that fill 16 bytes of float32: the vector kernels too */
+    {"12 channels, 3x3 stride 2", 2, 12, 9, 8, 1, 3, 3, 2, 2, 1, 1, 1, 1},
+    {"136 channels (5 vector blocks)", 1, 136, 4, 5, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+    {"8 channels, 5x5 dilation 2", 2, 8, 11, 10, 1, 5, 5, 1, 1, 4, 4, 2, 2},
 };
 
 static size_t at(bool nhwc, int n, int c, int h, int w, int C, int H, int W) {
@@ -48,6 +52,45 @@ static void expect(const char *what, const Shape &s, bool nhwc, const std::vecto
   printf("%s, %s, %s: error %.3g of %.3g %s\n", s.name, nhwc ? "NHWC" : "NCHW", what, err, big,
          ok ? "ok" : "FAILED");
   if (!ok) g_failures++;
+}
+
+/* The 16-byte kernels (4 float32 values a thread here) on the same values. */
+static void run_vector(const dw_geom &g, const std::vector<float> &x, const std::vector<float> &w,
+                       const std::vector<float> &bias, const std::vector<float> &dy,
+                       const std::vector<double> &y_ref, const std::vector<double> &dx_ref,
+                       const std::vector<double> &dw_ref, const Shape &s) {
+  const unsigned V = 4, K = g.K, taps = g.R * g.S, CV = g.C / V;
+  std::vector<float> wt(w.size(), NAN), y(dy.size(), NAN), dx(x.size(), NAN);
+  reg(wt.data(), wt.size() * 4);
+  gridDim = dim3((K * taps + 255) / 256);
+  run_grid(gridDim, 256, 0, [&] { dw_transpose(K, taps, w.data(), wt.data()); });
+  const unsigned ny = (unsigned)y.size() / V, nx = (unsigned)x.size() / V;
+  gridDim = dim3((ny + 255) / 256);
+  run_grid(gridDim, 256, 0, [&] { dw_forward_vec<float>(g, x.data(), wt.data(), bias.data(), y.data(), ny); });
+  expect("forward, 16 bytes a thread", s, true, y, y_ref);
+  gridDim = dim3((nx + 255) / 256);
+  run_grid(gridDim, 256, 0, [&] { dw_backward_data_vec<float>(g, dy.data(), wt.data(), dx.data(), nx); });
+  expect("backward data, 16 bytes a thread", s, true, dx, dx_ref);
+  if (taps > 9) return;
+  unsigned bx = 1;
+  while (bx * 2 <= CV && bx < 32) bx *= 2;
+  const dim3 block(bx, DW_VEC_THREADS / bx);
+  const unsigned rows = (unsigned)g.N * g.P, cblocks = (CV + bx - 1) / bx;
+  for (unsigned slices : {1u, 3u}) {
+    if (slices > rows) continue;
+    const unsigned rows_per = (rows + slices - 1) / slices;
+    std::vector<float> partial((size_t)slices * K * taps, NAN), dwv(w.size());
+    for (size_t i = 0; i < w.size(); i++) dwv[i] = 0.5f * (i % 7);
+    reg(partial.data(), partial.size() * 4);
+    gridDim = dim3(cblocks, slices);
+    run_grid(gridDim, block, 0, [&] { dw_wgrad_vec<float>(g, x.data(), dy.data(), rows_per, partial.data()); });
+    const unsigned kt = K * taps;
+    gridDim = dim3((kt + 255) / 256);
+    run_grid(gridDim, 256, 0, [&] { dw_wgrad_sum(kt, (int)slices, partial.data(), dwv.data()); });
+    char what[80];
+    snprintf(what, sizeof what, "filter gradient, 16 bytes a thread, %u slice%s", slices, slices > 1 ? "s" : "");
+    expect(what, s, true, dwv, dw_ref);
+  }
 }
 
 static void run(const Shape &s, bool nhwc) {
@@ -131,6 +174,7 @@ static void run(const Shape &s, bool nhwc) {
     snprintf(what, sizeof what, "filter gradient in %u slice%s", slices, slices > 1 ? "s" : "");
     expect(what, s, nhwc, dwv, dw_ref);
   }
+  if (nhwc && s.M == 1 && s.C % 4 == 0) run_vector(g, x, w, bias, dy, y_ref, dx_ref, dw_ref, s);
   g_ranges.clear();
 }
 
