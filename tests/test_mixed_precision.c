@@ -145,6 +145,47 @@ static void test_twin_relu_split(void **state) {
 
 /* Cast: float32 -> bfloat16 rounds each value once; its backward converts
  * the gradient back exactly. */
+/* Pooling: MAX and AVE read bfloat16 into float32 rows and round each
+ * output once, so top and bottom gradient are within one rounding (Caffe's
+ * rounded-up windows, padding, strides, widths that fill no vector of 8,
+ * global); STOCHASTIC and a mask top are refused in bfloat16. */
+static void test_twin_pooling(void **state) {
+  skip_without_bf16();
+  static const char *const pools[][2] = {
+      {"pool: MAX kernel_size: 3 stride: 2", "2,16,9,9"},
+      {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "3,5,13,19"},
+      {"pool: MAX kernel_size: 2 stride: 2", "2,4,32,32"},
+      {"pool: AVE kernel_size: 3 stride: 1 pad: 1", "2,8,6,7"},
+      {"pool: AVE kernel_size: 3 stride: 2", "2,6,15,15"},
+      {"pool: AVE global_pooling: true", "4,32,7,7"},
+  };
+  for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "name: 'p' type: 'Pooling' pooling_param { %s }", pools[i][0]);
+    Caffe__LayerParameter *p = tu_layer_from(text);
+    tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, pools[i][1], 1, BF16_ONE_ROUNDING);
+    protobuf_c_message_free_unpacked(&p->base, NULL);
+  }
+  static const char *const refused[][2] = {
+      {"name: 'p' type: 'Pooling' pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 }",
+       "STOCHASTIC"},
+      {"name: 'p' type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 2 }",
+       "mask top"},
+  };
+  for (int i = 0; i < 2; i++) {
+    Caffe__LayerParameter *p = tu_layer_from(refused[i][0]);
+    tu_layer_case c;
+    ct_error err;
+    assert_int_equal(tu_layer_case_try_typed(&c, p, CT_DEVICE_CPU, CT_PHASE_TRAIN, "2,3,4,4", i + 1,
+                                             CT_BF16, &err),
+                     CT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, refused[i][1]));
+    assert_non_null(strstr(err.msg, "forward_type: FLOAT"));
+    tu_layer_case_free(&c);
+    protobuf_c_message_free_unpacked(&p->base, NULL);
+  }
+}
+
 static void test_cast_layer(void **state) {
   Caffe__LayerParameter *p = tu_layer_from("name: 'c' type: 'Cast' forward_type: BFLOAT16");
   tu_layer_case c;
@@ -431,7 +472,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dtype_pass_identity), cmocka_unit_test(test_dtype_pass_errors),
       cmocka_unit_test(test_net_builds),        cmocka_unit_test(test_cpu_refusals),
       cmocka_unit_test(test_ignored_fields),    cmocka_unit_test(test_layout_pass),
-      cmocka_unit_test(test_tensor_layout),
+      cmocka_unit_test(test_tensor_layout),     cmocka_unit_test(test_twin_pooling),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

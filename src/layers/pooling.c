@@ -4,8 +4,9 @@
  * STOCHASTIC (train: pick a value with probability proportional to it; test:
  * the average weighted by the values).  Output size as Caffe: CEIL rounding by
  * default, and with padding the last window must start inside the input.
- * The host's MAX and AVE kernels (threaded, vectorised) are in pooling_cpu.c;
- * STOCHASTIC runs here, serially. */
+ * The host's MAX and AVE kernels (threaded, vectorised; float32 and
+ * bfloat16) are in pooling_cpu.c; STOCHASTIC runs here, serially, in float32
+ * only (a 16-bit STOCHASTIC or mask-top layer is refused at reshape). */
 #include "layers/pooling.h"
 
 #include <float.h>
@@ -147,6 +148,11 @@ static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
   pool_state *s = l->priv;
   ct_pool_geom *g = &s->g;
   char buf[128];
+  if (l->dtype != CT_F32 &&
+      (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC || l->ntop > 1))
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "%s pooling has no %s path (give the layer forward_type: FLOAT)",
+                        l->ntop > 1 ? "MAX with a mask top" : "STOCHASTIC", ct_dtype_name(l->dtype));
   if (bottom[0]->ndim != 4)
     return ct_error_set(err, CT_ERR_INVALID,
                         "the bottom must have 4 axes (num, channels, height, width), got %s",
@@ -266,11 +272,11 @@ static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   const ct_pool_windows w = windows_of(s);
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      ct_pool_max_forward_cpu(g, &w, bottom[0]->data, top[0]->data,
+      ct_pool_max_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data,
                               l->ntop > 1 ? top[1]->data : s->mask->data);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ct_pool_ave_forward_cpu(g, &w, bottom[0]->data, top[0]->data);
+      ct_pool_ave_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data);
       break;
     default: {
       bool train = l->phase == CT_PHASE_TRAIN;
@@ -311,20 +317,20 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
   const ct_pool_windows w = windows_of(s);
-  float *dx = bottom[0]->diff;
+  void *dx = bottom[0]->diff;
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      ct_pool_scatter_backward_cpu(g, top[0]->diff, l->ntop > 1 ? top[1]->data : s->mask->data,
-                                   dx);
+      ct_pool_scatter_backward_cpu(g, l->dtype, top[0]->diff,
+                                   l->ntop > 1 ? top[1]->data : s->mask->data, dx);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ct_pool_ave_backward_cpu(g, &w, top[0]->diff, dx);
+      ct_pool_ave_backward_cpu(g, &w, l->dtype, top[0]->diff, dx);
       break;
     default:
       if (l->phase == CT_PHASE_TRAIN) {
-        ct_pool_scatter_backward_cpu(g, top[0]->diff, s->rand->data, dx);
+        ct_pool_scatter_backward_cpu(g, CT_F32, top[0]->diff, s->rand->data, dx);
       } else {
-        memset(dx, 0, bottom[0]->count * sizeof *dx);
+        memset(dx, 0, bottom[0]->count * sizeof(float));
         sto_test_backward(s, bottom[0]->data, top[0]->diff, dx);
       }
   }
@@ -457,6 +463,7 @@ const ct_layer_ops ct_pooling_ops = {
     .destroy_gpu = ct_pool_cudnn_destroy,
 #endif
     .destroy = pool_destroy,
+    .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
     .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

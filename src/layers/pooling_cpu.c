@@ -10,7 +10,10 @@
  * first-maximum order hold) or adds nothing (AVE: 0), and the phases are
  * long enough for a whole last group of eight: no scalar tails, no masked
  * loads or stores (which defeat store forwarding on some cores).  AVE's
- * backward adds into the same layout and lays it back. */
+ * backward adds into the same layout and lays it back.
+ *
+ * bfloat16 tensors are read into these float32 rows and written from them
+ * (one rounding per output), so the sums and comparisons are float32's. */
 #include "layers/pooling_cpu.h"
 
 #include <float.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/status.h"
 
@@ -47,14 +51,37 @@ typedef struct job {
   int q;            /* positions per phase */
   int stride;       /* floats per laid-out row: sw * q */
   int *koff;        /* (kw) where window column k starts in a laid-out row */
-  const float *x, *dy, *idx;
-  float *y, *mask, *dx;
+  ct_dtype type;    /* of x, y, dy and dx: float32 or bfloat16 */
+  const void *x, *dy;
+  const float *idx;
+  void *y, *dx;
+  float *mask;
 } job;
 
-static void job_init(job *j, const ct_pool_geom *g, const ct_pool_windows *w) {
+/* n values of type t from p + off into dst (float32), and back. */
+static inline void row_in(ct_dtype t, const void *p, size_t off, float *dst, int n) {
+  if (t == CT_F32) {
+    memcpy(dst, (const float *)p + off, (size_t)n * sizeof *dst);
+    return;
+  }
+  const uint16_t *src = (const uint16_t *)p + off;
+  for (int i = 0; i < n; i++) dst[i] = ct_bf16_to_f32(src[i]);
+}
+static inline void row_out(ct_dtype t, void *p, size_t off, const float *src, int n) {
+  if (t == CT_F32) {
+    memcpy((float *)p + off, src, (size_t)n * sizeof *src);
+    return;
+  }
+  uint16_t *dst = (uint16_t *)p + off;
+  for (int i = 0; i < n; i++) dst[i] = ct_f32_to_bf16(src[i]);
+}
+
+static void job_init(job *j, const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
   memset(j, 0, sizeof *j);
   j->g = g;
   j->w = w;
+  j->type = type;
   j->pw8 = (g->PW + 7) / 8 * 8;
   const int sw = g->sw, need_in = (g->W + 2 * g->pw + sw - 1) / sw;
   const int need_win = j->pw8 + (g->kw - 1) / sw; /* the last group of eight's reach */
@@ -77,10 +104,10 @@ static scratch scratch_new(const job *j) {
                    p + plane + j->stride + 2 * (size_t)j->pw8};
 }
 
-/* The plane xp into s->rows in phase layout, pads = fill.  Each row is
- * padded into s->tmp, then split into phases; stride 2, the common one,
- * splits sixteen values at a time. */
-static void lay_out(const job *j, const scratch *s, const float *xp, float fill) {
+/* The plane of x at offset xoff into s->rows in phase layout, pads = fill.
+ * Each row is padded into s->tmp, then split into phases; stride 2, the
+ * common one, splits sixteen values at a time. */
+static void lay_out(const job *j, const scratch *s, size_t xoff, float fill) {
   const ct_pool_geom *g = j->g;
   const int W = g->W, sw = g->sw, pad = g->pw, q = j->q, n = j->stride;
   float *tmp = s->tmp;
@@ -88,7 +115,7 @@ static void lay_out(const job *j, const scratch *s, const float *xp, float fill)
   for (int i = pad + W; i < n; i++) tmp[i] = fill;
   for (int h = 0; h < g->H; h++) {
     float *restrict r = s->rows + (size_t)h * n;
-    memcpy(tmp + pad, xp + (size_t)h * W, (size_t)W * sizeof *tmp);
+    row_in(j->type, j->x, xoff + (size_t)h * W, tmp + pad, W);
     int i = 0;
     if (sw == 1) {
       memcpy(r, tmp, (size_t)n * sizeof *r);
@@ -106,14 +133,14 @@ static void lay_out(const job *j, const scratch *s, const float *xp, float fill)
 }
 
 /* The inverse for AVE's backward: laid-out row r (padded columns) into the
- * input row out (W values), through s->tmp. */
-static void lay_back(const job *j, const scratch *s, const float *r, float *out) {
+ * input row of dx at offset off (W values), through s->tmp. */
+static void lay_back(const job *j, const scratch *s, const float *r, size_t off) {
   const ct_pool_geom *g = j->g;
   const int sw = g->sw, q = j->q;
   float *tmp = s->tmp;
   int i = 0;
   if (sw == 1) {
-    memcpy(out, r + g->pw, (size_t)g->W * sizeof *out);
+    row_out(j->type, j->dx, off, r + g->pw, g->W);
     return;
   }
   if (sw == 2)
@@ -124,7 +151,7 @@ static void lay_back(const job *j, const scratch *s, const float *r, float *out)
     }
   for (int ph = 0; ph < sw; ph++)
     for (int k = i; k < q; k++) tmp[(size_t)k * sw + ph] = r[(size_t)ph * q + k];
-  memcpy(out, tmp + g->pw, (size_t)g->W * sizeof *out);
+  row_out(j->type, j->dx, off, tmp + g->pw, g->W);
 }
 
 /* Stores eight results at out[pw], or the part below PW through a row. */
@@ -135,6 +162,16 @@ static inline void store_part(float *out, int pw, int PW, v8f v, float *spare) {
   }
   store8(spare, v);
   memcpy(out + pw, spare, (size_t)(PW - pw) * sizeof *out);
+}
+
+/* The same into the row of y (of the job's type) that starts at off. */
+static inline void store_y(const job *j, size_t off, int pw, int PW, v8f v, float *spare) {
+  if (j->type == CT_F32) {
+    store_part((float *)j->y + off, pw, PW, v, spare);
+    return;
+  }
+  store8(spare, v);
+  row_out(j->type, j->y, off + pw, spare, PW - pw < 8 ? PW - pw : 8);
 }
 
 /* Planes per thread range: at least ~16K input values of work. */
@@ -153,9 +190,10 @@ static void max_planes(void *arg, size_t begin, size_t end) {
   float *col = s.a; /* column of output pw in the plane, before the kernel offset */
   for (int pw = 0; pw < j->pw8; pw++) col[pw] = (float)(pw * g->sw);
   for (size_t nc = begin; nc < end; nc++) {
-    lay_out(j, &s, j->x + nc * g->H * g->W, -INFINITY);
+    lay_out(j, &s, nc * g->H * g->W, -INFINITY);
     for (int ph = 0; ph < g->PH; ph++) {
-      float *yr = j->y + (nc * g->PH + ph) * PW, *mr = j->mask + (nc * g->PH + ph) * PW;
+      const size_t yr = (nc * g->PH + ph) * PW;
+      float *mr = j->mask + yr;
       const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph];
       for (int pw = 0; pw < PW; pw += 8) {
         v8f y = splat8(-FLT_MAX), m = splat8(-1.0f);
@@ -169,7 +207,7 @@ static void max_planes(void *arg, size_t begin, size_t end) {
             m = select8(gt, splat8((float)(h * g->W + k - g->pw)) + c, m);
           }
         }
-        store_part(yr, pw, PW, y, s.b);
+        store_y(j, yr, pw, PW, y, s.b);
         store_part(mr, pw, PW, m, s.b);
       }
     }
@@ -177,10 +215,10 @@ static void max_planes(void *arg, size_t begin, size_t end) {
   free(s.rows);
 }
 
-void ct_pool_max_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
-                             float *y, float *mask) {
+void ct_pool_max_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                             const void *x, void *y, float *mask) {
   job j;
-  job_init(&j, g, w);
+  job_init(&j, g, w, type);
   j.x = x;
   j.y = y;
   j.mask = mask;
@@ -198,9 +236,9 @@ static void ave_planes(void *arg, size_t begin, size_t end) {
   float *wext = s.a;
   for (int pw = 0; pw < PW; pw++) wext[pw] = (float)j->w->wext[pw];
   for (size_t nc = begin; nc < end; nc++) {
-    lay_out(j, &s, j->x + nc * g->H * g->W, 0.0f);
+    lay_out(j, &s, nc * g->H * g->W, 0.0f);
     for (int ph = 0; ph < g->PH; ph++) {
-      float *yr = j->y + (nc * g->PH + ph) * PW;
+      const size_t yr = (nc * g->PH + ph) * PW;
       const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph];
       const v8f hext = splat8((float)j->w->hext[ph]);
       for (int pw = 0; pw < PW; pw += 8) {
@@ -210,17 +248,17 @@ static void ave_planes(void *arg, size_t begin, size_t end) {
           for (int k = 0; k < g->kw; k++) sum += load8(r + j->koff[k]);
         }
         const v8f size = hext * load8(wext + pw);
-        store_part(yr, pw, PW, select8(size > splat8(0.0f), sum / size, splat8(0.0f)), s.b);
+        store_y(j, yr, pw, PW, select8(size > splat8(0.0f), sum / size, splat8(0.0f)), s.b);
       }
     }
   }
   free(s.rows);
 }
 
-void ct_pool_ave_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
-                             float *y) {
+void ct_pool_ave_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                             const void *x, void *y) {
   job j;
-  job_init(&j, g, w);
+  job_init(&j, g, w, type);
   j.x = x;
   j.y = y;
   ct_parallel_for((size_t)g->N * g->C, min_planes(g), ave_planes, &j);
@@ -239,7 +277,8 @@ static void ave_back_planes(void *arg, size_t begin, size_t end) {
   for (size_t nc = begin; nc < end; nc++) {
     memset(s.rows, 0, (size_t)g->H * n * sizeof *s.rows);
     for (int ph = 0; ph < g->PH; ph++) {
-      const float *dyr = j->dy + (nc * g->PH + ph) * PW;
+      float *dyr = s.c; /* the row of dy in float32 */
+      row_in(j->type, j->dy, (nc * g->PH + ph) * PW, dyr, PW);
       const v8f hext = splat8((float)j->w->hext[ph]);
       for (int pw = 0; pw < PW_full; pw += 8) {
         const v8f size = hext * load8(wext + pw);
@@ -255,16 +294,16 @@ static void ave_back_planes(void *arg, size_t begin, size_t end) {
           for (int pw = 0; pw < PW; pw += 8) store8(r + pw, load8(r + pw) + load8(d + pw));
         }
     }
-    float *dx = j->dx + nc * g->H * g->W;
-    for (int h = 0; h < g->H; h++) lay_back(j, &s, s.rows + (size_t)h * n, dx + (size_t)h * g->W);
+    for (int h = 0; h < g->H; h++)
+      lay_back(j, &s, s.rows + (size_t)h * n, (nc * g->H + h) * g->W);
   }
   free(s.rows);
 }
 
-void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *dy,
-                              float *dx) {
+void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                              const void *dy, void *dx) {
   job j;
-  job_init(&j, g, w);
+  job_init(&j, g, w, type);
   j.dy = dy;
   j.dx = dx;
   ct_parallel_for((size_t)g->N * g->C, min_planes(g), ave_back_planes, &j);
@@ -273,21 +312,29 @@ void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, c
 
 /* ---------------------------------------------------------------- scatter */
 
+/* bfloat16: each plane's sums in float32 scratch, rounded once. */
 static void scatter_planes(void *arg, size_t begin, size_t end) {
   const job *j = arg;
   const ct_pool_geom *g = j->g;
   const size_t plane_in = (size_t)g->H * g->W, plane_out = (size_t)g->PH * g->PW;
+  const bool f32 = j->type == CT_F32;
+  float *acc = f32 ? NULL : ct_xcalloc(plane_in + plane_out, sizeof *acc);
   for (size_t nc = begin; nc < end; nc++) {
-    float *dx = j->dx + nc * plane_in;
-    const float *dy = j->dy + nc * plane_out, *idx = j->idx + nc * plane_out;
+    float *dx = f32 ? (float *)j->dx + nc * plane_in : acc;
+    const float *dy = f32 ? (const float *)j->dy + nc * plane_out : acc + plane_in;
+    const float *idx = j->idx + nc * plane_out;
+    if (!f32) row_in(j->type, j->dy, nc * plane_out, acc + plane_in, (int)plane_out);
     memset(dx, 0, plane_in * sizeof *dx);
     for (size_t o = 0; o < plane_out; o++)
       if (idx[o] >= 0) dx[(size_t)idx[o]] += dy[o];
+    if (!f32) row_out(j->type, j->dx, nc * plane_in, acc, (int)plane_in);
   }
+  free(acc);
 }
 
-void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, const float *dy, const float *idx,
-                                  float *dx) {
-  job j = {.g = g, .dy = dy, .idx = idx, .dx = dx};
+void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
+                                  const float *idx, void *dx) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
+  job j = {.g = g, .type = type, .dy = dy, .idx = idx, .dx = dx};
   ct_parallel_for((size_t)g->N * g->C, min_planes(g), scatter_planes, &j);
 }

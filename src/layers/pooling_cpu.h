@@ -2,7 +2,10 @@
  * spread over the host's threads (core/parallel.h).  Caffe's semantics: MAX
  * keeps the first maximum of each window in (h, w) order (strict >) and its
  * index in the plane; AVE divides by the window clipped to the padded input.
- * The window tables are pooling.c's, per output row ph and column pw. */
+ * The window tables are pooling.c's, per output row ph and column pw.
+ * x, y, dy and dx are of `type`, float32 or bfloat16 (the values compared
+ * and summed in float32, each output rounded once); the index planes are
+ * float32. */
 #ifndef CT_LAYERS_POOLING_CPU_H
 #define CT_LAYERS_POOLING_CPU_H
 
@@ -20,18 +23,18 @@ typedef struct ct_pool_windows {
 
 /* y (N, C, PH, PW) = window maxima of x; mask (same shape) = their index
  * in the plane as float, -1 for a window with no input. */
-void ct_pool_max_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
-                             float *y, float *mask);
+void ct_pool_max_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                             const void *x, void *y, float *mask);
 /* y = window sums of x / (hext * wext). */
-void ct_pool_ave_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *x,
-                             float *y);
+void ct_pool_ave_forward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                             const void *x, void *y);
 /* dx (overwritten) = every window's dy / size spread over its inputs. */
-void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, const float *dy,
-                              float *dx);
+void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                              const void *dy, void *dx);
 /* dx (overwritten) = sum of dy over the outputs whose idx (an index in the
  * plane, negative: none) points at each input (MAX, STOCHASTIC train). */
-void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, const float *dy, const float *idx,
-                                  float *dx);
+void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
+                                  const float *idx, void *dx);
 
 #ifdef __cplusplus
 }

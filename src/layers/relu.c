@@ -21,8 +21,21 @@ static float negative_slope(const ct_layer *l) {
   return l->param->relu_param ? l->param->relu_param->negative_slope : 0.0f;
 }
 
-/* 16-bit values: computed in float32, rounded once (exact for slope 0). */
+/* 16-bit values: computed in float32, rounded once (exact for slope 0).
+ * bfloat16 has loops of its own, which the compiler vectorises (the
+ * per-element type switch kept it from that: 0.9 ms for cifar10_quick's
+ * relu1 on 2 cores). */
 static void relu_forward_typed(ct_dtype t, size_t n, float slope, const void *x, void *y) {
+  if (t == CT_BF16) {
+    const uint16_t *xs = x;
+    uint16_t *ys = y;
+#pragma omp parallel for simd if (n >= 65536) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+      const float v = ct_bf16_to_f32(xs[i]);
+      ys[i] = ct_f32_to_bf16(v > 0 ? v : slope * v);
+    }
+    return;
+  }
 #pragma omp parallel for if (n >= 65536) schedule(static)
   for (size_t i = 0; i < n; i++) {
     float v = ct_typed_load(t, x, i);
@@ -32,6 +45,14 @@ static void relu_forward_typed(ct_dtype t, size_t n, float slope, const void *x,
 
 static void relu_backward_typed(ct_dtype t, size_t n, float slope, const void *x, const void *dy,
                                 void *dx) {
+  if (t == CT_BF16) {
+    const uint16_t *xs = x, *dys = dy;
+    uint16_t *dxs = dx;
+#pragma omp parallel for simd if (n >= 65536) schedule(static)
+    for (size_t i = 0; i < n; i++)
+      dxs[i] = ct_f32_to_bf16(ct_bf16_to_f32(dys[i]) * (ct_bf16_to_f32(xs[i]) > 0 ? 1.0f : slope));
+    return;
+  }
 #pragma omp parallel for if (n >= 65536) schedule(static)
   for (size_t i = 0; i < n; i++)
     ct_typed_store(t, dx, i, ct_typed_load(t, dy, i) * (ct_typed_load(t, x, i) > 0 ? 1.0f : slope));
