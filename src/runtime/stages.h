@@ -154,6 +154,14 @@ ct_status ct_stages_write_state(ct_stages *pl, Caffe__SolverState *state, int ns
  * restore or a snapshot does).  Errors: the communicator's. */
 ct_status ct_stages_history_span(ct_stages *pl, int *before, int *total, ct_error *err);
 
+/* Every stage's n values (a count of each stage's own), in stage order:
+ * *all (caller frees) gets the stages' arrays one after the other, *total
+ * their length, on every stage, each value as its stage gave it (so that
+ * a sum over *all adds the same numbers in the same order as one process
+ * over the whole net).  Errors: the communicator's. */
+ct_status ct_stages_gather_f64(ct_stages *pl, const double *values, int n, double **all,
+                               int *total, ct_error *err);
+
 /* After an iteration, on every stage: *loss becomes the sum of the stages'
  * (the loss stage's), *actions the union of the stages' request bits, and
  * the net's output blobs the values of the stage that computes each (so

@@ -112,6 +112,33 @@ ct_status ct_stages_write_state(ct_stages *pl, Caffe__SolverState *state, int ns
   return st;
 }
 
+ct_status ct_stages_gather_f64(ct_stages *pl, const double *values, int n, double **all,
+                               int *total, ct_error *err) {
+  *all = NULL;
+  *total = 0;
+  /* the counts, then the values at their places (a sum with zeros is exact) */
+  double *counts = ct_xcalloc((size_t)pl->nstages, sizeof *counts);
+  counts[pl->stage] = n;
+  ct_status st = ct_comm_allreduce_host_f64(pl->comm, counts, (size_t)pl->nstages, err);
+  int before = 0, sum = 0;
+  for (int s = 0; st == CT_OK && s < pl->nstages; s++) {
+    if (s < pl->stage) before += (int)counts[s];
+    sum += (int)counts[s];
+  }
+  free(counts);
+  CT_TRY(st);
+  double *v = ct_xcalloc((size_t)sum + 1, sizeof *v);
+  if (n > 0) memcpy(v + before, values, (size_t)n * sizeof *v);
+  st = ct_comm_allreduce_host_f64(pl->comm, v, (size_t)sum, err);
+  if (st != CT_OK) {
+    free(v);
+    return st;
+  }
+  *all = v;
+  *total = sum;
+  return CT_OK;
+}
+
 ct_status ct_stages_history_span(ct_stages *pl, int *before, int *total, ct_error *err) {
   if (pl->hist_total < 0) {
     /* the stages' parameter counts, summed over the communicator */

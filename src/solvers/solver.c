@@ -223,7 +223,9 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
 
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
                                  ct_stages_schedule schedule, ct_error *err) {
-  return ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err);
+  CT_TRY(ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err));
+  ct_solver_update_set_stages(s, ct_runtime_stages(s->rt));
+  return CT_OK;
 }
 
 void ct_solver_request(ct_solver *s, int actions) { ct_runtime_request(s->rt, actions); }

@@ -33,6 +33,10 @@ ct_status ct_solver_check_nvcaffe(const ct_solver *s, bool log, ct_error *err);
 ct_status ct_solver_update_step(void *solver, int arg, ct_error *err);
 /* The same update without the guards, enqueued now (ct_solver_apply_update). */
 void ct_solver_update_plain(ct_solver *s);
+/* Pipeline stages (CPU ranks; NULL: none): from now on clip_gradients
+ * takes the norm of every stage's gradient (ct_stages_gather_f64), the sum
+ * one process over the whole net makes, so that the stages clip alike. */
+void ct_solver_update_set_stages(ct_solver *s, ct_stages *stages);
 /* The clipping iteration seq did (scale 1 when none), once it is finished. */
 ct_update_clip ct_solver_update_clip(const ct_solver *s, unsigned seq);
 /* Clears the halt left by an update skipped for a non-finite loss.  Waits. */

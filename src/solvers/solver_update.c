@@ -18,7 +18,9 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/strutil.h"
+#include "math/math.h"
 #include "runtime/slots.h"
+#include "runtime/stages.h"
 #include "solvers/solver_internal.h"
 
 struct ct_solver_update {
@@ -41,6 +43,8 @@ struct ct_solver_update {
   unsigned *counter;           /* (1) GPU scratch */
   ct_loss_scale_state *ls_dev; /* (1) loss scaling's state on the device; NULL: none */
   void *ls_slots;              /* two ct_loss_scale_state: each iteration's, after its update */
+  ct_stages *stages;           /* pipeline stages (CPU ranks): clip_gradients' norm is over
+                                  every stage's gradient (ct_solver_update_set_stages) */
 };
 
 static void *dev_upload(ct_context *ctx, const void *host, size_t bytes) {
@@ -301,8 +305,11 @@ void ct_solver_update_params(void *solver, int iter, int first, int end) {
   ct_context_sync(s->ctx);
 }
 
-/* The step's work with u's guards. */
-static void enqueue(ct_solver *s, const ct_update_fused *u) {
+static ct_status clip_over_stages(ct_solver *s, const ct_update_fused *u, ct_error *err);
+
+/* The step's work with u's guards; with pipeline stages the clip first
+ * (the loss scale taken out of the gradient before). */
+static ct_status enqueue(ct_solver *s, const ct_update_fused *u, ct_error *err) {
   ct_solver_update *g = s->update;
   ct_net *net = s->net;
   const ct_iter_clock *clock = ct_runtime_clock(s->rt);
@@ -314,6 +321,13 @@ static void enqueue(ct_solver *s, const ct_update_fused *u) {
     ct_loss_scale_begin(s->ctx, g->ls_dev);
     ct_loss_scale_unscale(s->ctx, g->ls_dev, net->flat_count, net->flat_diff);
   }
+  ct_update_fused staged;
+  if (g->stages && u->clip >= 0) {
+    CT_TRY(clip_over_stages(s, u, err));
+    staged = *u;
+    staged.clip_given = g->clip_dev;
+    u = &staged;
+  }
   ct_update_fused_run(s->ctx, u, net->flat_data, net->flat_diff, h0, h1, g->step_dev, g->clip_dev,
                       g->partials, g->counter);
   if (u->clip >= 0) ct_slots_store_async(clock, NULL, g->clip_slots, g->clip_dev, sizeof *g->clip_dev);
@@ -321,15 +335,47 @@ static void enqueue(ct_solver *s, const ct_update_fused *u) {
     ct_loss_scale_adjust(s->ctx, g->ls_dev, &s->loss_scale);
     ct_slots_store_async(clock, NULL, g->ls_slots, g->ls_dev, sizeof *g->ls_dev);
   }
+  return CT_OK;
 }
 
 ct_status ct_solver_update_step(void *solver, int arg, ct_error *err) {
   ct_solver *s = solver;
-  enqueue(s, &s->update->fused);
-  return CT_OK;
+  return enqueue(s, &s->update->fused, err);
 }
 
-void ct_solver_update_plain(ct_solver *s) { enqueue(s, &s->update->fused_plain); }
+void ct_solver_update_plain(ct_solver *s) {
+  ct_error err;
+  const ct_status st = enqueue(s, &s->update->fused_plain, &err);
+  CT_ASSERTF(st == CT_OK, "%s", err.msg);
+  (void)st;
+}
+
+void ct_solver_update_set_stages(ct_solver *s, ct_stages *stages) {
+  CT_ASSERT(!stages || s->ctx->device == CT_DEVICE_CPU);
+  s->update->stages = stages;
+}
+
+/* Caffe's ClipGradients over a pipeline's whole gradient: each stage's
+ * per-parameter sums of squares, gathered in the net's order and added as
+ * one process adds them (update_fused.c), into g->clip_dev (the CPU's). */
+static ct_status clip_over_stages(ct_solver *s, const ct_update_fused *u, ct_error *err) {
+  ct_solver_update *g = s->update;
+  const ct_net *net = s->net;
+  double *mine = ct_xcalloc((size_t)u->nseg + 1, sizeof *mine);
+  for (int k = 0; k < u->nseg; k++)
+    mine[k] = ct_dev_sumsq(s->ctx, u->seg_count[k], net->flat_diff + u->seg_start[k]);
+  double *all = NULL;
+  int total = 0;
+  const ct_status st = ct_stages_gather_f64(g->stages, mine, u->nseg, &all, &total, err);
+  free(mine);
+  CT_TRY(st);
+  double sumsq = 0;
+  for (int k = 0; k < total; k++) sumsq += all[k];
+  free(all);
+  const float l2 = (float)sqrt(sumsq);
+  *g->clip_dev = (ct_update_clip){.scale = l2 <= u->clip ? 1.0f : u->clip / l2, .l2 = l2};
+  return CT_OK;
+}
 
 ct_update_clip ct_solver_update_clip(const ct_solver *s, unsigned seq) {
   if (s->param->clip_gradients < 0) return (ct_update_clip){.scale = 1.0f, .l2 = 0.0f};

@@ -160,6 +160,10 @@ typedef struct ct_update_fused {
   bool l1;                   /* regularization_type "L1" */
   int iter_size;             /* gradients are sums over iter_size passes */
   float clip;                /* clip_gradients; < 0: no clipping */
+  /* The CPU only: the clip computed elsewhere, over a gradient of which g
+   * is a part (pipeline stages: every stage's), used instead of g's own
+   * norm; NULL: g's. */
+  const struct ct_update_clip *clip_given;
   float momentum2, rms_decay, delta;
   /* LARC (CT_UPDATE_LARC_NONE: off).  On a GPU: ntiles tiles of at most
    * CT_UPDATE_LARC_TILE values, tile t starting at tile_start[t] (device)

@@ -56,7 +56,7 @@ static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float
   ct_update_hparams hp = {0};
   hp.grad_scale = 1.0f;
   if (u->clip >= 0) {
-    *clip = clip_of(ctx, u, g);
+    *clip = u->clip_given ? *u->clip_given : clip_of(ctx, u, g);
     hp.grad_scale = clip->scale;
   }
   if (u->iter_size > 1) hp.grad_scale *= 1.0f / (float)u->iter_size;
