@@ -52,27 +52,40 @@ extern "C" bool ct_conv_dw_fits(const ct_conv *c) {
 
 /* ---------------------------------------------------------------- forward */
 
+/* (n, c, a, b) of flat index i of an (N, C, A, B) tensor in its order
+ * (NHWC: c fastest). */
+struct dw_place {
+  unsigned n, c, a, b;
+};
+template <bool NHWC>
+__device__ static __forceinline__ dw_place place_of(unsigned i, unsigned C, unsigned A, unsigned B) {
+  dw_place p;
+  if (NHWC) {
+    unsigned q = i / C;
+    p.c = i - q * C;
+    const unsigned r = q / B;
+    p.b = q - r * B;
+    q = r / A;
+    p.a = r - q * A;
+    p.n = q;
+  } else {
+    unsigned q = i / B;
+    p.b = i - q * B;
+    const unsigned r = q / A;
+    p.a = q - r * A;
+    q = r / C;
+    p.c = r - q * C;
+    p.n = q;
+  }
+  return p;
+}
+
 template <typename T, bool NHWC>
 __global__ static void dw_forward(dw_geom g, const T *__restrict__ x, const float *__restrict__ w,
                                   const float *__restrict__ bias, T *__restrict__ y, unsigned n) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-    unsigned k, p, q, b, r;
-    if (NHWC) {
-      r = i / g.K;
-      k = i - r * g.K;
-      b = r / g.Q;
-      q = r - b * g.Q;
-      r = b / g.P;
-      p = b - r * g.P;
-    } else {
-      r = i / g.Q;
-      q = i - r * g.Q;
-      b = r / g.P;
-      p = r - b * g.P;
-      r = b / g.K;
-      k = b - r * g.K;
-    }
-    const unsigned nimg = r, ch = k / g.M;
+    const dw_place o = place_of<NHWC>(i, g.K, g.P, g.Q);
+    const unsigned nimg = o.n, k = o.c, p = o.a, q = o.b, ch = k / g.M;
     const int h0 = (int)p * g.sh - g.ph, w0 = (int)q * g.sw - g.pw;
     const float *wk = w + (size_t)k * g.R * g.S;
     float acc = bias ? bias[k] : 0.0f;
@@ -98,23 +111,8 @@ __global__ static void dw_backward_data(dw_geom g, const T *__restrict__ dy,
                                         const float *__restrict__ w, T *__restrict__ dx,
                                         unsigned n) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-    unsigned ch, h, v, b, r;
-    if (NHWC) {
-      r = i / g.C;
-      ch = i - r * g.C;
-      b = r / g.W;
-      v = r - b * g.W;
-      r = b / g.H;
-      h = b - r * g.H;
-    } else {
-      r = i / g.W;
-      v = i - r * g.W;
-      b = r / g.H;
-      h = r - b * g.H;
-      r = b / g.C;
-      ch = b - r * g.C;
-    }
-    const unsigned nimg = r;
+    const dw_place in = place_of<NHWC>(i, g.C, g.H, g.W);
+    const unsigned nimg = in.n, ch = in.c, h = in.a, v = in.b;
     float acc = 0.0f;
     for (int a = 0; a < g.R; a++) {
       const int pn = (int)h + g.ph - a * g.dh; /* p * sh */
@@ -259,12 +257,8 @@ __global__ static void dw_forward_vec(dw_geom g, const T *__restrict__ x,
   constexpr unsigned V = ct_v16<T>::V;
   const unsigned CV = g.C / V;
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-    unsigned r = i / CV;
-    const unsigned cv = i - r * CV;
-    unsigned b = r / g.Q;
-    const unsigned q = r - b * g.Q;
-    r = b / g.P;
-    const unsigned p = b - r * g.P, nimg = r, c0 = cv * V;
+    const dw_place o = place_of<true>(i, CV, g.P, g.Q);
+    const unsigned nimg = o.n, cv = o.c, p = o.a, q = o.b, c0 = cv * V;
     float acc[V];
 #pragma unroll
     for (unsigned j = 0; j < V; j++) acc[j] = bias ? bias[c0 + j] : 0.0f;
@@ -295,12 +289,8 @@ __global__ static void dw_backward_data_vec(dw_geom g, const T *__restrict__ dy,
   constexpr unsigned V = ct_v16<T>::V;
   const unsigned CV = g.C / V;
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-    unsigned r = i / CV;
-    const unsigned cv = i - r * CV;
-    unsigned b = r / g.W;
-    const unsigned v = r - b * g.W;
-    r = b / g.H;
-    const unsigned h = b - r * g.H, nimg = r, c0 = cv * V;
+    const dw_place in = place_of<true>(i, CV, g.H, g.W);
+    const unsigned nimg = in.n, cv = in.c, h = in.a, v = in.b, c0 = cv * V;
     float acc[V];
 #pragma unroll
     for (unsigned j = 0; j < V; j++) acc[j] = 0.0f;
