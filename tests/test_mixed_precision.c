@@ -19,6 +19,7 @@
 
 #include "core/cpu.h"
 #include "layertest.h"
+#include "math/typed.h"
 #include "mptest.h"
 #include "net/net.h"
 #include "proto/catalog.h"
@@ -97,6 +98,36 @@ static void test_tensor_storage(void **state) {
   for (int i = 0; i < 15; i++) assert_float_equal(out[i], in[i], fabsf(in[i]) / 256);
   assert_int_equal(((const uint16_t *)t->data)[10], bf(in[10]));
   ct_tensor_free(t);
+}
+
+/* The host's array conversions and sums in bfloat16 (math/typed.h; their
+ * own vectorised loops) give each element what the scalar conversions
+ * give, NaNs, infinities and ties included, below and above the size at
+ * which threads share the work. */
+static void test_typed_arrays(void **state) {
+  const size_t sizes[2] = {37, 70001};
+  for (int k = 0; k < 2; k++) {
+    const size_t n = sizes[k];
+    float *x = malloc(n * sizeof *x), *back = malloc(n * sizeof *back), *acc = malloc(n * sizeof *acc);
+    uint16_t *h = malloc(n * sizeof *h), *sum = malloc(n * sizeof *sum);
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (float)((double)i * 1.000123 - (double)n / 3) * 0.0137f;
+      acc[i] = 0.5f;
+    }
+    x[0] = NAN, x[1] = -INFINITY, x[2] = INFINITY, x[3] = 1.00390625f; /* a tie: 1 + 2^-8 */
+    ct_cpu_convert(n, CT_F32, x, CT_BF16, h);
+    for (size_t i = 0; i < n; i++) assert_int_equal(h[i], bf(x[i]));
+    ct_cpu_convert(n, CT_BF16, h, CT_F32, back);
+    for (size_t i = 0; i < n; i++)
+      if (i) assert_true(back[i] == ct_bf16_to_f32(h[i]));
+    assert_true(isnan(back[0]));
+    ct_cpu_axpy_from(n, 2.0f, CT_BF16, h, acc);
+    for (size_t i = 4; i < n; i++) assert_true(acc[i] == 0.5f + 2.0f * ct_bf16_to_f32(h[i]));
+    ct_cpu_add_typed(CT_BF16, n, h, h, sum);
+    for (size_t i = 1; i < n; i++)
+      assert_int_equal(sum[i], bf(ct_bf16_to_f32(h[i]) + ct_bf16_to_f32(h[i])));
+    free(x), free(back), free(acc), free(h), free(sum);
+  }
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -473,6 +504,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_net_builds),        cmocka_unit_test(test_cpu_refusals),
       cmocka_unit_test(test_ignored_fields),    cmocka_unit_test(test_layout_pass),
       cmocka_unit_test(test_tensor_layout),     cmocka_unit_test(test_twin_pooling),
+      cmocka_unit_test(test_typed_arrays),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

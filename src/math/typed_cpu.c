@@ -13,9 +13,28 @@
 /* Below this many values one thread does it all. */
 #define PAR_MIN 32768
 
+/* float32 and bfloat16, the host's pairs, have loops of their own: the
+ * compiler vectorises them, where the per-element type switch of
+ * ct_typed_load / ct_typed_store kept every loop scalar (LeNet's input
+ * Cast, 50,176 values, took 0.8 ms on 2 cores). */
+
 void ct_cpu_convert(size_t n, ct_dtype from, const void *x, ct_dtype to, void *y) {
   if (from == to) {
     if (x != y) memmove(y, x, n * ct_dtype_size(to));
+    return;
+  }
+  if (from == CT_F32 && to == CT_BF16) {
+    const float *xs = x;
+    uint16_t *ys = y;
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) ys[i] = ct_f32_to_bf16(xs[i]);
+    return;
+  }
+  if (from == CT_BF16 && to == CT_F32) {
+    const uint16_t *xs = x;
+    float *ys = y;
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) ys[i] = ct_bf16_to_f32(xs[i]);
     return;
   }
 #pragma omp parallel for if (n >= PAR_MIN) schedule(static)
@@ -23,11 +42,24 @@ void ct_cpu_convert(size_t n, ct_dtype from, const void *x, ct_dtype to, void *y
 }
 
 void ct_cpu_axpy_from(size_t n, float alpha, ct_dtype from, const void *x, float *y) {
+  if (from == CT_BF16) {
+    const uint16_t *xs = x;
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += alpha * ct_bf16_to_f32(xs[i]);
+    return;
+  }
 #pragma omp parallel for if (n >= PAR_MIN) schedule(static)
   for (size_t i = 0; i < n; i++) y[i] += alpha * load(from, x, i);
 }
 
 void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *y) {
+  if (t == CT_BF16) {
+    const uint16_t *as = a, *bs = b;
+    uint16_t *ys = y;
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) ys[i] = ct_f32_to_bf16(ct_bf16_to_f32(as[i]) + ct_bf16_to_f32(bs[i]));
+    return;
+  }
 #pragma omp parallel for if (n >= PAR_MIN) schedule(static)
   for (size_t i = 0; i < n; i++) store(t, y, i, load(t, a, i) + load(t, b, i));
 }
