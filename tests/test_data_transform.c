@@ -2,9 +2,11 @@
  * crop offsets (random in TRAIN, centred in TEST), mirror, mean file vs mean
  * value, scale, for uint8 CHW, float CHW and uint8 HWC inputs; and the errors
  * for bad parameters and mismatched mean files. */
+#include <math.h>
 #include <stdio.h>
 
 #include "core/rng.h"
+#include "data/image.h"
 #include "data/transform.h"
 #include "proto/io.h"
 #include "testutil.h"
@@ -194,6 +196,101 @@ static void test_transform_apply_at(void **state) {
   ct_transform_free(t);
 }
 
+/* NVCaffe's img_rand_resize_lower / _upper: the shorter side resized to a
+ * size drawn from [lower, upper] (every size drawn, none outside), then the
+ * crop.  In TEST with lower == upper the output is the centre crop of
+ * ct_image_resize_bilinear's resize, exactly; in TRAIN each output is a
+ * crop of one of the allowed resizes (found by trying every size and
+ * offset), mirror off. */
+static void test_transform_random_resize(void **state) {
+  enum { IH = 12, IW = 20, CROP = 6, LO = 8, HI = 11 };
+  uint8_t hwc[IH * IW * 3];
+  for (int i = 0; i < IH * IW * 3; i++) hwc[i] = (uint8_t)((i * 37 + i / 60 * 11) % 256);
+  ct_image src = {IH, IW, 3, hwc};
+  const ct_pixels px = ct_pixels_hwc(CT_PIXEL_U8, hwc, 3, IH, IW);
+  Caffe__TransformationParameter tp = CAFFE__TRANSFORMATION_PARAMETER__INIT;
+  tp.crop_size = CROP;
+  ct_transform *t;
+  ct_error err;
+  ct_rng rng;
+  ct_rng_seed(&rng, 3);
+  float out[3 * CROP * CROP];
+  /* the resized images of every allowed size: shorter side s, the other
+   * 20 s / 12 rounded */
+  ct_image sized[HI + 1];
+  for (int sz = LO; sz <= HI; sz++) {
+    const int w = (int)lroundf((float)sz / IH * IW);
+    ct_image_resize_bilinear(&src, sz, w, &sized[sz]);
+  }
+  /* TEST, one size: the centre crop of that resize */
+  tp.img_rand_resize_lower = tp.img_rand_resize_upper = 10;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TEST, &t, &err), CT_OK);
+  assert_int_equal(ct_transform_apply(t, &px, &rng, out, "img", &err), CT_OK);
+  const ct_image *r = &sized[10];
+  const int h0 = (r->h - CROP) / 2, w0 = (r->w - CROP) / 2;
+  for (int c = 0; c < 3; c++)
+    for (int y = 0; y < CROP; y++)
+      for (int x = 0; x < CROP; x++)
+        assert_float_equal(out[(c * CROP + y) * CROP + x], r->data[((h0 + y) * r->w + w0 + x) * 3 + c], 0);
+  ct_transform_free(t);
+  /* TRAIN, [8, 11]: every output a crop of one allowed size, each size seen */
+  tp.img_rand_resize_lower = LO;
+  tp.img_rand_resize_upper = HI;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_OK);
+  int oc, oh, ow;
+  assert_int_equal(ct_transform_output_shape(t, 3, IH, IW, &oc, &oh, &ow, "img", &err), CT_OK);
+  assert_int_equal(oh, CROP);
+  assert_int_equal(ow, CROP);
+  bool seen[HI + 1] = {false};
+  for (int k = 0; k < 60; k++) {
+    assert_int_equal(ct_transform_apply(t, &px, &rng, out, "img", &err), CT_OK);
+    bool found = false;
+    for (int sz = LO; sz <= HI && !found; sz++) {
+      const ct_image *q = &sized[sz];
+      for (int hy = 0; hy + CROP <= q->h && !found; hy++)
+        for (int wx = 0; wx + CROP <= q->w && !found; wx++) {
+          bool same = true;
+          for (int c = 0; c < 3 && same; c++)
+            for (int y = 0; y < CROP && same; y++)
+              for (int x = 0; x < CROP && same; x++)
+                same = out[(c * CROP + y) * CROP + x] == q->data[((hy + y) * q->w + wx + x) * 3 + c];
+          if (same) found = seen[sz] = true;
+        }
+    }
+    assert_true(found);
+  }
+  for (int sz = LO; sz <= HI; sz++) assert_true(seen[sz]);
+  ct_transform_free(t);
+  for (int sz = LO; sz <= HI; sz++) ct_image_free(&sized[sz]);
+  /* a size below the crop: each side at least crop_size */
+  tp.img_rand_resize_lower = tp.img_rand_resize_upper = 2;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TEST, &t, &err), CT_OK);
+  assert_int_equal(ct_transform_apply(t, &px, &rng, out, "img", &err), CT_OK);
+  ct_transform_free(t);
+  /* the parameters' errors */
+  tp.img_rand_resize_upper = 0;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg,
+                      "img_rand_resize_lower 2 and img_rand_resize_upper 0: give both or neither");
+  tp.img_rand_resize_lower = 300;
+  tp.img_rand_resize_upper = 256;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "img_rand_resize_upper 256 is below img_rand_resize_lower 300");
+  tp.img_rand_resize_lower = 256;
+  tp.img_rand_resize_upper = 480;
+  tp.crop_size = 0;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_ERR_INVALID);
+  assert_non_null(strstr(err.msg, "need crop_size"));
+  /* float records are not resized */
+  tp.crop_size = 4;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_OK);
+  fill_inputs();
+  const ct_pixels fpx = ct_pixels_chw(CT_PIXEL_F32, g_f32_chw, C, H, W);
+  assert_int_equal(ct_transform_apply(t, &fpx, &rng, out, "record 7", &err), CT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "record 7: img_rand_resize_lower/upper resize 8-bit images only"));
+  ct_transform_free(t);
+}
+
 static void test_transform_errors(void **state) {
   fill_inputs();
   const char *dir = tu_tmpdir("data_transform_errors");
@@ -270,6 +367,7 @@ int main(void) {
       cmocka_unit_test(test_transform_apply_at),
       cmocka_unit_test(test_transform_hwc_wide_rows),
       cmocka_unit_test(test_transform_errors),
+      cmocka_unit_test(test_transform_random_resize),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,13 +188,14 @@ static const malformed_case cases[] = {
      "ssd.prototxt:2:3: unknown field 'norm_param' in LayerParameter of layer 'conv4_3_norm' "
      "(Normalize) at layer[0]: a field of SSD's Caffe fork (weiliu89/caffe, branch ssd), which "
      "Cortado does not implement (and 2 more unknown fields)"},
-    /* NVCaffe's precision, DataParameter and BatchNorm scale_bias fields
-     * parse; its random-resize augmentation does not yet */
+    /* NVCaffe's precision, DataParameter, BatchNorm scale_bias and random
+     * resize fields parse; its GPU transform switch does not */
     {"nvcaffe.prototxt",
      "default_forward_type: FLOAT16\nlayer { name: \"a\" forward_math: FLOAT data_param { threads: 4 "
      "parser_threads: 2 cache: true shuffle: true } batch_norm_param { scale_bias: true "
-     "scale_filler { type: \"constant\" value: 1 } } transform_param { img_rand_resize_lower: 224 } }\n",
-     "nvcaffe.prototxt:2:208: unknown field 'img_rand_resize_lower' in TransformationParameter of "
+     "scale_filler { type: \"constant\" value: 1 } } transform_param { img_rand_resize_lower: 224 "
+     "img_rand_resize_upper: 256 use_gpu_transform: true } }\n",
+     "nvcaffe.prototxt:2:262: unknown field 'use_gpu_transform' in TransformationParameter of "
      "layer 'a' at layer[0].transform_param: a field of "
      "NVIDIA's Caffe fork (NVCaffe), which Cortado does not implement"},
     {"skip_list.prototxt", "frob: [1, 2, {a: 3}]\nfrob2: \"a\" \"b\";\nnmae: \"x\"\n",

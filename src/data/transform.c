@@ -2,6 +2,7 @@
  * one image.  See transform.h for the exact rules. */
 #include "data/transform.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ struct ct_transform {
   int mean_c, mean_h, mean_w;
   float *mean_values; /* (n_mean_values) or NULL */
   int n_mean_values;
+  int resize_lo, resize_hi; /* img_rand_resize_lower / _upper (0: no resize) */
 };
 
 ct_pixels ct_pixels_chw(ct_pixel_type type, const void *data, int c, int h, int w) {
@@ -78,11 +80,31 @@ ct_status ct_transform_create(const Caffe__TransformationParameter *param, ct_ph
     return ct_error_set(err, CT_ERR_INVALID, "cannot give both mean_file and mean_value");
   if (p->force_color && p->force_gray)
     return ct_error_set(err, CT_ERR_INVALID, "force_color and force_gray cannot both be set");
+  const unsigned lo = p->img_rand_resize_lower, hi = p->img_rand_resize_upper;
+  if ((lo == 0) != (hi == 0))
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "img_rand_resize_lower %u and img_rand_resize_upper %u: give both or neither",
+                        lo, hi);
+  if (lo > 0 && hi < lo)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "img_rand_resize_upper %u is below img_rand_resize_lower %u", hi, lo);
+  if (lo > 0 && hi > 65535)
+    return ct_error_set(err, CT_ERR_INVALID, "img_rand_resize_upper %u is larger than 65535", hi);
+  if (lo > 0 && p->crop_size == 0)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "img_rand_resize_lower/upper need crop_size: the resized images differ in "
+                        "size, and a batch needs one");
+  if (lo > 0 && has_mean_file)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "img_rand_resize_lower/upper with mean_file: the mean image has one size, "
+                        "the resized images many (give mean_value)");
   ct_transform *t = ct_xcalloc(1, sizeof *t);
   t->phase = phase;
   t->scale = p->scale;
   t->mirror = p->mirror;
   t->crop = (int)p->crop_size;
+  t->resize_lo = (int)lo;
+  t->resize_hi = (int)hi;
   t->color = p->force_color ? CT_COLOR_FORCE_COLOR : p->force_gray ? CT_COLOR_FORCE_GRAY : CT_COLOR_NATIVE;
   if (has_mean_file) {
     ct_status s = load_mean(t, p->mean_file, err);
@@ -127,7 +149,8 @@ static const char *where_or(const char *where) { return where && where[0] ? wher
 
 ct_status ct_transform_output_shape(const ct_transform *t, int c, int h, int w, int *oc, int *oh,
                                     int *ow, const char *where, ct_error *err) {
-  if (t->crop > 0 && (t->crop > h || t->crop > w))
+  /* (a randomly resized image is at least crop_size on each side) */
+  if (t->crop > 0 && !t->resize_lo && (t->crop > h || t->crop > w))
     return ct_error_set(err, CT_ERR_INVALID, "%s: crop_size %d is larger than the image %dx%dx%d",
                         where_or(where), t->crop, c, h, w);
   if (t->mean && (c != t->mean_c || h != t->mean_h || w != t->mean_w))
@@ -142,8 +165,50 @@ ct_status ct_transform_output_shape(const ct_transform *t, int c, int h, int w, 
   return CT_OK;
 }
 
+/* NVCaffe's random resize of in into *img (allocated): the shorter side
+ * becomes size, the other side keeps the aspect, rounded, each at least the
+ * crop (OpenCV's INTER_LINEAR, ct_image_resize_bilinear). */
+static ct_status random_resize(const ct_transform *t, const ct_pixels *in, int size, ct_image *img,
+                               const char *where, ct_error *err) {
+  if (in->type != CT_PIXEL_U8)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "%s: img_rand_resize_lower/upper resize 8-bit images only, not float "
+                        "records (Datum float_data)",
+                        where_or(where));
+  if (in->h <= 0 || in->w <= 0 || (in->c != 1 && in->c != 3))
+    return ct_error_set(err, CT_ERR_INVALID, "%s: cannot resize an image of %dx%dx%d",
+                        where_or(where), in->c, in->h, in->w);
+  ct_image src;
+  ct_image_alloc(&src, in->h, in->w, in->c);
+  const uint8_t *p = in->data;
+  for (int y = 0; y < in->h; y++)
+    for (int x = 0; x < in->w; x++)
+      for (int ci = 0; ci < in->c; ci++)
+        src.data[((size_t)y * in->w + x) * in->c + ci] =
+            p[ci * in->cstride + (ptrdiff_t)y * in->ystride + (ptrdiff_t)x * in->xstride];
+  const float scale = (float)size / (float)(in->h < in->w ? in->h : in->w);
+  int nh = (int)lroundf(scale * (float)in->h), nw = (int)lroundf(scale * (float)in->w);
+  nh = nh < t->crop ? t->crop : nh;
+  nw = nw < t->crop ? t->crop : nw;
+  ct_image_resize_bilinear(&src, nh, nw, img);
+  ct_image_free(&src);
+  return CT_OK;
+}
+
 ct_status ct_transform_apply(const ct_transform *t, const ct_pixels *in, ct_rng *rng, float *out,
                              const char *where, ct_error *err) {
+  if (t->resize_lo > 0) {
+    const int size = t->resize_lo + (int)ct_rng_below(rng, (uint64_t)(t->resize_hi - t->resize_lo + 1));
+    ct_image img = {0};
+    CT_TRY(random_resize(t, in, size, &img, where, err));
+    const ct_pixels px = ct_pixels_hwc(CT_PIXEL_U8, img.data, img.c, img.h, img.w);
+    const ct_transform plain = {.phase = t->phase, .scale = t->scale, .mirror = t->mirror,
+                                .crop = t->crop, .color = t->color,
+                                .mean_values = t->mean_values, .n_mean_values = t->n_mean_values};
+    const ct_status st = ct_transform_apply(&plain, &px, rng, out, where, err);
+    ct_image_free(&img);
+    return st;
+  }
   int oc, oh, ow;
   CT_TRY(ct_transform_output_shape(t, in->c, in->h, in->w, &oc, &oh, &ow, where, err));
   bool mirror = t->mirror && ct_rng_below(rng, 2) != 0;

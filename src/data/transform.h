@@ -10,6 +10,13 @@
  *          uncropped input and is cropped at the same offset) or
  *          mean_value[c] (one value is used for every channel); all in float.
  *
+ * NVCaffe's random resize (img_rand_resize_lower L / _upper U, with
+ * crop_size) comes before all of it, in both phases: size = L + rand(U - L
+ * + 1) (the first draw), and the image is resized (OpenCV's INTER_LINEAR)
+ * so that its shorter side is size and the other keeps the aspect, each
+ * side rounded and at least crop_size; then the rules above on the resized
+ * image.  8-bit images only.
+ *
  * Random draws come from the ct_rng given to each call, so the caller decides
  * where randomness comes from (the pipeline gives every record its own). */
 #ifndef CT_DATA_TRANSFORM_H
@@ -54,7 +61,9 @@ typedef struct ct_transform ct_transform;
  *   CT_ERR_INVALID "force_color and force_gray cannot both be set"
  *   the errors of ct_proto_read_binary for the mean file, and
  *   CT_ERR_INVALID "PATH: mean_file must hold one image (1xCxHxW), got 2x3x4x4"
- *   CT_ERR_INVALID "PATH: mean_file holds 47 values for shape 1x3x4x4 = 48" */
+ *   CT_ERR_INVALID "PATH: mean_file holds 47 values for shape 1x3x4x4 = 48"
+ *   CT_ERR_INVALID for img_rand_resize_lower / _upper given alone, upper below
+ *   lower, without crop_size or with mean_file (each message names the fields) */
 ct_status ct_transform_create(const Caffe__TransformationParameter *param, ct_phase phase,
                               ct_transform **out, ct_error *err);
 void ct_transform_free(ct_transform *t);

@@ -61,8 +61,6 @@ static const foreign_field k_fields[] = {
     {"DropoutParameter", "engine", OF(NVCAFFE)},
     {"DropoutParameter", "random_seed", OF(NVCAFFE)},
     {"ELUParameter", "lambda", OF(NVCAFFE)},
-    {"TransformationParameter", "img_rand_resize_lower", OF(NVCAFFE)},
-    {"TransformationParameter", "img_rand_resize_upper", OF(NVCAFFE)},
     {"TransformationParameter", "resize_to_square", OF(NVCAFFE)},
     {"TransformationParameter", "use_gpu_transform", OF(NVCAFFE)},
     {"TransformationParameter", "random_seed", OF(NVCAFFE)},
