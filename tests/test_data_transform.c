@@ -281,6 +281,18 @@ static void test_transform_random_resize(void **state) {
   tp.crop_size = 0;
   assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_ERR_INVALID);
   assert_non_null(strstr(err.msg, "need crop_size"));
+  /* a thin image whose resize would pass the image limits */
+  tp.crop_size = 4;
+  tp.img_rand_resize_lower = tp.img_rand_resize_upper = 60000;
+  assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_OK);
+  static uint8_t thin[1 * 40 * 3];
+  const ct_pixels tpx = ct_pixels_hwc(CT_PIXEL_U8, thin, 3, 1, 40);
+  assert_int_equal(ct_transform_apply(t, &tpx, &rng, out, "record 9", &err), CT_ERR_INVALID);
+  assert_string_equal(err.msg, "record 9: img_rand_resize to 60000 makes the 1x40 image "
+                               "60000x2400000, beyond 65535 pixels a side or 2^31 bytes");
+  ct_transform_free(t);
+  tp.img_rand_resize_lower = 256;
+  tp.img_rand_resize_upper = 480;
   /* float records are not resized */
   tp.crop_size = 4;
   assert_int_equal(ct_transform_create(&tp, CT_PHASE_TRAIN, &t, &err), CT_OK);

@@ -187,7 +187,16 @@ static ct_status random_resize(const ct_transform *t, const ct_pixels *in, int s
         src.data[((size_t)y * in->w + x) * in->c + ci] =
             p[ci * in->cstride + (ptrdiff_t)y * in->ystride + (ptrdiff_t)x * in->xstride];
   const float scale = (float)size / (float)(in->h < in->w ? in->h : in->w);
-  int nh = (int)lroundf(scale * (float)in->h), nw = (int)lroundf(scale * (float)in->w);
+  const float fh = scale * (float)in->h, fw = scale * (float)in->w;
+  /* the limits of a decoded image (data/image.h) */
+  if (fh > 65535.0f || fw > 65535.0f || (double)fh * fw * in->c > 2147483647.0) {
+    ct_image_free(&src);
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "%s: img_rand_resize to %d makes the %dx%d image %.0fx%.0f, beyond 65535 "
+                        "pixels a side or 2^31 bytes",
+                        where_or(where), size, in->h, in->w, (double)fh, (double)fw);
+  }
+  int nh = (int)lroundf(fh), nw = (int)lroundf(fw);
   nh = nh < t->crop ? t->crop : nh;
   nw = nw < t->crop ? t->crop : nw;
   ct_image_resize_bilinear(&src, nh, nw, img);
