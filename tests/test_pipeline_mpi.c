@@ -121,6 +121,57 @@ static void check_stages(const char *name, int stages, const char *cuts, int m, 
   free(check_stages_with(name, stages, cuts, m, b, schedule, NULL));
 }
 
+/* The "Test net output" lines of a run's log, in order, one string
+ * (caller frees). */
+static char *test_lines(const char *out) {
+  size_t cap = strlen(out) + 1, n = 0;
+  char *lines = calloc(cap, 1);
+  for (const char *p = strstr(out, "Test net output"); p; p = strstr(p + 1, "Test net output")) {
+    const char *end = strchr(p, '\n');
+    const size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+    memcpy(lines + n, p, len);
+    n += len;
+  }
+  return lines;
+}
+
+/* Test nets run as pipelines too: cut after the same layers, one forward
+ * through the stages per test iteration; the scores are the one process's,
+ * digit for digit, with 2 stages (GPipe) and with 3 (1F1B). */
+static void test_test_nets(void **state) {
+  const char *base = tu_tmpdir("pipe_tests");
+  char lmdb[4200], dir[4400], pipe[4400], acc[4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  snprintf(dir, sizeof dir, "%s/pipe", base);
+  mkdir(dir, 0755);
+  dpf_write_solver_tested(dir, lmdb, 3, 5, 6, 0, "test_iter: 3 test_interval: 3");
+  snprintf(pipe, sizeof pipe, "%s/solver.prototxt", dir);
+  snprintf(dir, sizeof dir, "%s/acc", base);
+  mkdir(dir, 0755);
+  dpf_write_solver_tested(dir, lmdb, 3, 5, 6, 0, "test_iter: 3 test_interval: 3 iter_size: 2");
+  snprintf(acc, sizeof acc, "%s/solver.prototxt", dir);
+  char *out = NULL;
+  must_run(run_single(acc, "", &out), out, "the one process");
+  char *want = test_lines(out);
+  free(out);
+  /* tests at iterations 0, 3 and 6: a loss line each */
+  size_t nlines = 0;
+  for (const char *p = want; (p = strchr(p, '\n')); p++) nlines++;
+  assert_int_equal(nlines, 3);
+  const char *runs[2][2] = {{"2", "--pipeline=relu --microbatches=2"},
+                            {"3", "--pipeline=ip1,relu --microbatches=2 --schedule=1f1b"}};
+  for (int r = 0; r < 2; r++) {
+    must_run(run_mpi(atoi(runs[r][0]), pipe, runs[r][1], &out), out, runs[r][1]);
+    assert_null(strstr(out, "test nets are not run"));
+    char *got = test_lines(out);
+    if (strcmp(got, want) != 0) fail_msg("%s: test outputs\n%s\nagainst one process's\n%s", runs[r][1], got, want);
+    free(got);
+    free(out);
+  }
+  free(want);
+}
+
 /* clip_gradients: every stage scales by the norm of the whole gradient
  * (each stage's part alone gave each its own factor), bit for bit as one
  * process, with 2 and with 3 stages. */
@@ -251,6 +302,7 @@ int main(void) {
       cmocka_unit_test(test_stages_from_prototxt),
       cmocka_unit_test(test_data_x_pipeline),
       cmocka_unit_test(test_clip_gradients),
+      cmocka_unit_test(test_test_nets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

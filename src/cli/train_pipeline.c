@@ -35,31 +35,6 @@ ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *
   return CT_OK;
 }
 
-/* The solver fields of the test nets, set aside while a pipeline's solver
- * is built: its stages do not run test nets yet. */
-typedef struct {
-  size_t n_test_iter, n_test_net, n_test_net_param, n_test_state;
-  int32_t test_interval;
-} test_fields;
-
-static test_fields drop_tests(Caffe__SolverParameter *sp) {
-  const test_fields t = {sp->n_test_iter, sp->n_test_net, sp->n_test_net_param, sp->n_test_state,
-                         sp->test_interval};
-  if (t.n_test_iter)
-    LOG_WARNING("--pipeline: the test nets are not run (pipelined testing is not written yet)");
-  sp->n_test_iter = sp->n_test_net = sp->n_test_net_param = sp->n_test_state = 0;
-  sp->test_interval = 0;
-  return t;
-}
-
-static void restore_tests(Caffe__SolverParameter *sp, const test_fields *t) {
-  sp->n_test_iter = t->n_test_iter;
-  sp->n_test_net = t->n_test_net;
-  sp->n_test_net_param = t->n_test_net_param;
-  sp->n_test_state = t->n_test_state;
-  sp->test_interval = t->test_interval;
-}
-
 /* The micro-batch count: --microbatches, else the solver's iter_size.
  * Errors: both given and different. */
 static ct_status pipeline_micro(const ct_cli_args *args, const Caffe__SolverParameter *sp, int *micro,
@@ -163,7 +138,6 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   const protobuf_c_boolean has_iter_size = sp->has_iter_size;
   sp->iter_size = micro;
   sp->has_iter_size = 1;
-  const test_fields tests = drop_tests(sp);
   const int nstages = count_stages(sp, ncuts, cuts != NULL);
   st = ct_comm_mpi_create(&world, &err);
   if (st == CT_OK) {
@@ -192,8 +166,10 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
     cut.ranks = world->size;
   }
   opts.train_part = (ct_net_part){ct_stages_part, &cut};
+  ct_stages_cut test_cut = cut; /* the test nets are cut after the same layers */
+  test_cut.test = true;
+  opts.test_part = (ct_net_part){ct_stages_part, &test_cut};
   if (st == CT_OK) st = ct_solver_init(&s, sp, &opts, &ctx, &err);
-  restore_tests(sp, &tests);
   sp->iter_size = iter_size;
   sp->has_iter_size = has_iter_size;
   if (st == CT_OK && ct_cli_is_set(args, "weights"))

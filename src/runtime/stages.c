@@ -43,7 +43,8 @@ static const char *layer_name(const Caffe__NetParameter *np, int i) {
 /* The stage boundaries from the layer names: first (nafter + 2) gets
  * stage s as layers [first[s], first[s + 1]) of np (see stages.h for the
  * errors). */
-static ct_status place_cuts(const Caffe__NetParameter *np, const char *const *after, int nafter,
+static ct_status place_cuts(const Caffe__NetParameter *np, bool test, const char *const *after,
+                            int nafter,
                             int *first, ct_error *err) {
   const int nlayers = (int)np->n_layer;
   for (int c = 0; c < nafter; c++) {
@@ -55,8 +56,9 @@ static ct_status place_cuts(const Caffe__NetParameter *np, const char *const *af
         len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "",
                                 layer_name(np, j));
       return ct_error_set(err, CT_ERR_INVALID,
-                          "--pipeline: no layer '%s' in the train net '%s' (its layers: %s)",
-                          after[c], np->name ? np->name : "", names);
+                          "--pipeline: no layer '%s' in the %s net '%s' (its layers: %s)%s",
+                          after[c], test ? "test" : "train", np->name ? np->name : "", names,
+                          test ? "; a test net is cut after the same layers as the train net" : "");
     }
     if (c > 0 && i <= first[c] - 1)
       return ct_error_set(err, CT_ERR_INVALID,
@@ -99,7 +101,8 @@ static ct_status check_sharing(const Caffe__NetParameter *np, const int *first, 
  * frees), *nstages their count.  The cuts come from `after`, or when it is
  * NULL from the layers' pipeline_stage fields.  Errors: see
  * ct_stages_part. */
-static ct_status plan_stages(const Caffe__NetParameter *np, const char *const *after, int nafter,
+static ct_status plan_stages(const Caffe__NetParameter *np, bool test, const char *const *after,
+                             int nafter,
                              int ranks, int **first_out, int *nstages, ct_error *err) {
   *first_out = NULL;
   const char **own = NULL;
@@ -109,7 +112,7 @@ static ct_status plan_stages(const Caffe__NetParameter *np, const char *const *a
   }
   int *first = ct_xcalloc((size_t)nafter + 2, sizeof *first);
   const int n = nafter + 1;
-  ct_status st = place_cuts(np, after, nafter, first, err);
+  ct_status st = place_cuts(np, test, after, nafter, first, err);
   if (st == CT_OK && ranks % n != 0)
     st = ct_error_set(err, CT_ERR_INVALID,
                       "--pipeline: %d split point%s make%s %d stages, but %d ranks were started "
@@ -131,7 +134,7 @@ ct_status ct_stages_part(void *cut_, const Caffe__NetParameter *built, int *firs
                          ct_error *err) {
   const ct_stages_cut *cut = cut_;
   int *bounds, n;
-  CT_TRY(plan_stages(built, cut->after, cut->nafter, cut->ranks, &bounds, &n, err));
+  CT_TRY(plan_stages(built, cut->test, cut->after, cut->nafter, cut->ranks, &bounds, &n, err));
   const int s = cut->rank % n;
   *first = bounds[s];
   *end = bounds[s + 1];
@@ -284,7 +287,8 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   pl->stage = comm->rank;
   pl->micro = microbatches;
   pl->schedule = schedule;
-  ct_status st = plan_stages(net->param, after, nafter, comm->size, &pl->first, &pl->nstages, err);
+  ct_status st = plan_stages(net->param, net->phase == CT_PHASE_TEST, after, nafter, comm->size,
+                             &pl->first, &pl->nstages, err);
   if (st == CT_OK && comm->size != pl->nstages)
     st = ct_error_set(err, CT_ERR_INVALID,
                       "--pipeline: %d stages over a communicator of %d ranks (give the ranks of "

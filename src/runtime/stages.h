@@ -80,6 +80,7 @@ typedef struct ct_stages_cut {
   const char *const *after;
   int nafter;
   int rank, ranks;
+  bool test; /* a test net's cut (for the messages) */
 } ct_stages_cut;
 
 /* A ct_net_part_fn (net.h; cut: a ct_stages_cut): the layers of this

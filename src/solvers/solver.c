@@ -19,6 +19,8 @@
 #include "proto/srcpos.h"
 #include "proto/textformat.h"
 #include "proto/upgrade.h"
+#include "runtime/program.h"
+#include "runtime/stages.h"
 #include "solvers/solver_internal.h"
 
 static Caffe__SolverParameter *clone_param(const Caffe__SolverParameter *p) {
@@ -185,8 +187,21 @@ ct_status ct_solver_init(ct_solver **out, const Caffe__SolverParameter *param,
   return CT_OK;
 }
 
+/* The test nets' pipelines (ct_solver_set_pipeline), if any. */
+static void free_test_stages(ct_solver *s) {
+  for (int i = 0; s->test_stages && i < s->ntest_nets; i++) {
+    ct_program_free(s->test_progs[i]);
+    ct_stages_free(s->test_stages[i]);
+  }
+  free(s->test_stages);
+  free(s->test_progs);
+  s->test_stages = NULL;
+  s->test_progs = NULL;
+}
+
 void ct_solver_free(ct_solver *s) {
   if (!s) return;
+  free_test_stages(s);
   ct_runtime_free(s->rt);
   ct_solver_update_free(s);
   free(s->callbacks);
@@ -225,6 +240,20 @@ ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const 
                                  ct_stages_schedule schedule, ct_error *err) {
   CT_TRY(ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err));
   ct_solver_update_set_stages(s, ct_runtime_stages(s->rt));
+  free_test_stages(s);
+  if (s->ntest_nets == 0) return CT_OK;
+  s->test_stages = ct_xcalloc((size_t)s->ntest_nets, sizeof *s->test_stages);
+  s->test_progs = ct_xcalloc((size_t)s->ntest_nets, sizeof *s->test_progs);
+  for (int i = 0; i < s->ntest_nets; i++) {
+    const ct_status st = ct_stages_create(&s->test_stages[i], s->test_nets[i], comm, after, nafter,
+                                          1, CT_STAGES_GPIPE, err);
+    if (st != CT_OK) {
+      free_test_stages(s);
+      return ct_error_prefix(err, "test net #%d", i);
+    }
+    s->test_progs[i] = ct_program_new(s->ctx, false);
+    ct_stages_build_forward(s->test_stages[i], s->test_progs[i]);
+  }
   return CT_OK;
 }
 

@@ -130,8 +130,10 @@ typedef struct ct_solver_opts {
    * (CT_ERR_INVALID naming it) instead of a warning: --strict_weights. */
   bool strict_weights;
   /* The train net's layers this process holds (net.h: a pipeline stage's,
-   * runtime/stages.h ct_stages_part); fn NULL: all of them. */
+   * runtime/stages.h ct_stages_part); fn NULL: all of them.  test_part the
+   * same for the test nets (their stage's layers, cut by the same names). */
   ct_net_part train_part;
+  ct_net_part test_part;
   /* Loss scaling (solvers/loss_scale.h).  Mode CT_LOSS_SCALE_AUTO (zero):
    * as the train net says with NVCaffe's global_grad_scale (static, or
    * dynamic from it with global_grad_scale_adaptive), else dynamic from
@@ -180,6 +182,10 @@ typedef struct ct_solver {
                                     finished (see ct_solver_opts.no_launch_ahead) */
   ct_loss_scale_opts loss_scale; /* as resolved from opts.loss_scale and the net (mode OFF: none) */
   ct_loss_scale_state loss_scale_now; /* after the latest finished update (host copy) */
+  /* Pipeline stages: each test net's stages and its forward through them
+   * (NULL without a pipeline; ct_solver_set_pipeline) */
+  struct ct_stages **test_stages;
+  struct ct_program **test_progs;
 } ct_solver;
 
 /* Builds a solver from param (copied; not kept) on ctx (borrowed, must
@@ -243,6 +249,10 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
  * Errors: ct_runtime_set_pipeline's. */
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
                                  ct_stages_schedule schedule, ct_error *err);
+/* The test nets (built with opts.test_part of the same cuts) then run as
+ * pipelines too: a test iteration is one forward through the stages, and
+ * every stage logs the scores of the stage that computes each output, the
+ * numbers one process prints. */
 
 /* Runs `iters` iterations (fewer when a STOP request arrives; then
  * s->requested_early_exit is true and the status is CT_OK).  Errors: a

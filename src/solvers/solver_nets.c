@@ -150,6 +150,7 @@ static ct_status build_test_nets(ct_solver *s, ct_error *err) {
     LOG_INFO("Creating test net (#%d) specified by %s", i, source);
     ct_net_opts o = merged_opts(s, np, CT_PHASE_TEST, p->n_test_state ? p->test_state[i] : NULL,
                                 path ? path : source);
+    o.part = s->opts.test_part;
     ct_status st = ct_net_init(&s->test_nets[i], np, &o, s->ctx, err);
     if (read) protobuf_c_message_free_unpacked(&read->base, NULL);
     if (st != CT_OK) return st;

@@ -3,6 +3,8 @@
 
 #include "core/log.h"
 #include "core/trace.h"
+#include "runtime/program.h"
+#include "runtime/stages.h"
 #include "solvers/solver_internal.h"
 
 /* Handles requests that arrive while testing, as Caffe does between test
@@ -50,7 +52,17 @@ static ct_status test_one(ct_solver *s, int id, ct_error *err) {
     st = poll_requests(s, err);
     if (st != CT_OK || s->requested_early_exit) break;
     double iter_loss = 0;
-    st = ct_net_forward(net, &iter_loss, err);
+    if (s->test_stages) {
+      /* one forward through the stages; then every stage holds the
+       * outputs (and the loss) of the stage that computes each */
+      ct_net_zero_loss(net);
+      st = ct_program_run(s->test_progs[id], ct_net_signature(net), err);
+      int none = 0;
+      iter_loss = net->loss_host;
+      if (st == CT_OK) st = ct_stages_agree(s->test_stages[id], &iter_loss, &none, err);
+    } else {
+      st = ct_net_forward(net, &iter_loss, err);
+    }
     if (st != CT_OK) break;
     if (s->param->test_compute_loss) loss += (float)iter_loss;
     int idx = 0;
