@@ -9,7 +9,8 @@ bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_gpu_sigterm
 rm -rf "$dir" && mkdir -p "$dir"
 . "$(dirname "$0")/sigterm_job.sh"
-n=$(nvidia-smi -L 2>/dev/null | wc -l || true)
+. "$(dirname "$0")/gpu_count.sh"
+n=$(ct_gpu_count)
 [ "${n:-0}" -ge 2 ] || { echo "fewer than 2 GPUs: skipped"; exit 77; }
 for target in launcher group; do
   rm -rf "$dir/$target" && mkdir -p "$dir/$target"

@@ -3,6 +3,7 @@
 sh_trace.sh and sh_trace_mpi.sh.
 
 usage: trace_check.py FILE RANKS FIRST LAST [--reduce] [--test] [--snapshot]
+                      [--gpu] [--no-data]
 
   - the file parses as JSON: {"traceEvents": [...]};
   - every "X" event has numeric ts, dur (>= 0), pid, tid and a name and cat;
@@ -16,7 +17,16 @@ usage: trace_check.py FILE RANKS FIRST LAST [--reduce] [--test] [--snapshot]
     one iteration overlap in time (a blocking all-reduce cannot end on one
     rank before it began on the other): the clocks are aligned;
   - with --test / --snapshot: a test / snapshot event is there;
-  - data threads' tracks are named "data N" and hold record loads.
+  - data threads' tracks are named "data N" and hold record loads (unless
+    --no-data).
+  With --gpu (a GPU run): each rank also has exactly the iteration events
+  FIRST..LAST on its "GPU compute stream" track (device times), each layer
+  step on that track (forward, backward, with args.type) inside one of them,
+  weight gradients on "GPU gradient stream" inside an iteration; with
+  --reduce the all-reduces are on "GPU communication stream" instead of
+  "communication", and at least one bucket of each iteration starts before
+  that iteration's last backward step ends (the all-reduce overlaps the
+  backward pass).
 Prints "ok: ..." or "FAIL: ..." and exits 1 on failure."""
 import json
 import sys
@@ -75,10 +85,16 @@ def main():
     def inside(e, it):
         return it["ts"] - EPS_US <= e["ts"] and e["ts"] + e["dur"] <= it["ts"] + it["dur"] + EPS_US
 
-    counts = {"layer": 0, "reduce": 0, "data": 0}
+    gpu = "--gpu" in flags
+    comm_track = "GPU communication stream" if gpu else "communication"
+    counts = {"layer": 0, "reduce": 0, "data": 0, "gpu layer": 0, "weight gradient": 0}
     for pid in range(ranks):
-        its = sorted((e for e in xs if e["pid"] == pid and e["cat"] == "iteration"),
-                     key=lambda e: e["ts"])
+        if gpu:
+            check_gpu(xs, track, inside, pid, first, last, counts, "--reduce" in flags)
+        its = sorted((e for e in xs if e["pid"] == pid and e["cat"] == "iteration"
+                      and track(e) == "compute"), key=lambda e: e["ts"])
+        dev_its = sorted((e for e in xs if e["pid"] == pid and e["cat"] == "iteration"
+                          and track(e) == "GPU compute stream"), key=lambda e: e["ts"])
         want = ["iteration %d" % i for i in range(first, last + 1)]
         if [e["name"] for e in its] != want:
             fail("rank %d: iterations %s, wanted %s" % (pid, [e["name"] for e in its], want))
@@ -86,7 +102,7 @@ def main():
             if track(it) != "compute":
                 fail("rank %d: %s on track %r" % (pid, it["name"], track(it)))
         for e in xs:
-            if e["pid"] != pid:
+            if e["pid"] != pid or track(e).startswith("GPU "):
                 continue
             if e["cat"] in ("forward", "backward", "feed"):
                 counts["layer"] += 1
@@ -94,7 +110,7 @@ def main():
                     fail("layer event without its type: %s" % e)
                 if track(e) != "compute" or not any(inside(e, it) for it in its):
                     fail("layer event outside every iteration of its track: %s" % e)
-            elif e["cat"] == "reduce":
+            elif e["cat"] == "reduce" and not gpu:
                 counts["reduce"] += 1
                 a = e.get("args", {})
                 if track(e) != "communication":
@@ -108,21 +124,23 @@ def main():
                 if not track(e).startswith("data "):
                     fail("record load on track %r" % track(e))
         if "--reduce" in flags:
-            for it in its:
-                if not any(e["pid"] == pid and e["cat"] == "reduce" and inside(e, it) for e in xs):
+            for it in (dev_its if gpu else its):
+                if not any(e["pid"] == pid and e["cat"] == "reduce" and track(e) == comm_track
+                           and inside(e, it) for e in xs):
                     fail("rank %d: no all-reduce in %s" % (pid, it["name"]))
     for cat in ("test", "snapshot"):
         if "--" + cat in flags and not any(e["cat"] == cat for e in xs):
             fail("no %s event" % cat)
-    if counts["layer"] == 0 or counts["data"] == 0:
+    if (counts["layer"] == 0 and not gpu) or (counts["data"] == 0 and "--no-data" not in flags):
         fail("no layer events or no record loads: %s" % counts)
     if "--reduce" in flags and ranks > 1:
         # bucket b of iteration i: its events on every rank overlap
         def reduces(pid):
-            its = [e for e in xs if e["pid"] == pid and e["cat"] == "iteration"]
+            its = [e for e in xs if e["pid"] == pid and e["cat"] == "iteration"
+                   and track(e) == ("GPU compute stream" if gpu else "compute")]
             out = {}
             for e in xs:
-                if e["pid"] == pid and e["cat"] == "reduce":
+                if e["pid"] == pid and e["cat"] == "reduce" and track(e) == comm_track:
                     it = next(i for i in its if inside(e, i))
                     out[(it["name"], e["args"]["bucket"])] = e
             return out
@@ -140,7 +158,57 @@ def main():
             fail("the ranks' all-reduces of one bucket are %.1f us apart: the clocks are not aligned"
                  % worst)
     print("ok: %d events, %d ranks, iterations %d..%d, %d layer events, %d all-reduces, %d record loads"
-          % (len(xs), ranks, first, last, counts["layer"], counts["reduce"], counts["data"]))
+          % (len(xs), ranks, first, last, counts["layer"], counts["reduce"], counts["data"])
+          + (", %d GPU layer steps, %d weight gradients" % (counts["gpu layer"], counts["weight gradient"])
+             if gpu else ""))
+
+
+def check_gpu(xs, track, inside, pid, first, last, counts, reduce):
+    """The device tracks of one rank of a GPU run (see the module's text)."""
+    mine = [e for e in xs if e["pid"] == pid and track(e).startswith("GPU ")]
+    its = sorted((e for e in mine if e["cat"] == "iteration"), key=lambda e: e["ts"])
+    want = ["iteration %d" % i for i in range(first, last + 1)]
+    if [e["name"] for e in its] != want:
+        fail("rank %d: GPU iterations %s, wanted %s" % (pid, [e["name"] for e in its], want))
+    for it in its:
+        if track(it) != "GPU compute stream":
+            fail("rank %d: GPU %s on track %r" % (pid, it["name"], track(it)))
+    for a, b in zip(its, its[1:]):
+        if a["ts"] + a["dur"] > b["ts"] + EPS_US:
+            fail("rank %d: GPU %s overlaps %s" % (pid, a["name"], b["name"]))
+    last_backward = {}
+    for e in mine:
+        if e["cat"] == "iteration":
+            continue
+        home = [it for it in its if inside(e, it)]
+        if not home:
+            fail("rank %d: GPU event outside every iteration: %s" % (pid, e))
+        if e["cat"] in ("forward", "backward"):
+            counts["gpu layer"] += 1
+            if track(e) != "GPU compute stream" or not e.get("args", {}).get("type"):
+                fail("GPU layer step off the compute stream or without its type: %s" % e)
+            if e["cat"] == "backward":
+                k = home[0]["name"]
+                last_backward[k] = max(last_backward.get(k, 0), e["ts"] + e["dur"])
+        elif e["cat"] == "weight gradient":
+            counts["weight gradient"] += 1
+            if track(e) != "GPU gradient stream":
+                fail("weight gradient on track %r: %s" % (track(e), e))
+        elif e["cat"] == "reduce":
+            counts["reduce"] += 1
+            a = e.get("args", {})
+            if track(e) != "GPU communication stream":
+                fail("GPU all-reduce on track %r: %s" % (track(e), e))
+            if a.get("bytes", 0) <= 0 or "algbw_GBps" not in a or "bucket" not in a:
+                fail("all-reduce without bytes, bucket and bandwidth: %s" % e)
+    if counts["gpu layer"] == 0:
+        fail("rank %d: no layer steps on the GPU compute stream" % pid)
+    if reduce:
+        for it in its:
+            starts = [e["ts"] for e in mine if e["cat"] == "reduce" and inside(e, it)]
+            if not starts or min(starts) >= last_backward.get(it["name"], 0):
+                fail("rank %d: no all-reduce of %s starts before its backward pass ends"
+                     % (pid, it["name"]))
 
 
 if __name__ == "__main__":

@@ -95,8 +95,9 @@ typedef struct ct_cli_command {
   {"trace", CT_FLAG_STRING, NULL,                                                            \
    "Write a trace of the run's iterations to FILE: Chrome trace event JSON, which "          \
    "ui.perfetto.dev and chrome://tracing open (a process per rank; tracks for compute, "     \
-   "communication and data threads; an event per layer forward and backward, update, "      \
-   "all-reduce bucket, data wait, test and snapshot). CPU runs only for now.",              \
+   "communication and data threads, and on GPUs one per CUDA stream with device times; an " \
+   "event per layer forward and backward, update, all-reduce bucket, data wait, test and "  \
+   "snapshot).",                                                                             \
    .meta = "FILE"}
 #define CT_CLI_FLAG_TRACE_ITERS                                                             \
   {"trace_iters", CT_FLAG_STRING, NULL,                                                     \

@@ -163,7 +163,7 @@ static int time_run(const ct_cli_args *args) {
   if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_pick_device(args, &device, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   ct_context ctx;
-  if (ct_cli_trace_start(args, device != CT_DEVICE_CPU, 0, &err) != CT_OK)
+  if (ct_cli_trace_start(args, 0, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_cli_context_init(args, &ctx, device, 1701, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   if (ct_cli_bool(args, "update")) {

@@ -471,8 +471,11 @@ static int train_worker_process(const ct_cli_args *args, const Caffe__SolverPara
   if (rank == 0 && ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
   if (csv) LOG_INFO("Writing the CSV training log %s", ct_csv_log_path(csv));
+  /* each worker traces itself; rank 0 gathers and writes (dp.c) */
+  if (ct_cli_trace_start(args, rank, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   const process_arg a = {&gpus, rank, id};
-  const int rc = run_dp(args, sp, csv, drive_process, &a);
+  int rc = run_dp(args, sp, csv, drive_process, &a);
+  rc = ct_cli_trace_finish(args, rc);
   ct_csv_log_close(csv);
   return rc;
 }
@@ -500,7 +503,7 @@ static int train_mpi(const ct_cli_args *args, const Caffe__SolverParameter *sp,
   if (st == CT_OK && (st = ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err)) != CT_OK)
     ct_error_prefix(&err, "--csv_log");
   bool alike = false; /* every rank failed the same way, together */
-  if (st == CT_OK) st = ct_cli_trace_start(args, gpus.n > 0, ct_mpi_rank_from_env(), &err);
+  if (st == CT_OK) st = ct_cli_trace_start(args, ct_mpi_rank_from_env(), &err);
   if (st == CT_OK) {
     ct_dp_job job;
     fill_job(args, sp, csv, &job);
@@ -626,7 +629,10 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   log_gpus(&gpus);
   const int first_rank = shards_requested(args) ? ct_cli_int(args, "shard_id") * (gpus.n ? gpus.n : 1) : 0;
-  if (ct_cli_trace_start(args, gpus.n > 0, first_rank, &err) != CT_OK)
+  if (shards_requested(args) && gpus.n > 0 && ct_cli_is_set(args, "trace"))
+    return ct_cli_error(CT_EXIT_USAGE, "--trace: traces of GPU shards are not written yet (trace "
+                                       "--gpu=... in one process, or mpirun ranks)");
+  if (ct_cli_trace_start(args, first_rank, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   const bool processes = !shards_requested(args) && gpus.n > 1 &&
                          strcmp(ct_cli_string(args, "dp_workers"), "processes") == 0;

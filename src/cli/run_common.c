@@ -180,7 +180,7 @@ static bool parse_iters(const char *text, long long *first, long long *last) {
   return *end == '\0' && *first >= 0 && *last >= *first;
 }
 
-ct_status ct_cli_trace_start(const ct_cli_args *args, bool gpu, int rank, ct_error *err) {
+ct_status ct_cli_trace_start(const ct_cli_args *args, int rank, ct_error *err) {
   const bool iters = ct_cli_is_set(args, "trace_iters");
   if (!ct_cli_is_set(args, "trace") || !*ct_cli_string(args, "trace")) {
     if (iters) return ct_error_set(err, CT_ERR_INVALID, "--trace_iters needs --trace=FILE");
@@ -192,9 +192,6 @@ ct_status ct_cli_trace_start(const ct_cli_args *args, bool gpu, int rank, ct_err
                         "--trace_iters=%.64s: expected FIRST:LAST, two iteration numbers with 0 <= "
                         "FIRST <= LAST (e.g. 100:110)",
                         ct_cli_string(args, "trace_iters"));
-  if (gpu)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "--trace: traces of GPU runs are not written yet; trace a CPU run (--cpu)");
   /* the file is written at the end: a folder that is not there fails now */
   const char *path = ct_cli_string(args, "trace"), *slash = strrchr(path, '/');
   char dir[4096];

@@ -75,9 +75,9 @@ ct_status ct_cli_build_model_part(const ct_cli_args *args, ct_phase phase, ct_co
 /* --trace (and --trace_iters) of a command that has them: when --trace is
  * given, starts tracing (core/trace.h) this process, whose first rank is
  * `rank`.  CT_ERR_INVALID for a --trace_iters that is not FIRST:LAST with 0
- * <= FIRST <= LAST, for --trace_iters without --trace, and for a run on a
- * GPU (gpu: GPU traces are not written yet). */
-ct_status ct_cli_trace_start(const ct_cli_args *args, bool gpu, int rank, ct_error *err);
+ * <= FIRST <= LAST, for --trace_iters without --trace, and for a folder
+ * that cannot be written. */
+ct_status ct_cli_trace_start(const ct_cli_args *args, int rank, ct_error *err);
 /* Writes the trace that ct_cli_trace_start began (rank 0's process; a
  * no-op elsewhere and without --trace) and stops tracing.  A failed write
  * is reported as the command's error: returns CT_EXIT_FAILURE then, else

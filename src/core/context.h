@@ -61,6 +61,8 @@ typedef struct ct_context {
   unsigned *check_host;  /* (1) pinned host copy of check_word */
   uint64_t *draws_dev;   /* (1) device: counter-based draws made so far */
   void *grads;           /* the parameter-gradient stream's state (below), NULL when off */
+  void *trace_gpu;       /* the runtime's device timeline while a trace records
+                            (runtime/trace_gpu.h), else NULL */
   bool tf32;             /* TF32 tensor-core math for convolution and GEMM */
   /* The 16-bit type layers compute in where their type can (net_dtype.c),
    * CT_F32 for none; precision_given: the user chose it (--precision), so it

@@ -166,7 +166,7 @@ void ct_trace_complete(ct_trace_track track, const char *cat, const char *name, 
   if (track == CT_TRACE_DATA) {
     if (!b->data_tid) {
       pthread_mutex_lock(&g.mu);
-      b->data_tid = g.next_data_tid < CT_TRACE_DEVICE - 1 ? g.next_data_tid++ : CT_TRACE_DEVICE - 1;
+      b->data_tid = g.next_data_tid < CT_TRACE_TIDS - 1 ? g.next_data_tid++ : CT_TRACE_TIDS - 1;
       pthread_mutex_unlock(&g.mu);
     }
     tid = b->data_tid;
@@ -187,6 +187,8 @@ void ct_trace_complete(ct_trace_track track, const char *cat, const char *name, 
 static bool in_window(long long iter) {
   return iter >= g.first && (g.last < 0 || iter <= g.last);
 }
+
+bool ct_trace_wants(long long iter) { return ct_trace_enabled() && !g.closed && in_window(iter); }
 
 double ct_trace_iteration_begin(long long iter) {
   __atomic_store_n(&ct_trace_recording_, in_window(iter) && !g.closed, __ATOMIC_RELAXED);
@@ -231,6 +233,9 @@ static const char *track_name(int tid, char *buf, size_t size) {
     case CT_TRACE_COMPUTE: return "compute";
     case CT_TRACE_COMM: return "communication";
     case CT_TRACE_HOST: return "host";
+    case CT_TRACE_GPU_COMPUTE: return "GPU compute stream";
+    case CT_TRACE_GPU_GRADIENTS: return "GPU gradient stream";
+    case CT_TRACE_GPU_COMM: return "GPU communication stream";
     default: break;
   }
   snprintf(buf, size, "data %d", tid - CT_TRACE_DATA);

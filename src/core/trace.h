@@ -16,8 +16,14 @@
  *   host           host work between iterations (snapshots)
  *   data N         the data pipelines' worker threads (a record loaded)
  *
- * A GPU track is one more tid (CT_TRACE_DEVICE + stream) whose events carry
- * device times turned into host times; the writer needs nothing else.
+ * GPU runs add a track per CUDA stream (runtime/trace_gpu.h): the compute
+ * stream (an iteration's span from its first step to its last, each step
+ * inside it), the gradient stream (weight gradients) and the communication
+ * stream (each bucket's all-reduce).  Their events carry device times
+ * (CUDA events, also inside replayed CUDA graphs) turned into this
+ * process's clock; the writer needs nothing else.  On a GPU the compute
+ * track shows when the host thread launched each step, which is not when
+ * the GPU ran it.
  *
  * Cost.  Off (no ct_trace_start), a hook is one relaxed load of a global
  * flag and a branch that is never taken: no allocation, no clock read.  On,
@@ -46,11 +52,14 @@ extern "C" {
 #endif
 
 typedef enum ct_trace_track {
-  CT_TRACE_COMPUTE = 1, /* the thread running the iteration's steps */
-  CT_TRACE_COMM = 2,    /* all-reduces */
-  CT_TRACE_HOST = 3,    /* host work between iterations: snapshots */
-  CT_TRACE_DATA = 16,   /* data threads: each thread its own tid from here on */
-  CT_TRACE_DEVICE = 64  /* reserved: a GPU stream's tid is CT_TRACE_DEVICE + its index */
+  CT_TRACE_COMPUTE = 1,       /* the thread running the iteration's steps */
+  CT_TRACE_COMM = 2,          /* all-reduces */
+  CT_TRACE_HOST = 3,          /* host work between iterations: snapshots */
+  CT_TRACE_GPU_COMPUTE = 4,   /* the GPU's compute stream (device times) */
+  CT_TRACE_GPU_GRADIENTS = 5, /* the GPU's parameter-gradient stream */
+  CT_TRACE_GPU_COMM = 6,      /* the GPU's communication stream */
+  CT_TRACE_DATA = 16,         /* data threads: each thread its own tid from here on */
+  CT_TRACE_TIDS = 64          /* tids are below this */
 } ct_trace_track;
 
 /* Optional arguments of an event (zero: none). */
@@ -103,6 +112,9 @@ void ct_trace_complete(ct_trace_track track, const char *cat, const char *name, 
  * ct_trace_enabled(). */
 double ct_trace_iteration_begin(long long iter);
 void ct_trace_iteration_end(long long iter, double t0);
+/* Whether iteration iter is inside the window asked for (whether it is
+ * recorded, unless the events were taken already). */
+bool ct_trace_wants(long long iter);
 
 /* The calling thread's events go under pid `rank` (a data-parallel worker
  * thread). */

@@ -146,12 +146,14 @@ static ct_status make_thread_comm(dp_worker *w, ct_error *err) {
   return CT_OK;
 }
 
-/* Traces (core/trace.h): a worker records under its rank.  A CPU worker
- * whose communicator reaches other processes (MPI, Gloo: one it did not
- * make for the threads of this process) aligns its clock with rank 0's
- * before training and sends its events to rank 0 after. */
+/* Traces (core/trace.h): a worker records under its rank.  A worker whose
+ * communicator reaches other processes aligns its clock with rank 0's
+ * before training and sends its events to rank 0 after: on the CPU one it
+ * did not make for the threads of this process (MPI, Gloo), on GPUs one
+ * process per GPU (`--gpu=0,1`'s worker processes, mpirun ranks: NCCL). */
 static bool trace_across_processes(const dp_worker *w) {
-  return ct_trace_enabled() && !w->sh->gpu && !w->own_comm && w->sh->world > 1;
+  if (!ct_trace_enabled() || w->sh->world <= 1) return false;
+  return w->sh->gpu ? !w->sh->threads : !w->own_comm;
 }
 
 static ct_status trace_join(dp_worker *w, ct_error *err) {

@@ -12,6 +12,7 @@
 #include "gpu/gpu.h"
 #include "gpu/gpu_context.h"
 #include "runtime/streams.h"
+#include "runtime/trace_gpu.h"
 
 typedef struct grad_stream {
   cudaStream_t stream;
@@ -96,6 +97,7 @@ extern "C" ct_context *ct_gpu_grad_begin(ct_context *ctx) {
   grad_stream *g = state(ctx);
   CT_CUDA_CHECK(cudaEventRecord(g->fork, compute(ctx)));
   CT_CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->fork, 0));
+  ct_trace_gpu_side(ctx, CT_TRACE_GPU_ON_GRADIENTS, false, g->stream);
   g->pending = true;
   g->view = *ctx;
   g->view.grads = NULL; /* work enqueued with the view stays on the gradient stream */
@@ -111,6 +113,7 @@ extern "C" ct_context *ct_gpu_grad_begin(ct_context *ctx) {
 extern "C" void ct_gpu_grad_step(ct_context *ctx) {
   grad_stream *g = state(ctx);
   if (!g->pending) return;
+  ct_trace_gpu_side(ctx, CT_TRACE_GPU_ON_GRADIENTS, true, g->stream);
   CT_CUDA_CHECK(cudaEventRecord(g->done[g->ends & 1], g->stream));
   if (g->ends > 0) CT_CUDA_CHECK(cudaStreamWaitEvent(compute(ctx), g->done[(g->ends - 1) & 1], 0));
   g->ends++;

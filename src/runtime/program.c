@@ -10,6 +10,7 @@
 #include "core/trace.h"
 #include "gpu/gpu.h"
 #include "runtime/graph.h"
+#include "runtime/trace_gpu.h"
 
 typedef enum {
   PROGRAM_WARMUP = 0, /* the next run is plain */
@@ -36,6 +37,8 @@ struct ct_program {
   segment *segs;
   ct_program_fn capture_end; /* enqueued last in every capture (may be NULL) */
   void *capture_end_user;
+  bool device_times;         /* ct_program_trace_device was called */
+  ct_trace_gpu *tracer;      /* the device timeline while a trace is on (GPU only), or NULL */
 };
 
 const char *ct_step_kind_name(ct_step_kind kind) {
@@ -70,6 +73,7 @@ static void drop_graphs(ct_program *ex) {
 void ct_program_free(ct_program *ex) {
   if (!ex) return;
   drop_graphs(ex);
+  ct_trace_gpu_free(ex->tracer);
   free(ex->steps);
   free(ex->waited);
   free(ex);
@@ -97,14 +101,16 @@ void ct_program_invalidate(ct_program *ex) {
   if (ex->state != PROGRAM_WARMUP) ex->state = PROGRAM_WATCH;
 }
 
-/* Runs step s as an event of the trace (program.h). */
-static ct_status run_traced(const ct_program_step *s, ct_error *err) {
+/* Runs step s as an event of the trace (program.h).  On a GPU the host
+ * only launches the step's work: every step is on the compute track. */
+static ct_status run_traced(const ct_program *ex, const ct_program_step *s, ct_error *err) {
   const double t0 = ct_trace_now();
   const ct_status st = s->run(s->user, s->arg, err);
   const double t1 = ct_trace_now();
   const bool reduce = s->kind == CT_STEP_REDUCE;
-  const bool comm = reduce || s->kind == CT_STEP_SEND || s->kind == CT_STEP_RECV ||
-                    s->kind == CT_STEP_PUSH || s->kind == CT_STEP_PULL;
+  const bool comm = ex->ctx->device == CT_DEVICE_CPU &&
+                    (reduce || s->kind == CT_STEP_SEND || s->kind == CT_STEP_RECV ||
+                     s->kind == CT_STEP_PUSH || s->kind == CT_STEP_PULL);
   const ct_trace_args a = {.type = s->type, .bytes = s->bytes, .index_name = reduce ? "bucket" : NULL,
                            .index = s->arg};
   const char *kind = ct_step_kind_name(s->kind);
@@ -117,8 +123,10 @@ static ct_status run_plain(ct_program *ex, int begin, int end, bool watch, ct_er
   for (int i = begin; i < end; i++) {
     const ct_program_step *s = &ex->steps[i];
     unsigned long before = ct_gpu_host_waits();
-    if (ct_trace_on()) CT_TRY(run_traced(s, err));
+    if (ex->tracer) ct_trace_gpu_enter(ex->tracer, i);
+    if (ct_trace_on()) CT_TRY(run_traced(ex, s, err));
     else CT_TRY(s->run(s->user, s->arg, err));
+    if (ex->tracer) ct_trace_gpu_leave(ex->tracer, i);
     if (watch) ex->waited[i] = ct_gpu_host_waits() != before;
   }
   return CT_OK;
@@ -208,7 +216,39 @@ static ct_status replay(ct_program *ex, ct_error *err) {
   return CT_OK;
 }
 
+/* A trace of a GPU run times the steps on the device (trace_gpu.h): the
+ * timeline's marks are part of the steps' work, so graphs captured without
+ * them (or for other steps) are made again. */
+static ct_status trace_setup(ct_program *ex, ct_error *err) {
+  if (!ex->device_times || !ct_trace_enabled() || ex->ctx->device == CT_DEVICE_CPU) return CT_OK;
+  if (!ex->tracer || ct_trace_gpu_steps(ex->tracer) != ex->nsteps) {
+    ct_program_invalidate(ex);
+    ct_trace_gpu_free(ex->tracer);
+    ex->tracer = NULL;
+    CT_TRY(ct_trace_gpu_new(&ex->tracer, ex->ctx, ex->nsteps, err));
+  }
+  ex->ctx->trace_gpu = ex->tracer; /* the steps' side marks go to it while they run */
+  ct_trace_gpu_start(ex->tracer);
+  return CT_OK;
+}
+
+void ct_program_trace_device(ct_program *ex) { ex->device_times = true; }
+
+ct_status ct_program_trace_collect(ct_program *ex, long long iter, ct_error *err) {
+  if (!ex->tracer) return CT_OK;
+  return ct_trace_gpu_collect(ex->tracer, ex->steps, ex->nsteps, iter, err);
+}
+
+static ct_status run(ct_program *ex, uint64_t signature, ct_error *err);
+
 ct_status ct_program_run(ct_program *ex, uint64_t signature, ct_error *err) {
+  CT_TRY(trace_setup(ex, err));
+  const ct_status st = run(ex, signature, err);
+  ex->ctx->trace_gpu = NULL;
+  return st;
+}
+
+static ct_status run(ct_program *ex, uint64_t signature, ct_error *err) {
   if (!ex->graphs) return run_plain(ex, 0, ex->nsteps, false, err);
   if (ex->state == PROGRAM_REPLAY && signature != ex->signature) ct_program_invalidate(ex);
   switch (ex->state) {

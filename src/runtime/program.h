@@ -73,9 +73,11 @@ const char *ct_step_kind_name(ct_step_kind kind);
 
 /* Traces (core/trace.h): while events are recorded, each step that runs on
  * the host is an event named by `what`, its category the kind's name, on
- * the communication track for all-reduces and the compute track for the
- * rest.  Steps replayed inside a CUDA graph are not seen by the host: a GPU
- * trace takes device times instead (not written yet). */
+ * the communication track for a CPU's all-reduces and the compute track for
+ * the rest.  Steps replayed inside a CUDA graph are not seen by the host: on
+ * a GPU, while a trace is on, the program times every step on the device
+ * (runtime/trace_gpu.h), graphs or not, and ct_program_trace_collect turns
+ * an ended iteration's times into events of the GPU's tracks. */
 
 typedef struct ct_program_step {
   ct_program_fn run;   /* enqueues the step's work; may run inside a capture */
@@ -127,6 +129,13 @@ const ct_program_step *ct_program_steps(const ct_program *ex, int *n);
  * or plain launches without graphs): it neither watches nor captures, so
  * it may be launched while an earlier run is still on the device. */
 bool ct_program_steady(const ct_program *ex);
+/* Makes the program time its steps on the device while a trace is on (a
+ * GPU program; the runtime's iterations, not the test passes). */
+void ct_program_trace_device(ct_program *ex);
+/* After the last run has ended on the device and before the next: its
+ * device times as trace events of iteration iter (a GPU program while a
+ * trace is on; a no-op otherwise).  Errors: CT_ERR_DEVICE. */
+ct_status ct_program_trace_collect(ct_program *ex, long long iter, ct_error *err);
 /* True unless CORTADO_CUDA_GRAPHS=0 is in the environment. */
 bool ct_program_graphs_allowed(void);
 

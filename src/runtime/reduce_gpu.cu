@@ -7,6 +7,7 @@
 #include "math/typed.cuh"
 #include "runtime/reduce_gpu.h"
 #include "runtime/streams.h"
+#include "runtime/trace_gpu.h"
 extern "C" {
 #include "core/log.h"
 }
@@ -219,7 +220,9 @@ extern "C" ct_status ct_reduce_gpu_launch(ct_reduce_gpu *g, int b, float *buf, s
   }
   if (b == 0) CT_TRY(launch_requests(g, err)); /* before the mark: bucket 0's time is its own */
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
+  ct_trace_gpu_side(g->ctx, CT_TRACE_GPU_ON_COMM, false, g->comm_stream);
   CT_TRY(allreduce_typed(g, buf, count, err));
+  ct_trace_gpu_side(g->ctx, CT_TRACE_GPU_ON_COMM, true, g->comm_stream);
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_done[b], g->comm_stream));
   return CT_OK;
 }

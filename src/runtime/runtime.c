@@ -310,6 +310,7 @@ static void add(ct_runtime *rt, ct_program_fn fn, bool capturable, const char *w
 static void build_program(ct_runtime *rt) {
   ct_net *net = rt->net;
   rt->prog = ct_program_new(rt->ctx, !rt->opts.no_graphs);
+  ct_program_trace_device(rt->prog);
   if (rt->reducer) ct_program_set_capture_end(rt->prog, step_capture_end, rt);
   add(rt, step_clock, true, "iteration count", CT_STEP_CLOCK);
   ct_steps_begin(rt->prog, net);
@@ -437,6 +438,9 @@ ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_
   memset(res, 0, sizeof *res);
   ct_status st = finish(rt, seq, res, err);
   rt->finished = seq;
+  /* a traced GPU iteration's device times (nothing was launched after it) */
+  if (st == CT_OK && ct_trace_wants(rt->trace_base + seq))
+    st = ct_program_trace_collect(rt->prog, rt->trace_base + seq, err);
   if (ct_trace_enabled()) ct_trace_iteration_end(rt->trace_base + seq, rt->trace_t0[seq & 1]);
   if (st != CT_OK) ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
   return st;
@@ -447,6 +451,8 @@ bool ct_runtime_may_launch_ahead(const ct_runtime *rt) {
     return false;
   if (!rt->prog || !ct_program_steady(rt->prog)) return false;
   if (rt->actions) return false;
+  /* a traced iteration's device times are read before the next records them */
+  if (ct_trace_wants(rt->trace_base + rt->clock.launched)) return false;
   /* Workers must decide alike: they see the same agreed actions, but a wish
    * only where it was asked (it is carried or agreed on at a finish). */
   if (!rt->reducer) return __atomic_load_n(rt->requests, __ATOMIC_SEQ_CST) == 0;
