@@ -49,6 +49,27 @@ static void test_window(void **state) {
   ct_trace_free();
 }
 
+/* An iteration launched ahead of the last one before the window: the
+ * window opens while the earlier one is still to end, which must not be
+ * recorded (a GPU run without CUDA graphs traced iteration 1 of 2:5). */
+static void test_window_launched_ahead(void **state) {
+  ct_trace_start(2, 5, 0);
+  const double t1 = ct_trace_iteration_begin(1);
+  const double t2 = ct_trace_iteration_begin(2); /* launched ahead */
+  assert_true(ct_trace_on());
+  assert_true(ct_trace_wants(2));
+  assert_false(ct_trace_wants(1));
+  ct_trace_iteration_end(1, t1);
+  ct_trace_iteration_end(2, t2);
+  size_t len;
+  char *json = ct_trace_take_json(&len);
+  assert_null(strstr(json, "\"iteration 1\""));
+  assert_non_null(strstr(json, "\"iteration 2\""));
+  free(json);
+  assert_false(ct_trace_wants(3)); /* taken */
+  ct_trace_free();
+}
+
 static void test_write(void **state) {
   char path[512];
   snprintf(path, sizeof path, "%s/trace.json", tu_tmpdir("core_trace_write"));
@@ -76,6 +97,7 @@ static void test_write(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_off), cmocka_unit_test(test_window),
+                                     cmocka_unit_test(test_window_launched_ahead),
                                      cmocka_unit_test(test_write)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
