@@ -61,10 +61,17 @@ static void test_window_launched_ahead(void **state) {
   assert_false(ct_trace_wants(1));
   ct_trace_iteration_end(1, t1);
   ct_trace_iteration_end(2, t2);
+  /* and the last one, whose successor closed the window before it ended */
+  const double t5 = ct_trace_iteration_begin(5);
+  ct_trace_iteration_begin(6);
+  assert_false(ct_trace_on());
+  ct_trace_iteration_end(5, t5);
   size_t len;
   char *json = ct_trace_take_json(&len);
   assert_null(strstr(json, "\"iteration 1\""));
   assert_non_null(strstr(json, "\"iteration 2\""));
+  assert_non_null(strstr(json, "\"iteration 5\""));
+  assert_null(strstr(json, "\"iteration 6\""));
   free(json);
   assert_false(ct_trace_wants(3)); /* taken */
   ct_trace_free();

@@ -196,9 +196,9 @@ double ct_trace_iteration_begin(long long iter) {
 }
 
 void ct_trace_iteration_end(long long iter, double t0) {
-  /* the window may be open for the next iteration, launched ahead of this
-   * one's end */
-  if (!ct_trace_on() || !in_window(iter)) return;
+  /* by the window, not by the recording flag: the next iteration may have
+   * been launched ahead of this one's end, opening or closing it */
+  if (!ct_trace_enabled() || g.closed || !in_window(iter)) return;
   char name[48];
   snprintf(name, sizeof name, "iteration %lld", iter);
   const ct_trace_args a = {.index_name = "iter", .index = iter};

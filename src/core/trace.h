@@ -107,9 +107,10 @@ void ct_trace_complete(ct_trace_track track, const char *cat, const char *name, 
 /* The iteration window, driven by whoever launches iterations (the
  * runtime): iteration_begin opens the window when first <= iter <= last
  * (closes it otherwise) and returns the start time; iteration_end records
- * the event "iteration N" from t0 to now on the compute track when the
- * window is open, then closes it after iteration `last`.  Call only when
- * ct_trace_enabled(). */
+ * the event "iteration N" from t0 to now on the compute track when
+ * first <= iter <= last (the next iteration, launched ahead, may have
+ * opened or closed the window since), then closes it after iteration
+ * `last`.  Call only when ct_trace_enabled(). */
 double ct_trace_iteration_begin(long long iter);
 void ct_trace_iteration_end(long long iter, double t0);
 /* Whether iteration iter is inside the window asked for (whether it is

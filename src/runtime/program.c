@@ -19,10 +19,15 @@ typedef enum {
   PROGRAM_REPLAY      /* the graphs exist */
 } program_state;
 
+/* Graph sets: one, or two while the device times of a trace are taken,
+ * whose event marks alternate between iterations (trace_gpu.h) so that an
+ * iteration may be launched while the one before it is read. */
+#define GRAPH_SETS 2
+
 typedef struct {
   int begin, end;    /* steps [begin, end) */
   bool graph;        /* a capturable segment */
-  ct_graph *g;   /* its graph once captured (NULL: captured nothing) */
+  ct_graph *g[GRAPH_SETS]; /* its graphs once captured (NULL: captured nothing) */
 } segment;
 
 struct ct_program {
@@ -39,6 +44,9 @@ struct ct_program {
   void *capture_end_user;
   bool device_times;         /* ct_program_trace_device was called */
   ct_trace_gpu *tracer;      /* the device timeline while a trace is on (GPU only), or NULL */
+  int set;                   /* the graph and event set of this run (0 without a tracer) */
+  int next_set;              /* ct_program_trace_set's */
+  bool captured[GRAPH_SETS]; /* the set's graphs were captured */
 };
 
 const char *ct_step_kind_name(ct_step_kind kind) {
@@ -62,12 +70,15 @@ ct_program *ct_program_new(ct_context *ctx, bool graphs) {
 
 static void drop_graphs(ct_program *ex) {
   bool any = false;
-  for (int i = 0; i < ex->nsegs; i++) any |= ex->segs[i].g != NULL;
+  for (int i = 0; i < ex->nsegs; i++)
+    for (int k = 0; k < GRAPH_SETS; k++) any |= ex->segs[i].g[k] != NULL;
   if (any) ct_context_sync(ex->ctx); /* no launch of them is still running */
-  for (int i = 0; i < ex->nsegs; i++) ct_graph_free(ex->segs[i].g);
+  for (int i = 0; i < ex->nsegs; i++)
+    for (int k = 0; k < GRAPH_SETS; k++) ct_graph_free(ex->segs[i].g[k]);
   free(ex->segs);
   ex->segs = NULL;
   ex->nsegs = 0;
+  for (int k = 0; k < GRAPH_SETS; k++) ex->captured[k] = false;
 }
 
 void ct_program_free(ct_program *ex) {
@@ -169,12 +180,13 @@ static ct_status capture_segment(ct_program *ex, segment *s, bool *refused, ct_e
     ct_graph_capture_abandon(ex->ctx);
     return st;
   }
-  st = ct_graph_capture_end(ex->ctx, &s->g, err);
+  st = ct_graph_capture_end(ex->ctx, &s->g[ex->set], err);
   if (st != CT_OK) *refused = true;
   return st;
 }
 
-/* Captures every graph segment and runs the whole program once. */
+/* Captures every graph segment (into the run's set) and runs the whole
+ * program once. */
 static ct_status capture_and_run(ct_program *ex, ct_error *err) {
   for (int k = 0; k < ex->nsegs; k++) {
     segment *s = &ex->segs[k];
@@ -199,16 +211,18 @@ static ct_status capture_and_run(ct_program *ex, ct_error *err) {
       if (err) *err = cerr;
       return st;
     }
-    if (s->g) ct_graph_launch(ex->ctx, s->g);
+    if (s->g[ex->set]) ct_graph_launch(ex->ctx, s->g[ex->set]);
   }
+  ex->captured[ex->set] = true;
   return CT_OK;
 }
 
 static ct_status replay(ct_program *ex, ct_error *err) {
+  if (!ex->captured[ex->set]) return capture_and_run(ex, err); /* the other set's first run */
   for (int k = 0; k < ex->nsegs; k++) {
     segment *s = &ex->segs[k];
     if (s->graph) {
-      if (s->g) ct_graph_launch(ex->ctx, s->g);
+      if (s->g[ex->set]) ct_graph_launch(ex->ctx, s->g[ex->set]);
     } else {
       CT_TRY(run_plain(ex, s->begin, s->end, false, err));
     }
@@ -220,6 +234,7 @@ static ct_status replay(ct_program *ex, ct_error *err) {
  * timeline's marks are part of the steps' work, so graphs captured without
  * them (or for other steps) are made again. */
 static ct_status trace_setup(ct_program *ex, ct_error *err) {
+  ex->set = 0;
   if (!ex->device_times || !ct_trace_enabled() || ex->ctx->device == CT_DEVICE_CPU) return CT_OK;
   if (!ex->tracer || ct_trace_gpu_steps(ex->tracer) != ex->nsteps) {
     ct_program_invalidate(ex);
@@ -228,15 +243,22 @@ static ct_status trace_setup(ct_program *ex, ct_error *err) {
     CT_TRY(ct_trace_gpu_new(&ex->tracer, ex->ctx, ex->nsteps, err));
   }
   ex->ctx->trace_gpu = ex->tracer; /* the steps' side marks go to it while they run */
+  ex->set = ex->next_set;
+  ct_trace_gpu_use(ex->tracer, ex->set);
   ct_trace_gpu_start(ex->tracer);
   return CT_OK;
 }
 
 void ct_program_trace_device(ct_program *ex) { ex->device_times = true; }
 
-ct_status ct_program_trace_collect(ct_program *ex, long long iter, ct_error *err) {
+void ct_program_trace_set(ct_program *ex, int set) {
+  CT_ASSERT(set >= 0 && set < GRAPH_SETS);
+  ex->next_set = set;
+}
+
+ct_status ct_program_trace_collect(ct_program *ex, int set, long long iter, ct_error *err) {
   if (!ex->tracer) return CT_OK;
-  return ct_trace_gpu_collect(ex->tracer, ex->steps, ex->nsteps, iter, err);
+  return ct_trace_gpu_collect(ex->tracer, set, ex->steps, ex->nsteps, iter, err);
 }
 
 static ct_status run(ct_program *ex, uint64_t signature, ct_error *err);
@@ -277,7 +299,11 @@ const ct_program_step *ct_program_steps(const ct_program *ex, int *n) {
   return ex->steps;
 }
 
-bool ct_program_steady(const ct_program *ex) { return !ex->graphs || ex->state == PROGRAM_REPLAY; }
+bool ct_program_steady(const ct_program *ex) {
+  if (!ex->graphs) return true;
+  /* with a tracer, the second set's first run captures it */
+  return ex->state == PROGRAM_REPLAY && (!ex->tracer || (ex->captured[0] && ex->captured[1]));
+}
 
 void ct_program_get_stats(const ct_program *ex, ct_program_stats *st) {
   memset(st, 0, sizeof *st);
@@ -292,8 +318,8 @@ void ct_program_get_stats(const ct_program *ex, ct_program_stats *st) {
     int n = s->end - s->begin;
     if (s->graph) {
       st->graph_steps += n;
-      if (s->g) st->graphs++;
-      st->graph_nodes += ct_graph_nodes(s->g);
+      if (s->g[0]) st->graphs++;
+      st->graph_nodes += ct_graph_nodes(s->g[0]);
     } else {
       st->plain_steps += n;
     }

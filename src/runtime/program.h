@@ -130,12 +130,17 @@ const ct_program_step *ct_program_steps(const ct_program *ex, int *n);
  * it may be launched while an earlier run is still on the device. */
 bool ct_program_steady(const ct_program *ex);
 /* Makes the program time its steps on the device while a trace is on (a
- * GPU program; the runtime's iterations, not the test passes). */
+ * GPU program; the runtime's iterations, not the test passes).  The marks
+ * alternate between two sets (0, 1: ct_program_trace_set before each run),
+ * each with its own CUDA graphs, so that a run may be launched while the
+ * one before it, of the other set, is still to be read. */
 void ct_program_trace_device(ct_program *ex);
-/* After the last run has ended on the device and before the next: its
- * device times as trace events of iteration iter (a GPU program while a
- * trace is on; a no-op otherwise).  Errors: CT_ERR_DEVICE. */
-ct_status ct_program_trace_collect(ct_program *ex, long long iter, ct_error *err);
+void ct_program_trace_set(ct_program *ex, int set);
+/* After a run of set `set` has ended on the device, and before the next
+ * run of that set: its device times as trace events of iteration iter (a
+ * GPU program while a trace is on; a no-op otherwise).  Errors:
+ * CT_ERR_DEVICE. */
+ct_status ct_program_trace_collect(ct_program *ex, int set, long long iter, ct_error *err);
 /* True unless CORTADO_CUDA_GRAPHS=0 is in the environment. */
 bool ct_program_graphs_allowed(void);
 

@@ -374,7 +374,10 @@ ct_status ct_runtime_launch(ct_runtime *rt, unsigned *seq, ct_error *err) {
     return ct_error_set(err, CT_ERR_INTERRUPTED, "stopped because another worker failed");
   if (!rt->prog) build_program(rt);
   const unsigned n = ++rt->clock.launched;
-  if (ct_trace_enabled()) rt->trace_t0[n & 1] = ct_trace_iteration_begin(rt->trace_base + n);
+  if (ct_trace_enabled()) {
+    rt->trace_t0[n & 1] = ct_trace_iteration_begin(rt->trace_base + n);
+    ct_program_trace_set(rt->prog, (int)(n & 1));
+  }
   /* requests travel inside the iteration: this one carries the wish of now */
   if (rt->reducer && ct_reducer_carries_requests(rt->reducer))
     ct_reducer_carry(rt->reducer, n, take_requests(rt));
@@ -438,9 +441,9 @@ ct_status ct_runtime_finish(ct_runtime *rt, unsigned seq, ct_rt_result *res, ct_
   memset(res, 0, sizeof *res);
   ct_status st = finish(rt, seq, res, err);
   rt->finished = seq;
-  /* a traced GPU iteration's device times (nothing was launched after it) */
+  /* a traced GPU iteration's device times (the next, if launched, marks the other set) */
   if (st == CT_OK && ct_trace_wants(rt->trace_base + seq))
-    st = ct_program_trace_collect(rt->prog, rt->trace_base + seq, err);
+    st = ct_program_trace_collect(rt->prog, (int)(seq & 1), rt->trace_base + seq, err);
   if (ct_trace_enabled()) ct_trace_iteration_end(rt->trace_base + seq, rt->trace_t0[seq & 1]);
   if (st != CT_OK) ct_runtime_drain(rt); /* an iteration launched ahead: leave nothing in flight */
   return st;
@@ -451,8 +454,6 @@ bool ct_runtime_may_launch_ahead(const ct_runtime *rt) {
     return false;
   if (!rt->prog || !ct_program_steady(rt->prog)) return false;
   if (rt->actions) return false;
-  /* a traced iteration's device times are read before the next records them */
-  if (ct_trace_wants(rt->trace_base + rt->clock.launched)) return false;
   /* Workers must decide alike: they see the same agreed actions, but a wish
    * only where it was asked (it is carried or agreed on at a finish). */
   if (!rt->reducer) return __atomic_load_n(rt->requests, __ATOMIC_SEQ_CST) == 0;

@@ -15,12 +15,21 @@ typedef struct side_marks {
   bool seen[2];
 } side_marks;
 
-struct ct_trace_gpu {
-  ct_context *ctx;
-  int nsteps;
+/* One set of marks: every iteration of one parity records into its set. */
+typedef struct mark_set {
   cudaEvent_t *compute;   /* (nsteps + 1): [0] before the first step, [i + 1] after step i */
   bool *compute_seen;     /* (nsteps + 1) recorded at least once */
   side_marks *side[CT_TRACE_GPU_STREAMS]; /* (nsteps) for the gradient and communication streams */
+} mark_set;
+
+#define SETS 2
+
+struct ct_trace_gpu {
+  ct_context *ctx;
+  int nsteps;
+  mark_set sets[SETS];
+  int set;                /* the set the running program marks */
+  cudaStream_t clock;     /* an idle stream: its events run as soon as they are recorded */
   cudaEvent_t now;        /* the clock reading's event */
   int step;               /* the step whose body runs, or -1 */
   bool begun[CT_TRACE_GPU_STREAMS]; /* the current step's first start was marked */
@@ -53,14 +62,18 @@ extern "C" ct_status ct_trace_gpu_new(ct_trace_gpu **out, ct_context *ctx, int n
   t->ctx = ctx;
   t->nsteps = nsteps;
   t->step = -1;
-  t->compute = (cudaEvent_t *)ct_xcalloc((size_t)nsteps + 1, sizeof(cudaEvent_t));
-  t->compute_seen = (bool *)ct_xcalloc((size_t)nsteps + 1, sizeof(bool));
   cudaError_t e = cudaSetDevice(ctx->device);
-  if (e == cudaSuccess) e = make_events(t->compute, nsteps + 1);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&t->clock, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = make_events(&t->now, 1);
-  for (int s = CT_TRACE_GPU_ON_GRADIENTS; e == cudaSuccess && s < CT_TRACE_GPU_STREAMS; s++) {
-    t->side[s] = (side_marks *)ct_xcalloc((size_t)nsteps, sizeof(side_marks));
-    for (int i = 0; e == cudaSuccess && i < nsteps; i++) e = make_events(t->side[s][i].ev, 2);
+  for (int k = 0; k < SETS; k++) {
+    mark_set *m = &t->sets[k];
+    m->compute = (cudaEvent_t *)ct_xcalloc((size_t)nsteps + 1, sizeof(cudaEvent_t));
+    m->compute_seen = (bool *)ct_xcalloc((size_t)nsteps + 1, sizeof(bool));
+    if (e == cudaSuccess) e = make_events(m->compute, nsteps + 1);
+    for (int s = CT_TRACE_GPU_ON_GRADIENTS; s < CT_TRACE_GPU_STREAMS; s++) {
+      m->side[s] = (side_marks *)ct_xcalloc((size_t)nsteps, sizeof(side_marks));
+      for (int i = 0; e == cudaSuccess && i < nsteps; i++) e = make_events(m->side[s][i].ev, 2);
+    }
   }
   if (e != cudaSuccess)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: cannot make the trace's CUDA events: %s",
@@ -76,14 +89,18 @@ static void destroy_events(cudaEvent_t *ev, int n) {
 extern "C" void ct_trace_gpu_free(ct_trace_gpu *t) {
   if (!t) return;
   if (t->ctx->trace_gpu == t) t->ctx->trace_gpu = NULL;
-  destroy_events(t->compute, t->nsteps + 1);
-  destroy_events(&t->now, 1);
-  for (int s = 0; s < CT_TRACE_GPU_STREAMS; s++) {
-    for (int i = 0; t->side[s] && i < t->nsteps; i++) destroy_events(t->side[s][i].ev, 2);
-    free(t->side[s]);
+  for (int k = 0; k < SETS; k++) {
+    mark_set *m = &t->sets[k];
+    destroy_events(m->compute, t->nsteps + 1);
+    for (int s = 0; s < CT_TRACE_GPU_STREAMS; s++) {
+      for (int i = 0; m->side[s] && i < t->nsteps; i++) destroy_events(m->side[s][i].ev, 2);
+      free(m->side[s]);
+    }
+    free(m->compute);
+    free(m->compute_seen);
   }
-  free(t->compute);
-  free(t->compute_seen);
+  destroy_events(&t->now, 1);
+  if (t->clock) cudaStreamDestroy(t->clock);
   free(t);
 }
 
@@ -91,9 +108,15 @@ extern "C" int ct_trace_gpu_steps(const ct_trace_gpu *t) { return t->nsteps; }
 
 static cudaStream_t compute_stream(const ct_trace_gpu *t) { return (cudaStream_t)t->ctx->stream; }
 
+extern "C" void ct_trace_gpu_use(ct_trace_gpu *t, int set) {
+  CT_ASSERT(set >= 0 && set < SETS);
+  t->set = set;
+}
+
 extern "C" void ct_trace_gpu_start(ct_trace_gpu *t) {
-  mark(t->compute[0], compute_stream(t));
-  t->compute_seen[0] = true;
+  mark_set *m = &t->sets[t->set];
+  mark(m->compute[0], compute_stream(t));
+  m->compute_seen[0] = true;
 }
 
 extern "C" void ct_trace_gpu_enter(ct_trace_gpu *t, int step) {
@@ -104,8 +127,9 @@ extern "C" void ct_trace_gpu_enter(ct_trace_gpu *t, int step) {
 
 extern "C" void ct_trace_gpu_leave(ct_trace_gpu *t, int step) {
   CT_ASSERT(step == t->step);
-  mark(t->compute[step + 1], compute_stream(t));
-  t->compute_seen[step + 1] = true;
+  mark_set *m = &t->sets[t->set];
+  mark(m->compute[step + 1], compute_stream(t));
+  m->compute_seen[step + 1] = true;
   t->step = -1;
 }
 
@@ -114,7 +138,7 @@ extern "C" void ct_trace_gpu_side(ct_context *ctx, ct_trace_gpu_stream which, bo
   if (!t || t->step < 0) return;
   CT_ASSERT(which > CT_TRACE_GPU_ON_COMPUTE && which < CT_TRACE_GPU_STREAMS);
   if (!end && t->begun[which]) return; /* a step's first start counts */
-  side_marks *m = &t->side[which][t->step];
+  side_marks *m = &t->sets[t->set].side[which][t->step];
   mark(m->ev[end], (cudaStream_t)stream);
   m->seen[end] = true;
   if (!end) t->begun[which] = true;
@@ -132,27 +156,29 @@ static bool elapsed_us(cudaEvent_t from, cudaEvent_t to, double *us) {
   return true;
 }
 
-extern "C" ct_status ct_trace_gpu_collect(ct_trace_gpu *t, const ct_program_step *steps, int nsteps,
-                                          long long iter, ct_error *err) {
-  CT_ASSERT(nsteps == t->nsteps);
-  if (!t->compute_seen[0]) return CT_OK;
-  /* the clock: a fresh event on the idle compute stream, waited for */
-  cudaError_t e = cudaEventRecord(t->now, compute_stream(t));
+extern "C" ct_status ct_trace_gpu_collect(ct_trace_gpu *t, int set, const ct_program_step *steps,
+                                          int nsteps, long long iter, ct_error *err) {
+  CT_ASSERT(nsteps == t->nsteps && set >= 0 && set < SETS);
+  const mark_set *ms = &t->sets[set];
+  if (!ms->compute_seen[0]) return CT_OK;
+  /* the clock: a fresh event on an idle stream (the next iteration may be
+   * running on the compute stream), waited for */
+  cudaError_t e = cudaEventRecord(t->now, t->clock);
   if (e == cudaSuccess) e = cudaEventSynchronize(t->now);
   if (e != cudaSuccess)
     return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: the trace's clock event failed: %s",
                         t->ctx->device, cudaGetErrorString(e));
   const double host_now = ct_trace_now();
   double back;
-  if (!elapsed_us(t->compute[0], t->now, &back)) return CT_OK;
+  if (!elapsed_us(ms->compute[0], t->now, &back)) return CT_OK;
   const double base = host_now - back; /* the trace clock at the first mark */
-  cudaEvent_t origin = t->compute[0];
+  cudaEvent_t origin = ms->compute[0];
 
   double prev = base, last = base;
   for (int i = 0; i < nsteps; i++) {
     const ct_program_step *s = &steps[i];
     double at;
-    if (!t->compute_seen[i + 1] || !elapsed_us(origin, t->compute[i + 1], &at)) continue;
+    if (!ms->compute_seen[i + 1] || !elapsed_us(origin, ms->compute[i + 1], &at)) continue;
     at += base;
     /* an all-reduce's compute-stream part is an event record: its work is
      * on the communication track */
@@ -163,7 +189,7 @@ extern "C" ct_status ct_trace_gpu_collect(ct_trace_gpu *t, const ct_program_step
     }
     prev = last = at;
     for (int w = CT_TRACE_GPU_ON_GRADIENTS; w < CT_TRACE_GPU_STREAMS; w++) {
-      const side_marks *m = &t->side[w][i];
+      const side_marks *m = &ms->side[w][i];
       double t0, t1;
       if (!m->seen[0] || !m->seen[1] || !elapsed_us(origin, m->ev[0], &t0) ||
           !elapsed_us(origin, m->ev[1], &t1))

@@ -17,16 +17,17 @@
  *
  * Inside a capture the events are recorded as external event-record nodes
  * of the graph, so that every replay records them again: iterations
- * replayed from CUDA graphs are timed like plain ones.  An event is read
- * only after its iteration has ended, and before the next one is launched
- * (the runtime does not launch ahead while a traced iteration is in
- * flight).
+ * replayed from CUDA graphs are timed like plain ones.  The marks come in
+ * two sets, which iterations use in turn (the program keeps a set of
+ * graphs for each): an iteration's set is read after it has ended, while
+ * the next one, launched ahead of that end, marks the other set.
  *
  * Clocks.  Device times become this process's trace clock (ct_trace_now)
- * at each collection: the host waits for a fresh event on the idle compute
- * stream and reads its clock; every event of the iteration is placed by its
- * elapsed time from the iteration's first mark, which sits that far before
- * the fresh one.  The error is the wait's wake-up latency (microseconds). */
+ * at each collection: the host waits for a fresh event on a stream of its
+ * own that has no other work (so the event runs at once) and reads its
+ * clock; every event of the iteration is placed by its elapsed time from
+ * the iteration's first mark, which sits that far before the fresh one.
+ * The error is the wait's wake-up latency (microseconds). */
 #ifndef CT_RUNTIME_TRACE_GPU_H
 #define CT_RUNTIME_TRACE_GPU_H
 
@@ -57,6 +58,8 @@ ct_status ct_trace_gpu_new(ct_trace_gpu **out, ct_context *ctx, int nsteps, ct_e
 void ct_trace_gpu_free(ct_trace_gpu *t);
 int ct_trace_gpu_steps(const ct_trace_gpu *t);
 
+/* The set (0 or 1) the next run marks. */
+void ct_trace_gpu_use(ct_trace_gpu *t, int set);
 /* The program's run begins: the mark before its first step. */
 void ct_trace_gpu_start(ct_trace_gpu *t);
 /* Step i is about to enqueue its work: side marks go to it. */
@@ -69,13 +72,13 @@ void ct_trace_gpu_leave(ct_trace_gpu *t, int step);
  * A no-op when ctx has no timeline. */
 void ct_trace_gpu_side(ct_context *ctx, ct_trace_gpu_stream which, bool end, void *stream);
 
-/* After the iteration whose steps these are has ended (and before another
- * is launched): its events as trace events of iteration iter (an
+/* After the iteration that marked `set` has ended (and before another
+ * marks it): its events as trace events of iteration iter (an
  * "iteration N" span on the GPU compute track enclosing the steps, weight
  * gradients, all-reduces with bytes and bucket).  Steps that marked
  * nothing are left out.  Errors: CT_ERR_DEVICE. */
-ct_status ct_trace_gpu_collect(ct_trace_gpu *t, const ct_program_step *steps, int nsteps,
-                               long long iter, ct_error *err);
+ct_status ct_trace_gpu_collect(ct_trace_gpu *t, int set, const ct_program_step *steps,
+                               int nsteps, long long iter, ct_error *err);
 
 #ifdef __cplusplus
 }
