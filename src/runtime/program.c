@@ -137,7 +137,9 @@ static ct_status run_plain(ct_program *ex, int begin, int end, bool watch, ct_er
     if (ex->tracer) ct_trace_gpu_enter(ex->tracer, i);
     if (ct_trace_on()) CT_TRY(run_traced(ex, s, err));
     else CT_TRY(s->run(s->user, s->arg, err));
-    if (ex->tracer) ct_trace_gpu_leave(ex->tracer, i);
+    /* an all-reduce's compute-stream part is an event record: its time is
+     * the communication stream's */
+    if (ex->tracer) ct_trace_gpu_leave(ex->tracer, i, !s->idle && s->kind != CT_STEP_REDUCE);
     if (watch) ex->waited[i] = ct_gpu_host_waits() != before;
   }
   return CT_OK;

@@ -88,6 +88,8 @@ typedef struct ct_program_step {
   ct_step_kind kind;
   const char *type;    /* a layer step's layer type, for traces (borrowed; NULL: none) */
   size_t bytes;        /* data the step moves (an all-reduce's bucket), for traces; 0: none */
+  bool idle;           /* enqueues no device work (a layer pass another layer computes): a
+                          GPU trace times nothing after it */
 } ct_program_step;
 
 typedef struct ct_program ct_program;

@@ -62,7 +62,8 @@ void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool
     else
       ct_program_add(p, (ct_program_step){.run = step_forward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
-                                          .kind = CT_STEP_FORWARD, .type = l->ops->type});
+                                          .kind = CT_STEP_FORWARD, .type = l->ops->type,
+                                          .idle = l->absorbed || l->forward_absorbed});
     if (after) after(user, p, i);
   }
 }
@@ -104,7 +105,8 @@ void ct_steps_backward_range(ct_program *p, ct_net *net, int first, int end,
     if (net->layer_need_backward[i])
       ct_program_add(p, (ct_program_step){.run = step_backward, .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
-                                          .kind = CT_STEP_BACKWARD, .type = l->ops->type});
+                                          .kind = CT_STEP_BACKWARD, .type = l->ops->type,
+                                          .idle = l->absorbed || l->backward_absorbed});
     if (seed) {
       ct_program_step unseed = s;
       unseed.arg = -(i + 1);

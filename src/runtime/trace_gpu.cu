@@ -125,11 +125,13 @@ extern "C" void ct_trace_gpu_enter(ct_trace_gpu *t, int step) {
   for (int s = 0; s < CT_TRACE_GPU_STREAMS; s++) t->begun[s] = false;
 }
 
-extern "C" void ct_trace_gpu_leave(ct_trace_gpu *t, int step) {
+extern "C" void ct_trace_gpu_leave(ct_trace_gpu *t, int step, bool marked) {
   CT_ASSERT(step == t->step);
-  mark_set *m = &t->sets[t->set];
-  mark(m->compute[step + 1], compute_stream(t));
-  m->compute_seen[step + 1] = true;
+  if (marked) {
+    mark_set *m = &t->sets[t->set];
+    mark(m->compute[step + 1], compute_stream(t));
+    m->compute_seen[step + 1] = true;
+  }
   t->step = -1;
 }
 
@@ -178,16 +180,13 @@ extern "C" ct_status ct_trace_gpu_collect(ct_trace_gpu *t, int set, const ct_pro
   for (int i = 0; i < nsteps; i++) {
     const ct_program_step *s = &steps[i];
     double at;
-    if (!ms->compute_seen[i + 1] || !elapsed_us(origin, ms->compute[i + 1], &at)) continue;
-    at += base;
-    /* an all-reduce's compute-stream part is an event record: its work is
-     * on the communication track */
-    if (s->kind != CT_STEP_REDUCE) {
+    if (ms->compute_seen[i + 1] && elapsed_us(origin, ms->compute[i + 1], &at)) {
+      at += base;
       const ct_trace_args a = {.type = s->type};
       const char *kind = ct_step_kind_name(s->kind);
       ct_trace_complete(CT_TRACE_GPU_COMPUTE, kind, s->what ? s->what : kind, prev, at, &a);
+      prev = last = at;
     }
-    prev = last = at;
     for (int w = CT_TRACE_GPU_ON_GRADIENTS; w < CT_TRACE_GPU_STREAMS; w++) {
       const side_marks *m = &ms->side[w][i];
       double t0, t1;

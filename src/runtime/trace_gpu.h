@@ -7,7 +7,9 @@
  *
  *   compute stream  one event after the step's work (and one before the
  *                   program's first step): step i ran from the mark before
- *                   it to its own, waits for the other streams included;
+ *                   it to its own, waits for the other streams included
+ *                   (steps with no work of their own are not marked: a
+ *                   marker costs about 2 us of the GPU's time);
  *   gradient stream a layer's weight-gradient work, from the first
  *                   ct_context_grad_begin of its step to its last
  *                   ct_context_grad_step;
@@ -64,8 +66,10 @@ void ct_trace_gpu_use(ct_trace_gpu *t, int set);
 void ct_trace_gpu_start(ct_trace_gpu *t);
 /* Step i is about to enqueue its work: side marks go to it. */
 void ct_trace_gpu_enter(ct_trace_gpu *t, int step);
-/* Step i has enqueued its work: the compute stream's mark after it. */
-void ct_trace_gpu_leave(ct_trace_gpu *t, int step);
+/* Step i has enqueued its work: the compute stream's mark after it, unless
+ * !mark (a step with no compute-stream work of its own: the next step's
+ * span starts at the mark before it, and it has no span of its own). */
+void ct_trace_gpu_leave(ct_trace_gpu *t, int step, bool mark);
 
 /* From a step's body: the start (end = false) or the end of its work on a
  * side stream (cudaStream_t).  A step's first start and last end count.

@@ -12,7 +12,7 @@ int ct_trace_gpu_steps(const ct_trace_gpu *t) { return 0; }
 void ct_trace_gpu_use(ct_trace_gpu *t, int set) {}
 void ct_trace_gpu_start(ct_trace_gpu *t) {}
 void ct_trace_gpu_enter(ct_trace_gpu *t, int step) {}
-void ct_trace_gpu_leave(ct_trace_gpu *t, int step) {}
+void ct_trace_gpu_leave(ct_trace_gpu *t, int step, bool mark) {}
 void ct_trace_gpu_side(ct_context *ctx, ct_trace_gpu_stream which, bool end, void *stream) {}
 ct_status ct_trace_gpu_collect(ct_trace_gpu *t, int set, const ct_program_step *steps,
                                int nsteps, long long iter, ct_error *err) {
