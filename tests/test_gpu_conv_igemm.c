@@ -137,7 +137,9 @@ static void test_fused_relu(void **state) {
   tu_layer_case cpu, gpu;
   tu_layer_case_init(&cpu, &st.lp, CT_DEVICE_CPU, CT_PHASE_TRAIN, c.shape, 1);
   cd_gpu_case(&gpu, &st.lp, CT_PHASE_TRAIN, c.shape, 1, false, false);
-  assert_true(ct_conv_cudnn_absorb_relu(gpu.l));
+  bool backward_too = true;
+  assert_true(ct_conv_cudnn_absorb_relu(gpu.l, true, &backward_too));
+  assert_false(backward_too); /* a float32 layer: the ReLU keeps its backward */
   ct_tensor_copy_data(gpu.bottom[0], cpu.bottom[0]);
   for (int i = 0; i < cpu.l->nparams; i++) ct_tensor_copy_data(gpu.l->params[i], cpu.l->params[i]);
   tu_forward(&cpu);

@@ -50,40 +50,51 @@ static void test_gpu_fuse_plain_kernels(void **state) {
  * the GPU, on the CPU and on the GPU in bfloat16, the top, the input gradient and every parameter
  * gradient over two accumulated passes. */
 static void test_gpu_fuse_conv_relu(void **state) {
-  static const char text[] =
+  static const char fmt[] =
       "name: 'cr' force_backward: true\n"
       "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
       "  input_param { shape { dim: 6 dim: 3 dim: 7 dim: 6 } shape { dim: 6 } } }\n"
       "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1'\n"
-      "  convolution_param { num_output: 5 kernel_size: 3 pad: 1\n"
+      "  convolution_param { num_output: %d kernel_size: 3 pad: 1\n"
       "    weight_filler { type: 'gaussian' std: 0.3 }\n"
       "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
       "layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }\n"
       "layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2'\n"
-      "  convolution_param { num_output: 4 kernel_size: 3 stride: 2\n"
+      "  convolution_param { num_output: %d kernel_size: 3 stride: 2\n"
       "    weight_filler { type: 'gaussian' std: 0.3 }\n"
       "    bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }\n"
       "layer { name: 'relu2' type: 'ReLU' bottom: 'c2' top: 'c2' }\n"
       "layer { name: 'ip' type: 'InnerProduct' bottom: 'c2' top: 'ip'\n"
       "  inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
       "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }\n";
-  for (int k = 0; k < 3; k++) {
+  /* 5 and 4 channels, and 16 and 8: 16-byte vectors in the passes */
+  char text[sizeof fmt + 8], wide[sizeof fmt + 8];
+  snprintf(text, sizeof text, fmt, 5, 4);
+  snprintf(wide, sizeof wide, fmt, 16, 8);
+  for (int k = 0; k < 4; k++) {
     ct_context ca, cb;
     rn_gpu_context(&ca, 13);
     if (k == 1) assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 13, NULL), CT_OK);
     else rn_gpu_context(&cb, 13);
-    if (k == 2) { /* bfloat16 channels-last: the ReLU in the bias pass (the same roundings) */
+    const bool half = k >= 2;
+    if (half) { /* bfloat16 channels-last: the ReLU's forward in the bias pass (the same
+                   roundings), its backward in the bias gradient's pass */
       ca.precision = cb.precision = CT_BF16;
       ca.precision_given = cb.precision_given = true;
     }
-    ct_net *a = fz_net(text, &ca, true), *b = fz_net(text, &cb, false);
-    int fused = 0, unfused = 0;
-    for (int i = 0; i < a->nlayers; i++) fused += a->layers[i]->forward_absorbed;
-    for (int i = 0; i < b->nlayers; i++) unfused += b->layers[i]->forward_absorbed;
-    assert_int_equal(fused, 2);
+    const char *net = k == 3 ? wide : text;
+    ct_net *a = fz_net(net, &ca, true), *b = fz_net(net, &cb, false);
+    int fused = 0, both = 0, unfused = 0;
+    for (int i = 0; i < a->nlayers; i++) {
+      fused += a->layers[i]->forward_absorbed;
+      both += a->layers[i]->absorbed;
+    }
+    for (int i = 0; i < b->nlayers; i++) unfused += b->layers[i]->forward_absorbed + b->layers[i]->absorbed;
+    assert_int_equal(fused, half ? 0 : 2);
+    assert_int_equal(both, half ? 2 : 0);
     assert_int_equal(unfused, 0);
-    if (k == 2) assert_int_equal(ct_net_blob(a, "c2")->layout, CT_NHWC);
-    fz_compare_passes(a, b, "c2", 2, true, k == 1 ? 1e-3 : k == 2 ? 1e-2 : k_tol);
+    if (half) assert_int_equal(ct_net_blob(a, "c2")->layout, CT_NHWC);
+    fz_compare_passes(a, b, "c2", 2, true, k == 1 ? 1e-3 : half ? 1e-2 : k_tol);
     ct_net_free(a);
     ct_net_free(b);
     ct_context_free(&ca);

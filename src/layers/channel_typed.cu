@@ -23,7 +23,7 @@ __global__ static void affine_k(I n, ct_channel_geom g, const T *x, const float 
   const I C = (I)g.C, S = (I)g.S;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)blockDim.x * gridDim.x) {
     const I c = g.nhwc ? i % C : i / S % C;
-    float v = ct_ld(x[i]) * a[c];
+    float v = a ? ct_ld(x[i]) * a[c] : ct_ld(x[i]);
     if (b) v += b[c];
     if (relu) v = fmaxf(v, 0.0f);
     if (gate && !(ct_ld(gate[i]) > 0.0f)) v = 0.0f;
@@ -49,7 +49,7 @@ __global__ static void affine_vec_k(unsigned nv, unsigned C, unsigned S, const T
 #pragma unroll
     for (unsigned j = 0; j < V; j++) {
       const unsigned c = INNER ? c0 + j : c0;
-      float v = ct_ld(ex[j]) * a[c];
+      float v = a ? ct_ld(ex[j]) * a[c] : ct_ld(ex[j]);
       if (b) v += b[c];
       if (relu) v = fmaxf(v, 0.0f);
       if (gate && !(ct_ld(eg[j]) > 0.0f)) v = 0.0f;
@@ -77,7 +77,7 @@ __global__ static void sums_nchw_k(ct_channel_geom g, const T *dy, const T *x, c
     const float v = gate && !(ct_ld(gate[i]) > 0.0f) ? 0.0f : ct_ld(dy[i]);
     s += v;
     if (want_dot) d += v * ct_ld(x[i]);
-    if (dx) dx[i] = ct_st<T>(a[c] * v);
+    if (dx) dx[i] = ct_st<T>(a ? a[c] * v : v);
   }
   sd[threadIdx.x] = d;
   ss[threadIdx.x] = s;
@@ -112,7 +112,7 @@ __global__ static void sums_k(ct_channel_geom g, const T *dy, const T *x, const 
       const float v = gate && !(ct_ld(gate[i]) > 0.0f) ? 0.0f : ct_ld(dy[i]);
       s += v;
       if (want_dot) d += v * ct_ld(x[i]);
-      if (dx) dx[i] = ct_st<T>(a[c] * v);
+      if (dx) dx[i] = ct_st<T>(a ? a[c] * v : v);
     }
   sd[threadIdx.y][threadIdx.x] = d;
   ss[threadIdx.y][threadIdx.x] = s;
@@ -144,7 +144,8 @@ __global__ static void sums_vec_k(ct_channel_geom g, const T *dy, const T *x, co
   const size_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
   float d[V], s[V], av[V];
 #pragma unroll
-  for (unsigned j = 0; j < V; j++) d[j] = s[j] = 0.0f, av[j] = dx && cv < CV ? a[cv * V + j] : 0.0f;
+  for (unsigned j = 0; j < V; j++)
+    d[j] = s[j] = 0.0f, av[j] = !dx || cv >= CV ? 0.0f : a ? a[cv * V + j] : 1.0f;
   if (cv < CV)
     for (size_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
       const size_t i = r * CV + cv;
@@ -181,14 +182,33 @@ __global__ static void sums_vec_k(ct_channel_geom g, const T *dy, const T *x, co
   }
 }
 
+/* The splits' partial sums added per channel: block (x, y) of FINISH_COLS
+ * channels by FINISH_ROWS groups of splits, thread (x, y) adding splits y,
+ * y + FINISH_ROWS, ... of channel x (a warp reads neighbouring channels),
+ * then thread (x, 0) the groups in order: the same bits on every run.  (A
+ * thread per channel walking every split serially was a chain of 1,512
+ * dependent loads for SqueezeNet's 16-channel squeeze layers at batch 64.) */
+#define FINISH_COLS 32
+#define FINISH_ROWS 32
 __global__ static void finish_k(size_t C, unsigned splits, const float *partial, bool accumulate,
                                 float *dot, float *sum) {
-  const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sd[FINISH_ROWS][FINISH_COLS + 1], ss[FINISH_ROWS][FINISH_COLS + 1];
+  const size_t c = (size_t)blockIdx.x * FINISH_COLS + threadIdx.x;
   float d = 0.0f, s = 0.0f;
-  for (unsigned k = 0; k < splits; k++) {
-    d += partial[(size_t)k * C + c];
-    s += partial[((size_t)splits + k) * C + c];
+  if (c < C) {
+#pragma unroll 4
+    for (unsigned k = threadIdx.y; k < splits; k += FINISH_ROWS) {
+      d += partial[(size_t)k * C + c];
+      s += partial[((size_t)splits + k) * C + c];
+    }
+  }
+  sd[threadIdx.y][threadIdx.x] = d;
+  ss[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int k = 1; k < FINISH_ROWS; k++) {
+    d += sd[k][threadIdx.x];
+    s += ss[k][threadIdx.x];
   }
   if (dot) dot[c] = accumulate ? dot[c] + d : d;
   if (sum) sum[c] = accumulate ? sum[c] + s : s;
@@ -314,7 +334,7 @@ extern "C" void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, c
                       a, (float *)dx, scratch);
   }
   CT_CUDA_LAUNCH_CHECK();
-  finish_k<<<(unsigned)((g->C + 255) / 256), 256, 0, st>>>(g->C, splits, scratch, accumulate, dot,
-                                                          sum);
+  finish_k<<<(unsigned)((g->C + FINISH_COLS - 1) / FINISH_COLS), dim3(FINISH_COLS, FINISH_ROWS), 0,
+             st>>>(g->C, splits, scratch, accumulate, dot, sum);
   CT_CUDA_LAUNCH_CHECK();
 }

@@ -31,10 +31,10 @@ static inline ct_channel_geom ct_channel_geom_of(const ct_layer *l, const ct_ten
   return g;
 }
 
-/* y = x * a[c] (+ b[c] when b is not NULL), then max(y, 0) with relu, and 0
- * where gate (a tensor of the same type and shape; may be NULL) is not
- * above 0: the gradient through a fused ReLU, gate being its output.  y
- * may be x. */
+/* y = x * a[c] (x when a is NULL; + b[c] when b is not NULL), then
+ * max(y, 0) with relu, and 0 where gate (a tensor of the same type and
+ * shape; may be NULL) is not above 0: the gradient through a fused ReLU,
+ * gate being its output.  y may be x. */
 void ct_channel_affine_gpu(ct_context *ctx, const ct_channel_geom *g, const void *x,
                            const float *a, const float *b, bool relu, const void *gate, void *y);
 /* Floats of scratch ct_channel_sums_gpu needs for C channels. */
@@ -43,8 +43,8 @@ size_t ct_channel_sums_scratch(size_t C);
  * is not NULL; x read only then) and sum[c] (+)= sum of dy (when sum is
  * not NULL), added to what they hold with accumulate, else overwriting
  * them; dy counts as 0 where gate (may be NULL) is not above 0.  When dx is
- * not NULL, also dx = a[c] * dy (that same gated dy) in the same pass over
- * memory; dx may be dy.  Deterministic: partial sums in scratch, added in a
+ * not NULL, also dx = a[c] * dy (that same gated dy; a NULL: 1) in the same
+ * pass over memory; dx may be dy.  Deterministic: partial sums in scratch, added in a
  * fixed order. */
 void ct_channel_sums_gpu(ct_context *ctx, const ct_channel_geom *g, const void *dy, const void *x,
                          const void *gate, float *scratch, bool accumulate, float *dot,

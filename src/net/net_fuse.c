@@ -5,7 +5,9 @@
  * On a GPU, a Convolution followed by a ReLU (slope 0) in place on its top:
  * the convolution adds its bias and clamps in one pass (layers/conv/conv_cudnn.h),
  * the ReLU is marked forward_absorbed and keeps its backward, which reads
- * the same top either way.
+ * the same top either way; a 16-bit convolution takes the backward too, in
+ * the pass that sums its bias gradient, and the ReLU is absorbed (not in
+ * nets whose callers read blob gradients, ct_net_opts.keep_blob_diffs).
  *
  * On a GPU, a Pooling (MAX or AVE, Cortado's kernels) and a ReLU in place
  * on its top: the pooling clamps its output and passes gradients only
@@ -108,10 +110,16 @@ ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err) {
   if (si < 1) return CT_OK;
   int bi = si - 1;
   ct_layer *before = net->layers[bi], *self = net->layers[si];
-  if (relu_in_place_after(net, bi, si) && ct_conv_absorb_relu(before)) {
-    self->forward_absorbed = true;
+  /* (its backward too unless callers may run backward passes that stop
+   * between the two: pycaffe's net.backward(end=...)) */
+  bool backward_too = false;
+  if (relu_in_place_after(net, bi, si) &&
+      ct_conv_absorb_relu(before, !net->exact_blobs, &backward_too)) {
+    if (backward_too) self->absorbed = true;
+    else self->forward_absorbed = true;
     if (!quiet)
-      LOG_INFO("%s computes %s's forward too (Convolution + ReLU fused)", before->name, self->name);
+      LOG_INFO("%s computes %s%s too (Convolution + ReLU fused)", before->name, self->name,
+               backward_too ? "" : "'s forward");
     return CT_OK;
   }
   /* (not for callers that read the blobs' gradients: the ReLU's bottom

@@ -65,15 +65,16 @@ extern const ct_conv_backend ct_conv_backend_gpu; /* conv_common.cu */
 size_t ct_bias_grad_scratch(int B, int C, size_t S);
 /* dbias (C) += sum over b, s of dx (B, C, S) on ctx's stream, the same bits
  * on every run: partial sums over slices of each channel's B*S values into
- * scratch (ct_bias_grad_scratch floats), then their sum in a fixed order.
- * B*S must be below 2^32. */
+ * scratch (ct_bias_grad_scratch floats), then their sum in a fixed order
+ * (S = 1, rows of channels: ct_channel_sums_gpu's).  B*S must be below
+ * 2^32. */
 void ct_bias_grad_gpu(ct_context *ctx, const float *dx, int B, int C, size_t S, float *scratch,
                       float *dbias);
 /* The same over dx of any element type (the sums in float32). */
 void ct_bias_grad_gpu_typed(ct_context *ctx, ct_dtype type, const void *dx, int B, int C,
                             size_t S, float *scratch, float *dbias);
 /* y (B, C, S) of a 16-bit type += bias (C, float32), then max(., 0) when
- * relu; fewer than 2^32 values. */
+ * relu (ct_channel_affine_gpu's pass). */
 void ct_bias_add_gpu_typed(ct_context *ctx, ct_dtype type, const float *bias, int B, int C,
                            size_t S, bool relu, void *y);
 /* y = max(y + bias[c], 0) over a (B, C, S) array (fewer than 2^32 values),
@@ -117,6 +118,7 @@ typedef struct ct_conv {
   bool bias_term;
   bool relu_fused;    /* set by the net (ct_conv_cudnn_absorb_relu): the cuDNN forward also
                          applies the ReLU in place on the top that follows */
+  bool relu_bwd_fused; /* and the backward starts with the ReLU's (16-bit layers) */
   bool bias_deferred; /* set by the net (ct_conv_cudnn_defer_bias): the cuDNN forward leaves
                          the bias out; the MAX Pooling that reads the top adds it */
   bool is_1x1;        /* 1x1 kernel, stride 1, pad 0: no im2col */
@@ -145,9 +147,10 @@ typedef struct ct_conv {
 } ct_conv;
 
 /* Net fusion: Convolution conv (set up) applies the in-place ReLU after it
- * in its forward; false, changing nothing, where it cannot (not on a GPU, or
- * see ct_conv_cudnn_absorb_relu). */
-bool ct_conv_absorb_relu(ct_layer *conv);
+ * in its forward, and *backward_too says whether in its backward as well
+ * (only where backward_ok); false, changing nothing, where it cannot (not
+ * on a GPU, or see ct_conv_cudnn_absorb_relu). */
+bool ct_conv_absorb_relu(ct_layer *conv, bool backward_ok, bool *backward_too);
 /* ct_conv_cudnn_defer_bias for a Convolution on a GPU (false elsewhere). */
 bool ct_conv_defer_bias(ct_layer *conv);
 

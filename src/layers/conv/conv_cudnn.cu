@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/channel_typed.h"
 #include "layers/conv/conv_algos.h"
 #include "layers/conv/conv_common.h"
 #include "layers/conv/conv_cudnn.h"
@@ -334,10 +335,13 @@ static ct_status plan(ct_layer *l, conv_cudnn *s, const ct_conv *c, ct_error *er
   const int *top_dims = c->reverse ? g.xdims : g.ydims;
   s->top_spatial = 1;
   for (int i = 0; i < g.nd; i++) s->top_spatial *= (size_t)top_dims[2 + i];
-  const size_t bias_count =
+  size_t bias_count =
       !c->bias_term ? 0
       : s->nhwc     ? ct_bias_grad_scratch(c->num * (int)s->top_spatial, c->num_output, 1)
                     : ct_bias_grad_scratch(c->num, c->num_output, s->top_spatial);
+  /* a 16-bit layer may take the ReLU's backward (ct_conv_cudnn_absorb_relu) */
+  if (c->bias_term && half && ct_channel_sums_scratch((size_t)c->num_output) > bias_count)
+    bias_count = ct_channel_sums_scratch((size_t)c->num_output);
   if (bias_count > s->bias_scratch_count) {
     if (s->bias_scratch) ct_mem_free(l->ctx->device, s->bias_scratch);
     s->bias_scratch = (float *)ct_mem_alloc(l->ctx->device, bias_count * sizeof(float));
@@ -453,12 +457,16 @@ static void weight_grad(ct_context *ctx, const conv_cudnn *s, const float *x, co
                                                 s->w, dw));
 }
 
-extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l) {
+extern "C" bool ct_conv_cudnn_absorb_relu(ct_layer *l, bool backward_ok, bool *backward_too) {
   ct_conv *c = (ct_conv *)l->priv;
+  const conv_cudnn *s = (const conv_cudnn *)l->gpu_priv;
   /* 16-bit layers clamp in the pass that adds their bias (forward16) */
-  if (!l->gpu_priv || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
+  if (!s || c->reverse || !c->bias_term || l->nbottom != 1 || c->relu_fused) return false;
   if ((size_t)c->num * c->y_channels * c->y_spatial > 0xffffffffu) return false;
   c->relu_fused = true;
+  /* and gate the gradient in the pass that sums the bias's (backward16) */
+  c->relu_bwd_fused = backward_ok && s->type != CT_F32;
+  *backward_too = c->relu_bwd_fused;
   return true;
 }
 
@@ -534,7 +542,17 @@ static void forward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *c
 static void backward16(ct_layer *l, const ct_conv *c, conv_cudnn *s, ct_tensor *const *top,
                        const bool *propagate_down, ct_tensor *const *bottom) {
   const bool wgrad = l->param_propagate_down[0];
-  const bool bgrad = c->bias_term && l->param_propagate_down[1];
+  bool bgrad = c->bias_term && l->param_propagate_down[1];
+  if (c->relu_bwd_fused) {
+    /* the ReLU's backward, in place, and the bias gradient in the same pass,
+     * on the compute stream before the gradient stream forks */
+    CT_ASSERT(l->nbottom == 1 && c->relu_fused);
+    const ct_channel_geom g = {s->type, s->nhwc, (size_t)c->num, (size_t)c->num_output,
+                               s->top_spatial};
+    ct_channel_sums_gpu(l->ctx, &g, top[0]->diff, NULL, top[0]->data, s->bias_scratch, true, NULL,
+                        bgrad ? (float *)l->params[1]->diff : NULL, NULL, top[0]->diff);
+    bgrad = false;
+  }
   ct_context *pctx = (wgrad || bgrad) && s->wgrad_side ? ct_context_grad_begin(l->ctx) : l->ctx;
   for (int i = 0; i < l->nbottom; i++) {
     if (!propagate_down[i]) continue;

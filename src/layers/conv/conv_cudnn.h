@@ -47,10 +47,13 @@ bool ct_conv_cudnn_prepare(ct_layer *l, ct_context *side, bool bottom_grad);
  * y = max(conv(x) + bias, 0), the ReLU (negative_slope 0) that follows it in
  * place, adding the bias and clamping in one pass (ct_bias_relu_gpu; in 16
  * bits ct_bias_add_gpu_typed) instead of two; the ReLU layer's forward then
- * does nothing and its backward stays
- * as it is.  Returns false, changing nothing, unless cuDNN runs l and l is a
- * Convolution with a bias and one bottom. */
-bool ct_conv_cudnn_absorb_relu(ct_layer *l);
+ * does nothing.  A 16-bit layer takes the ReLU's backward too where
+ * backward_ok (*backward_too): its backward first zeroes the top's
+ * gradient where the top is not above 0, in the pass that sums the bias
+ * gradient (ct_channel_sums_gpu), and the ReLU does nothing either way;
+ * otherwise the ReLU's backward stays as it is.  Returns false, changing nothing,
+ * unless cuDNN runs l and l is a Convolution with a bias and one bottom. */
+bool ct_conv_cudnn_absorb_relu(ct_layer *l, bool backward_ok, bool *backward_too);
 /* Net fusion (net_fuse.c): the forward of Convolution l leaves its bias
  * out, for the MAX Pooling that alone reads its top to add (the maximum
  * of a window plus a constant is the maximum of the window's values plus

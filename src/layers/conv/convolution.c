@@ -14,10 +14,11 @@
 
 extern const ct_layer_ops ct_convolution_ops;
 
-bool ct_conv_absorb_relu(ct_layer *conv) {
+bool ct_conv_absorb_relu(ct_layer *conv, bool backward_ok, bool *backward_too) {
+  *backward_too = false;
   if (conv->ops != &ct_convolution_ops || conv->ctx->device == CT_DEVICE_CPU) return false;
 #ifdef CORTADO_HAVE_CUDA
-  return ct_conv_cudnn_absorb_relu(conv);
+  return ct_conv_cudnn_absorb_relu(conv, backward_ok, backward_too);
 #else
   return false;
 #endif
