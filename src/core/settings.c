@@ -68,7 +68,7 @@ static const ct_setting_info k_settings[] = {
      "`1`: deterministic cuDNN convolution algorithms only: two runs give the same bits (may "
      "be slower)"},
     {"CORTADO_CUDNN_WORKSPACE_MB", I, USER, NULL, NULL, 0, 16777216, NULL,
-     "cuDNN workspace limit in MiB (default min(1 GiB, a quarter of free memory))"},
+     "cuDNN workspace limit in MiB (default min(2 GiB, a quarter of free memory))"},
     {"CORTADO_COMM_TIMEOUT", N, USER, "300", NULL, 1e-3, 1e9, "--comm_timeout",
      "seconds a collective may wait before the run is stopped"},
     {"CORTADO_LOG_ALL_RANKS", B, USER, "0", NULL, 0, 0, NULL,
