@@ -46,9 +46,11 @@ static void test_gpu_fuse_plain_kernels(void **state) {
 }
 
 /* Two cuDNN convolutions with biases, each followed by a ReLU in place,
- * then an InnerProduct: fused (ReLU forwards absorbed) against unfused on
- * the GPU, on the CPU and on the GPU in bfloat16, the top, the input gradient and every parameter
- * gradient over two accumulated passes. */
+ * then an InnerProduct: fused against unfused on the GPU and on the CPU
+ * (float32: the ReLUs' forwards absorbed), and on the GPU in bfloat16 with
+ * 5 and 4 channels and with 16 and 8 (the ReLUs absorbed both ways): the
+ * top, the input gradient and every parameter gradient over two
+ * accumulated passes. */
 static void test_gpu_fuse_conv_relu(void **state) {
   static const char fmt[] =
       "name: 'cr' force_backward: true\n"
