@@ -2,12 +2,22 @@
  * the shim's, with messages naming the back end, the operation and the rank. */
 #include "parallel/comm_gloo.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A message header that probe has taken from the transport and recv has not
+ * yet: its sender, tag and length in floats. */
+typedef struct probed {
+  int peer, tag;
+  size_t count;
+} probed;
 
 typedef struct gloo_comm {
   ct_gloo_context *ctx;
   int aborted;
+  probed *probed; /* oldest first */
+  int nprobed, cap;
 } gloo_comm;
 
 static ct_status op_failed(ct_comm *c, const char *op, ct_error *err) {
@@ -75,12 +85,156 @@ static void gloo_abort(ct_comm *c) {
 static void gloo_destroy(ct_comm *c) {
   gloo_comm *g = c->priv;
   ct_gloo_context_free(g->ctx);
+  free(g->probed);
   free(g);
   free(c);
 }
 
-static const ct_comm_ops k_gloo_ops = {"gloo",       gloo_allreduce, gloo_broadcast, gloo_host_f64,
-                                       gloo_barrier, gloo_wait,      gloo_abort,     gloo_destroy};
+/* ---------------------------------------------------------------- point to point
+ *
+ * Gloo has no probe and a receive must name the byte count, so each message
+ * goes as a header (magic, tag, length in floats) in the tag's header slot,
+ * then its floats in the tag's payload slot (none for 0 floats).  Messages
+ * from one rank in one slot arrive in order, so the k-th payload follows the
+ * k-th header.  probe takes the next header from whichever rank sends first
+ * and keeps it for the recv that names that rank and tag.  One thread
+ * receives a tag at a time. */
+#define P2P_MAGIC 0x50544743u /* "CGTP" */
+static uint64_t header_slot(int tag) { return (UINT64_C(0x70) << 56) | (uint32_t)tag; }
+static uint64_t payload_slot(int tag) { return (UINT64_C(0x71) << 56) | (uint32_t)tag; }
+
+typedef struct p2p_header {
+  uint32_t magic, tag, count_lo, count_hi;
+} p2p_header;
+
+static p2p_header header_of(int tag, size_t count) {
+  return (p2p_header){P2P_MAGIC, (uint32_t)tag, (uint32_t)count, (uint32_t)((uint64_t)count >> 32)};
+}
+
+/* A send in flight: its header (which must outlive the send) and both parts. */
+typedef struct gloo_isend_req {
+  p2p_header h;
+  ct_gloo_send_req *head, *body;
+} gloo_isend_req;
+
+static ct_status gloo_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
+                            ct_error *err) {
+  gloo_comm *g = c->priv;
+  *req = NULL;
+  CT_TRY(check_usable(c, "send", err));
+  CT_ASSERT(peer >= 0 && peer < c->size && peer != c->rank && tag >= 0);
+  gloo_isend_req *r = ct_xcalloc(1, sizeof *r);
+  r->h = header_of(tag, count);
+  if (ct_gloo_isend(g->ctx, &r->h, sizeof r->h, peer, header_slot(tag), &r->head, err) != CT_OK ||
+      ct_gloo_isend(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), &r->body, err) !=
+          CT_OK) {
+    ct_error dropped;
+    ct_gloo_send_wait(g->ctx, r->head, &dropped);
+    free(r);
+    return op_failed(c, "send", err);
+  }
+  *req = r;
+  return CT_OK;
+}
+
+static ct_status gloo_send_wait(ct_comm *c, void *req, ct_error *err) {
+  gloo_comm *g = c->priv;
+  gloo_isend_req *r = req;
+  if (!r) return CT_OK;
+  ct_status st = ct_gloo_send_wait(g->ctx, r->head, err);
+  ct_error second;
+  const ct_status st2 = ct_gloo_send_wait(g->ctx, r->body, st == CT_OK ? err : &second);
+  free(r);
+  if (st == CT_OK) st = st2;
+  return st == CT_OK ? CT_OK : op_failed(c, "send", err);
+}
+
+static ct_status gloo_send(ct_comm *c, const float *buf, size_t count, int peer, int tag,
+                           void *stream, ct_error *err) {
+  void *req = NULL;
+  CT_TRY(gloo_isend(c, buf, count, peer, tag, &req, err));
+  return gloo_send_wait(c, req, err);
+}
+
+/* A header read from the transport is Cortado's for that tag. */
+static ct_status check_header(ct_comm *c, const p2p_header *h, int peer, int tag, ct_error *err) {
+  if (h->magic != P2P_MAGIC || h->tag != (uint32_t)tag)
+    return ct_error_set(err, CT_ERR_COMM,
+                        "gloo receive on rank %d: rank %d sent a header that is not Cortado's for "
+                        "tag %d (magic 0x%08x, tag %u)",
+                        c->rank, peer, tag, h->magic, h->tag);
+  return CT_OK;
+}
+
+static ct_status gloo_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err) {
+  gloo_comm *g = c->priv;
+  CT_TRY(check_usable(c, "probe", err));
+  for (int i = 0; i < g->nprobed; i++)
+    if (g->probed[i].tag == tag) {
+      *peer = g->probed[i].peer;
+      *count = g->probed[i].count;
+      return CT_OK;
+    }
+  p2p_header h;
+  int from = -1;
+  if (ct_gloo_recv_any(g->ctx, &h, sizeof h, header_slot(tag), &from, err) != CT_OK)
+    return op_failed(c, "probe", err);
+  CT_TRY(check_header(c, &h, from, tag, err));
+  if (g->nprobed == g->cap) {
+    g->cap = g->cap ? 2 * g->cap : 8;
+    g->probed = ct_xrealloc(g->probed, (size_t)g->cap * sizeof *g->probed);
+  }
+  const size_t n = (size_t)h.count_lo | ((size_t)h.count_hi << 32);
+  g->probed[g->nprobed++] = (probed){from, tag, n};
+  *peer = from;
+  *count = n;
+  return CT_OK;
+}
+
+static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, void *stream,
+                           ct_error *err) {
+  gloo_comm *g = c->priv;
+  CT_TRY(check_usable(c, "receive", err));
+  CT_ASSERT(peer >= 0 && peer < c->size && peer != c->rank && tag >= 0);
+  size_t sent = 0;
+  int found = -1;
+  for (int i = 0; i < g->nprobed && found < 0; i++)
+    if (g->probed[i].peer == peer && g->probed[i].tag == tag) found = i;
+  if (found >= 0) {
+    sent = g->probed[found].count;
+    memmove(&g->probed[found], &g->probed[found + 1],
+            (size_t)(g->nprobed - found - 1) * sizeof *g->probed);
+    g->nprobed--;
+  } else {
+    p2p_header h;
+    if (ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), err) != CT_OK)
+      return op_failed(c, "receive", err);
+    CT_TRY(check_header(c, &h, peer, tag, err));
+    sent = (size_t)h.count_lo | ((size_t)h.count_hi << 32);
+  }
+  if (sent != count)
+    return ct_error_set(err, CT_ERR_COMM,
+                        "gloo receive on rank %d: rank %d sent %zu floats with tag %d where %zu "
+                        "were expected",
+                        c->rank, peer, sent, tag, count);
+  if (ct_gloo_recv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), err) != CT_OK)
+    return op_failed(c, "receive", err);
+  return CT_OK;
+}
+
+static const ct_comm_ops k_gloo_ops = {.name = "gloo",
+                                       .allreduce = gloo_allreduce,
+                                       .broadcast = gloo_broadcast,
+                                       .allreduce_host_f64 = gloo_host_f64,
+                                       .barrier = gloo_barrier,
+                                       .wait = gloo_wait,
+                                       .abort = gloo_abort,
+                                       .destroy = gloo_destroy,
+                                       .send = gloo_send,
+                                       .recv = gloo_recv,
+                                       .isend = gloo_isend,
+                                       .send_wait = gloo_send_wait,
+                                       .probe = gloo_probe};
 
 ct_status ct_comm_gloo_create(ct_comm **out, ct_gloo_store *store, int rank, int size,
                               const ct_gloo_bind *bind, double connect_timeout_s, double timeout_s,

@@ -5,7 +5,12 @@
  * Every collective gives up after the communicator's timeout (Gloo's own
  * per-operation timeout, so a stopped peer cannot hang it); a dead peer
  * fails it at once (its connection closes).  Failures are CT_ERR_COMM
- * "gloo allreduce on rank 0: <Gloo's message>". */
+ * "gloo allreduce on rank 0: <Gloo's message>".
+ *
+ * Point to point too (send, recv, isend, probe: pipeline stages and
+ * parameter servers): each message is a header (tag, length) and its floats
+ * in slots of their own, so that probe can say who sent what before recv
+ * takes it; one thread receives a tag at a time. */
 #ifndef CT_PARALLEL_COMM_GLOO_H
 #define CT_PARALLEL_COMM_GLOO_H
 

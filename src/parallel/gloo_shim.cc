@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -21,6 +22,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include "parallel/gloo_stores.hh"
 
@@ -286,6 +288,70 @@ ct_status ct_gloo_barrier(ct_gloo_context* c, ct_error* err) {
     opts.setTimeout(c->op_timeout);
     gloo::barrier(opts);
   });
+}
+
+struct ct_gloo_send_req {
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  int peer;
+};
+
+ct_status ct_gloo_isend(ct_gloo_context* c, const void* buf, size_t len, int peer, uint64_t slot,
+                        ct_gloo_send_req** req, ct_error* err) {
+  *req = nullptr;
+  if (len == 0) return CT_OK;
+  std::unique_ptr<ct_gloo_send_req> r;
+  CT_TRY(guarded(err, CT_ERR_COMM, "send to rank " + std::to_string(peer), [&] {
+    r = std::make_unique<ct_gloo_send_req>();
+    r->peer = peer;
+    r->buf = c->ctx->createUnboundBuffer(const_cast<void*>(buf), len);
+    r->buf->send(peer, slot);
+  }));
+  *req = r.release();
+  return CT_OK;
+}
+
+ct_status ct_gloo_send_wait(ct_gloo_context* c, ct_gloo_send_req* req, ct_error* err) {
+  if (!req) return CT_OK;
+  std::unique_ptr<ct_gloo_send_req> r(req);
+  return guarded(err, CT_ERR_COMM, "send to rank " + std::to_string(r->peer), [&] {
+    if (!r->buf->waitSend(c->op_timeout)) throw gloo::IoException("Timed out");
+  });
+}
+
+ct_status ct_gloo_send(ct_gloo_context* c, const void* buf, size_t len, int peer, uint64_t slot,
+                       ct_error* err) {
+  ct_gloo_send_req* r = nullptr;
+  CT_TRY(ct_gloo_isend(c, buf, len, peer, slot, &r, err));
+  return ct_gloo_send_wait(c, r, err);
+}
+
+namespace {
+ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
+                    uint64_t slot, int* peer, const std::string& what, ct_error* err) {
+  if (len == 0) return CT_OK;
+  return guarded(err, CT_ERR_COMM, what, [&] {
+    auto b = c->ctx->createUnboundBuffer(buf, len);
+    b->recv(from, slot);
+    int src = -1;
+    if (!b->waitRecv(&src, c->op_timeout)) throw gloo::IoException("Timed out");
+    if (peer) *peer = src;
+  });
+}
+}  // namespace
+
+ct_status ct_gloo_recv(ct_gloo_context* c, void* buf, size_t len, int peer, uint64_t slot,
+                       ct_error* err) {
+  return recv_from(c, buf, len, {peer}, slot, nullptr, "receive from rank " + std::to_string(peer),
+                   err);
+}
+
+ct_status ct_gloo_recv_any(ct_gloo_context* c, void* buf, size_t len, uint64_t slot, int* peer,
+                           ct_error* err) {
+  std::vector<int> others;
+  for (int r = 0; r < c->ctx->size; r++)
+    if (r != c->ctx->rank) others.push_back(r);
+  *peer = -1;
+  return recv_from(c, buf, len, others, slot, peer, "receive from any rank", err);
 }
 
 void ct_gloo_context_free(ct_gloo_context* c) {

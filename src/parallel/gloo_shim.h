@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/status.h"
 
@@ -91,6 +92,26 @@ ct_status ct_gloo_allreduce_sum_f64(ct_gloo_context *c, double *buf, size_t coun
 ct_status ct_gloo_broadcast_f32(ct_gloo_context *c, float *buf, size_t count, int root,
                                 ct_error *err);
 ct_status ct_gloo_barrier(ct_gloo_context *c, ct_error *err);
+
+/* Point to point, host bytes, in Gloo slots of their own (no collective
+ * uses them): messages from one rank to another in one slot arrive in the
+ * order they were sent, and a receive must name the sent byte count.  Each
+ * gives up after the context's operation timeout (CT_ERR_COMM "... Timed
+ * out ...").  A send may wait until the receiver has posted its receive.
+ * len 0 sends nothing. */
+ct_status ct_gloo_send(ct_gloo_context *c, const void *buf, size_t len, int peer, uint64_t slot,
+                       ct_error *err);
+ct_status ct_gloo_recv(ct_gloo_context *c, void *buf, size_t len, int peer, uint64_t slot,
+                       ct_error *err);
+/* The same from whichever other rank sends first; *peer gets it. */
+ct_status ct_gloo_recv_any(ct_gloo_context *c, void *buf, size_t len, uint64_t slot, int *peer,
+                           ct_error *err);
+/* A send that returns at once: *req (NULL when len is 0) is completed and
+ * freed by ct_gloo_send_wait; buf stays as it is until then. */
+typedef struct ct_gloo_send_req ct_gloo_send_req;
+ct_status ct_gloo_isend(ct_gloo_context *c, const void *buf, size_t len, int peer, uint64_t slot,
+                        ct_gloo_send_req **req, ct_error *err);
+ct_status ct_gloo_send_wait(ct_gloo_context *c, ct_gloo_send_req *req, ct_error *err);
 
 /* Closes the connections (peers blocked on this rank fail at once) and frees c. */
 void ct_gloo_context_free(ct_gloo_context *c);
