@@ -15,7 +15,7 @@ small_net "" >net.prototxt
 small_solver net.prototxt >solver.prototxt
 small_solver net.prototxt "clip_gradients: 1" >solver_clip.prototxt
 expect "no mpirun" 0 solver.prototxt "--dp_mode=ssp --num_servers=2" \
-  "--dp_mode=ssp needs mpirun: start W workers and 2 parameter servers as mpirun -np W+2 (CPU ranks)"
+  "--dp_mode=ssp needs mpirun or shards: start W workers and 2 parameter servers as mpirun -np W+2, or as --num_shards=W+2 (CPU ranks)"
 expect "--staleness without ssp" 0 solver.prototxt "--dp_mode=async --staleness=2" \
   "--staleness goes with --dp_mode=ssp (the mode is async)"
 expect "--num_servers with the all-reduce" 0 solver.prototxt "--num_servers=2" \

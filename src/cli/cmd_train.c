@@ -149,8 +149,9 @@ static const ct_flag_spec train_flags[] = {
      "backward in turn (1f1b: fewer micro-batches held at once). The same weights either way.",
      .choices = "gpipe|1f1b"},
     {"dp_mode", CT_FLAG_STRING, "allreduce",
-     "Data parallel under mpirun (CPU ranks): average the gradients every iteration "
-     "(allreduce), or train through parameter servers, the last --num_servers ranks, each "
+     "Data parallel under mpirun or over Gloo shards (CPU ranks): average the gradients every "
+     "iteration (allreduce), or train through parameter servers, the last --num_servers ranks "
+     "(or shards), each "
      "holding a shard of the parameters and applying the solver's update: ssp (a worker "
      "runs at most --staleness iterations ahead of the slowest), async (no bound) or bmuf "
      "(local updates, blocks of --bmuf_sync_period iterations filtered with block momentum). "
@@ -161,8 +162,8 @@ static const ct_flag_spec train_flags[] = {
      "0 is bulk synchronous (the all-reduce's weights exactly).",
      .min = 0, .max = 1000000},
     {"num_servers", CT_FLAG_INT, "1",
-     "With --dp_mode=ssp|async|bmuf: parameter servers, the job's last ranks (the others "
-     "train); the parameters are cut into this many shards at parameter boundaries.",
+     "With --dp_mode=ssp|async|bmuf: parameter servers, the job's last ranks or shards (the "
+     "others train); the parameters are cut into this many shards at parameter boundaries.",
      .min = 1, .max = 65536},
     {"bmuf_block_lr", CT_FLAG_DOUBLE, "1",
      "With --dp_mode=bmuf: the block learning rate applied to each block's mean model change."},

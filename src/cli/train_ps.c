@@ -42,10 +42,12 @@ int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline) {
                         mode);
   if (pipeline)
     return ct_cli_error(CT_EXIT_USAGE, "--dp_mode=%s does not go with pipeline stages (--pipeline)", mode);
-  if (!ct_mpi_launched())
+  /* Gloo shards: the last --num_servers shards serve */
+  if (!ct_mpi_launched() && !ct_cli_is_set(args, "num_shards"))
     return ct_cli_error(CT_EXIT_USAGE,
-                        "--dp_mode=%s needs mpirun: start W workers and %d parameter server%s as "
-                        "mpirun -np W+%d (CPU ranks)",
-                        mode, o.num_servers, o.num_servers == 1 ? "" : "s", o.num_servers);
+                        "--dp_mode=%s needs mpirun or shards: start W workers and %d parameter "
+                        "server%s as mpirun -np W+%d, or as --num_shards=W+%d (CPU ranks)",
+                        mode, o.num_servers, o.num_servers == 1 ? "" : "s", o.num_servers,
+                        o.num_servers);
   return CT_EXIT_OK;
 }

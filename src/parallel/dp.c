@@ -403,6 +403,8 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
     w->rank = rank0 + started;
     w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
     w->comm = gpus ? NULL : cpu_comm;
+    /* parameter servers are the ranks after the workers (shards) */
+    w->server = sh->ps && w->rank >= sh->world;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
       w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", w->rank);
       worker_failed(w);
@@ -662,11 +664,21 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
   ct_status joined = ct_shard_join(&ss, shard, n_gpus, agreement, err);
   free(agreement);
   if (joined != CT_OK) return joined;
-  const int world = ss->num_shards * (n_gpus > 0 ? n_gpus : 1);
+  const bool ps = job->ps.mode != CT_DP_ALLREDUCE;
+  /* with parameter servers, the last num_servers shards serve */
+  const int world = ps && ss->num_shards > job->ps.num_servers
+                        ? ss->num_shards - job->ps.num_servers
+                        : ss->num_shards * (n_gpus > 0 ? n_gpus : 1);
   dp_shared sh;
   ct_status st = shared_init(&sh, job, world, err);
   sh.threads = true;
   sh.gpu = n_gpus > 0;
+  sh.ps = ps;
+  if (st == CT_OK && ps) st = ct_dp_check_ps(job, ss->num_shards, err);
+  if (st == CT_OK && ps && n_gpus > 0)
+    st = ct_error_set(err, CT_ERR_UNSUPPORTED,
+                      "--dp_mode=%s: parameter servers run on CPU shards only for now (give --cpu)",
+                      ct_dp_mode_name(job->ps.mode));
   if (st == CT_OK) st = shards_run(&sh, ss, shard, gpus, n_gpus, err);
   shared_free(&sh);
   ct_shard_free(ss);
