@@ -70,12 +70,15 @@ bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id);
  * status. */
 int ct_cli_train_processes(const int *gpus, int n);
 
+/* Shards were asked for (cmd_train.c): several, or a rendezvous store named. */
+bool ct_cli_shards_requested(const ct_cli_args *args);
+
 /* --dp_mode and the parameter server's flags into o (train_ps.c); call
  * after ct_cli_check_ps_flags said they go together. */
 void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
 /* CT_EXIT_USAGE (with the message printed) when the parameter server's
  * flags do not go with the others: a mode other than allreduce without
- * mpirun, with pipeline stages or with --trace, --staleness without ssp, --num_servers
+ * mpirun or shards, with pipeline stages or with --trace, --staleness without ssp, --num_servers
  * with allreduce, --bmuf_* without bmuf, a block momentum outside [0, 1);
  * else CT_EXIT_OK. */
 int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);

@@ -43,7 +43,7 @@ int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline) {
   if (pipeline)
     return ct_cli_error(CT_EXIT_USAGE, "--dp_mode=%s does not go with pipeline stages (--pipeline)", mode);
   /* Gloo shards: the last --num_servers shards serve */
-  if (!ct_mpi_launched() && !ct_cli_is_set(args, "num_shards"))
+  if (!ct_mpi_launched() && !ct_cli_shards_requested(args))
     return ct_cli_error(CT_EXIT_USAGE,
                         "--dp_mode=%s needs mpirun or shards: start W workers and %d parameter "
                         "server%s as mpirun -np W+%d, or as --num_shards=W+%d (CPU ranks)",

@@ -110,6 +110,7 @@ typedef struct p2p_header {
 static p2p_header header_of(int tag, size_t count) {
   return (p2p_header){P2P_MAGIC, (uint32_t)tag, (uint32_t)count, (uint32_t)((uint64_t)count >> 32)};
 }
+static size_t count_of(const p2p_header *h) { return (size_t)h->count_lo | ((size_t)h->count_hi << 32); }
 
 /* A send in flight: its header (which must outlive the send) and both parts. */
 typedef struct gloo_isend_req {
@@ -184,7 +185,7 @@ static ct_status gloo_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_er
     g->cap = g->cap ? 2 * g->cap : 8;
     g->probed = ct_xrealloc(g->probed, (size_t)g->cap * sizeof *g->probed);
   }
-  const size_t n = (size_t)h.count_lo | ((size_t)h.count_hi << 32);
+  const size_t n = count_of(&h);
   g->probed[g->nprobed++] = (probed){from, tag, n};
   *peer = from;
   *count = n;
@@ -210,7 +211,7 @@ static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int t
     if (ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), err) != CT_OK)
       return op_failed(c, "receive", err);
     CT_TRY(check_header(c, &h, peer, tag, err));
-    sent = (size_t)h.count_lo | ((size_t)h.count_hi << 32);
+    sent = count_of(&h);
   }
   if (sent != count)
     return ct_error_set(err, CT_ERR_COMM,

@@ -391,6 +391,16 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
  * communicator `cpu_comm` (borrowed) or, when that is NULL, the "threads"
  * communicator of sh->tg.  Waits for all; returns the first failure
  * ("<prefix>worker R (GPU G) failed: ..."). */
+/* Parameter servers are the ranks after the workers (mpirun ranks, shards). */
+static bool serves(const dp_shared *sh, int rank) { return sh->ps && rank >= sh->world; }
+
+/* Parameter servers run on CPU ranks (processes: "ranks", "shards") only. */
+static ct_status ps_cpu_only(const ct_dp_job *job, const char *processes, ct_error *err) {
+  return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                      "--dp_mode=%s: parameter servers run on CPU %s only for now (give --cpu)",
+                      ct_dp_mode_name(job->ps.mode), processes);
+}
+
 static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
                              const char *prefix, ct_error *err) {
   dp_worker *workers = ct_xcalloc((size_t)n, sizeof *workers);
@@ -403,8 +413,7 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
     w->rank = rank0 + started;
     w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
     w->comm = gpus ? NULL : cpu_comm;
-    /* parameter servers are the ranks after the workers (shards) */
-    w->server = sh->ps && w->rank >= sh->world;
+    w->server = serves(sh, w->rank);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
       w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", w->rank);
       worker_failed(w);
@@ -534,7 +543,7 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
   sh->nodes = (int)first_on_node;
   if (!sh->gpu) {
     w->comm = mpi;
-    w->server = sh->ps && w->rank >= sh->world;
+    w->server = serves(sh, w->rank);
     snprintf(sh->transport, sizeof sh->transport, "MPI");
     snprintf(sh->devices, sizeof sh->devices, "CPU");
     return worker_run(w, err);
@@ -588,10 +597,7 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   const int workers = ps && mpi->size > job->ps.num_servers ? mpi->size - job->ps.num_servers : mpi->size;
   ct_status st = shared_init(&sh, job, workers, &w.err);
   if (st == CT_OK && ps) st = ct_dp_check_ps(job, mpi->size, &w.err);
-  if (st == CT_OK && ps && n_node_gpus > 0)
-    st = ct_error_set(&w.err, CT_ERR_UNSUPPORTED,
-                      "--dp_mode=%s: parameter servers run on CPU ranks only for now (give --cpu)",
-                      ct_dp_mode_name(job->ps.mode));
+  if (st == CT_OK && ps && n_node_gpus > 0) st = ps_cpu_only(job, "ranks", &w.err);
   sh.ps = ps;
   snprintf(sh.kind, sizeof sh.kind, "MPI processes");
   sh.gpu = n_node_gpus > 0;
@@ -675,10 +681,7 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
   sh.gpu = n_gpus > 0;
   sh.ps = ps;
   if (st == CT_OK && ps) st = ct_dp_check_ps(job, ss->num_shards, err);
-  if (st == CT_OK && ps && n_gpus > 0)
-    st = ct_error_set(err, CT_ERR_UNSUPPORTED,
-                      "--dp_mode=%s: parameter servers run on CPU shards only for now (give --cpu)",
-                      ct_dp_mode_name(job->ps.mode));
+  if (st == CT_OK && ps && n_gpus > 0) st = ps_cpu_only(job, "shards", err);
   if (st == CT_OK) st = shards_run(&sh, ss, shard, gpus, n_gpus, err);
   shared_free(&sh);
   ct_shard_free(ss);

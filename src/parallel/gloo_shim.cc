@@ -37,6 +37,7 @@ struct ct_gloo_context {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::chrono::milliseconds op_timeout;
   std::string address;
+  std::vector<int> others;  // every rank but this one (ct_gloo_recv_any)
 };
 
 namespace {
@@ -254,6 +255,8 @@ ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int
     c->ctx->setTimeout(to_ms(connect_timeout_s));
     c->ctx->connectFullMesh(*s->run, c->dev);
     c->ctx->setTimeout(c->op_timeout);
+    for (int r = 0; r < size; r++)
+      if (r != rank) c->others.push_back(r);
   }));
   *out = c.release();
   return CT_OK;
@@ -318,13 +321,6 @@ ct_status ct_gloo_send_wait(ct_gloo_context* c, ct_gloo_send_req* req, ct_error*
   });
 }
 
-ct_status ct_gloo_send(ct_gloo_context* c, const void* buf, size_t len, int peer, uint64_t slot,
-                       ct_error* err) {
-  ct_gloo_send_req* r = nullptr;
-  CT_TRY(ct_gloo_isend(c, buf, len, peer, slot, &r, err));
-  return ct_gloo_send_wait(c, r, err);
-}
-
 namespace {
 ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
                     uint64_t slot, int* peer, const std::string& what, ct_error* err) {
@@ -347,11 +343,8 @@ ct_status ct_gloo_recv(ct_gloo_context* c, void* buf, size_t len, int peer, uint
 
 ct_status ct_gloo_recv_any(ct_gloo_context* c, void* buf, size_t len, uint64_t slot, int* peer,
                            ct_error* err) {
-  std::vector<int> others;
-  for (int r = 0; r < c->ctx->size; r++)
-    if (r != c->ctx->rank) others.push_back(r);
   *peer = -1;
-  return recv_from(c, buf, len, others, slot, peer, "receive from any rank", err);
+  return recv_from(c, buf, len, c->others, slot, peer, "receive from any rank", err);
 }
 
 void ct_gloo_context_free(ct_gloo_context* c) {

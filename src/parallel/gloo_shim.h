@@ -99,8 +99,6 @@ ct_status ct_gloo_barrier(ct_gloo_context *c, ct_error *err);
  * gives up after the context's operation timeout (CT_ERR_COMM "... Timed
  * out ...").  A send may wait until the receiver has posted its receive.
  * len 0 sends nothing. */
-ct_status ct_gloo_send(ct_gloo_context *c, const void *buf, size_t len, int peer, uint64_t slot,
-                       ct_error *err);
 ct_status ct_gloo_recv(ct_gloo_context *c, void *buf, size_t len, int peer, uint64_t slot,
                        ct_error *err);
 /* The same from whichever other rank sends first; *peer gets it. */

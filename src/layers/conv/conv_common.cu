@@ -130,7 +130,8 @@ extern "C" void ct_bias_grad_gpu_typed(ct_context *ctx, ct_dtype type, const voi
     /* rows of channels (a channels-last top, an InnerProduct's): the
      * per-channel sums of Scale and BatchNorm, which read whole rows 16 bytes
      * a thread; the slices below would read one value of each row (on an
-     * H200, VGG-16's conv1_2 bias gradient in bfloat16 took about 3 ms) */
+     * H200, most of VGG-16's bfloat16 conv1_2 backward: 4.4 ms, its cuDNN
+     * kernels 0.9) */
     const ct_channel_geom g = {type, true, (size_t)B, (size_t)C, 1};
     ct_channel_sums_gpu(ctx, &g, dx, NULL, NULL, scratch, true, NULL, dbias, NULL, NULL);
     return;
