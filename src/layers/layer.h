@@ -196,6 +196,11 @@ struct ct_layer {
    * pipeline stage's, net.h); it describes itself (type, name, counts,
    * parameter shapes, loss weights) but has no state and no storage. */
   bool released;
+  /* Memory the layer's setup took on its device beyond its new tops'
+   * storage (private state, saved copies, descriptors' workspaces), net
+   * fusion's changes included: measured by the net as it builds, for
+   * memory reports (bench/net_memory). */
+  size_t state_bytes;
 };
 
 /* Makes a layer of param->type.  Fails with CT_ERR_NOTFOUND for an unknown type

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/settings.h"
+#include "gpu/gpu.h"
 #include "math/math.h"
 #include "net/net_feed.h"
 #include "net/net_internal.h"
@@ -42,6 +44,31 @@ static bool in_part(const ct_net *net, int layer) {
 static bool blob_kept(const builder *b, const char *name, int layer) {
   if (!name) return in_part(b->net, layer);
   return ct_strmap_get(&b->kept, name) >= 0;
+}
+
+/* Bytes the allocator holds on ctx's device now. */
+static size_t held_bytes(const ct_context *ctx) {
+  size_t cur = 0;
+  if (ctx->device == CT_DEVICE_CPU)
+    ct_mem_host_stats(&cur, NULL);
+  else
+    ct_gpu_memory_stats(ctx->device, &cur, NULL);
+  return cur;
+}
+
+/* Storage of layer i's tops that are not also its bottoms (new blobs). */
+static size_t new_top_bytes(const ct_net *net, int i) {
+  size_t n = 0;
+  const ct_layer *l = net->layers[i];
+  for (int j = 0; j < l->ntop; j++) {
+    const ct_tensor *t = net->tops[i][j];
+    bool in_place = false;
+    for (int k = 0; k < l->nbottom; k++) in_place = in_place || net->bottoms[i][k] == t;
+    if (in_place) continue;
+    if (t->owns_data) n += ct_tensor_bytes(t, t->capacity);
+    if (t->owns_diff) n += ct_tensor_bytes(t, t->diff_capacity);
+  }
+  return n;
 }
 
 static int find_blob(const ct_net *net, const char *name) {
@@ -391,6 +418,7 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     if (ct_strmap_get(&net->layer_index, net->layers[i]->name) < 0)
       ct_strmap_put(&net->layer_index, net->layers[i]->name, i);
     make_vecs(net, i);
+    const size_t held_before = held_bytes(ctx);
     NET_LOG(&b, "Setting up %s", net->layers[i]->name);
     st = ct_layer_setup(net->layers[i], net->bottoms[i], net->tops[i], err);
     if (st != CT_OK) break;
@@ -410,6 +438,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
      * never across the part's edges */
     if (fuse && in_part(net, i) && in_part(net, i - 1)) st = ct_net_fuse_layer(net, i, opts->quiet, err);
     if (st != CT_OK) break;
+    const size_t held_after = held_bytes(ctx), tops = new_top_bytes(net, i);
+    net->layers[i]->state_bytes = held_after > held_before + tops ? held_after - held_before - tops : 0;
     NET_LOG(&b, "Memory required for data: %zu", memory * sizeof(float));
   }
   if (st == CT_OK) {
