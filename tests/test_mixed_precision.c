@@ -138,12 +138,24 @@ static void test_twin_convolution(void **state) {
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 pad: 1 "
       "weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'constant' value: 0.2 } }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "4,8,10,10", 1, BF16_BOUND);
+  /* channels-last, as a bfloat16 net runs it on the host (oneDNN on the
+   * blobs' own order, no reorders) */
+  tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, "4,8,10,10", 1, BF16_BOUND);
   protobuf_c_message_free_unpacked(&p->base, NULL);
   /* strided, grouped, without bias, one input channel per group */
   p = tu_layer_from(
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 5 stride: 2 "
       "group: 3 bias_term: false weight_filler { type: 'xavier' } }");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "2,3,13,11", 1, BF16_BOUND);
+  tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, "2,3,13,11", 1, BF16_BOUND);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  /* a net's first convolution: one input channel (the weight gradient by
+   * the direct kernel on float32 copies where oneDNN's is a GEMM) */
+  p = tu_layer_from(
+      "name: 'conv' type: 'Convolution' convolution_param { num_output: 20 kernel_size: 5 "
+      "weight_filler { type: 'xavier' } bias_filler { type: 'constant' value: 0.1 } }");
+  tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "3,1,28,28", 1, BF16_BOUND);
+  tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, "3,1,28,28", 1, BF16_BOUND);
   protobuf_c_message_free_unpacked(&p->base, NULL);
 }
 
@@ -171,6 +183,11 @@ static void test_twin_relu_split(void **state) {
   protobuf_c_message_free_unpacked(&p->base, NULL);
   p = tu_layer_from("name: 'split' type: 'Split'");
   tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, "3,7,2", 3, BF16_ONE_ROUNDING);
+  tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, "2,8,3,3", 2, BF16_ONE_ROUNDING);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  /* Concat of channels-last blobs along the channels */
+  p = tu_layer_from("name: 'cat' type: 'Concat'");
+  tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, "2,3,4,5;2,5,4,5;2,1,4,5", 1, 0.0);
   protobuf_c_message_free_unpacked(&p->base, NULL);
 }
 
@@ -195,6 +212,8 @@ static void test_twin_pooling(void **state) {
     snprintf(text, sizeof text, "name: 'p' type: 'Pooling' pooling_param { %s }", pools[i][0]);
     Caffe__LayerParameter *p = tu_layer_from(text);
     tu_twin_check(p, CT_DEVICE_CPU, CT_BF16, pools[i][1], 1, BF16_ONE_ROUNDING);
+    /* channels-last (pooling_nhwc_cpu.c): the same sums, maxima and indices */
+    tu_twin_check_layout(p, CT_DEVICE_CPU, CT_BF16, CT_NHWC, pools[i][1], 1, BF16_ONE_ROUNDING);
     protobuf_c_message_free_unpacked(&p->base, NULL);
   }
   static const char *const refused[][2] = {
@@ -268,13 +287,13 @@ static void test_dtype_pass(void **state) {
   ct_error err;
   assert_int_equal(ct_net_plan_dtypes(n, CT_DEVICE_CPU, CT_BF16, true, true, &err), CT_OK);
   const int F = CAFFE__TYPE__FLOAT, B = CAFFE__TYPE__BFLOAT16;
-  /* conv and relu in bfloat16; Sigmoid has no bfloat16 path: it works in
+  /* conv and relu in bfloat16 (channels-last); Sigmoid has no bfloat16 path: it works in
    * place on a float32 Cast of conv, which ip (bfloat16) reads through a
    * Cast back; the loss and accuracy share one float32 Cast of ip */
   char want[9][160];
   snprintf(want[0], 160, "data:Input:%d >data >label", F);
-  snprintf(want[1], 160, "data@bf16:Cast:%d <data >data@bf16", B);
-  snprintf(want[2], 160, "conv:Convolution:%d <data@bf16 >conv", B);
+  snprintf(want[1], 160, "data@bf16.nhwc:Cast:%d <data >data@bf16.nhwc", B);
+  snprintf(want[2], 160, "conv:Convolution:%d <data@bf16.nhwc >conv", B);
   snprintf(want[3], 160, "relu:ReLU:%d <conv >conv", B);
   snprintf(want[4], 160, "conv@f32:Cast:%d <conv >conv@f32", F);
   snprintf(want[5], 160, "sig:Sigmoid:%d <conv@f32 >conv@f32", F);
@@ -318,10 +337,35 @@ static const char k_block[] =
     "num_output: 3 } }"
     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }";
 
-static void test_layout_pass(void **state) {
-  Caffe__NetParameter *n = net_from(k_block);
+/* Plans text for device in bfloat16 and checks every layer's line:
+ * "name:type:dtype:layout <bottoms >tops". */
+static void check_plan(const char *text, int device, const char *const *want, size_t nwant) {
+  Caffe__NetParameter *n = net_from(text);
   ct_error err;
-  assert_int_equal(ct_net_plan_dtypes(n, 0, CT_BF16, true, true, &err), CT_OK);
+  assert_int_equal(ct_net_plan_dtypes(n, device, CT_BF16, true, true, &err), CT_OK);
+  char(*got)[256] = calloc(n->n_layer + 1, sizeof *got);
+  bool same = n->n_layer == nwant;
+  for (size_t i = 0; i < n->n_layer; i++) {
+    const Caffe__LayerParameter *l = n->layer[i];
+    ct_dtype t;
+    assert_int_equal(ct_dtype_from_proto(l->forward_type, "t", &t, &err), CT_OK);
+    int k = snprintf(got[i], sizeof got[i], "%s:%s:%s:%s", l->name, l->type, ct_dtype_name(t),
+                     l->cortado_layout == CAFFE__LAYOUT__NHWC ? "NHWC" : "NCHW");
+    assert_true(l->has_cortado_layout);
+    for (size_t j = 0; j < l->n_bottom; j++)
+      k += snprintf(got[i] + k, sizeof got[i] - k, " <%s", l->bottom[j]);
+    for (size_t j = 0; j < l->n_top; j++) k += snprintf(got[i] + k, sizeof got[i] - k, " >%s", l->top[j]);
+    same = same && strcmp(got[i], want[i]) == 0;
+  }
+  if (!same) {
+    for (size_t i = 0; i < n->n_layer; i++) print_message("  planned: %s\n", got[i]);
+    fail_msg("the plan for %s differs from the one expected", device == CT_DEVICE_CPU ? "the host" : "a GPU");
+  }
+  free(got);
+  protobuf_c_message_free_unpacked(&n->base, NULL);
+}
+
+static void test_layout_pass(void **state) {
   static const char *const want[] = {
       "data:Input:float32:NCHW >data >label",
       "data@bf16.nhwc:Cast:bfloat16:NHWC <data >data@bf16.nhwc",
@@ -341,27 +385,36 @@ static void test_layout_pass(void **state) {
       "ip@f32:Cast:float32:NCHW <ip >ip@f32",
       "loss:SoftmaxWithLoss:float32:NCHW <ip@f32 <label >loss",
   };
-  const size_t nwant = sizeof want / sizeof want[0];
-  assert_int_equal(n->n_layer, nwant);
-  for (size_t i = 0; i < nwant; i++) {
-    const Caffe__LayerParameter *l = n->layer[i];
-    ct_dtype t;
-    assert_int_equal(ct_dtype_from_proto(l->forward_type, "t", &t, &err), CT_OK);
-    char got[256];
-    int k = snprintf(got, sizeof got, "%s:%s:%s:%s", l->name, l->type, ct_dtype_name(t),
-                     l->cortado_layout == CAFFE__LAYOUT__NHWC ? "NHWC" : "NCHW");
-    assert_true(l->has_cortado_layout);
-    for (size_t j = 0; j < l->n_bottom; j++) k += snprintf(got + k, sizeof got - k, " <%s", l->bottom[j]);
-    for (size_t j = 0; j < l->n_top; j++) k += snprintf(got + k, sizeof got - k, " >%s", l->top[j]);
-    assert_string_equal(got, want[i]);
-  }
-  protobuf_c_message_free_unpacked(&n->base, NULL);
-  /* on the host everything stays NCHW */
-  n = net_from(k_block);
-  assert_int_equal(ct_net_plan_dtypes(n, CT_DEVICE_CPU, CT_BF16, true, true, &err), CT_OK);
-  for (size_t i = 0; i < n->n_layer; i++)
-    assert_int_equal(n->layer[i]->cortado_layout, CAFFE__LAYOUT__NCHW);
-  protobuf_c_message_free_unpacked(&n->base, NULL);
+  check_plan(k_block, 0, want, sizeof want / sizeof want[0]);
+  /* on the host: Convolution, Pooling, Concat and the element-wise layers
+   * run channels-last in bfloat16; BatchNorm and Scale have no bfloat16
+   * path there (float32 NCHW), so the ReLU after them follows their order */
+  static const char *const host[] = {
+      "data:Input:float32:NCHW >data >label",
+      "data@bf16.nhwc:Cast:bfloat16:NHWC <data >data@bf16.nhwc",
+      "conv1:Convolution:bfloat16:NHWC <data@bf16.nhwc >conv1",
+      "conv1@f32:Cast:float32:NCHW <conv1 >conv1@f32",
+      "bn1:BatchNorm:float32:NCHW <conv1@f32 >conv1@f32",
+      "sc1:Scale:float32:NCHW <conv1@f32 >conv1@f32",
+      "conv1@f32@bf16:Cast:bfloat16:NCHW <conv1@f32 >conv1@f32@bf16",
+      "relu1:ReLU:bfloat16:NCHW <conv1@f32@bf16 >conv1@f32@bf16",
+      "conv1@f32@bf16@bf16.nhwc:Cast:bfloat16:NHWC <conv1@f32@bf16 >conv1@f32@bf16@bf16.nhwc",
+      "pool1:Pooling:bfloat16:NHWC <conv1@f32@bf16@bf16.nhwc >pool1",
+      "conv2:Convolution:bfloat16:NHWC <pool1 >conv2",
+      "pool1@f32.nhwc:Cast:float32:NHWC <pool1 >pool1@f32.nhwc",
+      "conv2@f32.nhwc:Cast:float32:NHWC <conv2 >conv2@f32.nhwc",
+      "sum:Eltwise:float32:NHWC <pool1@f32.nhwc <conv2@f32.nhwc >sum",
+      "sum@bf16.nhwc:Cast:bfloat16:NHWC <sum >sum@bf16.nhwc",
+      "cat:Concat:bfloat16:NHWC <sum@bf16.nhwc <conv2 >cat",
+      "cat@f32:Cast:float32:NCHW <cat >cat@f32",
+      "lrn:LRN:float32:NCHW <cat@f32 >lrn",
+      "lrn@bf16:Cast:bfloat16:NCHW <lrn >lrn@bf16",
+      "pool2:Pooling:bfloat16:NCHW <lrn@bf16 >pool2",
+      "ip:InnerProduct:bfloat16:NCHW <pool2 >ip",
+      "ip@f32:Cast:float32:NCHW <ip >ip@f32",
+      "loss:SoftmaxWithLoss:float32:NCHW <ip@f32 <label >loss",
+  };
+  check_plan(k_block, CT_DEVICE_CPU, host, sizeof host / sizeof host[0]);
 }
 
 /* Tensors keep the logical order on the host whatever their memory order:

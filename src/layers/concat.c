@@ -127,5 +127,6 @@ const ct_layer_ops ct_concat_ops = {
     .destroy = concat_destroy,
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_cpu = CT_LAYOUT_BIT(CT_NHWC),
     .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

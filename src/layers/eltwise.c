@@ -242,5 +242,6 @@ const ct_layer_ops ct_eltwise_ops = {
 #endif
     .destroy = eltwise_destroy,
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
-    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_cpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_gpu = CT_LAYOUTS_ANY,
 };

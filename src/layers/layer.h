@@ -145,13 +145,14 @@ typedef struct ct_layer_ops {
    * its parameter gradients into their float32 diffs).  CT_DTYPES_ANY:
    * every type, the type of bottom 0 (Split). */
   unsigned dtypes_cpu, dtypes_gpu;
-  /* The memory orders (core/tensor.h) the layer's GPU path takes in its
-   * 16-bit types besides NCHW: a mask of CT_LAYOUT_BIT(layout).  The net
-   * runs a 16-bit GPU layer channels-last (CT_NHWC) when the mask has it;
-   * then all its bottoms, tops and their gradients are NHWC (l->layout).
-   * CT_LAYOUTS_ANY: the order of bottom 0, whatever it is (element-wise
-   * types: ReLU, Eltwise, Split).  Float32 layers and the host are NCHW. */
-  unsigned layouts_gpu;
+  /* The memory orders (core/tensor.h) the layer's host and GPU paths take
+   * in their 16-bit types besides NCHW: masks of CT_LAYOUT_BIT(layout).
+   * The net runs a 16-bit layer channels-last (CT_NHWC) when its device's
+   * mask has it; then all its bottoms, tops and their gradients are NHWC
+   * (l->layout).  CT_LAYOUTS_ANY: the order of bottom 0, whatever it is
+   * (element-wise types: ReLU, Eltwise, Split; in float32 too).  Other
+   * float32 layers are NCHW. */
+  unsigned layouts_cpu, layouts_gpu;
 } ct_layer_ops;
 
 #define CT_DTYPE_BIT(t) (1u << (unsigned)(t))

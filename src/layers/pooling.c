@@ -221,7 +221,7 @@ static void pool_destroy(ct_layer *l) {
 
 /* MAX and AVE on the host: pooling_cpu.c. */
 static ct_pool_windows windows_of(const pool_state *s) {
-  return (ct_pool_windows){s->hlo, s->hhi, s->hext, s->wext};
+  return (ct_pool_windows){s->hlo, s->hhi, s->hext, s->wext, s->wlo, s->whi};
 }
 
 /* Train: rand holds a uniform draw per output on entry and the chosen index
@@ -270,13 +270,18 @@ static ct_status pool_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   pool_state *s = l->priv;
   const ct_pool_geom *g = &s->g;
   const ct_pool_windows w = windows_of(s);
+  const bool nhwc = l->layout == CT_NHWC; /* 16-bit only: one top, MAX or AVE */
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      ct_pool_max_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data,
-                              l->ntop > 1 ? top[1]->data : s->mask->data);
+      if (nhwc)
+        ct_pool_max_forward_nhwc_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data, s->mask->data);
+      else
+        ct_pool_max_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data,
+                                l->ntop > 1 ? top[1]->data : s->mask->data);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ct_pool_ave_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data);
+      if (nhwc) ct_pool_ave_forward_nhwc_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data);
+      else ct_pool_ave_forward_cpu(g, &w, l->dtype, bottom[0]->data, top[0]->data);
       break;
     default: {
       bool train = l->phase == CT_PHASE_TRAIN;
@@ -318,13 +323,18 @@ static void pool_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   const ct_pool_geom *g = &s->g;
   const ct_pool_windows w = windows_of(s);
   void *dx = bottom[0]->diff;
+  const bool nhwc = l->layout == CT_NHWC;
   switch (g->method) {
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX:
-      ct_pool_scatter_backward_cpu(g, l->dtype, top[0]->diff,
-                                   l->ntop > 1 ? top[1]->data : s->mask->data, dx);
+      if (nhwc)
+        ct_pool_scatter_backward_nhwc_cpu(g, l->dtype, top[0]->diff, s->mask->data, dx);
+      else
+        ct_pool_scatter_backward_cpu(g, l->dtype, top[0]->diff,
+                                     l->ntop > 1 ? top[1]->data : s->mask->data, dx);
       break;
     case CAFFE__POOLING_PARAMETER__POOL_METHOD__AVE:
-      ct_pool_ave_backward_cpu(g, &w, l->dtype, top[0]->diff, dx);
+      if (nhwc) ct_pool_ave_backward_nhwc_cpu(g, &w, l->dtype, top[0]->diff, dx);
+      else ct_pool_ave_backward_cpu(g, &w, l->dtype, top[0]->diff, dx);
       break;
     default:
       if (l->phase == CT_PHASE_TRAIN) {
@@ -465,5 +475,6 @@ const ct_layer_ops ct_pooling_ops = {
     .destroy = pool_destroy,
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
+    .layouts_cpu = CT_LAYOUT_BIT(CT_NHWC),
     .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),
 };

@@ -19,6 +19,7 @@ typedef struct ct_pool_windows {
   const int *hlo, *hhi; /* (PH) input rows [hlo, hhi) of output row ph */
   const int *hext;      /* (PH) rows of the window clipped to the padded input */
   const int *wext;      /* (PW) the same for columns */
+  const int *wlo, *whi; /* (PW) input columns [wlo, whi) of output column pw */
 } ct_pool_windows;
 
 /* y (N, C, PH, PW) = window maxima of x; mask (same shape) = their index
@@ -35,6 +36,18 @@ void ct_pool_ave_backward_cpu(const ct_pool_geom *g, const ct_pool_windows *w, c
  * plane, negative: none) points at each input (MAX, STOCHASTIC train). */
 void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
                                   const float *idx, void *dx);
+
+/* The same four over channels-last tensors (N, H, W, C): x, y, dy and dx
+ * in that order, and the MAX index of each output value (in y's order) is
+ * its input pixel h W + w (pooling_nhwc_cpu.c). */
+void ct_pool_max_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                  const void *x, void *y, float *mask);
+void ct_pool_ave_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                  const void *x, void *y);
+void ct_pool_ave_backward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                   const void *dy, void *dx);
+void ct_pool_scatter_backward_nhwc_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
+                                       const float *idx, void *dx);
 
 #ifdef __cplusplus
 }

@@ -78,5 +78,6 @@ const ct_layer_ops ct_split_ops = {
 #endif
     .dtypes_cpu = CT_DTYPES_ANY,
     .dtypes_gpu = CT_DTYPES_ANY,
-    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_cpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_gpu = CT_LAYOUTS_ANY,
 };

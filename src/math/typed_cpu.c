@@ -64,9 +64,49 @@ void ct_cpu_add_typed(ct_dtype t, size_t n, const void *a, const void *b, void *
   for (size_t i = 0; i < n; i++) store(t, y, i, load(t, a, i) + load(t, b, i));
 }
 
+/* One TILE x TILE block of the transpose, float32 or bfloat16 on either side
+ * (the channels-last Casts of bfloat16 nets on the host: a net's input and
+ * the blobs around its NCHW-only layers). */
+#define TILE 16
+#define TRANSPOSE_BLOCKS(TX, TY, CONV)                                                    \
+  do {                                                                                    \
+    const TX *xs = x;                                                                     \
+    TY *ys = y;                                                                           \
+    const size_t rt = (rows + TILE - 1) / TILE;                                           \
+    _Pragma("omp parallel for if (n * m >= PAR_MIN) schedule(static)")                  \
+    for (size_t job = 0; job < n * rt; job++) {                                           \
+      const size_t b = job / rt, r0 = (job % rt) * TILE;                                  \
+      const size_t r1 = r0 + TILE < rows ? r0 + TILE : rows;                              \
+      const TX *xb = xs + b * m;                                                          \
+      TY *yb = ys + b * m;                                                                \
+      for (size_t k0 = 0; k0 < cols; k0 += TILE) {                                        \
+        const size_t k1 = k0 + TILE < cols ? k0 + TILE : cols;                            \
+        for (size_t k = k0; k < k1; k++)                                                  \
+          for (size_t r = r0; r < r1; r++) yb[k * rows + r] = CONV(xb[r * cols + k]);     \
+      }                                                                                   \
+    }                                                                                     \
+  } while (0)
+#define SAME(v) (v)
+
 void ct_cpu_transpose_convert(size_t n, size_t rows, size_t cols, ct_dtype from, const void *x,
                               ct_dtype to, void *y, bool accumulate) {
   const size_t m = rows * cols;
+  if (!accumulate && from == CT_F32 && to == CT_BF16) {
+    TRANSPOSE_BLOCKS(float, uint16_t, ct_f32_to_bf16);
+    return;
+  }
+  if (!accumulate && from == CT_BF16 && to == CT_BF16) {
+    TRANSPOSE_BLOCKS(uint16_t, uint16_t, SAME);
+    return;
+  }
+  if (!accumulate && from == CT_BF16 && to == CT_F32) {
+    TRANSPOSE_BLOCKS(uint16_t, float, ct_bf16_to_f32);
+    return;
+  }
+  if (!accumulate && from == CT_F32 && to == CT_F32) {
+    TRANSPOSE_BLOCKS(float, float, SAME);
+    return;
+  }
 #pragma omp parallel for if (n * m >= PAR_MIN) schedule(static)
   for (size_t b = 0; b < n; b++)
     for (size_t r = 0; r < rows; r++)

@@ -187,8 +187,8 @@ static ct_dtype layer_type(pass *p, const Caffe__LayerParameter *l, int device, 
 static ct_layout layer_layout(pass *p, const Caffe__LayerParameter *l, int device, ct_dtype type,
                               bool quiet) {
   const ct_layer_ops *ops = ct_layer_find(l->type ? l->type : "");
-  if (!ops || device == CT_DEVICE_CPU) return CT_NCHW;
-  const unsigned mask = ops->layouts_gpu;
+  if (!ops) return CT_NCHW;
+  const unsigned mask = device == CT_DEVICE_CPU ? ops->layouts_cpu : ops->layouts_gpu;
   if (mask & CT_LAYOUTS_ANY) {
     if (l->n_bottom == 0) return CT_NCHW;
     int h = ct_strmap_get(&p->names, l->bottom[0]);

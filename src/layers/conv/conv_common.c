@@ -228,7 +228,8 @@ static ct_status choose_engine(ct_layer *l, ct_conv *c, ct_error *err) {
   char why[160] = "engine: CAFFE";
   if (c->engine != CAFFE__CONVOLUTION_PARAMETER__ENGINE__CAFFE) {
 #ifdef CORTADO_HAVE_DNNL
-    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, l->dtype, why, sizeof why);
+    c->fast = ct_conv_dnnl_create(c, c->bias_term && !c->reverse, l->dtype, l->layout, why,
+                                  sizeof why);
 #else
     snprintf(why, sizeof why, "built without oneDNN");
 #endif

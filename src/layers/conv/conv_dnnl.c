@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "layers/conv/conv_direct.h"
 #include "math/typed.h"
@@ -68,6 +69,7 @@ struct ct_conv_dnnl {
   ct_conv conv;
   bool y_bias;
   ct_dtype act;       /* of x and y and their gradients (weights and bias: float32) */
+  ct_layout layout;   /* of x and y and their gradients: NCHW or channels-last */
   size_t w_count;
   /* y_from_x (forward), x_from_y (backward data), weight_grad (backward weights) */
   op fwd, bwd_data, bwd_weights;
@@ -78,9 +80,9 @@ struct ct_conv_dnnl {
   int nbufs;
   bool direct;        /* forward and backward weights by conv_direct.h's kernels */
   /* 16-bit layers whose geometry the direct kernels fit (few channels, as
-   * a net's first convolution) and whose oneDNN weight gradient is a GEMM
-   * (LeNet's conv1: 8 ms against 0.3 in float32, one thread): the weight
-   * gradient by the float32 direct kernel on float32 copies (x32, y32) */
+   * a net's first convolution) where that ran faster than oneDNN's
+   * (pick_weight_grad): the weight gradient by the float32 direct kernel on
+   * float32 copies (x32, y32) */
   bool direct16;
   float *x32, *y32;
   float *dw_tmp;      /* (w_count) the weight gradient before it is added */
@@ -161,6 +163,13 @@ static void run(ct_conv_dnnl *f, op *o, int n, const dnnl_exec_arg_t *args) {
 
 /* ---------------------------------------------------------------- planning */
 
+/* Channels last: (N, C, spatial...) stored as (N, spatial..., C). */
+static dnnl_format_tag_t channels_last_tag(int ndims) {
+  static const dnnl_format_tag_t tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
+  CT_ASSERT(ndims >= 3 && ndims <= 5);
+  return tags[ndims - 3];
+}
+
 static dnnl_format_tag_t plain_tag(int ndims) {
   static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde,
                                            dnnl_abcdef};
@@ -185,10 +194,12 @@ static const dnnl_memory_desc_t *query(const op *o, dnnl_query_t what) {
   return dnnl_primitive_desc_query_md(o->pd, what, 0);
 }
 
-static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, ct_dtype act) {
+static void remember_geometry(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, ct_dtype act,
+                              ct_layout layout) {
   f->conv = *c;
   f->y_bias = y_bias;
   f->act = act;
+  f->layout = layout;
   f->direct = act == CT_F32 && ct_conv_direct_fits(c);
 }
 
@@ -198,6 +209,54 @@ static dnnl_data_type_t dnnl_type(ct_dtype t) {
     case CT_F16: return dnnl_f16;
     default: return dnnl_f32;
   }
+}
+
+/* Seconds of the second of two weight gradients on zeros (the first warms
+ * the kernels and the caches). */
+static double time_weight_grad(ct_conv_dnnl *f, const void *x, const void *dy, float *dw,
+                               float *db) {
+  double t = 0;
+  for (int k = 0; k < 2; k++) {
+    ct_conv_dnnl_forget(f, CT_CONV_DNNL_SLOT_X);
+    ct_conv_dnnl_forget(f, CT_CONV_DNNL_SLOT_Y);
+    const double t0 = ct_monotonic_s();
+    ct_conv_dnnl_weight_grad(f, x, dy, dw, db);
+    t = ct_monotonic_s() - t0;
+  }
+  return t;
+}
+
+/* A 16-bit layer whose geometry the direct kernels fit (few input
+ * channels, as a net's first convolution): its weight gradient by oneDNN,
+ * or by the float32 direct kernel on float32 copies of x and dy, whichever
+ * ran faster here once (oneDNN's is a GEMM on some CPUs: LeNet's conv1
+ * took 8 ms against 0.3 in float32, one thread; on AMX its kernel took 1.0
+ * ms against 0.35 for the direct one, while for 3 input channels AMX won). */
+static void pick_weight_grad(ct_conv_dnnl *f) {
+  const ct_conv *c = &f->conv;
+  const size_t nx = (size_t)c->num * c->x_channels * c->x_spatial;
+  const size_t ny = (size_t)c->num * c->y_channels * c->y_spatial;
+  void *x = ct_xcalloc(nx + 1, ct_dtype_size(f->act)), *dy = ct_xcalloc(ny + 1, ct_dtype_size(f->act));
+  float *dw = ct_xcalloc(f->w_count, sizeof *dw), *db = ct_xcalloc((size_t)c->y_channels + 1, sizeof *db);
+  f->direct16 = false;
+  const double t_dnnl = time_weight_grad(f, x, dy, dw, f->y_bias ? db : NULL);
+  f->x32 = ct_xcalloc(nx + 1, sizeof(float));
+  f->y32 = ct_xcalloc(ny + 1, sizeof(float));
+  f->direct16 = true;
+  const double t_direct = time_weight_grad(f, x, dy, dw, f->y_bias ? db : NULL);
+  f->direct16 = t_direct < t_dnnl;
+  if (!f->direct16) {
+    free(f->x32);
+    free(f->y32);
+    f->x32 = f->y32 = NULL;
+  }
+  /* the slots must not remember the scratch arrays freed here */
+  ct_conv_dnnl_forget(f, CT_CONV_DNNL_SLOT_X);
+  ct_conv_dnnl_forget(f, CT_CONV_DNNL_SLOT_Y);
+  free(x);
+  free(dy);
+  free(dw);
+  free(db);
 }
 
 static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const char **stage) {
@@ -226,8 +285,9 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
   dnnl_memory_desc_t x_md, y_md, w_md, b_md, x_any, y_any, w_any, dw_any;
   dnnl_status_t s;
   *stage = "memory descriptors";
-  if ((s = dnnl_memory_desc_init_by_tag(&x_md, nd, xd, at, plain_tag(nd))) ||
-      (s = dnnl_memory_desc_init_by_tag(&y_md, nd, yd, at, plain_tag(nd))) ||
+  const dnnl_format_tag_t act_tag = f->layout == CT_NHWC ? channels_last_tag(nd) : plain_tag(nd);
+  if ((s = dnnl_memory_desc_init_by_tag(&x_md, nd, xd, at, act_tag)) ||
+      (s = dnnl_memory_desc_init_by_tag(&y_md, nd, yd, at, act_tag)) ||
       (s = dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_f32, plain_tag(wnd))) ||
       (s = dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a)) ||
       (s = dnnl_memory_desc_init_by_tag(&x_any, nd, xd, at, dnnl_format_tag_any)) ||
@@ -285,20 +345,15 @@ static dnnl_status_t plan(ct_conv_dnnl *f, const ct_conv *c, bool y_bias, const 
       ((s = arg_init(f, &f->fwd_b, &b_md, &b_md, ROLE_OWN, true)) ||
        (s = arg_init(f, &f->bw_db, &b_md, &b_md, ROLE_OWN, false))))
     return s;
-  f->direct16 = f->act != CT_F32 && ct_conv_direct_fits(c) &&
-                strstr(impl_name(&f->bwd_weights), "gemm") != NULL;
-  if (f->direct16) {
-    f->x32 = ct_xcalloc((size_t)c->num * c->x_channels * c->x_spatial + 1, sizeof(float));
-    f->y32 = ct_xcalloc((size_t)c->num * c->y_channels * c->y_spatial + 1, sizeof(float));
-  }
   f->w_count = (size_t)c->y_channels * c->kernel_dim;
   f->dw_tmp = ct_xcalloc(f->w_count, sizeof *f->dw_tmp);
   f->db_tmp = ct_xcalloc((size_t)c->y_channels, sizeof *f->db_tmp);
+  if (f->act != CT_F32 && ct_conv_direct_fits(c)) pick_weight_grad(f);
   return dnnl_success;
 }
 
-ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, char *why,
-                                  size_t why_len) {
+ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, ct_layout layout,
+                                  char *why, size_t why_len) {
   if (why_len) why[0] = '\0';
   if (c->nspatial < 1 || c->nspatial > 3) {
     snprintf(why, why_len, "oneDNN convolves over 1 to 3 spatial axes, not %d", c->nspatial);
@@ -314,7 +369,7 @@ ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, c
     return NULL;
   }
   ct_conv_dnnl *f = ct_xcalloc(1, sizeof *f);
-  remember_geometry(f, c, y_bias, act);
+  remember_geometry(f, c, y_bias, act, layout);
   const char *stage = "stream";
   dnnl_status_t s = dnnl_stream_create(&f->stream, g_engine, dnnl_stream_default_flags);
   if (s == dnnl_success) s = plan(f, c, y_bias, &stage);
@@ -403,8 +458,15 @@ void ct_conv_dnnl_weight_grad(ct_conv_dnnl *f, const void *x, const void *dy, fl
   }
   if (f->direct16) {
     const ct_conv *c = &f->conv;
-    ct_cpu_convert((size_t)c->num * c->x_channels * c->x_spatial, f->act, x, CT_F32, f->x32);
-    ct_cpu_convert((size_t)c->num * c->y_channels * c->y_spatial, f->act, dy, CT_F32, f->y32);
+    if (f->layout == CT_NHWC) { /* to NCHW float32: (num, spatial, channels) transposed */
+      ct_cpu_transpose_convert(c->num, c->x_spatial, c->x_channels, f->act, x, CT_F32, f->x32,
+                               false);
+      ct_cpu_transpose_convert(c->num, c->y_spatial, c->y_channels, f->act, dy, CT_F32, f->y32,
+                               false);
+    } else {
+      ct_cpu_convert((size_t)c->num * c->x_channels * c->x_spatial, f->act, x, CT_F32, f->x32);
+      ct_cpu_convert((size_t)c->num * c->y_channels * c->y_spatial, f->act, dy, CT_F32, f->y32);
+    }
     ct_conv_direct_weight_grad(c, f->x32, f->y32, dw, dbias);
     return;
   }

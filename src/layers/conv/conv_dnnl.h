@@ -19,7 +19,9 @@
  *
  * x and y (and their gradients) are of the element type the plan was made
  * for (act: float32 or bfloat16, oneDNN's bf16 kernels on AVX512_BF16 or
- * AMX); the weights and bias are always float32 (the solver's master copy,
+ * AMX), in the blobs' memory order (layout: NCHW, or channels-last for a
+ * 16-bit layer, which oneDNN's kernels take without reorders); the weights
+ * and bias are always float32 (the solver's master copy,
  * reordered into the computing type as they are read), as are the weight
  * and bias gradients.
  *
@@ -55,11 +57,12 @@ void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, int K, float al
                        const float *A, const float *B, float beta, float *C);
 
 /* Plans the primitives for c's current geometry (c->num images; the bias
- * joins forward and backward weights when y_bias).  Returns NULL when oneDNN
+ * joins forward and backward weights when y_bias; x and y of type act in
+ * memory order layout).  Returns NULL when oneDNN
  * has no implementation for it, with the reason in why (why_len bytes).
  * The result is owned by the caller: ct_conv_dnnl_free. */
-ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, char *why,
-                                  size_t why_len);
+ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act, ct_layout layout,
+                                  char *why, size_t why_len);
 void ct_conv_dnnl_free(ct_conv_dnnl *f);
 /* "oneDNN (forward jit:avx2, backward data ..., backward weights ...)" into buf. */
 const char *ct_conv_dnnl_describe(const ct_conv_dnnl *f, char *buf, size_t len);
@@ -88,10 +91,11 @@ static inline void ct_conv_dnnl_gemm(bool trans_a, bool trans_b, int M, int N, i
 }
 
 static inline ct_conv_dnnl *ct_conv_dnnl_create(const ct_conv *c, bool y_bias, ct_dtype act,
-                                                char *why, size_t why_len) {
+                                                ct_layout layout, char *why, size_t why_len) {
   (void)c;
   (void)y_bias;
   (void)act;
+  (void)layout;
   if (why_len) why[0] = '\0';
   return NULL;
 }

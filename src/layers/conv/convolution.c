@@ -192,6 +192,7 @@ const ct_layer_ops ct_convolution_ops = {
     .workspace_bytes = ct_conv_workspace_bytes,
 #ifdef CORTADO_HAVE_DNNL
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
+    .layouts_cpu = CT_LAYOUT_BIT(CT_NHWC),
 #endif
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
     .layouts_gpu = CT_LAYOUT_BIT(CT_NHWC),

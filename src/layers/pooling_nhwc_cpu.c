@@ -1,0 +1,195 @@
+/* Host MAX and AVE pooling over channels-last (N, H, W, C) tensors
+ * (pooling_cpu.h), the order of a bfloat16 net's convolutions on the host.
+ *
+ * The C channels of a pixel are contiguous, so every window position is one
+ * run of C values and the channel loop is the vector loop: an output pixel's
+ * C accumulators sit in a float32 row of the thread's scratch while the
+ * window is walked in Caffe's (h, w) order (MAX keeps the first maximum,
+ * strict >), then the row is written out, rounded once.  Forward spreads
+ * output rows (image, ph) over the threads; backward spreads images, since
+ * the windows of neighbouring rows overlap.  Backward adds into a float32
+ * image of the gradient (for bfloat16, one rounding at the end).  MAX's
+ * index per output value is its input pixel h W + w within the image, in
+ * the top's own (channels-last) order. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/status.h"
+#include "layers/pooling_cpu.h"
+
+typedef struct nhwc_job {
+  const ct_pool_geom *g;
+  const ct_pool_windows *w;
+  ct_dtype type; /* of x, y, dy and dx */
+  const void *x, *dy;
+  void *y, *dx;
+  float *idx;
+} nhwc_job;
+
+/* c values of pixel p of an image, as float32, into dst. */
+static inline void pixel_in(ct_dtype t, const void *base, size_t p, int c, float *restrict dst) {
+  if (t == CT_F32) {
+    memcpy(dst, (const float *)base + p * (size_t)c, (size_t)c * sizeof *dst);
+    return;
+  }
+  const uint16_t *restrict src = (const uint16_t *)base + p * (size_t)c;
+  for (int i = 0; i < c; i++) dst[i] = ct_bf16_to_f32(src[i]);
+}
+
+static inline void pixel_out(ct_dtype t, void *base, size_t p, int c, const float *restrict src) {
+  if (t == CT_F32) {
+    memcpy((float *)base + p * (size_t)c, src, (size_t)c * sizeof *src);
+    return;
+  }
+  uint16_t *restrict dst = (uint16_t *)base + p * (size_t)c;
+  for (int i = 0; i < c; i++) dst[i] = ct_f32_to_bf16(src[i]);
+}
+
+/* Output rows (image n, row ph) at least ~16K input values of work each. */
+static size_t min_rows(const ct_pool_geom *g) {
+  const size_t row = (size_t)g->kh * g->W * g->C;
+  return row >= 16384 ? 1 : 16384 / (row ? row : 1);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* One window's maximum per channel over pixels of type T (CONV to float32). */
+#define MAX_WINDOW(T, CONV)                                                         \
+  do {                                                                              \
+    const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C;           \
+    for (int h = h0; h < h1; h++)                                                   \
+      for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
+        const float here = (float)(h * g->W + w);                                   \
+        const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
+        for (int c = 0; c < C; c++) {                                               \
+          const float v = CONV(px[c]);                                              \
+          const bool gt = v > acc[c];                                               \
+          acc[c] = gt ? v : acc[c];                                                 \
+          arg_[c] = gt ? here : arg_[c];                                            \
+        }                                                                           \
+      }                                                                             \
+  } while (0)
+#define AS_FLOAT(v) (v)
+
+static void max_rows(void *arg, size_t begin, size_t end) {
+  const nhwc_job *j = arg;
+  const ct_pool_geom *g = j->g;
+  const int C = g->C;
+  float *const buf = ct_xcalloc(2 * (size_t)C, sizeof *buf);
+  float *restrict acc = buf, *restrict arg_ = buf + C;
+  for (size_t r = begin; r < end; r++) {
+    const size_t n = r / g->PH;
+    const int ph = (int)(r % g->PH);
+    const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph];
+    for (int pw = 0; pw < g->PW; pw++) {
+      for (int c = 0; c < C; c++) acc[c] = -FLT_MAX, arg_[c] = -1.0f;
+      if (j->type == CT_F32) MAX_WINDOW(float, AS_FLOAT);
+      else MAX_WINDOW(uint16_t, ct_bf16_to_f32);
+      const size_t o = (n * g->PH + ph) * g->PW + pw;
+      pixel_out(j->type, j->y, o, C, acc);
+      memcpy(j->idx + o * C, arg_, (size_t)C * sizeof *arg_);
+    }
+  }
+  free(buf);
+}
+
+void ct_pool_max_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                  const void *x, void *y, float *mask) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
+  nhwc_job j = {.g = g, .w = w, .type = type, .x = x, .y = y, .idx = mask};
+  ct_parallel_for((size_t)g->N * g->PH, min_rows(g), max_rows, &j);
+}
+
+#define SUM_WINDOW(T, CONV)                                                         \
+  do {                                                                              \
+    const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C;           \
+    for (int h = h0; h < h1; h++)                                                   \
+      for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
+        const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
+        for (int c = 0; c < C; c++) acc[c] += CONV(px[c]);                          \
+      }                                                                             \
+  } while (0)
+
+static void ave_rows(void *arg, size_t begin, size_t end) {
+  const nhwc_job *j = arg;
+  const ct_pool_geom *g = j->g;
+  const int C = g->C;
+  float *restrict acc = ct_xcalloc((size_t)C, sizeof *acc);
+  for (size_t r = begin; r < end; r++) {
+    const size_t n = r / g->PH;
+    const int ph = (int)(r % g->PH);
+    const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph];
+    for (int pw = 0; pw < g->PW; pw++) {
+      memset(acc, 0, (size_t)C * sizeof *acc);
+      if (j->type == CT_F32) SUM_WINDOW(float, AS_FLOAT);
+      else SUM_WINDOW(uint16_t, ct_bf16_to_f32);
+      const int size = j->w->hext[ph] * j->w->wext[pw];
+      /* a division, as the NCHW kernel and Caffe do, not a product */
+      for (int c = 0; c < C; c++) acc[c] = size > 0 ? acc[c] / (float)size : 0.0f;
+      pixel_out(j->type, j->y, (n * g->PH + ph) * g->PW + pw, C, acc);
+    }
+  }
+  free(acc);
+}
+
+void ct_pool_ave_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                  const void *x, void *y) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
+  nhwc_job j = {.g = g, .w = w, .type = type, .x = x, .y = y};
+  ct_parallel_for((size_t)g->N * g->PH, min_rows(g), ave_rows, &j);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+/* Images [begin, end): dx (overwritten) from dy, through a float32 image. */
+static void back_images(void *arg, size_t begin, size_t end) {
+  const nhwc_job *j = arg;
+  const ct_pool_geom *g = j->g;
+  const int C = g->C;
+  const size_t in_px = (size_t)g->H * g->W, out_px = (size_t)g->PH * g->PW;
+  const bool f32 = j->type == CT_F32;
+  float *img = f32 ? NULL : ct_xcalloc(in_px * C, sizeof *img);
+  float *d = ct_xcalloc((size_t)C, sizeof *d);
+  for (size_t n = begin; n < end; n++) {
+    float *dx = f32 ? (float *)j->dx + n * in_px * C : img;
+    memset(dx, 0, in_px * C * sizeof *dx);
+    for (size_t o = 0; o < out_px; o++) {
+      pixel_in(j->type, j->dy, n * out_px + o, C, d);
+      if (j->idx) { /* MAX: to the index of each value */
+        const float *idx = j->idx + (n * out_px + o) * C;
+        for (int c = 0; c < C; c++)
+          if (idx[c] >= 0) dx[(size_t)idx[c] * C + c] += d[c];
+        continue;
+      }
+      const int ph = (int)(o / g->PW), pw = (int)(o % g->PW);
+      const int size = j->w->hext[ph] * j->w->wext[pw];
+      for (int c = 0; c < C; c++) d[c] = size > 0 ? d[c] / (float)size : 0.0f;
+      for (int h = j->w->hlo[ph]; h < j->w->hhi[ph]; h++)
+        for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {
+          float *restrict p = dx + ((size_t)h * g->W + w) * C;
+          for (int c = 0; c < C; c++) p[c] += d[c];
+        }
+    }
+    if (!f32)
+      for (size_t p = 0; p < in_px; p++) pixel_out(j->type, j->dx, n * in_px + p, C, img + p * C);
+  }
+  free(img);
+  free(d);
+}
+
+void ct_pool_ave_backward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
+                                   const void *dy, void *dx) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
+  nhwc_job j = {.g = g, .w = w, .type = type, .dy = dy, .dx = dx};
+  ct_parallel_for((size_t)g->N, 1, back_images, &j);
+}
+
+void ct_pool_scatter_backward_nhwc_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
+                                       const float *idx, void *dx) {
+  CT_ASSERT(type == CT_F32 || type == CT_BF16);
+  nhwc_job j = {.g = g, .type = type, .dy = dy, .dx = dx, .idx = (float *)idx};
+  ct_parallel_for((size_t)g->N, 1, back_images, &j);
+}
