@@ -66,8 +66,11 @@ static ct_status relu_forward_cpu(ct_layer *l, ct_tensor *const *bottom, ct_tens
   }
   const float *x = bottom[0]->data;
   float *y = top[0]->data;
-  float slope = negative_slope(l);
-  for (size_t i = 0; i < bottom[0]->count; i++) y[i] = x[i] > 0 ? x[i] : slope * x[i];
+  const float slope = negative_slope(l);
+  const size_t n = bottom[0]->count;
+  /* x and y are one array in place: each element is read before it is written */
+#pragma omp parallel for simd if (n >= 65536) schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : slope * x[i];
   return CT_OK;
 }
 
@@ -83,8 +86,10 @@ static void relu_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   }
   const float *x = bottom[0]->data, *dy = top[0]->diff;
   float *dx = bottom[0]->diff;
-  float slope = negative_slope(l);
-  for (size_t i = 0; i < bottom[0]->count; i++) dx[i] = dy[i] * (x[i] > 0 ? 1.0f : slope);
+  const float slope = negative_slope(l);
+  const size_t n = bottom[0]->count;
+#pragma omp parallel for simd if (n >= 65536) schedule(static)
+  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * (x[i] > 0 ? 1.0f : slope);
 }
 
 #ifdef CORTADO_HAVE_CUDA
@@ -145,5 +150,6 @@ const ct_layer_ops ct_relu_ops = {
 #endif
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .dtypes_gpu = CT_DTYPE_BIT(CT_BF16) | CT_DTYPE_BIT(CT_F16),
-    .layouts_gpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_cpu = CT_LAYOUTS_ANY, /* element-wise */
+    .layouts_gpu = CT_LAYOUTS_ANY,
 };
