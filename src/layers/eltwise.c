@@ -19,6 +19,9 @@ typedef struct {
   bool stable_prod_grad;
   ct_tensor *argmax; /* MAX only: like top, index of the winning bottom */
   bool relu;         /* SUM on a GPU: a ReLU in place on the top computed too (net fusion) */
+  /* SUM on a GPU: the top views this bottom's values (its last), which the
+   * sum overwrites (net fusion, ct_eltwise_sum_in_place); 0: a top of its own */
+  int in_place_on;
 } eltwise_priv;
 
 static ct_status eltwise_setup(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
@@ -55,8 +58,9 @@ static ct_status eltwise_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tenso
                         ct_tensor_shape_string(bottom[i], a, sizeof a),
                         ct_tensor_shape_string(bottom[0], b, sizeof b));
   }
-  ct_tensor_reshape_like(top[0], bottom[0]);
   eltwise_priv *e = l->priv;
+  if (e->in_place_on > 0) ct_tensor_alias_data(top[0], bottom[e->in_place_on]);
+  else ct_tensor_reshape_like(top[0], bottom[0]);
   if (e->argmax) ct_tensor_reshape_like(e->argmax, bottom[0]);
   return CT_OK;
 }
@@ -211,6 +215,15 @@ static void eltwise_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
   }
 }
 #endif
+
+bool ct_eltwise_sum_in_place(ct_layer *l) {
+  eltwise_priv *e = l->priv;
+  if (l->ctx->device == CT_DEVICE_CPU || e->op != CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM ||
+      l->ntop != 1)
+    return false;
+  e->in_place_on = l->nbottom - 1;
+  return true;
+}
 
 bool ct_eltwise_absorb_relu(ct_layer *l) {
   eltwise_priv *e = l->priv;

@@ -47,6 +47,13 @@ void ct_eltwise_max_backward_gpu(ct_context *ctx, ct_dtype t, size_t n, int i, c
  * gradient only where the top is above 0 in backward; false, with nothing
  * changed, for other operations or on the host. */
 bool ct_eltwise_absorb_relu(ct_layer *l);
+/* Net fusion on a GPU: the SUM Eltwise l writes its sum over its last
+ * bottom's values (its top views them from its next reshape on), for a
+ * bottom that nothing reads afterwards, forward or backward (the net's
+ * check).  SUM's backward reads no values, and that bottom's gradient is
+ * the last one computed, in place on the top's.  False, with nothing
+ * changed, for other operations or on the host. */
+bool ct_eltwise_sum_in_place(ct_layer *l);
 #endif
 
 #ifdef __cplusplus

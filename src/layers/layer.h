@@ -153,6 +153,10 @@ typedef struct ct_layer_ops {
    * (element-wise types: ReLU, Eltwise, Split; in float32 too).  Other
    * float32 layers are NCHW. */
   unsigned layouts_cpu, layouts_gpu;
+  /* Whether the layer's backward reads its tops' values (set up as it is
+   * now).  NULL: assumed to.  The net lets a SUM Eltwise write its sum over
+   * a top that no backward reads (net_fuse.c). */
+  bool (*backward_reads_top)(const ct_layer *l);
 } ct_layer_ops;
 
 #define CT_DTYPE_BIT(t) (1u << (unsigned)(t))
