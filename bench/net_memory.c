@@ -44,11 +44,35 @@ static size_t held(size_t *peak) {
 typedef struct {
   int layer;
   size_t tops, state, fwd, bwd;
+  size_t transient; /* the most held above the layer's start during its passes, freed after */
 } layer_mem;
+
+static size_t g_peak; /* the most held over all passes (the per-pass peaks are reset) */
+
+/* Keeps the peak so far in g_peak, then starts it again from what is held. */
+static void reset_peak(void) {
+  size_t peak;
+  held(&peak);
+  if (peak > g_peak) g_peak = peak;
+  if (g_device == CT_DEVICE_CPU) ct_mem_host_reset_peak();
+  else ct_gpu_memory_reset_peak(g_device);
+}
+
+/* After a pass of a layer that began with `before` held: what it left, and
+ * the most it held above that on the way. */
+static void pass_took(size_t before, size_t *left, size_t *transient) {
+  size_t peak;
+  const size_t after = held(&peak);
+  if (peak > g_peak) g_peak = peak;
+  *left = after > before ? after - before : 0;
+  const size_t over = peak > after ? peak - after : 0;
+  if (over > *transient) *transient = over;
+}
 
 static int by_total(const void *a, const void *b) {
   const layer_mem *x = a, *y = b;
-  size_t tx = x->tops + x->state + x->fwd + x->bwd, ty = y->tops + y->state + y->fwd + y->bwd;
+  size_t tx = x->tops + x->state + x->fwd + x->bwd + x->transient;
+  size_t ty = y->tops + y->state + y->fwd + y->bwd + y->transient;
   return tx < ty ? 1 : tx > ty ? -1 : x->layer - y->layer;
 }
 
@@ -113,13 +137,13 @@ int main(int argc, char **argv) {
       if (!in_place && t->owns_data) lm[i].tops += ct_tensor_bytes(t, t->capacity);
     }
     const size_t before = held(NULL);
+    reset_peak();
     if (ct_net_forward_layer_async(net, i, &err) != CT_OK) {
       fprintf(stderr, "net_memory: %s\n", err.msg);
       return 1;
     }
     ct_context_sync(&ctx);
-    const size_t after = held(NULL);
-    lm[i].fwd = after > before ? after - before : 0;
+    pass_took(before, &lm[i].fwd, &lm[i].transient);
   }
   double loss;
   if (ct_net_loss_finish(net, &loss, &err) != CT_OK) {
@@ -128,24 +152,18 @@ int main(int argc, char **argv) {
   }
   for (int i = net->nlayers - 1; i >= 0; i--) {
     const size_t before = held(NULL);
+    reset_peak();
     ct_net_backward_layer(net, i);
     ct_context_sync(&ctx);
-    const size_t after = held(NULL);
-    lm[i].bwd = after > before ? after - before : 0;
+    pass_took(before, &lm[i].bwd, &lm[i].transient);
   }
   ct_context_grad_join(&ctx);
   ct_context_sync(&ctx);
   size_t peak;
   const size_t now = held(&peak);
-  size_t data = 0, diffs = 0;
-  for (int b = 0; b < net->nblobs; b++) {
-    const ct_tensor *t = net->blobs[b];
-    if (t->owns_data) data += ct_tensor_bytes(t, t->capacity);
-    if (t->owns_diff) diffs += ct_tensor_bytes(t, t->diff_capacity);
-  }
-  size_t pool = net->diff_plan ? net->diff_plan->pool_count * sizeof(float) : 0;
-  size_t zero = net->diff_plan ? net->diff_plan->zero_count * sizeof(float) : 0;
-  size_t flat = 2 * net->flat_count * sizeof(float);
+  if (g_peak > peak) peak = g_peak;
+  const ct_net_memory m = ct_net_memory_split(net);
+  const size_t data = m.blob_data, diffs = m.blob_diffs, pool = m.diff_pool, zero = 0, flat = m.flat;
   size_t held = now - base;
   printf("%s, batch %d of %d,%d,%d: %d layers, %d blobs, %s, %s\n", argv[1], batch, chw[0], chw[1],
          chw[2], net->nlayers, net->nblobs, g_device == CT_DEVICE_CPU ? "CPU" : "GPU",
@@ -160,21 +178,22 @@ int main(int argc, char **argv) {
   printf("    the rest (scratch)  %9.1f MB\n", mb(held - data - diffs - pool - zero - flat));
   qsort(lm, (size_t)net->nlayers, sizeof *lm, by_total);
   printf("  layers holding the most (MB): new tops, state from setup, left by the first forward, "
-         "by the first backward\n");
+         "by the first backward, held for a while in either\n");
   for (int k = 0; k < net->nlayers && k < 25; k++) {
     const ct_layer *l = net->layers[lm[k].layer];
-    printf("    %-24s %-14s %8.1f %8.1f %8.1f %8.1f\n", l->name, l->ops->type, mb(lm[k].tops),
-           mb(lm[k].state), mb(lm[k].fwd), mb(lm[k].bwd));
+    printf("    %-24s %-14s %8.1f %8.1f %8.1f %8.1f %8.1f\n", l->name, l->ops->type, mb(lm[k].tops),
+           mb(lm[k].state), mb(lm[k].fwd), mb(lm[k].bwd), mb(lm[k].transient));
   }
-  size_t sums[4] = {0};
+  size_t sums[5] = {0};
   for (int i = 0; i < net->nlayers; i++) {
     sums[0] += lm[i].tops;
     sums[1] += lm[i].state;
     sums[2] += lm[i].fwd;
     sums[3] += lm[i].bwd;
+    if (lm[i].transient > sums[4]) sums[4] = lm[i].transient;
   }
-  printf("    %-39s %8.1f %8.1f %8.1f %8.1f\n", "all layers", mb(sums[0]), mb(sums[1]), mb(sums[2]),
-         mb(sums[3]));
+  printf("    %-39s %8.1f %8.1f %8.1f %8.1f %8.1f (most)\n", "all layers", mb(sums[0]), mb(sums[1]),
+         mb(sums[2]), mb(sums[3]), mb(sums[4]));
   free(lm);
   ct_net_free(net);
   ct_context_free(&ctx);

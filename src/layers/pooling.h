@@ -40,12 +40,20 @@ void ct_pool_backward_gpu(ct_context *ctx, const ct_pool_geom *g, bool train, co
                           const float *y, const float *dy, const float *idx, float *dx);
 
 /* The same for a 16-bit layer (pooling_typed.cu): MAX and AVE only, values
- * of type t in either memory order (nhwc: channels last), no bias. */
+ * of type t in either memory order (nhwc: channels last), no bias.  MAX's
+ * argmax is ct_pool_typed_arg_bytes(g) bytes per output: for windows of at
+ * most 255 positions one byte, the maximum's place in its window
+ * ((h - hs) kw + (w - ws) from the window's unclipped corner (hs, ws); 255:
+ * an empty window), a quarter of the float index's memory (VGG-16's five
+ * poolings held 373 MB of indices at batch 64); else the float index. */
 void ct_pool_forward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t, bool nhwc,
-                               const void *x, void *y, float *idx);
+                               const void *x, void *y, void *idx);
 void ct_pool_backward_gpu_typed(ct_context *ctx, const ct_pool_geom *g, ct_dtype t, bool nhwc,
-                                const void *x, const void *y, const void *dy, const float *idx,
+                                const void *x, const void *y, const void *dy, const void *idx,
                                 void *dx);
+static inline size_t ct_pool_typed_arg_bytes(const ct_pool_geom *g) {
+  return (long)g->kh * g->kw <= 255 ? 1 : sizeof(float);
+}
 
 /* Net fusion (net_fuse.c) on a GPU: the Pooling layer `pool` computes a
  * ReLU with slope 0 in place on its top (forward and backward: the ReLU is

@@ -253,6 +253,15 @@ ct_status ct_net_plan_diffs(ct_net *net, ct_error *err);
  * reports); free with ct_net_diff_plan_free. */
 ct_diff_plan *ct_net_diff_plan_make(const ct_net *net);
 void ct_net_diff_plan_free(ct_diff_plan *plan);
+
+/* Where a net's storage on its device goes, in bytes: the value arrays its
+ * blobs own (views count nothing), the gradient arrays they own, the diff
+ * pool and its zero buffer, the flat parameter and gradient buffers, and
+ * what its layers' setup took besides (ct_layer.state_bytes). */
+typedef struct ct_net_memory {
+  size_t blob_data, blob_diffs, diff_pool, flat, layer_state;
+} ct_net_memory;
+ct_net_memory ct_net_memory_split(const ct_net *net);
 /* Zeroes the whole flat gradient buffer (once per iteration). */
 void ct_net_clear_param_diffs(ct_net *net);
 /* Re-propagates shapes after an input blob's shape changed. */

@@ -257,6 +257,20 @@ static void place_groups(ct_diff_plan *plan, int nsteps) {
   free(order);
 }
 
+ct_net_memory ct_net_memory_split(const ct_net *net) {
+  ct_net_memory m = {0};
+  for (int b = 0; b < net->nblobs; b++) {
+    const ct_tensor *t = net->blobs[b];
+    if (t->owns_data) m.blob_data += ct_tensor_bytes(t, t->capacity);
+    if (t->owns_diff) m.blob_diffs += ct_tensor_bytes(t, t->diff_capacity);
+  }
+  if (net->diff_plan)
+    m.diff_pool = (net->diff_plan->pool_count + net->diff_plan->zero_count) * sizeof(float);
+  m.flat = 2 * net->flat_count * sizeof(float);
+  for (int i = 0; i < net->nlayers; i++) m.layer_state += net->layers[i]->state_bytes;
+  return m;
+}
+
 ct_diff_plan *ct_net_diff_plan_make(const ct_net *net) {
   ct_diff_plan *plan = ct_xcalloc(1, sizeof *plan);
   plan->nblobs = net->nblobs;
