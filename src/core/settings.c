@@ -67,6 +67,10 @@ static const ct_setting_info k_settings[] = {
     {"CORTADO_DETERMINISTIC", B, USER, "0", NULL, 0, 0, NULL,
      "`1`: deterministic cuDNN convolution algorithms only: two runs give the same bits (may "
      "be slower)"},
+    {"CORTADO_GPU_ALLOC_TRACE", I, USER, NULL, NULL, 0, 16777216, NULL,
+     "MB: log every GPU allocation of at least MB megabytes, with what is held then and the "
+     "call stack (`addr2line -f -e cortado OFFSET` names the functions), to find what holds "
+     "memory"},
     {"CORTADO_CUDNN_WORKSPACE_MB", I, USER, NULL, NULL, 0, 16777216, NULL,
      "cuDNN workspace limit in MiB (default min(2 GiB, a quarter of free memory))"},
     {"CORTADO_COMM_TIMEOUT", N, USER, "300", NULL, 1e-3, 1e9, "--comm_timeout",

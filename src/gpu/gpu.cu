@@ -1,9 +1,12 @@
 #include <cuda_runtime.h>
+#include <execinfo.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <mutex>
 #include <unordered_map>
 
+#include "core/settings.h"
 #include "gpu/gpu.h"
 
 /* Host waits of this thread (see ct_gpu_host_waits). */
@@ -79,6 +82,33 @@ extern "C" ct_status ct_gpu_set_device(int device, ct_error *err) {
   return CT_OK;
 }
 
+/* CORTADO_GPU_ALLOC_TRACE: allocations of at least this many bytes are
+ * logged with their call stack; 0: none. */
+static size_t trace_threshold(void) {
+  static std::once_flag once;
+  static size_t bytes;
+  std::call_once(once, [] {
+    long mb;
+    if (ct_setting_given_int("CORTADO_GPU_ALLOC_TRACE", &mb)) bytes = (size_t)(mb > 0 ? mb : 1) << 20;
+  });
+  return bytes;
+}
+
+static void trace_alloc(int device, size_t bytes) {
+  const size_t at = trace_threshold();
+  if (!at || bytes < at) return;
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> hold(g_mem_lock);
+    if (device >= 0 && device < CT_MAX_DEVICES) held = g_mem_current[device];
+  }
+  fprintf(stderr, "GPU %d: allocated %.1f MB, %.1f MB held; from:\n", device, bytes / 1048576.0,
+          held / 1048576.0);
+  void *frames[16];
+  const int n = backtrace(frames, 16);
+  backtrace_symbols_fd(frames + 1, n - 1, 2);
+}
+
 extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   int cur;
   CT_CUDA_CHECK(cudaGetDevice(&cur));
@@ -93,6 +123,7 @@ extern "C" void *ct_gpu_malloc(int device, size_t bytes) {
   if (cur != device) CT_CUDA_CHECK(cudaSetDevice(cur));
   g_host_waits++;
   mem_note_alloc(device, p, bytes ? bytes : 256);
+  trace_alloc(device, bytes);
   return p;
 }
 
