@@ -297,9 +297,9 @@ void ct_net_analyze_backward(ct_net *net, bool quiet);                  /* net_p
  * their absorbers. */
 ct_status ct_net_fuse_layer(ct_net *net, int si, bool quiet, ct_error *err);
 ct_status ct_net_fuse_finish(ct_net *net, ct_error *err);
-/* net_fuse.c: once the net is fused, lets SUM Eltwise layers write their
- * sums over a bottom that nothing reads afterwards. */
-ct_status ct_net_fuse_sums(ct_net *net, bool quiet, ct_error *err);
+/* net_fuse.c: after Eltwise ei is set up (and the layers before it are
+ * fused), lets a SUM write over a bottom that nothing reads afterwards. */
+ct_status ct_net_fuse_sum(ct_net *net, int ei, bool quiet, ct_error *err);
 void ct_net_mark_grad_side(ct_net *net);                                   /* net_params.c */
 
 static bool fusion_wanted(const ct_net_opts *o) {
@@ -440,6 +440,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     /* at once, so that the absorbed layer's scratch is never all held;
      * never across the part's edges */
     if (fuse && in_part(net, i) && in_part(net, i - 1)) st = ct_net_fuse_layer(net, i, opts->quiet, err);
+    /* only with planned diffs: callers that read blobs keep every blob's values */
+    if (st == CT_OK && fuse && b.plan && in_part(net, i)) st = ct_net_fuse_sum(net, i, opts->quiet, err);
     if (st != CT_OK) break;
     const size_t held_after = held_bytes(ctx), tops = new_top_bytes(net, i);
     net->layers[i]->state_bytes = held_after > held_before + tops ? held_after - held_before - tops : 0;
@@ -453,8 +455,6 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     net->typed = net->typed || net->blobs[i]->dtype != CT_F32 || net->blobs[i]->layout != CT_NCHW;
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
   if (st == CT_OK) st = ct_net_fuse_finish(net, err);
-  /* only with planned diffs: callers that read blobs keep every blob's values */
-  if (st == CT_OK && fuse && b.plan) st = ct_net_fuse_sums(net, opts->quiet, err);
   if (st == CT_OK) ct_net_mark_grad_side(net);
   if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {

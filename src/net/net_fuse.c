@@ -41,8 +41,9 @@
  * shortcut additions): one pass computes max(sum, 0), and backward masks
  * each bottom's gradient by the top; the ReLU is absorbed.
  *
- * Not a fusion of two layers but of two blobs, decided once the net is
- * fused (ct_net_fuse_sums): on a GPU a SUM Eltwise writes its sum over its
+ * Not a fusion of two layers but of two blobs, decided as the Eltwise is
+ * set up (ct_net_fuse_sum; its own top is freed at once, before the layers
+ * after it take memory): on a GPU a SUM Eltwise writes its sum over its
  * last bottom when nothing else reads that bottom's values, forward or
  * backward, as PyTorch's ResNets add the shortcut in place on the last
  * BatchNorm's output.  That bottom must be the top of one layer (not
@@ -193,23 +194,37 @@ static void touches(const ct_net *net, int li, const ct_tensor *t, bool *bottom,
   for (int k = 0; k < l->ntop; k++) *top = *top || net->tops[li][k] == t;
 }
 
-/* Eltwise ei's last bottom, if its sum may overwrite it (above). */
+/* Whether a layer after ei reads the blob named name (until one writes a
+ * new blob of that name): from the NetParameter, as those are not built
+ * yet.  Splits are in it, so a blob with several readers is read by one. */
+static bool read_later(const ct_net *net, int ei, const char *name) {
+  for (size_t li = (size_t)ei + 1; li < net->param->n_layer; li++) {
+    const Caffe__LayerParameter *lp = net->param->layer[li];
+    for (size_t k = 0; k < lp->n_bottom; k++)
+      if (strcmp(lp->bottom[k], name) == 0) return true;
+    for (size_t k = 0; k < lp->n_top; k++)
+      if (strcmp(lp->top[k], name) == 0) return false; /* a new blob of that name */
+  }
+  return false;
+}
+
+/* Eltwise ei (just set up, the layers before it built and fused): whether
+ * its sum may overwrite its last bottom (above). */
 static bool sum_may_overwrite(const ct_net *net, int ei) {
   const ct_layer *e = net->layers[ei];
   if (strcmp(e->ops->type, "Eltwise") != 0 || e->absorbed || e->ntop != 1) return false;
   const ct_tensor *t = net->tops[ei][0], *b = net->bottoms[ei][e->nbottom - 1];
   if (t == b || !b->owns_data || !t->owns_data || b->no_storage || b->dtype != t->dtype ||
-      b->layout != t->layout || b->count != t->count)
+      b->layout != t->layout || b->count != t->count || !b->name || read_later(net, ei, b->name))
     return false;
   for (int k = 0; k < e->nbottom - 1; k++)
     if (net->bottoms[ei][k] == b) return false;
   int producer = -1;
-  for (int li = 0; li < net->nlayers; li++) {
-    if (li == ei) continue;
+  for (int li = 0; li < ei; li++) {
     bool as_bottom, as_top;
     touches(net, li, b, &as_bottom, &as_top);
     if (!as_bottom && !as_top) continue;
-    if (li < net->part_first || li >= net->part_end || li > ei) return false;
+    if (li < net->part_first) return false;
     if (as_top && !as_bottom && producer < 0) {
       producer = li;
       continue;
@@ -221,43 +236,11 @@ static bool sum_may_overwrite(const ct_net *net, int ei) {
   return p->ops->backward_reads_top && !p->ops->backward_reads_top(p);
 }
 
-/* After blob t moved: the layers after ei whose tops view a moved blob
- * (Split, Flatten, Reshape) point them again, and what views those moves
- * too.  Other layers read their bottoms' arrays as they run. */
-static ct_status repoint_views(ct_net *net, int ei, const ct_tensor *t, ct_error *err) {
-  const ct_tensor **moved = ct_xcalloc((size_t)net->nblobs + 1, sizeof *moved);
-  int nmoved = 0;
-  moved[nmoved++] = t;
-  ct_status st = CT_OK;
-  for (int li = ei + 1; li < net->part_end && st == CT_OK; li++) {
-    ct_layer *l = net->layers[li];
-    bool reads = false, views = false;
-    for (int k = 0; k < l->nbottom; k++)
-      for (int m = 0; m < nmoved; m++) reads = reads || net->bottoms[li][k] == moved[m];
-    for (int k = 0; k < l->ntop; k++) {
-      const ct_tensor *top = net->tops[li][k];
-      bool in_place = false;
-      for (int j = 0; j < l->nbottom; j++) in_place = in_place || net->bottoms[li][j] == top;
-      views = views || (!in_place && !top->owns_data && !top->no_storage);
-    }
-    if (!reads || !views) continue;
-    st = ct_layer_reshape(l, net->bottoms[li], net->tops[li], err);
-    for (int k = 0; k < l->ntop && nmoved < net->nblobs; k++)
-      if (!net->tops[li][k]->owns_data) moved[nmoved++] = net->tops[li][k];
-  }
-  free(moved);
-  return st;
-}
-
-ct_status ct_net_fuse_sums(ct_net *net, bool quiet, ct_error *err) {
-  for (int ei = net->part_first; ei < net->part_end; ei++) {
-    if (!sum_may_overwrite(net, ei) || !ct_eltwise_sum_in_place(net->layers[ei])) continue;
-    ct_layer *e = net->layers[ei];
-    CT_TRY(ct_layer_reshape(e, net->bottoms[ei], net->tops[ei], err));
-    CT_TRY(repoint_views(net, ei, net->tops[ei][0], err));
-    if (!quiet)
-      LOG_INFO("%s writes its sum over %s", e->name, net->bottoms[ei][e->nbottom - 1]->name);
-  }
+ct_status ct_net_fuse_sum(ct_net *net, int ei, bool quiet, ct_error *err) {
+  if (!sum_may_overwrite(net, ei) || !ct_eltwise_sum_in_place(net->layers[ei])) return CT_OK;
+  ct_layer *e = net->layers[ei];
+  CT_TRY(ct_layer_reshape(e, net->bottoms[ei], net->tops[ei], err)); /* its own top is freed */
+  if (!quiet) LOG_INFO("%s writes its sum over %s", e->name, net->bottoms[ei][e->nbottom - 1]->name);
   return CT_OK;
 }
 
