@@ -87,6 +87,11 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
   return c->ops->send_wait(c, req, err);
 }
 
+void ct_comm_forget_peer(ct_comm *c, int peer) {
+  CT_ASSERT(peer >= 0 && peer < c->size && peer != c->rank);
+  if (c->ops->forget_peer) c->ops->forget_peer(c, peer);
+}
+
 ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err) {
   if (!c->ops->probe)
     return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator cannot wait for a message from any rank",

@@ -83,6 +83,10 @@ typedef struct ct_comm_ops {
    * serving whichever worker comes first).  NULL where the back end has
    * none. */
   ct_status (*probe)(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
+  /* probe stops listening to rank peer (one that died, or never sends what
+   * is probed for): Gloo's wait from any rank fails when any of them drops
+   * its connection.  NULL where probe needs no telling (MPI's). */
+  void (*forget_peer)(ct_comm *c, int peer);
   /* allreduce of count values of type (core/dtype.h) at buf (device back
    * ends, in 16-bit types: half the bytes of float32); NULL where the back
    * end has none. */
@@ -157,6 +161,8 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
  * sender and length, left for ct_comm_recv.  CT_ERR_UNSUPPORTED naming the
  * back end where it has none; CT_ERR_COMM after the watchdog's timeout. */
 ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
+/* ct_comm_ops.forget_peer, where the back end has it. */
+void ct_comm_forget_peer(ct_comm *c, int peer);
 void ct_comm_free(ct_comm *c);
 
 /* ------------------------------------------------------------ threads */

@@ -178,8 +178,11 @@ static ct_status gloo_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_er
     }
   p2p_header h;
   int from = -1;
-  if (ct_gloo_recv_any(g->ctx, &h, sizeof h, header_slot(tag), &from, err) != CT_OK)
-    return op_failed(c, "probe", err);
+  /* cut short by the cancel word: a parameter server's link saw a peer die */
+  const ct_status st = ct_gloo_recv_any(g->ctx, &h, sizeof h, header_slot(tag), &from, c->cancel, err);
+  if (st == CT_ERR_INTERRUPTED)
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo probe on rank %d: cancelled", c->rank);
+  if (st != CT_OK) return op_failed(c, "probe", err);
   CT_TRY(check_header(c, &h, from, tag, err));
   if (g->nprobed == g->cap) {
     g->cap = g->cap ? 2 * g->cap : 8;
@@ -208,8 +211,10 @@ static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int t
     g->nprobed--;
   } else {
     p2p_header h;
-    if (ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), err) != CT_OK)
-      return op_failed(c, "receive", err);
+    const ct_status st = ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), c->cancel, err);
+    if (st == CT_ERR_INTERRUPTED)
+      return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo receive on rank %d: cancelled", c->rank);
+    if (st != CT_OK) return op_failed(c, "receive", err);
     CT_TRY(check_header(c, &h, peer, tag, err));
     sent = count_of(&h);
   }
@@ -218,9 +223,17 @@ static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int t
                         "gloo receive on rank %d: rank %d sent %zu floats with tag %d where %zu "
                         "were expected",
                         c->rank, peer, sent, tag, count);
-  if (ct_gloo_recv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), err) != CT_OK)
-    return op_failed(c, "receive", err);
+  const ct_status st =
+      ct_gloo_recv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), c->cancel, err);
+  if (st == CT_ERR_INTERRUPTED)
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo receive on rank %d: cancelled", c->rank);
+  if (st != CT_OK) return op_failed(c, "receive", err);
   return CT_OK;
+}
+
+static void gloo_forget_peer(ct_comm *c, int peer) {
+  gloo_comm *g = c->priv;
+  ct_gloo_forget_peer(g->ctx, peer);
 }
 
 static const ct_comm_ops k_gloo_ops = {.name = "gloo",
@@ -235,7 +248,8 @@ static const ct_comm_ops k_gloo_ops = {.name = "gloo",
                                        .recv = gloo_recv,
                                        .isend = gloo_isend,
                                        .send_wait = gloo_send_wait,
-                                       .probe = gloo_probe};
+                                       .probe = gloo_probe,
+                                       .forget_peer = gloo_forget_peer};
 
 ct_status ct_comm_gloo_create(ct_comm **out, ct_gloo_store *store, int rank, int size,
                               const ct_gloo_bind *bind, double connect_timeout_s, double timeout_s,

@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gloo/allreduce.h>
@@ -32,12 +34,52 @@ struct ct_gloo_store {
   std::string name;
 };
 
+// The receives that a cancel word may cut short, and the thread that
+// watches their words (started by the first such receive).
+struct cancel_watch {
+  struct entry {
+    gloo::transport::UnboundBuffer* buf;
+    const int* cancel;
+    bool aborted;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<entry> waiting;
+  std::thread thread;
+  bool stop = false;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      cv.wait_for(lock, std::chrono::milliseconds(20));
+      for (auto& e : waiting)
+        if (!e.aborted && __atomic_load_n(e.cancel, __ATOMIC_ACQUIRE)) {
+          e.buf->abortWaitRecv();
+          e.aborted = true;
+        }
+    }
+  }
+  ~cancel_watch() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+};
+
 struct ct_gloo_context {
   std::shared_ptr<gloo::transport::Device> dev;
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::chrono::milliseconds op_timeout;
   std::string address;
   std::vector<int> others;  // every rank but this one (ct_gloo_recv_any)
+  cancel_watch watch;
+  // Receives cut short by a cancel word stay posted in ctx: their buffers
+  // and memory live until ctx is gone.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> orphans;
+  std::vector<std::unique_ptr<char[]>> orphan_bytes;
 };
 
 namespace {
@@ -333,18 +375,78 @@ ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector
     if (peer) *peer = src;
   });
 }
+// recv_from, ended within ~20 ms by a raised cancel word (CT_ERR_INTERRUPTED,
+// "cancelled"): the context's watcher aborts the wait.  The bytes land in
+// memory of the receive's own, which an aborted receive leaves (with its
+// buffer) to the context for a message that may still come: buf may be gone
+// by then.
+ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
+                           uint64_t slot, int* peer, const int* cancel, const std::string& what,
+                           ct_error* err) {
+  if (!cancel || len == 0) return recv_from(c, buf, len, from, slot, peer, what, err);
+  std::unique_ptr<char[]> staging(new char[len]);
+  std::unique_ptr<gloo::transport::UnboundBuffer> b;
+  bool aborted = false;
+  auto& w = c->watch;
+  auto unwatch = [&] {
+    std::lock_guard<std::mutex> lock(w.mu);
+    for (size_t i = 0; i < w.waiting.size(); i++)
+      if (w.waiting[i].buf == b.get()) {
+        w.waiting.erase(w.waiting.begin() + (long)i);
+        break;
+      }
+  };
+  ct_status st = guarded(err, CT_ERR_COMM, what, [&] {
+    b = c->ctx->createUnboundBuffer(staging.get(), len);
+    b->recv(from, slot);
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.waiting.push_back({b.get(), cancel, false});
+      if (!w.thread.joinable()) w.thread = std::thread([&w] { w.run(); });
+    }
+    int src = -1;
+    bool done = false;
+    try {
+      done = b->waitRecv(&src, c->op_timeout);
+    } catch (...) {
+      unwatch();
+      throw;
+    }
+    unwatch();
+    if (!done) {
+      aborted = true;
+      return;
+    }
+    if (peer) *peer = src;
+    memcpy(buf, staging.get(), len);
+  });
+  if (aborted) {
+    c->orphans.push_back(std::move(b));  // still posted in the context
+    c->orphan_bytes.push_back(std::move(staging));
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "%s: cancelled", what.c_str());
+  }
+  return st;
+}
 }  // namespace
 
 ct_status ct_gloo_recv(ct_gloo_context* c, void* buf, size_t len, int peer, uint64_t slot,
-                       ct_error* err) {
-  return recv_from(c, buf, len, {peer}, slot, nullptr, "receive from rank " + std::to_string(peer),
-                   err);
+                       const int* cancel, ct_error* err) {
+  return recv_cancellable(c, buf, len, {peer}, slot, nullptr, cancel,
+                          "receive from rank " + std::to_string(peer), err);
 }
 
 ct_status ct_gloo_recv_any(ct_gloo_context* c, void* buf, size_t len, uint64_t slot, int* peer,
-                           ct_error* err) {
+                           const int* cancel, ct_error* err) {
   *peer = -1;
-  return recv_from(c, buf, len, c->others, slot, peer, "receive from any rank", err);
+  return recv_cancellable(c, buf, len, c->others, slot, peer, cancel, "receive from any rank", err);
+}
+
+void ct_gloo_forget_peer(ct_gloo_context* c, int peer) {
+  for (size_t i = 0; i < c->others.size(); i++)
+    if (c->others[i] == peer) {
+      c->others.erase(c->others.begin() + (long)i);
+      return;
+    }
 }
 
 void ct_gloo_context_free(ct_gloo_context* c) {
@@ -355,6 +457,8 @@ void ct_gloo_context_free(ct_gloo_context* c) {
   } catch (...) {
     /* closing a broken connection may throw; the process is done with it */
   }
+  c->orphans.clear(); /* nothing can land in them once the connections are gone */
+  c->orphan_bytes.clear();
   delete c;
 }
 

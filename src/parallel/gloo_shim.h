@@ -100,16 +100,26 @@ ct_status ct_gloo_barrier(ct_gloo_context *c, ct_error *err);
  * out ...").  A send may wait until the receiver has posted its receive.
  * len 0 sends nothing. */
 ct_status ct_gloo_recv(ct_gloo_context *c, void *buf, size_t len, int peer, uint64_t slot,
-                       ct_error *err);
-/* The same from whichever other rank sends first; *peer gets it. */
+                       const int *cancel, ct_error *err);
+/* The same from whichever other rank sends first; *peer gets it.
+ * cancel (may be NULL), for both: a word that, once raised, ends the wait
+ * within ~20 ms with CT_ERR_INTERRUPTED ("cancelled"), leaving the context
+ * usable (a thread of the context watches it and aborts the wait, which
+ * Gloo's own timeout cannot do without failing every pair; nor does a
+ * receive posted after its peer's connection dropped ever end otherwise).
+ * The receive stays posted: later messages in its slot land in memory the
+ * context keeps for it until it is freed, not in buf. */
 ct_status ct_gloo_recv_any(ct_gloo_context *c, void *buf, size_t len, uint64_t slot, int *peer,
-                           ct_error *err);
+                           const int *cancel, ct_error *err);
 /* A send that returns at once: *req (NULL when len is 0) is completed and
  * freed by ct_gloo_send_wait; buf stays as it is until then. */
 typedef struct ct_gloo_send_req ct_gloo_send_req;
 ct_status ct_gloo_isend(ct_gloo_context *c, const void *buf, size_t len, int peer, uint64_t slot,
                         ct_gloo_send_req **req, ct_error *err);
 ct_status ct_gloo_send_wait(ct_gloo_context *c, ct_gloo_send_req *req, ct_error *err);
+
+/* ct_gloo_recv_any no longer listens to rank peer. */
+void ct_gloo_forget_peer(ct_gloo_context *c, int peer);
 
 /* Closes the connections (peers blocked on this rank fail at once) and frees c. */
 void ct_gloo_context_free(ct_gloo_context *c);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/mem.h"
 #include "parallel/comm_mpi.h"
@@ -97,14 +98,20 @@ static void unlink_servers(ct_ps_client *c, bool bye) {
 }
 
 /* A failure of the communicator while a server is gone is that server's
- * death: the message says so (a dead server ends the job). */
+ * death: the message says so (a dead server ends the job).  The transport
+ * may fail first (Gloo's reset connection): the link gets a moment to see
+ * the death. */
 static ct_status cause(ct_ps_client *c, ct_status st, ct_error *err) {
   if (st == CT_OK || !c->link) return st;
-  for (int k = 0; k < c->nshards; k++)
-    if (ps_link_state(c->link, k) == PS_PEER_GONE)
-      return ct_error_set(err, CT_ERR_COMM,
-                          "parameter server %d (rank %d) is gone (its connection closed): the job stops", k,
-                          c->workers + k);
+  for (int tries = 0; tries < 200; tries++) {
+    for (int k = 0; k < c->nshards; k++)
+      if (ps_link_state(c->link, k) == PS_PEER_GONE)
+        return ct_error_set(err, CT_ERR_COMM,
+                            "parameter server %d (rank %d) is gone (its connection closed): the job stops",
+                            k, c->workers + k);
+    if (st != CT_ERR_COMM) break;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
   return st;
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/mem.h"
@@ -232,7 +233,12 @@ static ct_status handle(server *s, int from, size_t count, ct_error *err) {
   ct_comm_set_watchdog(s->comm, 0, ps_link_dead(s->link, from));
   ct_status st = ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err);
   ct_comm_set_watchdog(s->comm, 0, cancel);
-  if (st == CT_ERR_INTERRUPTED && ps_link_state(s->link, from) == PS_PEER_GONE) return CT_OK;
+  /* over Gloo the transport may fail first (a reset connection): the link
+   * gets a moment to see the death */
+  for (int k = 0; st == CT_ERR_COMM && k < 200 && ps_link_state(s->link, from) != PS_PEER_GONE; k++)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  if ((st == CT_ERR_INTERRUPTED || st == CT_ERR_COMM) && ps_link_state(s->link, from) == PS_PEER_GONE)
+    return CT_OK;
   CT_TRY(st);
   if (s->gone[from]) return CT_OK; /* sent before it died: it is out of the clocks */
   int32_t h[CT_PS_HEADER];
@@ -297,6 +303,7 @@ static ct_status notice_deaths(server *s, ct_error *err) {
                           "decides for the job, which stops");
     s->gone[w] = true;
     s->ngone++;
+    ct_comm_forget_peer(s->comm, w);
     ct_mpi_skip_finalize();
     s->pend[w].type = 0;
     drop_answer(s, w);
@@ -370,6 +377,9 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
            ct_dp_mode_name(opts->mode), s.sh.first_param, s.sh.end_param - 1, s.n);
   ct_status st = ps_link_serve(&s.link, comm, workers, comm->timeout_s, err);
   const int *cancel = comm->cancel;
+  /* requests come from workers only: the other servers are not listened to */
+  for (int r = workers; r < comm->size; r++)
+    if (r != comm->rank) ct_comm_forget_peer(comm, r);
   while (st == CT_OK && s.ndone + s.ngone < workers) {
     int from = -1;
     size_t count = 0;
@@ -378,7 +388,12 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
     ct_comm_set_watchdog(comm, 0, ps_link_wake(s.link));
     st = ct_comm_probe(comm, CT_PS_TAG_REQUEST, &from, &count, err);
     ct_comm_set_watchdog(comm, 0, cancel);
-    if (st == CT_ERR_INTERRUPTED && __atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE)) {
+    /* Gloo's wait from any rank fails as a worker's connection drops, maybe
+     * before the link has seen that worker die: a moment for the link */
+    for (int k = 0; st == CT_ERR_COMM && k < 200 && !__atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE); k++)
+      nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if ((st == CT_ERR_INTERRUPTED || st == CT_ERR_COMM) &&
+        __atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE)) {
       st = CT_OK;
       from = -1;
     }
