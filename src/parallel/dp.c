@@ -397,7 +397,8 @@ static bool serves(const dp_shared *sh, int rank) { return sh->ps && rank >= sh-
 /* Parameter servers run on CPU ranks (processes: "ranks", "shards") only. */
 static ct_status ps_cpu_only(const ct_dp_job *job, const char *processes, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                      "--dp_mode=%s: parameter servers run on CPU %s only for now (give --cpu)",
+                      "--dp_mode=%s: parameter servers with GPU workers run under mpirun only for now "
+                      "(not as %s; give --cpu)",
                       ct_dp_mode_name(job->ps.mode), processes);
 }
 
@@ -548,6 +549,25 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
     snprintf(sh->devices, sizeof sh->devices, "CPU");
     return worker_run(w, err);
   }
+  if (sh->ps) {
+    /* GPU workers, parameter servers on the host: every message goes
+     * through MPI from host memory (ps_client.c copies the shards out of
+     * and into the GPU) */
+    w->comm = mpi;
+    w->server = serves(sh, w->rank);
+    if (!w->server) {
+      if (local >= n_node_gpus)
+        return ct_error_set(err, CT_ERR_INVALID,
+                            "worker rank %d is local rank %d on its node, but each node lists only %d "
+                            "GPU%s (--gpu)",
+                            w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
+      w->device = node_gpus[local];
+    }
+    snprintf(sh->transport, sizeof sh->transport, "MPI, from host memory");
+    snprintf(sh->devices, sizeof sh->devices, "%d GPU%s, servers on CPUs", sh->world,
+             sh->world == 1 ? "" : "s");
+    return worker_run(w, err);
+  }
   if (local >= n_node_gpus)
     return ct_error_set(err, CT_ERR_INVALID,
                         "rank %d is local rank %d on its node, but each node lists only %d GPU%s (--gpu)",
@@ -597,7 +617,6 @@ ct_status ct_dp_train_mpi(const ct_dp_job *job, const int *node_gpus, int n_node
   const int workers = ps && mpi->size > job->ps.num_servers ? mpi->size - job->ps.num_servers : mpi->size;
   ct_status st = shared_init(&sh, job, workers, &w.err);
   if (st == CT_OK && ps) st = ct_dp_check_ps(job, mpi->size, &w.err);
-  if (st == CT_OK && ps && n_node_gpus > 0) st = ps_cpu_only(job, "ranks", &w.err);
   sh.ps = ps;
   snprintf(sh.kind, sizeof sh.kind, "MPI processes");
   sh.gpu = n_node_gpus > 0;

@@ -139,7 +139,9 @@ static ct_status send_request4(ct_ps_client *c, int k, int type, int a, int b, i
   const size_t n = shard_count(c, k);
   ps_header_put(c->msg, type, a, b, d);
   for (int i = 0; i < nsrc; i++)
-    if (src[i]) memcpy(c->msg + CT_PS_HEADER + (size_t)i * n, src[i] + c->shards[k].lo, n * sizeof(float));
+    if (src[i])
+      ct_mem_copy(CT_DEVICE_CPU, c->msg + CT_PS_HEADER + (size_t)i * n, c->net->ctx->device,
+                  src[i] + c->shards[k].lo, n * sizeof(float)); /* waits for the device */
     else memset(c->msg + CT_PS_HEADER + (size_t)i * n, 0, n * sizeof(float));
   return ct_comm_send(c->comm, c->msg, CT_PS_HEADER + (size_t)nsrc * n, server_rank(c, k),
                       CT_PS_TAG_REQUEST, NULL, err);
@@ -162,7 +164,9 @@ static ct_status recv_reply(ct_ps_client *c, int k, float *const *dst, int ndst,
   if (h[3] > 0) ct_mpi_skip_finalize(); /* a worker died */
   c->relayed |= h[2];
   for (int i = 0; i < ndst; i++)
-    if (dst[i]) memcpy(dst[i] + c->shards[k].lo, c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));
+    if (dst[i])
+      ct_mem_copy(c->net->ctx->device, dst[i] + c->shards[k].lo, CT_DEVICE_CPU,
+                  c->msg + CT_PS_HEADER + (size_t)i * n, n * sizeof(float));
   return CT_OK;
 }
 

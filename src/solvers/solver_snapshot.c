@@ -136,13 +136,14 @@ static ct_status write_snapshot(ct_solver *s, ct_error *err);
  * goes on with its own weights and history, as if nothing happened. */
 static ct_status snapshot_from_servers(ct_solver *s, ct_error *err) {
   const size_t fc = s->net->flat_count, hist = (size_t)s->rule->nslots * fc;
+  const int dev = s->ctx->device; /* a GPU worker's buffers are on its GPU */
   float *keep = ct_xcalloc(fc + hist + 1, sizeof *keep);
-  memcpy(keep, s->net->flat_data, fc * sizeof *keep);
-  memcpy(keep + fc, s->history, hist * sizeof *keep);
+  ct_mem_copy(CT_DEVICE_CPU, keep, dev, s->net->flat_data, fc * sizeof *keep);
+  ct_mem_copy(CT_DEVICE_CPU, keep + fc, dev, s->history, hist * sizeof *keep);
   ct_status st = ct_ps_fetch(ct_runtime_ps(s->rt), s->net->flat_data, s->history, s->rule->nslots, err);
   if (st == CT_OK) st = write_snapshot(s, err);
-  memcpy(s->net->flat_data, keep, fc * sizeof *keep);
-  memcpy(s->history, keep + fc, hist * sizeof *keep);
+  ct_mem_copy(dev, s->net->flat_data, CT_DEVICE_CPU, keep, fc * sizeof *keep);
+  ct_mem_copy(dev, s->history, CT_DEVICE_CPU, keep + fc, hist * sizeof *keep);
   free(keep);
   return st;
 }
