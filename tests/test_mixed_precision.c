@@ -206,6 +206,8 @@ static void test_twin_pooling(void **state) {
       {"pool: AVE kernel_size: 3 stride: 1 pad: 1", "2,8,6,7"},
       {"pool: AVE kernel_size: 3 stride: 2", "2,6,15,15"},
       {"pool: AVE global_pooling: true", "4,32,7,7"},
+      /* a window of more than 255 positions: the channels-last argmax as floats */
+      {"pool: MAX global_pooling: true", "2,8,17,17"},
   };
   for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
     char text[256];

@@ -187,8 +187,8 @@ static ct_status pool_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *
   ct_tensor_reshape4(top[0], g->N, g->C, g->PH, g->PW);
   if (l->ntop > 1) ct_tensor_reshape_like(top[1], top[0]);
   if (g->method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX && l->ntop == 1) {
-    if (l->ctx->device != CT_DEVICE_CPU && l->dtype != CT_F32) {
-      /* the typed kernels' argmax: bytes per output (pooling.h), in floats */
+    if ((l->ctx->device != CT_DEVICE_CPU && l->dtype != CT_F32) || l->layout == CT_NHWC) {
+      /* the typed and channels-last kernels' argmax: bytes per output (pooling.h), in floats */
       const int words = (int)((top[0]->count * ct_pool_typed_arg_bytes(g) + 3) / 4);
       ct_tensor_reshape_or_die(s->mask, 1, &words);
     } else {

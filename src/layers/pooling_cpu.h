@@ -38,16 +38,17 @@ void ct_pool_scatter_backward_cpu(const ct_pool_geom *g, ct_dtype type, const vo
                                   const float *idx, void *dx);
 
 /* The same four over channels-last tensors (N, H, W, C): x, y, dy and dx
- * in that order, and the MAX index of each output value (in y's order) is
- * its input pixel h W + w (pooling_nhwc_cpu.c). */
+ * in that order, and MAX's argmax of each output value (in y's order) as
+ * the GPU's typed kernels keep it, ct_pool_typed_arg_bytes(g) bytes each
+ * (pooling.h; pooling_nhwc_cpu.c). */
 void ct_pool_max_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
-                                  const void *x, void *y, float *mask);
+                                  const void *x, void *y, void *mask);
 void ct_pool_ave_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
                                   const void *x, void *y);
 void ct_pool_ave_backward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
                                    const void *dy, void *dx);
 void ct_pool_scatter_backward_nhwc_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
-                                       const float *idx, void *dx);
+                                       const void *idx, void *dx);
 
 #ifdef __cplusplus
 }

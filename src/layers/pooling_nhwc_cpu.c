@@ -9,9 +9,13 @@
  * output rows (image, ph) over the threads; backward spreads images, since
  * the windows of neighbouring rows overlap.  Backward adds into a float32
  * image of the gradient (for bfloat16, one rounding at the end).  MAX's
- * index per output value is its input pixel h W + w within the image, in
- * the top's own (channels-last) order. */
+ * argmax per output value, in the top's own (channels-last) order, is as
+ * the GPU's typed kernels keep it (pooling.h): a byte, the maximum's place
+ * in its window (255: none), for windows of at most 255 positions (a
+ * quarter of a float index's memory traffic), else its input pixel
+ * h W + w as a float. */
 #include <float.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +30,8 @@ typedef struct nhwc_job {
   ct_dtype type; /* of x, y, dy and dx */
   const void *x, *dy;
   void *y, *dx;
-  float *idx;
+  void *idx;         /* MAX's argmax: bytes or floats (ct_pool_typed_arg_bytes) */
+  bool byte_args;
 } nhwc_job;
 
 /* c values of pixel p of an image, as float32, into dst. */
@@ -62,7 +67,8 @@ static size_t min_rows(const ct_pool_geom *g) {
     const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C;           \
     for (int h = h0; h < h1; h++)                                                   \
       for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
-        const float here = (float)(h * g->W + w);                                   \
+        const float here = j->byte_args ? (float)((h - hs) * g->kw + (w - ws))      \
+                                        : (float)(h * g->W + w);                    \
         const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
         for (int c = 0; c < C; c++) {                                               \
           const float v = CONV(px[c]);                                              \
@@ -83,23 +89,30 @@ static void max_rows(void *arg, size_t begin, size_t end) {
   for (size_t r = begin; r < end; r++) {
     const size_t n = r / g->PH;
     const int ph = (int)(r % g->PH);
-    const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph];
+    const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph], hs = ph * g->sh - g->ph;
     for (int pw = 0; pw < g->PW; pw++) {
+      const int ws = pw * g->sw - g->pw;
       for (int c = 0; c < C; c++) acc[c] = -FLT_MAX, arg_[c] = -1.0f;
       if (j->type == CT_F32) MAX_WINDOW(float, AS_FLOAT);
       else MAX_WINDOW(uint16_t, ct_bf16_to_f32);
       const size_t o = (n * g->PH + ph) * g->PW + pw;
       pixel_out(j->type, j->y, o, C, acc);
-      memcpy(j->idx + o * C, arg_, (size_t)C * sizeof *arg_);
+      if (j->byte_args) {
+        uint8_t *restrict m = (uint8_t *)j->idx + o * C;
+        for (int c = 0; c < C; c++) m[c] = (uint8_t)(int)arg_[c]; /* -1: 255 */
+      } else {
+        memcpy((float *)j->idx + o * C, arg_, (size_t)C * sizeof *arg_);
+      }
     }
   }
   free(buf);
 }
 
 void ct_pool_max_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
-                                  const void *x, void *y, float *mask) {
+                                  const void *x, void *y, void *mask) {
   CT_ASSERT(type == CT_F32 || type == CT_BF16);
-  nhwc_job j = {.g = g, .w = w, .type = type, .x = x, .y = y, .idx = mask};
+  nhwc_job j = {.g = g, .w = w, .type = type, .x = x, .y = y, .idx = mask,
+               .byte_args = ct_pool_typed_arg_bytes(g) == 1};
   ct_parallel_for((size_t)g->N * g->PH, min_rows(g), max_rows, &j);
 }
 
@@ -158,8 +171,15 @@ static void back_images(void *arg, size_t begin, size_t end) {
     memset(dx, 0, in_px * C * sizeof *dx);
     for (size_t o = 0; o < out_px; o++) {
       pixel_in(j->type, j->dy, n * out_px + o, C, d);
-      if (j->idx) { /* MAX: to the index of each value */
-        const float *idx = j->idx + (n * out_px + o) * C;
+      if (j->idx && j->byte_args) { /* MAX: to the place of each value in its window */
+        const uint8_t *m = (const uint8_t *)j->idx + (n * out_px + o) * C;
+        const int hs = (int)(o / g->PW) * g->sh - g->ph, ws = (int)(o % g->PW) * g->sw - g->pw;
+        for (int c = 0; c < C; c++)
+          if (m[c] != 255) dx[((size_t)(hs + m[c] / g->kw) * g->W + (ws + m[c] % g->kw)) * C + c] += d[c];
+        continue;
+      }
+      if (j->idx) { /* MAX: to the pixel of each value */
+        const float *idx = (const float *)j->idx + (n * out_px + o) * C;
         for (int c = 0; c < C; c++)
           if (idx[c] >= 0) dx[(size_t)idx[c] * C + c] += d[c];
         continue;
@@ -188,8 +208,9 @@ void ct_pool_ave_backward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows 
 }
 
 void ct_pool_scatter_backward_nhwc_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
-                                       const float *idx, void *dx) {
+                                       const void *idx, void *dx) {
   CT_ASSERT(type == CT_F32 || type == CT_BF16);
-  nhwc_job j = {.g = g, .type = type, .dy = dy, .dx = dx, .idx = (float *)idx};
+  nhwc_job j = {.g = g, .type = type, .dy = dy, .dx = dx, .idx = (void *)idx,
+               .byte_args = ct_pool_typed_arg_bytes(g) == 1};
   ct_parallel_for((size_t)g->N, 1, back_images, &j);
 }
