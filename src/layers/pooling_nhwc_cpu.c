@@ -166,6 +166,10 @@ static void back_images(void *arg, size_t begin, size_t end) {
   const bool f32 = j->type == CT_F32;
   float *img = f32 ? NULL : ct_xcalloc(in_px * C, sizeof *img);
   float *d = ct_xcalloc((size_t)C, sizeof *d);
+  /* a byte argmax's pixel from its window's corner: (code / kw) W + code % kw */
+  long off[256] = {0};
+  if (j->byte_args)
+    for (int k = 0; k < g->kh * g->kw && k < 255; k++) off[k] = (long)(k / g->kw) * g->W + k % g->kw;
   for (size_t n = begin; n < end; n++) {
     float *dx = f32 ? (float *)j->dx + n * in_px * C : img;
     memset(dx, 0, in_px * C * sizeof *dx);
@@ -174,8 +178,9 @@ static void back_images(void *arg, size_t begin, size_t end) {
       if (j->idx && j->byte_args) { /* MAX: to the place of each value in its window */
         const uint8_t *m = (const uint8_t *)j->idx + (n * out_px + o) * C;
         const int hs = (int)(o / g->PW) * g->sh - g->ph, ws = (int)(o % g->PW) * g->sw - g->pw;
+        const long corner = (long)hs * g->W + ws; /* may lie in the padding: off[] brings it in */
         for (int c = 0; c < C; c++)
-          if (m[c] != 255) dx[((size_t)(hs + m[c] / g->kw) * g->W + (ws + m[c] % g->kw)) * C + c] += d[c];
+          if (m[c] != 255) dx[(size_t)(corner + off[m[c]]) * C + c] += d[c];
         continue;
       }
       if (j->idx) { /* MAX: to the pixel of each value */
