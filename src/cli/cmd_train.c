@@ -149,9 +149,9 @@ static const ct_flag_spec train_flags[] = {
      "backward in turn (1f1b: fewer micro-batches held at once). The same weights either way.",
      .choices = "gpipe|1f1b"},
     {"dp_mode", CT_FLAG_STRING, "allreduce",
-     "Data parallel under mpirun or over Gloo shards (CPU ranks): average the gradients every "
-     "iteration (allreduce), or train through parameter servers, the last --num_servers ranks "
-     "(or shards), each "
+     "Data parallel under mpirun or over Gloo shards: average the gradients every iteration "
+     "(allreduce), or train through parameter servers (GPU workers under mpirun, CPU ones "
+     "either way), the last --num_servers ranks (or shards), each "
      "holding a shard of the parameters and applying the solver's update: ssp (a worker "
      "runs at most --staleness iterations ahead of the slowest), async (no bound) or bmuf "
      "(local updates, blocks of --bmuf_sync_period iterations filtered with block momentum). "
@@ -598,7 +598,8 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   if (rc != CT_EXIT_OK) return rc;
   apply_state_flags(args, sp);
   if (apply_dummy_data(args, sp, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
-  if (ct_mpi_launched() && ct_cli_shards_requested(args))
+  const bool shards = ct_cli_shards_requested(args);
+  if (ct_mpi_launched() && shards)
     return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
   const bool pipeline = ct_cli_wants_pipeline(args, sp);
   rc = ct_cli_check_ps_flags(args, pipeline);
@@ -628,22 +629,22 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
   ct_gpu_list gpus;
   if (pick_train_gpus(args, sp, &gpus, &err) != CT_OK) return ct_cli_error(CT_EXIT_FAILURE, "%s", err.msg);
   log_gpus(&gpus);
-  const int first_rank = ct_cli_shards_requested(args) ? ct_cli_int(args, "shard_id") * (gpus.n ? gpus.n : 1) : 0;
-  if (ct_cli_shards_requested(args) && gpus.n > 0 && ct_cli_is_set(args, "trace"))
+  const int first_rank = shards ? ct_cli_int(args, "shard_id") * (gpus.n ? gpus.n : 1) : 0;
+  if (shards && gpus.n > 0 && ct_cli_is_set(args, "trace"))
     return ct_cli_error(CT_EXIT_USAGE, "--trace: traces of GPU shards are not written yet (trace "
                                        "--gpu=... in one process, or mpirun ranks)");
   if (ct_cli_trace_start(args, first_rank, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  const bool processes = !ct_cli_shards_requested(args) && gpus.n > 1 &&
+  const bool processes = !shards && gpus.n > 1 &&
                          strcmp(ct_cli_string(args, "dp_workers"), "processes") == 0;
   if (processes) return ct_cli_train_processes(gpus.ids, gpus.n);
   ct_csv_log *csv = NULL;
   /* one CSV log per run: shard 0's */
-  if (!(ct_cli_shards_requested(args) && ct_cli_int(args, "shard_id") != 0) &&
+  if (!(shards && ct_cli_int(args, "shard_id") != 0) &&
       ct_cli_csv_open(args, sp, csv_info, gpus.n, &csv, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
   if (csv) LOG_INFO("Writing the CSV training log %s", ct_csv_log_path(csv));
-  if (ct_cli_shards_requested(args)) rc = train_shards(args, sp, &gpus, csv);
+  if (shards) rc = train_shards(args, sp, &gpus, csv);
   else if (gpus.n > 1) rc = train_threads(args, sp, &gpus, csv);
   else rc = train_single(args, sp, gpus.n ? gpus.ids[0] : CT_DEVICE_CPU, csv);
   rc = ct_cli_trace_finish(args, rc);

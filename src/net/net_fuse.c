@@ -215,25 +215,23 @@ static bool sum_may_overwrite(const ct_net *net, int ei) {
   if (strcmp(e->ops->type, "Eltwise") != 0 || e->absorbed || e->ntop != 1) return false;
   const ct_tensor *t = net->tops[ei][0], *b = net->bottoms[ei][e->nbottom - 1];
   if (t == b || !b->owns_data || !t->owns_data || b->no_storage || b->dtype != t->dtype ||
-      b->layout != t->layout || b->count != t->count || !b->name || read_later(net, ei, b->name))
+      b->layout != t->layout || b->count != t->count || !b->name)
     return false;
   for (int k = 0; k < e->nbottom - 1; k++)
     if (net->bottoms[ei][k] == b) return false;
-  int producer = -1;
-  for (int li = 0; li < ei; li++) {
+  /* back to the layer that made b (nothing before it knows b): every layer
+   * between that touches b must be absorbed */
+  int li = ei - 1;
+  for (; li >= net->part_first; li--) {
     bool as_bottom, as_top;
     touches(net, li, b, &as_bottom, &as_top);
-    if (!as_bottom && !as_top) continue;
-    if (li < net->part_first) return false;
-    if (as_top && !as_bottom && producer < 0) {
-      producer = li;
-      continue;
-    }
-    if (!net->layers[li]->absorbed || producer < 0) return false;
+    if (as_top && !as_bottom) break; /* the producer */
+    if ((as_bottom || as_top) && !net->layers[li]->absorbed) return false;
   }
-  if (producer < 0) return false;
-  const ct_layer *p = net->layers[producer];
-  return p->ops->backward_reads_top && !p->ops->backward_reads_top(p);
+  if (li < net->part_first) return false;
+  const ct_layer *p = net->layers[li];
+  return p->ops->backward_reads_top && !p->ops->backward_reads_top(p) &&
+         !read_later(net, ei, b->name);
 }
 
 ct_status ct_net_fuse_sum(ct_net *net, int ei, bool quiet, ct_error *err) {

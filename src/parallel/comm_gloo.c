@@ -21,6 +21,8 @@ typedef struct gloo_comm {
 } gloo_comm;
 
 static ct_status op_failed(ct_comm *c, const char *op, ct_error *err) {
+  if (err && err->code == CT_ERR_INTERRUPTED) /* a receive its cancel word cut short */
+    return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo %s on rank %d: cancelled", op, c->rank);
   if (err && strstr(err->msg, "Timed out"))
     ct_error_prefix(err, "gloo %s on rank %d: not finished after %g s (another shard died, hangs or "
                          "is far behind; --comm_timeout or CORTADO_COMM_TIMEOUT sets the limit)",
@@ -179,10 +181,8 @@ static ct_status gloo_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_er
   p2p_header h;
   int from = -1;
   /* cut short by the cancel word: a parameter server's link saw a peer die */
-  const ct_status st = ct_gloo_recv_any(g->ctx, &h, sizeof h, header_slot(tag), &from, c->cancel, err);
-  if (st == CT_ERR_INTERRUPTED)
-    return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo probe on rank %d: cancelled", c->rank);
-  if (st != CT_OK) return op_failed(c, "probe", err);
+  if (ct_gloo_recv_any(g->ctx, &h, sizeof h, header_slot(tag), &from, c->cancel, err) != CT_OK)
+    return op_failed(c, "probe", err);
   CT_TRY(check_header(c, &h, from, tag, err));
   if (g->nprobed == g->cap) {
     g->cap = g->cap ? 2 * g->cap : 8;
@@ -211,10 +211,8 @@ static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int t
     g->nprobed--;
   } else {
     p2p_header h;
-    const ct_status st = ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), c->cancel, err);
-    if (st == CT_ERR_INTERRUPTED)
-      return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo receive on rank %d: cancelled", c->rank);
-    if (st != CT_OK) return op_failed(c, "receive", err);
+    if (ct_gloo_recv(g->ctx, &h, sizeof h, peer, header_slot(tag), c->cancel, err) != CT_OK)
+      return op_failed(c, "receive", err);
     CT_TRY(check_header(c, &h, peer, tag, err));
     sent = count_of(&h);
   }
@@ -223,11 +221,9 @@ static ct_status gloo_recv(ct_comm *c, float *buf, size_t count, int peer, int t
                         "gloo receive on rank %d: rank %d sent %zu floats with tag %d where %zu "
                         "were expected",
                         c->rank, peer, sent, tag, count);
-  const ct_status st =
-      ct_gloo_recv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), c->cancel, err);
-  if (st == CT_ERR_INTERRUPTED)
-    return ct_error_set(err, CT_ERR_INTERRUPTED, "gloo receive on rank %d: cancelled", c->rank);
-  if (st != CT_OK) return op_failed(c, "receive", err);
+  if (ct_gloo_recv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), c->cancel, err) !=
+      CT_OK)
+    return op_failed(c, "receive", err);
   return CT_OK;
 }
 

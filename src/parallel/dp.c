@@ -394,12 +394,12 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
 /* Parameter servers are the ranks after the workers (mpirun ranks, shards). */
 static bool serves(const dp_shared *sh, int rank) { return sh->ps && rank >= sh->world; }
 
-/* Parameter servers run on CPU ranks (processes: "ranks", "shards") only. */
-static ct_status ps_cpu_only(const ct_dp_job *job, const char *processes, ct_error *err) {
+/* GPU workers of parameter servers run as mpirun ranks only, not as shards. */
+static ct_status ps_cpu_shards(const ct_dp_job *job, ct_error *err) {
   return ct_error_set(err, CT_ERR_UNSUPPORTED,
                       "--dp_mode=%s: parameter servers with GPU workers run under mpirun only for now "
-                      "(not as %s; give --cpu)",
-                      ct_dp_mode_name(job->ps.mode), processes);
+                      "(not as shards; give --cpu)",
+                      ct_dp_mode_name(job->ps.mode));
 }
 
 static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
@@ -542,37 +542,27 @@ static ct_status mpi_run(dp_shared *sh, dp_worker *w, const int *node_gpus, int 
   double first_on_node = local == 0 ? 1.0 : 0.0;
   CT_TRY(ct_comm_allreduce_host_f64(mpi, &first_on_node, 1, err));
   sh->nodes = (int)first_on_node;
+  w->server = serves(sh, w->rank); /* parameter servers run on the host */
   if (!sh->gpu) {
     w->comm = mpi;
-    w->server = serves(sh, w->rank);
     snprintf(sh->transport, sizeof sh->transport, "MPI");
     snprintf(sh->devices, sizeof sh->devices, "CPU");
     return worker_run(w, err);
   }
+  if (!w->server && local >= n_node_gpus)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "rank %d is local rank %d on its node, but each node lists only %d GPU%s (--gpu)",
+                        w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
+  if (!w->server) w->device = node_gpus[local];
   if (sh->ps) {
-    /* GPU workers, parameter servers on the host: every message goes
-     * through MPI from host memory (ps_client.c copies the shards out of
-     * and into the GPU) */
+    /* GPU workers: every message goes through MPI from host memory
+     * (ps_client.c copies the shards out of and into the GPU) */
     w->comm = mpi;
-    w->server = serves(sh, w->rank);
-    if (!w->server) {
-      if (local >= n_node_gpus)
-        return ct_error_set(err, CT_ERR_INVALID,
-                            "worker rank %d is local rank %d on its node, but each node lists only %d "
-                            "GPU%s (--gpu)",
-                            w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
-      w->device = node_gpus[local];
-    }
     snprintf(sh->transport, sizeof sh->transport, "MPI, from host memory");
     snprintf(sh->devices, sizeof sh->devices, "%d GPU%s, servers on CPUs", sh->world,
              sh->world == 1 ? "" : "s");
     return worker_run(w, err);
   }
-  if (local >= n_node_gpus)
-    return ct_error_set(err, CT_ERR_INVALID,
-                        "rank %d is local rank %d on its node, but each node lists only %d GPU%s (--gpu)",
-                        w->rank, local, n_node_gpus, n_node_gpus == 1 ? "" : "s");
-  w->device = node_gpus[local];
   CT_TRY(share_nccl_id(w->rank, &sh->nccl_id, err));
   ct_comm_nccl_opts o = {.timeout_s = sh->job->dp.timeout_s, .cancel = NULL,
                          .max_ctas = sh->job->dp.nccl_max_ctas};
@@ -700,7 +690,7 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
   sh.gpu = n_gpus > 0;
   sh.ps = ps;
   if (st == CT_OK && ps) st = ct_dp_check_ps(job, ss->num_shards, err);
-  if (st == CT_OK && ps && n_gpus > 0) st = ps_cpu_only(job, "shards", err);
+  if (st == CT_OK && ps && n_gpus > 0) st = ps_cpu_shards(job, err);
   if (st == CT_OK) st = shards_run(&sh, ss, shard, gpus, n_gpus, err);
   shared_free(&sh);
   ct_shard_free(ss);

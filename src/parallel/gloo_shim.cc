@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -76,6 +77,11 @@ struct ct_gloo_context {
   std::string address;
   std::vector<int> others;  // every rank but this one (ct_gloo_recv_any)
   cancel_watch watch;
+  // Where cancellable receives land (grown, kept for the next), and whether
+  // a receive has it now (another one at the same time takes its own).
+  std::unique_ptr<char[]> staging;
+  size_t staging_cap = 0;
+  std::atomic<bool> staging_busy{false};
   // Receives cut short by a cancel word stay posted in ctx: their buffers
   // and memory live until ctx is gone.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> orphans;
@@ -377,14 +383,24 @@ ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector
 }
 // recv_from, ended within ~20 ms by a raised cancel word (CT_ERR_INTERRUPTED,
 // "cancelled"): the context's watcher aborts the wait.  The bytes land in
-// memory of the receive's own, which an aborted receive leaves (with its
-// buffer) to the context for a message that may still come: buf may be gone
-// by then.
+// the context's staging memory and are copied to buf, as an aborted receive
+// stays posted: it leaves that memory (with its buffer) to the context for a
+// message that may still come, when buf may be gone.
 ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
                            uint64_t slot, int* peer, const int* cancel, const std::string& what,
                            ct_error* err) {
   if (!cancel || len == 0) return recv_from(c, buf, len, from, slot, peer, what, err);
-  std::unique_ptr<char[]> staging(new char[len]);
+  // the context's staging memory (no allocation per message), unless
+  // another receive holds it
+  const bool shared = !c->staging_busy.exchange(true, std::memory_order_acquire);
+  std::unique_ptr<char[]> staging;
+  size_t cap = len;
+  if (shared && c->staging_cap >= len) {
+    staging = std::move(c->staging);
+    cap = c->staging_cap;
+  } else {
+    staging.reset(new char[len]);
+  }
   std::unique_ptr<gloo::transport::UnboundBuffer> b;
   bool aborted = false;
   auto& w = c->watch;
@@ -423,8 +439,13 @@ ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std:
   if (aborted) {
     c->orphans.push_back(std::move(b));  // still posted in the context
     c->orphan_bytes.push_back(std::move(staging));
-    return ct_error_set(err, CT_ERR_INTERRUPTED, "%s: cancelled", what.c_str());
+    if (shared && !c->staging) c->staging_cap = 0;
+  } else if (shared) {
+    c->staging = std::move(staging);  // for the next receive
+    c->staging_cap = cap;
   }
+  if (shared) c->staging_busy.store(false, std::memory_order_release);
+  if (aborted) return ct_error_set(err, CT_ERR_INTERRUPTED, "%s: cancelled", what.c_str());
   return st;
 }
 }  // namespace

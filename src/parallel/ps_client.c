@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/mem.h"
 #include "parallel/comm_mpi.h"
@@ -103,15 +102,12 @@ static void unlink_servers(ct_ps_client *c, bool bye) {
  * the death. */
 static ct_status cause(ct_ps_client *c, ct_status st, ct_error *err) {
   if (st == CT_OK || !c->link) return st;
-  for (int tries = 0; tries < 200; tries++) {
-    for (int k = 0; k < c->nshards; k++)
-      if (ps_link_state(c->link, k) == PS_PEER_GONE)
-        return ct_error_set(err, CT_ERR_COMM,
-                            "parameter server %d (rank %d) is gone (its connection closed): the job stops",
-                            k, c->workers + k);
-    if (st != CT_ERR_COMM) break;
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-  }
+  if (st == CT_ERR_COMM) ps_link_await(ps_link_wake(c->link));
+  for (int k = 0; k < c->nshards; k++)
+    if (ps_link_state(c->link, k) == PS_PEER_GONE)
+      return ct_error_set(err, CT_ERR_COMM,
+                          "parameter server %d (rank %d) is gone (its connection closed): the job stops", k,
+                          c->workers + k);
   return st;
 }
 

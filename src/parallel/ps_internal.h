@@ -67,6 +67,11 @@ const int *ps_link_wake(const ps_link *l);
  * it ends a wait on that peer's message alone. */
 const int *ps_link_dead(const ps_link *l, int peer);
 void ps_link_rearm(ps_link *l);
+/* Waits up to 2 s for word (a link's ps_link_wake or ps_link_dead) to be
+ * raised; true when it is.  For a transport that fails before the link has
+ * seen the death behind it (Gloo fails a receive as its peer's connection
+ * drops): the failure is then named after the dead peer. */
+bool ps_link_await(const int *word);
 /* Stops watching and closes every connection, saying goodbye first when
  * `bye` (this process ends normally).  NULL: nothing. */
 void ps_link_close(ps_link *l, bool bye);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -108,6 +109,12 @@ int ps_link_state(const ps_link *l, int peer) { return __atomic_load_n(&l->state
 const int *ps_link_wake(const ps_link *l) { return &l->wake; }
 const int *ps_link_dead(const ps_link *l, int peer) { return &l->dead[peer]; }
 void ps_link_rearm(ps_link *l) { __atomic_store_n(&l->wake, 0, __ATOMIC_RELEASE); }
+
+bool ps_link_await(const int *word) {
+  for (int k = 0; k < 200 && !__atomic_load_n(word, __ATOMIC_ACQUIRE); k++)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE) != 0;
+}
 
 /* An address message: {port, host name bytes}, in floats as every
  * ct_comm message is. */

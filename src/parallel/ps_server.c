@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/log.h"
 #include "core/mem.h"
@@ -233,10 +232,7 @@ static ct_status handle(server *s, int from, size_t count, ct_error *err) {
   ct_comm_set_watchdog(s->comm, 0, ps_link_dead(s->link, from));
   ct_status st = ct_comm_recv(s->comm, s->msg, count, from, CT_PS_TAG_REQUEST, NULL, err);
   ct_comm_set_watchdog(s->comm, 0, cancel);
-  /* over Gloo the transport may fail first (a reset connection): the link
-   * gets a moment to see the death */
-  for (int k = 0; st == CT_ERR_COMM && k < 200 && ps_link_state(s->link, from) != PS_PEER_GONE; k++)
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  if (st == CT_ERR_COMM) ps_link_await(ps_link_dead(s->link, from));
   if ((st == CT_ERR_INTERRUPTED || st == CT_ERR_COMM) && ps_link_state(s->link, from) == PS_PEER_GONE)
     return CT_OK;
   CT_TRY(st);
@@ -388,10 +384,8 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
     ct_comm_set_watchdog(comm, 0, ps_link_wake(s.link));
     st = ct_comm_probe(comm, CT_PS_TAG_REQUEST, &from, &count, err);
     ct_comm_set_watchdog(comm, 0, cancel);
-    /* Gloo's wait from any rank fails as a worker's connection drops, maybe
-     * before the link has seen that worker die: a moment for the link */
-    for (int k = 0; st == CT_ERR_COMM && k < 200 && !__atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE); k++)
-      nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    /* Gloo's wait from any rank fails as a worker's connection drops */
+    if (st == CT_ERR_COMM) ps_link_await(ps_link_wake(s.link));
     if ((st == CT_ERR_INTERRUPTED || st == CT_ERR_COMM) &&
         __atomic_load_n(ps_link_wake(s.link), __ATOMIC_ACQUIRE)) {
       st = CT_OK;
