@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
   const size_t now = held(&peak);
   if (g_peak > peak) peak = g_peak;
   const ct_net_memory m = ct_net_memory_split(net);
-  const size_t data = m.blob_data, diffs = m.blob_diffs, pool = m.diff_pool, flat = m.flat;
+  const size_t data = m.blob_data, diffs = m.blob_diffs, pool = m.pool, flat = m.flat;
   size_t held = now - base;
   printf("%s, batch %d of %d,%d,%d: %d layers, %d blobs, %s, %s\n", argv[1], batch, chw[0], chw[1],
          chw[2], net->nlayers, net->nblobs, g_device == CT_DEVICE_CPU ? "CPU" : "GPU",
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
   printf("  held after fwd + bwd  %9.1f MB, of which:\n", mb(held));
   printf("    blob data (owned)   %9.1f MB\n", mb(data));
   printf("    blob diffs (owned)  %9.1f MB\n", mb(diffs));
-  printf("    diff pool + zeros   %9.1f MB\n", mb(pool));
+  printf("    blob pool + zeros   %9.1f MB\n", mb(pool));
   printf("    flat params + grads %9.1f MB\n", mb(flat));
   printf("    the rest (scratch)  %9.1f MB\n", mb(held - data - diffs - pool - flat));
   qsort(lm, (size_t)net->nlayers, sizeof *lm, by_total);

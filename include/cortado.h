@@ -352,10 +352,13 @@ typedef struct cortado_solver_options {
   int nstages;
   bool quiet;                /* no per-layer lines while building the nets */
   bool keep_blob_diffs;      /* every blob keeps its own diff and its full values, as in
-                                Caffe (default: blob diffs share memory by lifetime, and a
-                                blob's diff is only meaningful during the backward pass that
-                                uses it; on a GPU a Convolution read only by a MAX Pooling
-                                leaves its bias for the Pooling to add) */
+                                Caffe (default: blob values and diffs share memory by
+                                lifetime: a blob's diff is only meaningful during the
+                                backward pass that uses it, and an intermediate blob's
+                                values only until the last layer that reads them has run,
+                                forward or backward (the net's outputs keep theirs); on a
+                                GPU a Convolution read only by a MAX Pooling leaves its bias
+                                for the Pooling to add) */
 } cortado_solver_options;
 #define CORTADO_SOLVER_OPTIONS_INIT {NULL, 0, NULL, 0, false, false}
 

@@ -1,11 +1,13 @@
 /* The device-independent parts of the GPU runtime, on the CPU: the diff
  * lifetime planner (groups, intervals, placement, and gradients equal to
- * one diff per blob) and a net run as a step program (net_exec.h). */
+ * one diff per blob; the diffs alone: the tests that place values with
+ * them are in test_net_plan.c) and a net run as a step program
+ * (net_exec.h). */
 #include "runtime/runtime.h"
 #include "runtime_nets.h"
 
 static const ct_diff_group *group_of(const ct_net *net, const char *blob) {
-  const ct_diff_plan *plan = net->diff_plan;
+  const ct_blob_plan *plan = net->blob_plan;
   assert_non_null(plan);
   int g = plan->blob_group[rn_blob_index(net, blob)];
   assert_true(g >= 0);
@@ -20,29 +22,38 @@ static void expect_group(const ct_net *net, const char *blob, ct_diff_kind kind,
              g->first, g->last, (int)kind, first, last);
 }
 
+/* Nets whose diffs alone share the pool (values keep their own storage). */
+static ct_net *diff_net(const char *text, ct_context *ctx) {
+  setenv("CORTADO_VALUE_PLANNING", "0", 1);
+  ct_net *net = rn_net(text, ctx, false);
+  unsetenv("CORTADO_VALUE_PLANNING");
+  assert_false(net->plan_values);
+  return net;
+}
+
 /* Layers after Split insertion: 0 data, 1 label split, 2 conv1, 3 relu1,
  * 4 pool1, 5 flat, 6 ip1, 7 ip1 split, 8 loss, 9 acc; layer L is backward
- * step 9 - L. */
+ * step 19 - L. */
 static void test_plan_groups(void **state) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
-  ct_net *net = rn_net(rn_plan_net, &ctx, false);
+  ct_net *net = diff_net(rn_plan_net, &ctx);
   assert_int_equal(net->nlayers, 10);
   assert_string_equal(net->layers[7]->ops->type, "Split");
   expect_group(net, "data", CT_DIFF_NONE, -1, -1);
   expect_group(net, "label", CT_DIFF_NONE, -1, -1);
-  /* conv1 and its in-place ReLU: read by conv1 (step 7), written by relu1
-   * (6) and pool1 (5) */
-  expect_group(net, "conv1", CT_DIFF_POOLED, 5, 7);
-  /* pool1 and its Flatten view are one group: pool1 reads (5), flat (4),
-   * ip1 writes (3) */
-  expect_group(net, "pool1", CT_DIFF_POOLED, 3, 5);
+  /* conv1 and its in-place ReLU: read by conv1 (step 17), written by relu1
+   * (16) and pool1 (15) */
+  expect_group(net, "conv1", CT_DIFF_POOLED, 15, 17);
+  /* pool1 and its Flatten view are one group: pool1 reads (15), flat (14),
+   * ip1 writes (13) */
+  expect_group(net, "pool1", CT_DIFF_POOLED, 13, 15);
   assert_ptr_equal(group_of(net, "pool1"), group_of(net, "flat"));
-  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 3);
-  expect_group(net, "ip1_ip1_0_split_0", CT_DIFF_POOLED, 1, 2);
+  expect_group(net, "ip1", CT_DIFF_POOLED, 12, 13);
+  expect_group(net, "ip1_ip1_0_split_0", CT_DIFF_POOLED, 11, 12);
   /* the split top that feeds the accuracy is read by the split, never written */
-  expect_group(net, "ip1_ip1_0_split_1", CT_DIFF_ZERO, 2, 2);
-  expect_group(net, "loss", CT_DIFF_LOSS, 1, 1);
+  expect_group(net, "ip1_ip1_0_split_1", CT_DIFF_ZERO, 12, 12);
+  expect_group(net, "loss", CT_DIFF_LOSS, 11, 11);
   expect_group(net, "acc", CT_DIFF_NONE, -1, -1);
   /* First fit by size: conv1 (432 values) at 0, pool1 (108) above it, then
    * the two 20-value blobs, the earlier-starting first. */
@@ -50,13 +61,13 @@ static void test_plan_groups(void **state) {
   assert_int_equal(group_of(net, "pool1")->offset, 448);
   assert_int_equal(group_of(net, "ip1_ip1_0_split_0")->offset, 0);
   assert_int_equal(group_of(net, "ip1")->offset, 64);
-  assert_int_equal(net->diff_plan->pool_count, 576);
-  assert_int_equal(net->diff_plan->zero_count, 20);
+  assert_int_equal(net->blob_plan->pool_count, 576);
+  assert_int_equal(net->blob_plan->zero_count, 20);
   /* the tensors point where the plan says */
-  assert_ptr_equal(ct_net_blob(net, "conv1")->diff, net->diff_pool);
-  assert_ptr_equal(ct_net_blob(net, "flat")->diff, net->diff_pool + 448);
-  assert_ptr_equal(ct_net_blob(net, "pool1")->diff, net->diff_pool + 448);
-  assert_ptr_equal(ct_net_blob(net, "ip1")->diff, net->diff_pool + 64);
+  assert_ptr_equal(ct_net_blob(net, "conv1")->diff, net->blob_pool);
+  assert_ptr_equal(ct_net_blob(net, "flat")->diff, net->blob_pool + 448);
+  assert_ptr_equal(ct_net_blob(net, "pool1")->diff, net->blob_pool + 448);
+  assert_ptr_equal(ct_net_blob(net, "ip1")->diff, net->blob_pool + 64);
   assert_ptr_equal(ct_net_blob(net, "ip1_ip1_0_split_1")->diff, net->diff_zero);
   assert_null(ct_net_blob(net, "data")->diff);
   assert_float_equal(ct_f32_diff(ct_net_blob(net, "loss"))[0], 1.0f, 0);
@@ -66,7 +77,7 @@ static void test_plan_groups(void **state) {
 
 /* Pooled groups whose intervals meet never share memory. */
 static void check_apart(const ct_net *net) {
-  const ct_diff_plan *p = net->diff_plan;
+  const ct_blob_plan *p = net->blob_plan;
   for (int a = 0; a < p->ngroups; a++)
     for (int b = a + 1; b < p->ngroups; b++) {
       const ct_diff_group *x = &p->groups[a], *y = &p->groups[b];
@@ -77,15 +88,16 @@ static void check_apart(const ct_net *net) {
     }
 }
 
-/* ... and the pool is smaller than one diff per blob. */
+/* ... and the pool is smaller than an array per blob. */
 static void check_no_overlap(const ct_net *net) {
   check_apart(net);
-  assert_true(net->diff_plan->pool_count < net->diff_plan->unplanned_count);
+  assert_true(net->blob_plan->pool_count <
+              net->blob_plan->unplanned_count + net->blob_plan->values_unplanned);
 }
 
-/* The most the pooled groups hold at one backward step (aligned as the
- * planner aligns): no placement can use less. */
-static size_t max_live(const ct_diff_plan *p, int nsteps) {
+/* The most the pooled groups hold at one step (aligned as the planner
+ * aligns): no placement can use less. */
+static size_t max_live(const ct_blob_plan *p, int nsteps) {
   size_t best = 0;
   for (int t = 0; t <= nsteps; t++) {
     size_t live = 0;
@@ -101,16 +113,16 @@ static size_t max_live(const ct_diff_plan *p, int nsteps) {
 static void test_plan_no_overlap(void **state) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
-  ct_net *a = rn_net(rn_plan_net, &ctx, false);
+  ct_net *a = diff_net(rn_plan_net, &ctx);
   check_no_overlap(a);
   char *lenet = rn_lenet_text(8, true);
-  ct_net *b = rn_net(lenet, &ctx, false);
+  ct_net *b = diff_net(lenet, &ctx);
   check_no_overlap(b);
   /* LeNet is a chain: the pool is exactly the largest live set (conv1's and
    * pool1's diffs, at pool1's backward), 92160 + 23040 values at batch 8. */
-  assert_true(a->diff_plan->pool_count >= max_live(a->diff_plan, a->nlayers));
-  assert_int_equal(b->diff_plan->pool_count, max_live(b->diff_plan, b->nlayers));
-  assert_int_equal(b->diff_plan->pool_count, 92160 + 23040);
+  assert_true(a->blob_plan->pool_count >= max_live(a->blob_plan, 2 * a->nlayers));
+  assert_int_equal(b->blob_plan->pool_count, max_live(b->blob_plan, 2 * b->nlayers));
+  assert_int_equal(b->blob_plan->pool_count, 92160 + 23040);
   free(lenet);
   ct_net_free(a);
   ct_net_free(b);
@@ -118,24 +130,24 @@ static void test_plan_no_overlap(void **state) {
 }
 
 /* Layers that compute their parameter gradients on the gradient stream
- * (set by hand here: the CPU has no stream): ip1 (step 3) reads its top
+ * (set by hand here: the CPU has no stream): ip1 (step 13) reads its top
  * diff there until the compute stream waits for it at the end of the next
- * such layer's step, conv1's (7), so the ip1 group lives to step 7 and
+ * such layer's step, conv1's (17), so the ip1 group lives to step 17 and
  * moves off conv1's memory; conv1, the last, is joined at its own step. */
 static void test_plan_grad_side(void **state) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 5, NULL), CT_OK);
-  ct_net *net = rn_net(rn_plan_net, &ctx, false);
+  ct_net *net = diff_net(rn_plan_net, &ctx);
   assert_int_equal(net->grad_side_last, -1);
-  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 3);
+  expect_group(net, "ip1", CT_DIFF_POOLED, 12, 13);
   assert_int_equal(group_of(net, "ip1")->offset, 64);
   net->layers[2]->grad_side = net->layers[6]->grad_side = true;
   net->grad_side_last = 2;
   ct_error err;
-  assert_int_equal(ct_net_plan_diffs(net, &err), CT_OK);
-  expect_group(net, "ip1", CT_DIFF_POOLED, 2, 7);
-  expect_group(net, "conv1", CT_DIFF_POOLED, 5, 7);
-  expect_group(net, "pool1", CT_DIFF_POOLED, 3, 5);
+  assert_int_equal(ct_net_plan_blobs(net, &err), CT_OK);
+  expect_group(net, "ip1", CT_DIFF_POOLED, 12, 17);
+  expect_group(net, "conv1", CT_DIFF_POOLED, 15, 17);
+  expect_group(net, "pool1", CT_DIFF_POOLED, 13, 15);
   check_apart(net);
   assert_true(group_of(net, "ip1")->offset >= group_of(net, "conv1")->count);
   ct_net_free(net);
@@ -149,8 +161,8 @@ static void compare_planned(const char *text, int nclass) {
   assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
   assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
   ct_net *planned = rn_net(text, &ca, false), *plain = rn_net(text, &cb, true);
-  assert_non_null(planned->diff_plan);
-  assert_null(plain->diff_plan);
+  assert_non_null(planned->blob_plan);
+  assert_null(plain->blob_plan);
   for (int round = 0; round < 2; round++) {
     rn_fill_inputs(planned, nclass, 40 + (uint64_t)round);
     rn_fill_inputs(plain, nclass, 40 + (uint64_t)round);
@@ -191,7 +203,7 @@ static void test_plan_after_reshape(void **state) {
   assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
   assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
   ct_net *planned = rn_net(rn_plan_net, &ca, false), *plain = rn_net(rn_plan_net, &cb, true);
-  size_t pool_before = planned->diff_plan->pool_count;
+  size_t pool_before = planned->blob_plan->pool_count;
   ct_error err;
   ct_net *nets[2] = {planned, plain};
   for (int k = 0; k < 2; k++) {
@@ -204,7 +216,7 @@ static void test_plan_after_reshape(void **state) {
     assert_int_equal(ct_net_forward(nets[k], &loss, &err), CT_OK);
     ct_net_backward(nets[k]);
   }
-  assert_true(planned->diff_plan->pool_count > pool_before);
+  assert_true(planned->blob_plan->pool_count > pool_before);
   check_no_overlap(planned);
   float *ga = rn_flat(planned, true), *gb = rn_flat(plain, true);
   assert_memory_equal(ga, gb, planned->flat_count * sizeof(float));
@@ -216,8 +228,8 @@ static void test_plan_after_reshape(void **state) {
   ct_context_free(&cb);
 }
 
-/* With force_backward the input gradient is written by conv1 (step 7) and
- * kept to the end of backward, so the caller can read it. */
+/* With force_backward the input gradient is written by conv1 (step 17)
+ * and kept to the end of the pass, so the caller can read it. */
 static void test_plan_force_backward(void **state) {
   size_t n = strlen(rn_plan_net) + 64;
   char *text = malloc(n);
@@ -226,7 +238,7 @@ static void test_plan_force_backward(void **state) {
   assert_int_equal(ct_context_init(&ca, CT_DEVICE_CPU, 9, NULL), CT_OK);
   assert_int_equal(ct_context_init(&cb, CT_DEVICE_CPU, 9, NULL), CT_OK);
   ct_net *planned = rn_net(text, &ca, false), *plain = rn_net(text, &cb, true);
-  expect_group(planned, "data", CT_DIFF_POOLED, 7, planned->nlayers);
+  expect_group(planned, "data", CT_DIFF_POOLED, 17, 2 * planned->nlayers);
   ct_net *nets[2] = {planned, plain};
   for (int k = 0; k < 2; k++) {
     rn_fill_inputs(nets[k], 5, 3);

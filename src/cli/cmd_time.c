@@ -110,12 +110,13 @@ static int time_training(const ct_cli_args *args, ct_context *ctx) {
                  cur / 1048576.0);
         const ct_net_memory m = ct_net_memory_split(s->net);
         const size_t hist = (size_t)s->rule->nslots * s->net->flat_count * sizeof(float);
-        const size_t known = m.blob_data + m.blob_diffs + m.diff_pool + m.flat + m.layer_state + hist;
-        LOG_INFO("Of the %.1f MB held: blob values %.1f, blob gradients %.1f, the diff pool %.1f, "
+        const size_t known = m.blob_data + m.blob_diffs + m.pool + m.flat + m.layer_state + hist;
+        LOG_INFO("Of the %.1f MB held: blob values %.1f, blob gradients %.1f, the blob pool (values and "
+                 "gradients by lifetime) %.1f, "
                  "parameters and gradients %.1f, layer state %.1f (bench/net_memory names the "
                  "layers), solver history %.1f, the rest (test nets, workspaces, the runtime) %.1f",
                  cur / 1048576.0, m.blob_data / 1048576.0, m.blob_diffs / 1048576.0,
-                 m.diff_pool / 1048576.0, m.flat / 1048576.0, m.layer_state / 1048576.0,
+                 m.pool / 1048576.0, m.flat / 1048576.0, m.layer_state / 1048576.0,
                  hist / 1048576.0, cur > known ? (cur - known) / 1048576.0 : 0.0);
       }
       LOG_INFO("*** Benchmark ends ***");

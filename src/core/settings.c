@@ -55,7 +55,15 @@ static const ct_setting_info k_settings[] = {
      "`bench/conv_bench --model cifar10_quick --igemm` times each direction's configurations "
      "beside cuDNN"},
     {"CORTADO_DIFF_PLANNING", B, USER, "1", NULL, 0, 0, NULL,
-     "`0`: give every blob its own gradient buffer instead of the lifetime-planned pool"},
+     "`0`: give every blob its own value and gradient buffers instead of the lifetime-planned "
+     "pool"},
+    {"CORTADO_VALUE_PLANNING", B, USER, "1", NULL, 0, 0, NULL,
+     "`0`: every blob keeps its own value buffer for the whole run (gradients still share the "
+     "pool): by default a blob's values share the pool from the forward that writes them to the "
+     "last step that reads them, forward or backward"},
+    {"CORTADO_POOL_POISON", B, USER, "0", NULL, 0, 0, NULL,
+     "`1`: fill the pool's memory with NaN where each blob's values or gradients end (a check: "
+     "a layer that reads values its backward_reads does not declare then gives NaN)"},
     {"CORTADO_FUSE", B, USER, "1", NULL, 0, 0, NULL,
      "`0`: no net-level fusion: BatchNorm + Scale, and on a GPU Convolution + in-place ReLU "
      "(bias and ReLU in one pass), Pooling + in-place ReLU on either side, and Convolution + "

@@ -517,16 +517,19 @@ static void batch_norm_backward_gpu(ct_layer *l, ct_tensor *const *top, const bo
 /* On a GPU only the fused ReLU's gate reads the top (cuDNN's backward takes
  * x, or the copy of x made in place; the fused pair without cuDNN keeps the
  * normalised x aside); the host's backward reads it. */
-static bool batch_norm_backward_reads_top(const ct_layer *l) {
+/* Backward reads the bottom; the top only on the host, or on a GPU where a
+ * fused ReLU's gate is read from it. */
+static void batch_norm_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
   const batch_norm_state *s = l->priv;
-  return l->ctx->device == CT_DEVICE_CPU || !s || s->relu;
+  (void)bottoms;
+  tops[0] = l->ctx->device == CT_DEVICE_CPU || !s || s->relu;
 }
 
 const ct_layer_ops ct_batch_norm_ops = {
     .type = "BatchNorm",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .flags = CT_LAYER_OWN_TOP_16,
-    .backward_reads_top = batch_norm_backward_reads_top,
+    .backward_reads = batch_norm_backward_reads,
     .setup = batch_norm_setup,
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,

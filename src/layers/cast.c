@@ -49,6 +49,7 @@ const ct_layer_ops ct_cast_ops = {
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = cast_setup,
     .reshape = cast_reshape,
+    .backward_reads = ct_layer_reads_no_values,
     .forward_cpu = cast_forward,
     .backward_cpu = cast_backward,
 #ifdef CORTADO_HAVE_CUDA

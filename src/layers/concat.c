@@ -118,6 +118,7 @@ const ct_layer_ops ct_concat_ops = {
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = 1,
     .setup = concat_setup,
     .reshape = concat_reshape,
+    .backward_reads = ct_layer_reads_no_values,
     .forward_cpu = concat_forward,
     .backward_cpu = concat_backward,
 #ifdef CORTADO_HAVE_CUDA

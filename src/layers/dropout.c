@@ -101,6 +101,7 @@ const ct_layer_ops ct_dropout_ops = {
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .flags = CT_LAYER_DRAWS,
     .setup = dropout_setup,
+    .backward_reads = ct_layer_reads_no_values,
     .reshape = ct_neuron_reshape,
     .forward_cpu = dropout_forward_cpu,
     .backward_cpu = dropout_backward_cpu,

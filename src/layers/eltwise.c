@@ -242,11 +242,21 @@ static void eltwise_destroy(ct_layer *l) {
   free(e);
 }
 
+/* PROD reads every value; SUM none (its top on a GPU where it computes a
+ * ReLU after it); MAX its own argmax. */
+static void eltwise_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
+  const eltwise_priv *e = l->priv;
+  if (!e || e->op == CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__PROD) return;
+  ct_layer_reads_no_values(l, bottoms, tops);
+  tops[0] = e->op == CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM && e->relu;
+}
+
 const ct_layer_ops ct_eltwise_ops = {
     .type = "Eltwise",
     .min_bottoms = 2, .max_bottoms = -1, .min_tops = 1, .max_tops = 1,
     .setup = eltwise_setup,
     .reshape = eltwise_reshape,
+    .backward_reads = eltwise_backward_reads,
     .forward_cpu = eltwise_forward_cpu,
     .backward_cpu = eltwise_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA

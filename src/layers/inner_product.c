@@ -375,12 +375,20 @@ static void ip_destroy_gpu(ct_layer *l) {
 }
 #endif
 
+/* Backward reads the bottom (the weight gradient), never the top. */
+static void ip_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
+  (void)l;
+  (void)bottoms;
+  tops[0] = false;
+}
+
 const ct_layer_ops ct_inner_product_ops = {
     .type = "InnerProduct",
     .flags = CT_LAYER_GRAD_SIDE,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = ip_setup,
     .reshape = ip_reshape,
+    .backward_reads = ip_backward_reads,
     .forward_cpu = ip_forward,
     .backward_cpu = ip_backward,
 #ifdef CORTADO_HAVE_CUDA

@@ -170,6 +170,17 @@ static bool stochastic_pooling(const ct_layer *l) {
          l->phase == CT_PHASE_TRAIN;
 }
 
+void ct_layer_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
+  for (int i = 0; i < l->nbottom; i++) bottoms[i] = true;
+  for (int i = 0; i < l->ntop; i++) tops[i] = true;
+  if (l->ops->backward_reads && !l->released) l->ops->backward_reads(l, bottoms, tops);
+}
+
+void ct_layer_reads_no_values(const ct_layer *l, bool *bottoms, bool *tops) {
+  for (int i = 0; i < l->nbottom; i++) bottoms[i] = false;
+  for (int i = 0; i < l->ntop; i++) tops[i] = false;
+}
+
 bool ct_layer_replayable(const ct_layer *l) {
   /* DummyData is a data layer without a source: on a GPU, with its
    * refills drawn on the device, a replay draws afresh */

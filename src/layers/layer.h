@@ -153,10 +153,16 @@ typedef struct ct_layer_ops {
    * (element-wise types: ReLU, Eltwise, Split; in float32 too).  Other
    * float32 layers are NCHW. */
   unsigned layouts_cpu, layouts_gpu;
-  /* Whether the layer's backward reads its tops' values (set up as it is
-   * now).  NULL: assumed to.  The net lets a SUM Eltwise write its sum over
-   * a top that no backward reads (net_fuse.c). */
-  bool (*backward_reads_top)(const ct_layer *l);
+  /* Which values the layer's backward reads (or writes), set up as it is
+   * now, its fusions included: clears bottoms[i] / tops[i] for a bottom /
+   * top whose values it never touches (the arrays come filled with true).
+   * NULL: it reads them all.  The net shares a blob's memory with others
+   * once the last step that reads its values is over (net_memory.c), and
+   * lets a SUM Eltwise write its sum over a top that no backward reads
+   * (net_fuse.c).  A layer that declares less than it reads computes from
+   * another blob's values: tests/test_net_plan.c runs every net with the
+   * memory of each finished blob filled with NaN. */
+  void (*backward_reads)(const ct_layer *l, bool *bottoms, bool *tops);
 } ct_layer_ops;
 
 #define CT_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -259,6 +265,13 @@ ct_status ct_layer_check_count(const char *field, uint64_t value, uint64_t lo, c
  * (but a DummyData whose refills are drawn on the device), stochastic
  * Pooling in TRAIN (host draws) and Python layers. */
 bool ct_layer_replayable(const ct_layer *l);
+/* Which of l's bottoms' and tops' values its backward reads
+ * (ops->backward_reads; all of them without it): bottoms (nbottom) and tops
+ * (ntop) are filled. */
+void ct_layer_backward_reads(const ct_layer *l, bool *bottoms, bool *tops);
+/* An ops->backward_reads for layers whose backward reads no values (their
+ * gradients come from the top diffs and the layer's own state alone). */
+void ct_layer_reads_no_values(const ct_layer *l, bool *bottoms, bool *tops);
 /* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
 bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
 

@@ -466,11 +466,24 @@ bool ct_pool_take_bias(ct_layer *pool, const ct_tensor *bias) {
   return true;
 }
 
+/* On the host: MAX reads its argmax (its second top when it has one), AVE
+ * nothing, STOCHASTIC its draws (and in TEST its bottom).  The GPU paths
+ * (cuDNN's, fused ReLUs) may read both. */
+static void pool_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
+  const pool_state *s = l->priv;
+  if (!s || l->ctx->device != CT_DEVICE_CPU) return;
+  ct_layer_reads_no_values(l, bottoms, tops);
+  if (s->g.method == CAFFE__POOLING_PARAMETER__POOL_METHOD__MAX && l->ntop > 1) tops[1] = true;
+  if (s->g.method == CAFFE__POOLING_PARAMETER__POOL_METHOD__STOCHASTIC && l->phase != CT_PHASE_TRAIN)
+    bottoms[0] = true;
+}
+
 const ct_layer_ops ct_pooling_ops = {
     .type = "Pooling",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 2,
     .setup = pool_setup,
     .reshape = pool_reshape,
+    .backward_reads = pool_backward_reads,
     .forward_cpu = pool_forward_cpu,
     .backward_cpu = pool_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA

@@ -70,6 +70,7 @@ const ct_layer_ops ct_split_ops = {
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = -1,
     .setup = split_setup,
     .reshape = split_reshape,
+    .backward_reads = ct_layer_reads_no_values,
     .forward_cpu = split_forward,
     .backward_cpu = split_backward,
 #ifdef CORTADO_HAVE_CUDA

@@ -27,6 +27,7 @@ typedef struct {
   ct_net *net;
   bool quiet;
   bool plan;      /* diffs are planned after the build */
+  ct_value_release *release; /* values are too: their storage released as the build goes */
   const char *source;
   ct_strmap avail; /* names of blobs available as bottoms (-> 1) */
   int blob_cap;    /* capacity of net->blobs and net->blob_need_backward */
@@ -92,7 +93,11 @@ static int add_blob(builder *b, const char *name, bool kept) {
     b->blob_cap = b->blob_cap ? 2 * b->blob_cap : 64;
     net->blobs = ct_xrealloc(net->blobs, (size_t)b->blob_cap * sizeof *net->blobs);
     net->blob_need_backward = ct_xrealloc(net->blob_need_backward, (size_t)b->blob_cap * sizeof(bool));
+    net->value_owner = ct_xrealloc(net->value_owner, (size_t)b->blob_cap * sizeof(int));
+    net->value_offset = ct_xrealloc(net->value_offset, (size_t)b->blob_cap * sizeof(size_t));
   }
+  net->value_owner[net->nblobs] = -1;
+  net->value_offset[net->nblobs] = 0;
   ct_tensor *t = ct_tensor_new(net->ctx->device, name);
   t->has_diff = !b->plan;
   t->no_storage = !kept;
@@ -312,6 +317,12 @@ static bool planning_wanted(const ct_net_opts *o) {
   return ct_setting_bool("CORTADO_DIFF_PLANNING");
 }
 
+/* Values too (not in a pipeline stage's part, whose edges the runtime
+ * moves between processes outside the layers' steps). */
+static bool value_planning_wanted(const ct_net_opts *o) {
+  return planning_wanted(o) && !o->part.fn && ct_setting_bool("CORTADO_VALUE_PLANNING");
+}
+
 /* GPU: the device loss sum and its pinned copy. */
 static void alloc_loss(ct_net *net) {
   if (net->ctx->device == CT_DEVICE_CPU) return;
@@ -385,8 +396,10 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   net->bottom_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool *));
   net->layer_need_backward = ct_xcalloc((size_t)nl + 1, sizeof(bool));
   net->layer_contributes_loss = ct_xcalloc((size_t)nl + 1, sizeof(bool));
-  builder b = {net, opts->quiet, planning_wanted(opts), source, CT_STRMAP_INIT, 0};
+  builder b = {net, opts->quiet, planning_wanted(opts), NULL, source, CT_STRMAP_INIT, 0};
   b.kept = (ct_strmap)CT_STRMAP_INIT;
+  net->plan_values = value_planning_wanted(opts);
+  if (net->plan_values) b.release = ct_net_release_begin(net);
   for (int i = part_first; i < part_end; i++) {
     const Caffe__LayerParameter *lp = filtered->layer[i];
     for (size_t j = 0; j < lp->n_bottom; j++) ct_strmap_put(&b.kept, lp->bottom[j], 1);
@@ -445,6 +458,8 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
     if (st != CT_OK) break;
     const size_t held_after = held_bytes(ctx), tops = new_top_bytes(net, i);
     net->layers[i]->state_bytes = held_after > held_before + tops ? held_after - held_before - tops : 0;
+    ct_net_note_values(net, b.release, i);
+    if (b.release) ct_net_release_values(net, b.release, i);
     NET_LOG(&b, "Memory required for data: %zu", memory * sizeof(float));
   }
   if (st == CT_OK) {
@@ -456,7 +471,6 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
   if (st == CT_OK) ct_net_analyze_backward(net, opts->quiet);
   if (st == CT_OK) st = ct_net_fuse_finish(net, err);
   if (st == CT_OK) ct_net_mark_grad_side(net);
-  if (st == CT_OK && b.plan) st = ct_net_plan_diffs(net, err);
   if (st == CT_OK) {
     /* outputs: blobs left available */
     net->output_ids = ct_xcalloc(b.avail.count + 1, sizeof(int));
@@ -468,8 +482,11 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
         net->output_ids[net->noutputs++] = i;
         NET_LOG(&b, "This network produces output %s", net->blobs[i]->name);
       }
-    NET_LOG(&b, "Network initialization done.");
   }
+  /* after the outputs: they keep their values */
+  if (st == CT_OK && b.plan) st = ct_net_plan_blobs(net, err);
+  if (st == CT_OK) NET_LOG(&b, "Network initialization done.");
+  ct_net_release_end(b.release);
   ct_strmap_free(&b.avail);
   ct_strmap_free(&b.kept);
   if (st != CT_OK) {
@@ -501,9 +518,11 @@ void ct_net_free(ct_net *net) {
   free(net->params);
   if (net->flat_data) ct_mem_free(net->ctx->device, net->flat_data);
   if (net->flat_diff) ct_mem_free(net->ctx->device, net->flat_diff);
-  if (net->diff_pool) ct_mem_free(net->ctx->device, net->diff_pool);
+  if (net->blob_pool) ct_mem_free(net->ctx->device, net->blob_pool);
+  free(net->value_owner);
+  free(net->value_offset);
   if (net->diff_zero) ct_mem_free(net->ctx->device, net->diff_zero);
-  ct_net_diff_plan_free(net->diff_plan);
+  ct_net_blob_plan_free(net->blob_plan);
   if (net->loss_dev) ct_mem_free(net->ctx->device, net->loss_dev);
   free(net->layer_ready_count);
   free(net->layers);
@@ -601,6 +620,7 @@ ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err) {
     if (net->loss_dev) ct_net_loss_add_gpu(net->ctx, t->count, t->data, t->diff, net->loss_dev);
     else net->loss_host += ct_cpu_dot(t->count, t->data, t->diff);
   }
+  ct_net_poison_step(net, i);
   return CT_OK;
 }
 
@@ -640,6 +660,7 @@ void ct_net_backward_layer(ct_net *net, int i) {
     if (l->grad_side && i == net->grad_side_last) ct_context_grad_join(net->ctx);
     else if (l->grad_side) ct_context_grad_step(net->ctx);
   }
+  ct_net_poison_step(net, 2 * net->nlayers - 1 - i);
 }
 
 void ct_net_backward(ct_net *net) {
@@ -659,11 +680,13 @@ ct_status ct_net_reshape(ct_net *net, ct_error *err) {
     ct_net_feed_free(net->feeds[i]);
     net->feeds[i] = NULL;
   }
+  if (net->plan_values) ct_net_detach_values(net);
   for (int i = net->part_first; i < net->part_end; i++) {
     CT_TRY(ct_layer_reshape(net->layers[i], net->bottoms[i], net->tops[i], err));
     set_loss_diffs(net, i);
+    ct_net_note_values(net, NULL, i);
   }
-  if (net->diff_plan) CT_TRY(ct_net_plan_diffs(net, err));
+  if (net->blob_plan) CT_TRY(ct_net_plan_blobs(net, err));
   return CT_OK;
 }
 
@@ -679,7 +702,7 @@ uint64_t ct_net_signature(const ct_net *net) {
   h = mix(h, net->layout_version);
   h = mix(h, (uintptr_t)net->flat_data);
   h = mix(h, (uintptr_t)net->flat_diff);
-  h = mix(h, (uintptr_t)net->diff_pool);
+  h = mix(h, (uintptr_t)net->blob_pool);
   for (int b = 0; b < net->nblobs; b++) {
     const ct_tensor *t = net->blobs[b];
     h = mix(h, (uintptr_t)t->data);

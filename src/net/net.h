@@ -30,10 +30,16 @@
  * for all of it, so backward ends with the streams joined; the diff
  * planner keeps those layers' top diffs alive until the wait.
  *
- * Blob gradients: unless opts.keep_blob_diffs, blob diffs are not one array
- * per blob but views into a pool shared by lifetime (net_memory.c): a blob's
- * diff is only meaningful between the backward of its consumers and the
- * backward of its producer, and is overwritten afterwards.
+ * Blob memory: unless opts.keep_blob_diffs, blob values and diffs are not
+ * arrays of each blob but views into one pool shared by lifetime
+ * (net_memory.c).  A blob's diff is only meaningful between the backward of
+ * its consumers and the backward of its producer; its values from its
+ * producer's forward to the last step that reads them (a consumer's
+ * forward, or a backward that reads them: ct_layer_ops.backward_reads).
+ * Both are overwritten afterwards.  The net's inputs and outputs, the tops
+ * of data layers and of losses keep their values.  While the net is built
+ * a blob's values are released once the layers that read it are set up,
+ * so that the build never holds every activation either.
  *
  * On a GPU nothing here waits for the device inside an iteration: the loss
  * is summed into device memory and read once per iteration, and
@@ -69,7 +75,10 @@ typedef struct ct_net_param {
   int final_layer;     /* its gradient is final after this layer's backward */
 } ct_net_param;
 
-/* Diff planning (net_memory.c). */
+/* Blob memory planning (net_memory.c): blob values and gradients share one
+ * pool by lifetime.  Steps number one forward and backward pass: layer L's
+ * forward is step L, its backward step 2n-1-L (n layers), and 2n is after
+ * the pass. */
 typedef enum ct_diff_kind {
   CT_DIFF_NONE = 0, /* touched by no backward: no diff */
   CT_DIFF_POOLED,   /* a place in the pool for its lifetime */
@@ -80,22 +89,46 @@ typedef enum ct_diff_kind {
 /* Blobs whose data alias, and their one diff. */
 typedef struct ct_diff_group {
   ct_diff_kind kind;
-  int first, last;   /* backward steps (layer L is step nlayers-1-L) touching it, -1 when none */
+  int first, last;   /* the (backward) steps touching it, -1 when none */
   size_t count;      /* values, the members' extents from the group's base */
   size_t offset;     /* in the pool (POOLED) */
   bool read, written, loss, keep_to_end;
 } ct_diff_group;
 
-typedef struct ct_diff_plan {
+typedef enum ct_value_kind {
+  CT_VALUE_OWN = 0, /* its own storage for the whole run: net inputs and outputs, data layers'
+                       and loss tops, values a step reads before any writes them */
+  CT_VALUE_POOLED   /* a place in the pool from the step that writes it to the last that reads it */
+} ct_value_kind;
+
+/* A blob that owns its values and the blobs that view them (in place,
+ * Split, Flatten/Reshape, a SUM over its bottom): one storage. */
+typedef struct ct_value_group {
+  ct_value_kind kind;
+  int owner;         /* the blob that owns the storage */
+  int first, last;   /* steps that touch the values */
+  size_t count;      /* float-sized words, the members' extents from the owner's start */
+  size_t offset;     /* in the pool (POOLED) */
+} ct_value_group;
+
+typedef struct ct_blob_plan {
   int nblobs;
-  int *blob_group;       /* (nblobs) group of each blob, -1 for none */
+  int *blob_group;       /* (nblobs) diff group of each blob, -1 for none */
   size_t *blob_offset;   /* (nblobs) values from the group's base */
   int ngroups;
   ct_diff_group *groups; /* (ngroups) */
-  size_t pool_count;     /* values in the pool */
+  int *blob_vgroup;      /* (nblobs) value group of each blob, -1 for none */
+  int nvgroups;
+  ct_value_group *vgroups; /* (nvgroups) */
+  size_t pool_count;     /* float-sized words in the pool */
   size_t zero_count;     /* values in the zero buffer */
-  size_t unplanned_count; /* values the planned groups would take one array each */
-} ct_diff_plan;
+  size_t unplanned_count; /* words the pooled diff groups would take one array each */
+  size_t values_unplanned; /* words the pooled value groups would take one array each */
+  /* CORTADO_POOL_POISON: the pool ranges (word offset, length) that each
+   * step ends (dead_at[s] to dead_at[s + 1] in dead), filled with NaN */
+  int *dead_at;
+  size_t *dead;
+} ct_blob_plan;
 
 typedef struct ct_net {
   Caffe__NetParameter *param; /* owned: the filtered net with Split layers inserted */
@@ -126,6 +159,7 @@ typedef struct ct_net {
 
   bool quiet_build;           /* built with opts.quiet */
   bool exact_blobs;           /* built with opts.keep_blob_diffs: no fusion leaves a blob partial */
+  bool plan_values;           /* blob values share the pool (net_memory.c) */
   bool typed;                 /* some blob holds values other than float32 in NCHW order */
   int grad_side_last;          /* the lowest layer with grad_side (layers/layer.h), -1 when none */
   /* ct_net_prepare_async's work: enqueued at layer prep_launch's forward
@@ -133,10 +167,16 @@ typedef struct ct_net {
    * the work is enqueued and not yet joined, else -1 */
   int prep_launch, prep_at, prep_first;
 
-  /* Blob diffs (see ct_diff_plan); NULL plan: one diff per blob. */
-  ct_diff_plan *diff_plan;
-  float *diff_pool;            /* (diff_plan->pool_count) on ctx->device */
-  float *diff_zero;            /* (diff_plan->zero_count) zeros on ctx->device */
+  /* Blob memory (see ct_blob_plan); NULL plan: each blob its own arrays. */
+  ct_blob_plan *blob_plan;
+  float *blob_pool;            /* (blob_plan->pool_count) on ctx->device */
+  /* (nblobs) the blob whose storage each blob's values are (itself when it
+   * owns them; -1: memory that is no blob's, or none) and the float-sized
+   * words from that storage's start: recorded as each layer is set up, so
+   * that it holds while the storage itself is released (net_memory.c) */
+  int *value_owner;
+  size_t *value_offset;
+  float *diff_zero;            /* (blob_plan->zero_count) zeros on ctx->device */
 
   /* Loss scaling (solvers/loss_scale.h), set by the solver: when not NULL,
    * each backward pass of the runtime's programs starts from the loss
@@ -182,10 +222,11 @@ typedef struct ct_net_opts {
   const char *source_name;    /* file name for messages */
   bool quiet;                 /* no per-layer INFO lines */
   /* For callers that read intermediate blobs (cortado.h, pycaffe): every
-   * blob keeps its own diff after backward, and holds its full values (no
-   * fusion that leaves a blob partial: a Convolution whose bias the MAX
-   * Pooling after it adds).  Otherwise diffs share a pool by lifetime.
-   * CORTADO_DIFF_PLANNING=0 in the environment keeps the diffs too. */
+   * blob keeps its own diff and its own values after backward, and holds
+   * its full values (no fusion that leaves a blob partial: a Convolution
+   * whose bias the MAX Pooling after it adds).  Otherwise values and diffs
+   * share a pool by lifetime.  CORTADO_DIFF_PLANNING=0 in the environment
+   * keeps both too; CORTADO_VALUE_PLANNING=0 keeps the values alone. */
   bool keep_blob_diffs;
   /* No layer fusion (net_fuse.c: a training BatchNorm computes the Scale
    * after it); CORTADO_FUSE=0 in the environment has the same effect. */
@@ -246,20 +287,21 @@ ct_status ct_net_forward_layer_async(ct_net *net, int i, ct_error *err);
 void ct_net_backward_layer(ct_net *net, int i);
 ct_status ct_net_loss_finish(ct_net *net, double *loss, ct_error *err);
 
-/* Plans the blob diffs anew (after shapes changed).  Called by ct_net_init
- * and ct_net_reshape unless the net keeps every blob diff. */
-ct_status ct_net_plan_diffs(ct_net *net, ct_error *err);
+/* Plans the blob memory anew (after shapes changed): values and diffs into
+ * the pool.  Called by ct_net_init and ct_net_reshape unless the net keeps
+ * every blob's arrays. */
+ct_status ct_net_plan_blobs(ct_net *net, ct_error *err);
 /* The plan of net's current shapes, without applying it (for tests and
- * reports); free with ct_net_diff_plan_free. */
-ct_diff_plan *ct_net_diff_plan_make(const ct_net *net);
-void ct_net_diff_plan_free(ct_diff_plan *plan);
+ * reports); free with ct_net_blob_plan_free. */
+ct_blob_plan *ct_net_blob_plan_make(const ct_net *net);
+void ct_net_blob_plan_free(ct_blob_plan *plan);
 
 /* Where a net's storage on its device goes, in bytes: the value arrays its
- * blobs own (views count nothing), the gradient arrays they own, the diff
- * pool and its zero buffer, the flat parameter and gradient buffers, and
+ * blobs own (views count nothing), the gradient arrays they own, the blob
+ * pool (values and gradients by lifetime) and the zero buffer, the flat parameter and gradient buffers, and
  * what its layers' setup took besides (ct_layer.state_bytes). */
 typedef struct ct_net_memory {
-  size_t blob_data, blob_diffs, diff_pool, flat, layer_state;
+  size_t blob_data, blob_diffs, pool, flat, layer_state;
 } ct_net_memory;
 ct_net_memory ct_net_memory_split(const ct_net *net);
 /* Zeroes the whole flat gradient buffer (once per iteration). */

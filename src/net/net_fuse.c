@@ -47,7 +47,7 @@
  * last bottom when nothing else reads that bottom's values, forward or
  * backward, as PyTorch's ResNets add the shortcut in place on the last
  * BatchNorm's output.  That bottom must be the top of one layer (not
- * in place) whose backward does not read it (ct_layer_ops.backward_reads_top:
+ * in place) whose backward does not read it (ct_layer_ops.backward_reads:
  * a 16-bit channels-last BatchNorm's own top), touched otherwise only by
  * layers absorbed into that one (its Scale).  ResNet-50 in bfloat16 then
  * holds one activation less per residual unit (1.3 GB at batch 128).  Not
@@ -230,8 +230,12 @@ static bool sum_may_overwrite(const ct_net *net, int ei) {
   }
   if (li < net->part_first) return false;
   const ct_layer *p = net->layers[li];
-  return p->ops->backward_reads_top && !p->ops->backward_reads_top(p) &&
-         !read_later(net, ei, b->name);
+  if (p->nbottom > 8 || p->ntop > 8) return false;
+  bool reads_bottom[8], reads_top[8];
+  ct_layer_backward_reads(p, reads_bottom, reads_top);
+  for (int j = 0; j < p->ntop; j++)
+    if (net->tops[li][j] == b && reads_top[j]) return false;
+  return !read_later(net, ei, b->name);
 }
 
 ct_status ct_net_fuse_sum(ct_net *net, int ei, bool quiet, ct_error *err) {

@@ -171,7 +171,7 @@ static size_t blob_bytes_held(const ct_net *net) {
     if (t->owns_data) n += ct_tensor_bytes(t, t->capacity);
     if (t->owns_diff) n += ct_tensor_bytes(t, t->diff_capacity);
   }
-  if (net->diff_plan) n += (net->diff_plan->pool_count + net->diff_plan->zero_count) * sizeof(float);
+  if (net->blob_plan) n += (net->blob_plan->pool_count + net->blob_plan->zero_count) * sizeof(float);
   return n;
 }
 

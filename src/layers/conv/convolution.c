@@ -173,6 +173,14 @@ static void conv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *pr
   }
 }
 
+/* Backward reads the bottoms (the weight gradient); the top only where a
+ * fused ReLU's backward reads its gate there (16-bit GPU layers). */
+static void conv_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
+  const ct_conv *c = l->priv;
+  (void)bottoms;
+  for (int i = 0; i < l->ntop; i++) tops[i] = c && c->relu_bwd_fused && i == 0;
+}
+
 const ct_layer_ops ct_convolution_ops = {
     .type = "Convolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
@@ -190,6 +198,7 @@ const ct_layer_ops ct_convolution_ops = {
 #endif
     .destroy = ct_conv_destroy,
     .workspace_bytes = ct_conv_workspace_bytes,
+    .backward_reads = conv_backward_reads,
 #ifdef CORTADO_HAVE_DNNL
     .dtypes_cpu = CT_DTYPE_BIT(CT_BF16),
     .layouts_cpu = CT_LAYOUT_BIT(CT_NHWC),
