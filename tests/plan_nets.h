@@ -110,11 +110,12 @@ typedef void (*pn_context_fn)(ct_context *ctx, uint64_t seed, ct_dtype precision
 
 /* Builds text twice on fresh contexts (planned values with the pool
  * poisoned, and every value kept) and compares three iterations of
- * forward and backward: equal losses, bit-identical parameter gradients
- * (not all zero).  Returns the planned net's pool size and the words an
- * array per blob would take, for the caller's checks. */
+ * forward and backward: losses and parameter gradients (not all zero)
+ * within tol relative (0: the same bits; a value read after its end is
+ * NaN or another blob's).  Returns the planned net's pool size and the
+ * words an array per blob would take, for the caller's checks. */
 static inline void pn_compare(const char *text, int nclass, pn_context_fn make_ctx, ct_dtype precision,
-                              size_t *pool, size_t *unplanned) {
+                              double tol, size_t *pool, size_t *unplanned) {
   ct_context ca, cb;
   make_ctx(&ca, 9, precision);
   make_ctx(&cb, 9, precision);
@@ -136,13 +137,15 @@ static inline void pn_compare(const char *text, int nclass, pn_context_fn make_c
     ct_net_clear_param_diffs(kept);
     assert_int_equal(ct_net_forward(planned, &la, &err), CT_OK);
     assert_int_equal(ct_net_forward(kept, &lb, &err), CT_OK);
-    if (!(la == lb)) fail_msg("%s, round %d: loss %.9g planned, %.9g kept", planned->name, round, la, lb);
+    if (!(fabs(la - lb) <= tol * fabs(lb)))
+      fail_msg("%s, round %d: loss %.9g planned, %.9g kept", planned->name, round, la, lb);
     ct_net_backward(planned);
     ct_net_backward(kept);
     float *ga = rn_flat(planned, true), *gb = rn_flat(kept, true);
     bool nonzero = false;
     for (size_t i = 0; i < planned->flat_count; i++) {
-      if (memcmp(&ga[i], &gb[i], sizeof(float)) != 0)
+      const double scale = fmax(1e-3, fmax(fabs(ga[i]), fabs(gb[i])));
+      if (tol == 0 ? memcmp(&ga[i], &gb[i], sizeof(float)) != 0 : !(fabs(ga[i] - gb[i]) <= tol * scale))
         fail_msg("%s, round %d: gradient %zu is %.9g planned, %.9g kept", planned->name, round, i,
                  (double)ga[i], (double)gb[i]);
       nonzero |= ga[i] != 0.0f;

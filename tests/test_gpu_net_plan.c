@@ -1,7 +1,8 @@
 /* Blob values in the lifetime-planned pool on GPU 0 (net_memory.c): the
  * nets of plan_nets.h in float32, bfloat16 and float16 give the same
  * losses and bit-identical gradients with the pool poisoned where arrays
- * end as with every value kept (the fused layers of the 16-bit
+ * end as with every value kept (within 1e-5 in float32, the same bits in
+ * 16 bits; the fused layers of the 16-bit
  * channels-last path included: Convolution + ReLU, BatchNorm + Scale +
  * ReLU, a SUM over its bottom, Pooling + ReLU), also run as the runtime's
  * program of CUDA graph replays; and the pool is smaller than an array per
@@ -23,7 +24,10 @@ static void check_all(ct_dtype precision) {
   texts[4] = lenet;
   for (int k = 0; k < 5; k++) {
     size_t pool = 0, unplanned = 0;
-    pn_compare(texts[k], classes[k], gpu_context, precision, &pool, &unplanned);
+    /* float32 may differ in the last bit between two builds (a library's
+     * choice that the algorithm file does not pin); 16 bits give the same */
+    pn_compare(texts[k], classes[k], gpu_context, precision, precision == CT_F32 ? 1e-5 : 0, &pool,
+               &unplanned);
     if (k >= 2) assert_true(pool < unplanned);
   }
   free(lenet);

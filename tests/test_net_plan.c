@@ -65,7 +65,7 @@ static void cpu_context(ct_context *ctx, uint64_t seed, ct_dtype precision) {
 
 static void check_net(const char *text, int nclass, ct_dtype precision) {
   size_t pool = 0, unplanned = 0;
-  pn_compare(text, nclass, cpu_context, precision, &pool, &unplanned);
+  pn_compare(text, nclass, cpu_context, precision, 0, &pool, &unplanned);
   assert_true(pool < unplanned);
 }
 
@@ -138,7 +138,7 @@ static void test_build_releases(void **state) {
   const size_t released = build_peak(text, true), kept = build_peak(text, false);
   if (!(kept >= 30 * top && released <= 8 * top))
     fail_msg("build peak %zu bytes planned, %zu kept (a top is %zu)", released, kept, top);
-  pn_compare(text, 5, cpu_context, CT_F32, NULL, NULL);
+  pn_compare(text, 5, cpu_context, CT_F32, 0, NULL, NULL);
   free(text);
 }
 

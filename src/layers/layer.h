@@ -156,7 +156,9 @@ typedef struct ct_layer_ops {
   /* Which values the layer's backward reads (or writes), set up as it is
    * now, its fusions included: clears bottoms[i] / tops[i] for a bottom /
    * top whose values it never touches (the arrays come filled with true).
-   * NULL: it reads them all.  The net shares a blob's memory with others
+   * NULL: it reads them all.  A layer that computes the backward of layers
+   * absorbed into it (layer.absorbed) declares what they read too.  The
+   * net shares a blob's memory with others
    * once the last step that reads its values is over (net_memory.c), and
    * lets a SUM Eltwise write its sum over a top that no backward reads
    * (net_fuse.c).  A layer that declares less than it reads computes from

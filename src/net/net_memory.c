@@ -11,9 +11,10 @@
  * net->value_owner records them, form a value group with one storage.  Its
  * values are written by its producer's forward, read by the forwards of
  * the layers that take a member as bottom, and by the backwards that read
- * them (ct_layer_backward_reads).  A layer whose backward another computes
- * (absorbed into the layer before it, or backward_absorbed into the one
- * after) reads at both layers' steps; a layer that computes its parameter
+ * them (ct_layer_backward_reads).  A layer absorbed into the one before it
+ * reads nothing of its own (that layer declares what the pair reads); one
+ * whose backward the layer after computes (backward_absorbed) reads at both
+ * layers' steps; a layer that computes its parameter
  * gradients on the gradient stream reads until the compute stream waits
  * for that work (below).  Kept whole (CT_VALUE_OWN): the net's inputs and
  * outputs, the tops of layers without bottoms (data) and of losses, values
@@ -401,9 +402,12 @@ static int backward_runner(const ct_net *net, int li) {
   return k;
 }
 
-/* The values layer li's backward reads, at the steps that read them. */
+/* The values layer li's backward reads, at the steps that read them.  A
+ * layer absorbed into the one before reads nothing itself: that layer
+ * computes its backward and declares what the pair reads. */
 static void touch_backward_reads(const ct_net *net, ct_blob_plan *plan, int li) {
   const ct_layer *l = net->layers[li];
+  if (l->absorbed) return;
   const int runner = backward_runner(net, li);
   if (!net->layer_need_backward[runner] && !net->layer_need_backward[li]) return;
   bool *rb = ct_xcalloc((size_t)l->nbottom + 1, sizeof(bool));
