@@ -8,10 +8,11 @@
  * --dummy_data).  Prints the bytes held after the build and the peak over
  * one forward and backward, and the blobs' share: activation data arrays
  * owned by blobs (views such as in-place tops, Flatten and Split tops count
- * nothing), diffs owned by blobs, the diff pool, the flat parameter buffers;
+ * nothing), diffs owned by blobs, the blob pool (values and diffs placed by
+ * lifetime), the flat parameter buffers;
  * the rest is the layers' scratch (saved inputs, normalised copies, column
  * buffers, 16-bit weight copies) and the context's.  Then the layers that
- * hold the most: their new tops, their state (what their setup took besides,
+ * hold the most: their new tops (owned or in the pool), their state (what their setup took besides,
  * ct_layer.state_bytes) and what their first forward and backward left
  * allocated. */
 #include <stdio.h>
@@ -134,7 +135,9 @@ int main(int argc, char **argv) {
       const ct_tensor *t = net->tops[i][j];
       bool in_place = false;
       for (int k = 0; k < l->nbottom; k++) in_place = in_place || net->bottoms[i][k] == t;
-      if (!in_place && t->owns_data) lm[i].tops += ct_tensor_bytes(t, t->capacity);
+      /* its own values, whether it owns them or has a place in the pool */
+      const int id = net->top_ids[i][j];
+      if (!in_place && net->value_owner[id] == id) lm[i].tops += ct_tensor_bytes(t, t->count);
     }
     const size_t before = held(NULL);
     reset_peak();
