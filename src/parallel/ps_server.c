@@ -29,8 +29,8 @@ typedef struct server {
   bool started;              /* rank 0's PS_INIT arrived */
   int nslots;                /* history slots rank 0 sent */
   int base;                  /* the clock training starts at */
-  int applied;               /* ssp: clocks whose update is applied (absolute) */
-  long updates;              /* async: pushes applied */
+  int applied;               /* ssp by clocks: clocks whose update is applied (absolute) */
+  long updates;              /* async, ssp above staleness 0: pushes applied */
   int *pushed;               /* (workers) clocks each worker has pushed (absolute) */
   int ndone;
   bool *done;                /* (workers) said PS_DONE */
@@ -65,6 +65,14 @@ static int slowest(const server *s) {
   return m;
 }
 
+/* ssp at staleness 0 applies by clocks: one update with the mean of every
+ * worker's gradient of a clock once all are in (bulk synchronous, the
+ * all-reduce's arithmetic); above 0 each push is applied as it comes, a
+ * W-th of a step as under async, and only the reads wait for the bound
+ * (Ho et al.'s reads see the updates inside the window too: fed whole
+ * steps S clocks old, heavy-ball momentum diverges at S = 4). */
+static bool by_clocks(const server *s) { return s->o.mode == CT_DP_SSP && s->o.staleness == 0; }
+
 /* Whether worker w's pending request can be answered now. */
 static bool answerable(const server *s, int w) {
   const pending *p = &s->pend[w];
@@ -73,10 +81,12 @@ static bool answerable(const server *s, int w) {
   if (!s->started) return false;
   switch (p->type) {
     case PS_PULL:
-      if (s->o.mode == CT_DP_SSP) return s->applied >= (p->last ? p->clock : p->clock - s->o.staleness);
+      /* ssp: every worker has pushed the clocks before c - S (and by
+       * clocks, they are applied as they are pushed) */
+      if (s->o.mode == CT_DP_SSP) return slowest(s) >= (p->last ? p->clock : p->clock - s->o.staleness);
       return !p->last || slowest(s) >= p->clock;
     case PS_FETCH:
-      return s->o.mode != CT_DP_SSP || s->applied >= p->clock;
+      return s->o.mode != CT_DP_SSP || slowest(s) >= p->clock;
     case PS_BLOCK:
       return false; /* answered together when the block is filtered */
   }
@@ -151,15 +161,17 @@ static void apply_clocks(server *s) {
 static ct_status on_push(server *s, int w, int clock, const float *grad, ct_error *err) {
   if (!s->started || clock != s->pushed[w])
     return bad_message(s, w, "a push out of order", err);
-  if (s->o.mode == CT_DP_SSP) {
-    if (clock >= s->applied + s->ring) return bad_message(s, w, "a push past the staleness bound", err);
+  if (s->o.mode == CT_DP_SSP && clock > slowest(s) + s->o.staleness)
+    return bad_message(s, w, "a push past the staleness bound", err);
+  if (by_clocks(s)) {
     float *at = s->grads + ((size_t)(clock % s->ring) * (size_t)s->workers + (size_t)w) * s->n;
     memcpy(at, grad, s->n * sizeof(float));
     s->pushed[w]++;
     apply_clocks(s);
     return CT_OK;
   }
-  /* async: this gradient alone, a W-th of it, as iteration base + updates / W */
+  /* async, ssp above staleness 0: this gradient alone, a W-th of it, as
+   * iteration base + updates / W */
   float *g = s->u->net->flat_diff + s->sh.lo;
   for (size_t i = 0; i < s->n; i++) g[i] = s->workers > 1 ? grad[i] / (float)s->workers : grad[i];
   apply(s, s->base + (int)(s->updates / s->workers));
@@ -310,7 +322,7 @@ static ct_status notice_deaths(server *s, ct_error *err) {
                w, w, s->pushed[w], s->workers - s->ngone, s->workers, w, s->workers);
   }
   if (!any || !s->started) return CT_OK;
-  if (s->o.mode == CT_DP_SSP) apply_clocks(s);
+  if (by_clocks(s)) apply_clocks(s);
   if (s->o.mode == CT_DP_BMUF) CT_TRY(filter_block(s, err));
   return answer_ready(s, err);
 }
@@ -360,7 +372,7 @@ ct_status ct_ps_serve(ct_comm *comm, const ct_ps_opts *opts, int workers, const 
   s.reply_count = CT_PS_HEADER + 3 * s.n;
   for (int w = 0; w < workers; w++) s.reply[w] = ct_xcalloc(s.reply_count, sizeof(float));
   s.msg = ct_xcalloc(s.reply_count, sizeof(float));
-  if (opts->mode == CT_DP_SSP) {
+  if (by_clocks(&s)) {
     s.ring = opts->staleness + 1;
     s.grads = ct_xcalloc((size_t)s.ring * (size_t)workers * s.n + 1, sizeof(float));
   }
