@@ -203,6 +203,10 @@ static void test_twin_pooling(void **state) {
       {"pool: MAX kernel_size: 3 stride: 2", "2,16,9,9"},
       {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "3,5,13,19"},
       {"pool: MAX kernel_size: 2 stride: 2", "2,4,32,32"},
+      /* channels-last MAX in blocks of 16 channels, the last one overlapping
+       * the block before (LeNet's 20 channels; 40: three blocks) */
+      {"pool: MAX kernel_size: 2 stride: 2", "2,20,8,8"},
+      {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "2,40,9,9"},
       {"pool: AVE kernel_size: 3 stride: 1 pad: 1", "2,8,6,7"},
       {"pool: AVE kernel_size: 3 stride: 2", "2,6,15,15"},
       {"pool: AVE global_pooling: true", "4,32,7,7"},
