@@ -23,7 +23,7 @@
 # end at the straggler's pace in every mode.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin=${1:-$here/build/cortado}
+bin=$(realpath "${1:-$here/build/cortado}") # absolute: rank_pid matches command lines
 cores=${CORES:-$(nproc)}
 workers=${WORKERS:-4}
 servers=${SERVERS:-1}
@@ -54,10 +54,17 @@ printf 'random_seed: 1\nsnapshot_after_train: false\n' >>"$dir/solver.prototxt"
 
 
 rank_pid() { # MPIRUN_PID RANK
-  local pid
+  local pid env
   for pid in $(pgrep -f "^$bin train --solver=$dir/solver.prototxt"); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$pid"; return; }
+    # read whole, not piped into grep -q: its early exit would fail the pipe
+    # (pipefail) and, through set -e, the script
+    env=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null) || continue
+    if grep -qx "OMPI_COMM_WORLD_RANK=$2" <<<"$env"; then
+      echo "$pid"
+      return
+    fi
   done
+  return 0
 }
 
 # run MODE SLOW: trains, writes $dir/NAME.log (NAME: mode, + "_straggler")

@@ -325,7 +325,8 @@ static void operand_bytes(const ct_conv_graph_geom *g, size_t *x, size_t *w, siz
 
 /* Plans direction dir into d: the remembered choice, or the fastest of the
  * first CT_CONV_GRAPH_TRIALS allowed plans within the limit, timed on
- * scratch buffers. */
+ * scratch buffers (a plan whose trial fails is never chosen: before, a
+ * failed first one was kept as the fastest). */
 static bool plan_dir(ct_context *ctx, const ct_conv_graph_geom *g, ct_conv_graph_dir dir,
                      graph_dir *d) {
   cudnnHandle_t h = (cudnnHandle_t)ctx->cudnn;
@@ -369,7 +370,8 @@ static bool plan_dir(ct_context *ctx, const ct_conv_graph_geom *g, ct_conv_graph
   for (int i = 0; i < n; i++) destroy(&cfgs[i]);
   destroy(&graph);
   if (np == 0) return false;
-  int best = 0;
+  /* with several, the fastest of those that ran (none: no plan) */
+  int best = np > 1 ? -1 : 0;
   if (np > 1) {
     /* time each on scratch operands (values do not matter) */
     size_t bx, bw, by, wmax = 0;
@@ -392,7 +394,7 @@ static bool plan_dir(ct_context *ctx, const ct_conv_graph_geom *g, ct_conv_graph
           ok = false;
       });
       destroy(&t.pack);
-      if (ok && (i == 0 || ms < fastest)) {
+      if (ok && (best < 0 || ms < fastest)) {
         fastest = ms;
         best = i;
       }
@@ -404,6 +406,7 @@ static bool plan_dir(ct_context *ctx, const ct_conv_graph_geom *g, ct_conv_graph
   }
   for (int i = 0; i < np; i++)
     if (i != best) destroy(&plans[i]);
+  if (best < 0) return false;
   *d = (graph_dir){plans[best], ws[best], index[best], engine[best], NULL, {NULL}};
   if (!known) remember(&key, index[best]);
   return true;
