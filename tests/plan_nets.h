@@ -12,23 +12,6 @@
 
 #include "runtime_nets.h"
 
-/* conv1's top feeds a Flatten and an InnerProduct through a Split; the
- * Flatten's and the InnerProduct's results meet again in an Eltwise. */
-static const char pn_split_net[] =
-    "name: 'split' force_backward: true\n"
-    "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
-    "  input_param { shape { dim: 2 dim: 2 dim: 3 dim: 3 } shape { dim: 2 } } }\n"
-    "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c'\n"
-    "  convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.5 }\n"
-    "    bias_filler { type: 'constant' value: 0.1 } } }\n"
-    "layer { name: 'flat' type: 'Flatten' bottom: 'c' top: 'f' }\n"
-    "layer { name: 'ipa' type: 'InnerProduct' bottom: 'f' top: 'a'\n"
-    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
-    "layer { name: 'ipb' type: 'InnerProduct' bottom: 'c' top: 'b'\n"
-    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
-    "layer { name: 'sum' type: 'Eltwise' bottom: 'a' bottom: 'b' top: 's' }\n"
-    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 's' bottom: 'label' top: 'loss' }\n";
-
 #define PN_CONV(name, bottom, top, n, k, pad)                                              \
   "layer { name: '" name "' type: 'Convolution' bottom: '" bottom "' top: '" top "'\n"    \
   "  convolution_param { num_output: " #n " kernel_size: " #k " pad: " #pad                \
@@ -114,20 +97,28 @@ typedef void (*pn_context_fn)(ct_context *ctx, uint64_t seed, ct_dtype precision
  * within tol relative (0: the same bits; a value read after its end is
  * NaN or another blob's).  Returns the planned net's pool size and the
  * words an array per blob would take, for the caller's checks. */
+/* The two nets of text on ca and cb: values planned with the pool
+ * poisoned, and every value kept. */
+static inline void pn_pair(const char *text, ct_context *ca, ct_context *cb, ct_net **planned,
+                           ct_net **kept) {
+  setenv("CORTADO_POOL_POISON", "1", 1);
+  *planned = rn_net(text, ca, false);
+  unsetenv("CORTADO_POOL_POISON");
+  setenv("CORTADO_VALUE_PLANNING", "0", 1);
+  *kept = rn_net(text, cb, false);
+  unsetenv("CORTADO_VALUE_PLANNING");
+  assert_true((*planned)->plan_values);
+  assert_false((*kept)->plan_values);
+  assert_non_null((*planned)->blob_plan->dead_at);
+}
+
 static inline void pn_compare(const char *text, int nclass, pn_context_fn make_ctx, ct_dtype precision,
                               double tol, size_t *pool, size_t *unplanned) {
   ct_context ca, cb;
   make_ctx(&ca, 9, precision);
   make_ctx(&cb, 9, precision);
-  setenv("CORTADO_POOL_POISON", "1", 1);
-  ct_net *planned = rn_net(text, &ca, false);
-  unsetenv("CORTADO_POOL_POISON");
-  setenv("CORTADO_VALUE_PLANNING", "0", 1);
-  ct_net *kept = rn_net(text, &cb, false);
-  unsetenv("CORTADO_VALUE_PLANNING");
-  assert_true(planned->plan_values);
-  assert_false(kept->plan_values);
-  assert_non_null(planned->blob_plan->dead_at);
+  ct_net *planned, *kept;
+  pn_pair(text, &ca, &cb, &planned, &kept);
   for (int round = 0; round < 3; round++) {
     rn_fill_inputs(planned, nclass, 40 + (uint64_t)round);
     rn_fill_inputs(kept, nclass, 40 + (uint64_t)round);

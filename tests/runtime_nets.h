@@ -73,6 +73,23 @@ static const char rn_plan_net[] =
     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 'loss' }\n"
     "layer { name: 'acc' type: 'Accuracy' bottom: 'ip1' bottom: 'label' top: 'acc' }\n";
 
+/* conv1's top feeds a Flatten and an InnerProduct through a Split; the
+ * Flatten's and the InnerProduct's results meet again in an Eltwise. */
+static const char rn_split_net[] =
+    "name: 'split' force_backward: true\n"
+    "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
+    "  input_param { shape { dim: 2 dim: 2 dim: 3 dim: 3 } shape { dim: 2 } } }\n"
+    "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c'\n"
+    "  convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.5 }\n"
+    "    bias_filler { type: 'constant' value: 0.1 } } }\n"
+    "layer { name: 'flat' type: 'Flatten' bottom: 'c' top: 'f' }\n"
+    "layer { name: 'ipa' type: 'InnerProduct' bottom: 'f' top: 'a'\n"
+    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
+    "layer { name: 'ipb' type: 'InnerProduct' bottom: 'c' top: 'b'\n"
+    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
+    "layer { name: 'sum' type: 'Eltwise' bottom: 'a' bottom: 'b' top: 's' }\n"
+    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 's' bottom: 'label' top: 'loss' }\n";
+
 /* LeNet (BVLC's lenet_train_test layers) on an Input of batch x 1x28x28,
  * with an optional Dropout after ip1's ReLU. */
 static inline char *rn_lenet_text(int batch, bool dropout) {

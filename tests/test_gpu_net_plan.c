@@ -18,7 +18,7 @@ static void gpu_context(ct_context *ctx, uint64_t seed, ct_dtype precision) {
 }
 
 static void check_all(ct_dtype precision) {
-  const char *texts[] = {rn_plan_net, pn_split_net, pn_residual_net, pn_inception_net, NULL};
+  const char *texts[] = {rn_plan_net, rn_split_net, pn_residual_net, pn_inception_net, NULL};
   const int classes[] = {5, 4, 5, 6, 10};
   char *lenet = rn_lenet_text(8, true);
   texts[4] = lenet;
@@ -43,12 +43,8 @@ static void test_poisoned_program(void **state) {
   ct_context ca, cb;
   gpu_context(&ca, 9, CT_BF16);
   gpu_context(&cb, 9, CT_BF16);
-  setenv("CORTADO_POOL_POISON", "1", 1);
-  ct_net *planned = rn_net(pn_residual_net, &ca, false);
-  unsetenv("CORTADO_POOL_POISON");
-  setenv("CORTADO_VALUE_PLANNING", "0", 1);
-  ct_net *kept = rn_net(pn_residual_net, &cb, false);
-  unsetenv("CORTADO_VALUE_PLANNING");
+  ct_net *planned, *kept;
+  pn_pair(pn_residual_net, &ca, &cb, &planned, &kept);
   ct_runtime *rt;
   assert_int_equal(ct_runtime_new(&rt, planned, NULL, NULL), CT_OK);
   ct_error err;

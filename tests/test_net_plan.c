@@ -74,7 +74,7 @@ static void test_poisoned_f32(void **state) {
   char *lenet = rn_lenet_text(4, true);
   check_net(lenet, 10, CT_F32);
   free(lenet);
-  check_net(pn_split_net, 4, CT_F32);
+  check_net(rn_split_net, 4, CT_F32);
   check_net(pn_residual_net, 5, CT_F32);
   check_net(pn_inception_net, 6, CT_F32);
 }

@@ -338,23 +338,6 @@ static void test_shared_test_net(void **state) {
   ct_context_free(&ctx);
 }
 
-/* conv1's top feeds a Flatten and an InnerProduct through a Split; the
- * Flatten's and the InnerProduct's results meet again in an Eltwise. */
-static const char split_net[] =
-    "name: 'split' force_backward: true\n"
-    "layer { name: 'data' type: 'Input' top: 'data' top: 'label'\n"
-    "  input_param { shape { dim: 2 dim: 2 dim: 3 dim: 3 } shape { dim: 2 } } }\n"
-    "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c'\n"
-    "  convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.5 }\n"
-    "    bias_filler { type: 'constant' value: 0.1 } } }\n"
-    "layer { name: 'flat' type: 'Flatten' bottom: 'c' top: 'f' }\n"
-    "layer { name: 'ipa' type: 'InnerProduct' bottom: 'f' top: 'a'\n"
-    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
-    "layer { name: 'ipb' type: 'InnerProduct' bottom: 'c' top: 'b'\n"
-    "  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.5 } } }\n"
-    "layer { name: 'sum' type: 'Eltwise' bottom: 'a' bottom: 'b' top: 's' }\n"
-    "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 's' bottom: 'label' top: 'loss' }\n";
-
 static void expect_split_views(const ct_net *net) {
   const ct_tensor *c = ct_net_blob(net, "c");
   for (int k = 0; k < 2; k++) {
@@ -374,7 +357,7 @@ static void expect_split_views(const ct_net *net) {
 static void test_split_shares_data(void **state) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 9, NULL), CT_OK);
-  ct_net *net = rn_net(split_net, &ctx, false);
+  ct_net *net = rn_net(rn_split_net, &ctx, false);
   expect_split_views(net);
   const ct_diff_group *f = group_of(net, "f"), *t0 = group_of(net, "c_conv1_0_split_0");
   assert_ptr_equal(f, t0);
@@ -397,7 +380,7 @@ static void test_split_shares_data(void **state) {
 static void test_split_gradient(void **state) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 9, NULL), CT_OK);
-  ct_net *net = rn_net(split_net, &ctx, false);
+  ct_net *net = rn_net(rn_split_net, &ctx, false);
   rn_fill_inputs(net, 4, 21);
   ct_error err;
   double loss;
@@ -423,7 +406,7 @@ static void test_split_gradient(void **state) {
   free(grad);
   ct_net_free(net);
   ct_context_free(&ctx);
-  compare_planned(split_net, 4);
+  compare_planned(rn_split_net, 4);
 }
 
 int main(void) {
