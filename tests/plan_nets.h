@@ -120,18 +120,10 @@ static inline void pn_compare(const char *text, int nclass, pn_context_fn make_c
   ct_net *planned, *kept;
   pn_pair(text, &ca, &cb, &planned, &kept);
   for (int round = 0; round < 3; round++) {
-    rn_fill_inputs(planned, nclass, 40 + (uint64_t)round);
-    rn_fill_inputs(kept, nclass, 40 + (uint64_t)round);
-    ct_error err;
     double la, lb;
-    ct_net_clear_param_diffs(planned);
-    ct_net_clear_param_diffs(kept);
-    assert_int_equal(ct_net_forward(planned, &la, &err), CT_OK);
-    assert_int_equal(ct_net_forward(kept, &lb, &err), CT_OK);
+    rn_pass_pair(planned, kept, nclass, 40 + (uint64_t)round, &la, &lb);
     if (!(fabs(la - lb) <= tol * fabs(lb)))
       fail_msg("%s, round %d: loss %.9g planned, %.9g kept", planned->name, round, la, lb);
-    ct_net_backward(planned);
-    ct_net_backward(kept);
     float *ga = rn_flat(planned, true), *gb = rn_flat(kept, true);
     bool nonzero = false;
     for (size_t i = 0; i < planned->flat_count; i++) {

@@ -179,6 +179,21 @@ static inline float *rn_flat(const ct_net *net, bool diff) {
   return h;
 }
 
+/* One forward and backward of nets a and b on the same inputs (seed),
+ * their parameter gradients cleared first; the losses into la and lb. */
+static inline void rn_pass_pair(ct_net *a, ct_net *b, int nclass, uint64_t seed, double *la,
+                                double *lb) {
+  ct_error err;
+  ct_net *nets[2] = {a, b};
+  double *loss[2] = {la, lb};
+  for (int k = 0; k < 2; k++) {
+    rn_fill_inputs(nets[k], nclass, seed);
+    ct_net_clear_param_diffs(nets[k]);
+    assert_int_equal(ct_net_forward(nets[k], loss[k], &err), CT_OK);
+    ct_net_backward(nets[k]);
+  }
+}
+
 /* A solver over net_text on ctx from the rest of the solver text. */
 static inline ct_solver *rn_solver(const char *net_text, const char *rest, ct_context *ctx,
                                    const ct_solver_opts *opts) {
