@@ -63,45 +63,33 @@ static size_t min_rows(const ct_pool_geom *g) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* One window's maximum per channel over pixels of type T (CONV to float32)
- * for channels [c0, c0 + CB): the running maxima and their places stay in
- * registers (CB is a constant: one or two vectors), written to acc and
- * arg_. */
+/* Walks one window over pixels of type T (CONV to float32) from channel
+ * c0, keeping each of the NC channels' maximum in M[k] and its place in
+ * A[k] (Caffe's (h, w) order, the first maximum: strict >). */
+#define WALK_WINDOW(T, CONV, NC, M, A, c0)                                          \
+  do {                                                                              \
+    const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C + (c0);    \
+    for (int h = h0; h < h1; h++)                                                   \
+      for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
+        const float here = j->byte_args ? (float)((h - hs) * g->kw + (w - ws))      \
+                                        : (float)(h * g->W + w);                    \
+        const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
+        for (int k = 0; k < (NC); k++) {                                            \
+          const float v = CONV(px[k]);                                              \
+          const bool gt = v > (M)[k];                                               \
+          (M)[k] = gt ? v : (M)[k];                                                 \
+          (A)[k] = gt ? here : (A)[k];                                              \
+        }                                                                           \
+      }                                                                             \
+  } while (0)
+/* The same for channels [c0, c0 + CB), CB a constant (one vector): the
+ * running maxima and places stay in registers, then go to acc and arg_. */
 #define MAX_BLOCK(T, CONV, CB)                                                      \
   do {                                                                              \
     float m_[CB], a_[CB];                                                           \
     for (int k = 0; k < CB; k++) m_[k] = -FLT_MAX, a_[k] = -1.0f;                   \
-    const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C + c0;      \
-    for (int h = h0; h < h1; h++)                                                   \
-      for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
-        const float here = j->byte_args ? (float)((h - hs) * g->kw + (w - ws))      \
-                                        : (float)(h * g->W + w);                    \
-        const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
-        for (int k = 0; k < CB; k++) {                                              \
-          const float v = CONV(px[k]);                                              \
-          const bool gt = v > m_[k];                                                \
-          m_[k] = gt ? v : m_[k];                                                   \
-          a_[k] = gt ? here : a_[k];                                                \
-        }                                                                           \
-      }                                                                             \
+    WALK_WINDOW(T, CONV, CB, m_, a_, c0);                                           \
     for (int k = 0; k < CB; k++) acc[c0 + k] = m_[k], arg_[c0 + k] = a_[k];         \
-  } while (0)
-/* The same over all channels, the maxima in acc and arg_. */
-#define MAX_WINDOW(T, CONV)                                                         \
-  do {                                                                              \
-    const T *restrict xi = (const T *)j->x + n * (size_t)g->H * g->W * C;           \
-    for (int h = h0; h < h1; h++)                                                   \
-      for (int w = j->w->wlo[pw]; w < j->w->whi[pw]; w++) {                         \
-        const float here = j->byte_args ? (float)((h - hs) * g->kw + (w - ws))      \
-                                        : (float)(h * g->W + w);                    \
-        const T *restrict px = xi + ((size_t)h * g->W + w) * C;                     \
-        for (int c = 0; c < C; c++) {                                               \
-          const float v = CONV(px[c]);                                              \
-          const bool gt = v > acc[c];                                               \
-          acc[c] = gt ? v : acc[c];                                                 \
-          arg_[c] = gt ? here : arg_[c];                                            \
-        }                                                                           \
-      }                                                                             \
   } while (0)
 #define AS_FLOAT(v) (v)
 
@@ -128,8 +116,8 @@ static inline void max_window(const nhwc_job *j, size_t n, int h0, int h1, int h
     return;
   }
   for (int c = 0; c < C; c++) acc[c] = -FLT_MAX, arg_[c] = -1.0f;
-  if (j->type == CT_F32) MAX_WINDOW(float, AS_FLOAT);
-  else MAX_WINDOW(uint16_t, ct_bf16_to_f32);
+  if (j->type == CT_F32) WALK_WINDOW(float, AS_FLOAT, C, acc, arg_, 0);
+  else WALK_WINDOW(uint16_t, ct_bf16_to_f32, C, acc, arg_, 0);
 }
 
 static void max_rows(void *arg, size_t begin, size_t end) {

@@ -138,6 +138,12 @@ static void grow(ct_value_release *r, int nblobs) {
   r->cap = cap;
 }
 
+/* Whether top j of layer l keeps its values whole: a data layer's (no
+ * bottoms) or a loss's. */
+static bool top_keeps_values(const ct_layer *l, int j) {
+  return l->nbottom == 0 || (l->ops->flags & CT_LAYER_DATA) || l->loss_weight[j] != 0.0f;
+}
+
 /* The layer after which blob b (top j of layer li) may lose its values:
  * RELEASE_MARGIN layers after the last layer that names it, when that one
  * names it as a bottom only (else it is an output), and it is no data or
@@ -145,8 +151,7 @@ static void grow(ct_value_release *r, int nblobs) {
 static int release_after(const ct_value_release *r, const ct_net *net, int b, int li, int j) {
   const ct_layer *l = net->layers[li];
   const char *name = net->blobs[b]->name;
-  if (!name || l->nbottom == 0 || (l->ops->flags & CT_LAYER_DATA) || l->loss_weight[j] != 0.0f)
-    return INT_MAX;
+  if (!name || top_keeps_values(l, j)) return INT_MAX;
   const int v = ct_strmap_get(&r->last, name);
   return v >= 0 && (v & 1) ? v / 2 + RELEASE_MARGIN : INT_MAX;
 }
@@ -452,8 +457,7 @@ static void make_value_groups(const ct_net *net, ct_blob_plan *plan) {
   for (int li = 0; li < net->nlayers; li++) {
     const ct_layer *l = net->layers[li];
     for (int j = 0; j < l->ntop; j++)
-      if (l->nbottom == 0 || (l->ops->flags & CT_LAYER_DATA) || l->loss_weight[j] != 0.0f)
-        keep[net->top_ids[li][j]] = true;
+      if (top_keeps_values(l, j)) keep[net->top_ids[li][j]] = true;
   }
   for (int b = 0; b < nb; b++) {
     const int g = plan->blob_vgroup[b];
@@ -688,15 +692,21 @@ void ct_net_detach_values(ct_net *net) {
   }
 }
 
+/* Fills n words of the pool from word off with NaN: all ones, a NaN as
+ * float32 and as both halves in 16 bits. */
+static void poison(ct_net *net, size_t off, size_t n) {
+  const union {
+    uint32_t u;
+    float f;
+  } nan_bits = {0xffffffffu};
+  ct_dev_set(net->ctx, n, nan_bits.f, net->blob_pool + off);
+}
+
 void ct_net_poison_step(ct_net *net, int step) {
   const ct_blob_plan *plan = net->blob_plan;
   if (!plan || !plan->dead_at || step < 0 || step >= 2 * net->nlayers) return;
-  union {
-    uint32_t u;
-    float f;
-  } nan_bits = {0xffffffffu}; /* NaN as float32, and as both halves in 16 bits */
   for (int k = plan->dead_at[step]; k < plan->dead_at[step + 1]; k++)
-    ct_dev_set(net->ctx, plan->dead[2 * k + 1], nan_bits.f, net->blob_pool + plan->dead[2 * k]);
+    poison(net, plan->dead[2 * k], plan->dead[2 * k + 1]);
 }
 
 ct_status ct_net_plan_blobs(ct_net *net, ct_error *err) {
@@ -721,13 +731,7 @@ ct_status ct_net_plan_blobs(ct_net *net, ct_error *err) {
   }
   net->blob_pool = plan->pool_count ? ct_mem_alloc(dev, plan->pool_count * sizeof(float)) : NULL;
   net->diff_zero = plan->zero_count ? ct_mem_alloc(dev, plan->zero_count * sizeof(float)) : NULL;
-  if (plan->dead_at && net->blob_pool) {
-    const union {
-      uint32_t u;
-      float f;
-    } nan_bits = {0xffffffffu};
-    ct_dev_set(net->ctx, plan->pool_count, nan_bits.f, net->blob_pool);
-  }
+  if (plan->dead_at && net->blob_pool) poison(net, 0, plan->pool_count);
   for (int b = 0; b < net->nblobs; b++) {
     const int g = plan->blob_vgroup[b];
     if (g >= 0 && plan->vgroups[g].kind == CT_VALUE_POOLED) point_value(net, plan, b);
