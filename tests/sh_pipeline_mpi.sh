@@ -37,8 +37,7 @@ expect "BatchNorm with one micro-batch" 2 solver_bn.prototxt "--pipeline=relu" "
 expect "iter_size against --microbatches" 2 solver_iter2.prototxt "--pipeline=relu --microbatches=3" \
   "--microbatches=3 and the solver's iter_size 2 disagree: under --pipeline the iteration's passes are its micro-batches (give one of them)"
 expect "iter_size as the micro-batches" 2 solver_iter2.prototxt "--pipeline=relu" ""
-expect "a GPU" 2 solver.prototxt "--pipeline=relu --gpu=0" \
-  "--pipeline: stages run on CPU ranks only for now (give --cpu, or leave --gpu out)"
+# (GPU stages, and what they refuse: tests/test_gpu_pipeline_mpi.c)
 expect "no mpirun" 0 solver.prototxt "--pipeline=relu" \
   "--pipeline needs one process per stage: start them with mpirun -np P (P: the stage count, one more than the layer names)"
 expect "--microbatches alone" 0 solver.prototxt "--microbatches=2" \

@@ -41,8 +41,8 @@ static const ct_flag_spec time_flags[] = {
     {"pipeline", CT_FLAG_STRING, NULL,
      "Under mpirun: cut the net after these layers (comma-separated, as train's --pipeline) and "
      "time whole pipelined iterations (forward and backward of --microbatches micro-batches, "
-     "no update) on CPU ranks; stage 0 logs each stage's forward, backward and idle time, its "
-     "bubble fraction and its memory."},
+     "no update) on CPU ranks or, with --gpu, on the GPU of each rank's local rank; stage 0 "
+     "logs each stage's forward, backward and idle time, its bubble fraction and its memory."},
     {"microbatches", CT_FLAG_INT, "0",
      "With --pipeline: micro-batches per iteration, each a batch of the net's batch_size (0: 1).",
      .min = 0, .max = 65536},

@@ -134,7 +134,8 @@ static const ct_flag_spec train_flags[] = {
      .meta = "FILE|DIR"},
     {"pipeline", CT_FLAG_STRING, NULL,
      "Pipeline parallelism: cut the train net after these layers (names separated by ','; "
-     "P - 1 names make P stages) and train stage r on rank r of `mpirun -np P` (CPU ranks). "
+     "P - 1 names make P stages) and train stage r on rank r of `mpirun -np P` (CPU ranks, or "
+     "with --gpu the GPU of each rank's local rank, ranks beyond the list sharing its GPUs). "
      "Tops that cross a cut go forward by MPI, their diffs come back the same way; stage 0 "
      "writes the snapshots.",
      .meta = "LAYERS"},

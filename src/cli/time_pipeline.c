@@ -1,6 +1,6 @@
 /* `mpirun -np P cortado time --pipeline=A[,B...]`: whole pipelined
  * iterations (forward and backward of --microbatches micro-batches, no
- * update) on CPU ranks, and stage 0's report of every stage's time, bubble
+ * update) on CPU ranks or GPUs, and stage 0's report of every stage's time, bubble
  * and memory (runtime/stages.h). */
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +56,9 @@ int ct_cli_time_pipeline(const ct_cli_args *args) {
     return ct_cli_error(CT_EXIT_USAGE,
                         "--pipeline needs one process per stage: start them with mpirun -np P "
                         "(P: the stage count, one more than the layer names)");
-  bool cpu = false;
-  if (ct_cli_wants_cpu(args, &cpu, &err) != CT_OK) return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  if (ct_cli_is_set(args, "gpu") && !cpu)
-    return ct_cli_error(CT_EXIT_USAGE,
-                        "--pipeline: stages run on CPU ranks only for now (give --cpu, or leave --gpu out)");
+  int device = CT_DEVICE_CPU;
+  if (ct_cli_stage_device(args, false, &device, &err) != CT_OK)
+    return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
   if (ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
   char **cuts = NULL;
   int ncuts = 0;
@@ -74,7 +72,7 @@ int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_status st = ct_comm_mpi_create(&comm, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(comm, 0, NULL);
-    st = ct_cli_context_init(args, &ctx, CT_DEVICE_CPU, 1701, &err);
+    st = ct_cli_context_init(args, &ctx, device, 1701, &err);
     ctx_made = st == CT_OK;
   }
   ct_stages_cut cut = {.after = (const char *const *)cuts, .nafter = ncuts};

@@ -89,6 +89,15 @@ ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *
 /* Pipeline parallelism was asked for: --pipeline, or under mpirun a train
  * net whose layers say their stage (pipeline_stage). */
 bool ct_cli_wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp);
+/* The device of this rank's pipeline stage: the CPU with --cpu or
+ * --gpu=none, or without --gpu unless solver_gpu (the solver says
+ * solver_mode: GPU); else the GPU of the
+ * list (--gpu, or every GPU) at the rank's local rank, modulo the list's
+ * length: ranks beyond it share GPUs (a warning says which), as two stages
+ * of a net may.  Errors: --gpu's (a device that does not exist). */
+ct_status ct_cli_stage_device(const ct_cli_args *args, bool solver_gpu, int *device,
+                              ct_error *err);
+
 /* One rank of `mpirun -np N cortado train --pipeline=...` (train_pipeline.c):
  * stage N mod P of replica N / P (P stages, N / P data-parallel replicas),
  * trained with solver_opts plus the stage's part; watch(args, s) is called

@@ -1,12 +1,13 @@
 /* `cortado train --pipeline=...` under mpirun: pipeline stages on CPU
- * ranks, and D x P data-parallel replicas of them (runtime/stages.h,
- * docs/pipeline.md). */
+ * ranks or GPUs, and D x P data-parallel replicas of them on CPU ranks
+ * (runtime/stages.h, docs/pipeline.md). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/run_common.h"
 #include "cli/train.h"
 #include "core/log.h"
+#include "gpu/gpu.h"
 #include "net/net_load.h"
 #include "parallel/comm_mpi.h"
 #include "solvers/solver.h"
@@ -32,6 +33,31 @@ ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *
   }
   *out = names;
   *n = count;
+  return CT_OK;
+}
+
+ct_status ct_cli_stage_device(const ct_cli_args *args, bool solver_gpu, int *device,
+                              ct_error *err) {
+  *device = CT_DEVICE_CPU;
+  bool cpu = false;
+  CT_TRY(ct_cli_wants_cpu(args, &cpu, err));
+  if (cpu || (!ct_cli_is_set(args, "gpu") && !solver_gpu)) return CT_OK;
+  ct_gpu_list gpus;
+  if (ct_cli_is_set(args, "gpu")) {
+    CT_TRY(ct_cli_resolve_gpus(ct_cli_gpus(args, "gpu"), &gpus, err));
+  } else {
+    const ct_gpu_list all = {.all = true};
+    CT_TRY(ct_cli_resolve_gpus(&all, &gpus, err));
+  }
+  if (gpus.n == 0) return CT_OK; /* --gpu=none */
+  int local = ct_mpi_local_rank_from_env();
+  if (local < 0) local = ct_mpi_rank_from_env();
+  if (local < 0) local = 0;
+  *device = gpus.ids[local % gpus.n];
+  if (local >= gpus.n)
+    LOG_WARNING("Pipeline: local rank %d shares GPU %d with local rank %d (%d GPU%s listed for "
+                "this node)",
+                local, *device, local % gpus.n, gpus.n, gpus.n == 1 ? "" : "s");
   return CT_OK;
 }
 
@@ -111,18 +137,18 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
                           void (*watch)(const ct_cli_args *args, ct_solver *s)) {
   ct_error err;
   char **cuts = NULL;
-  int ncuts = 0, micro = 1;
-  bool cpu = false;
+  int ncuts = 0, micro = 1, device = CT_DEVICE_CPU;
   ct_status st = CT_OK;
   if (ct_cli_is_set(args, "pipeline"))
     st = ct_cli_pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err);
   else
     LOG_INFO("Pipeline stages from the train net's pipeline_stage fields");
   if (st == CT_OK) st = pipeline_micro(args, sp, &micro, &err);
-  if (st == CT_OK) st = ct_cli_wants_cpu(args, &cpu, &err);
-  if (st == CT_OK && ct_cli_is_set(args, "gpu") && !cpu)
-    st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
-                      "--pipeline: stages run on CPU ranks only for now (give --cpu, or leave --gpu out)");
+  if (st == CT_OK)
+    st = ct_cli_stage_device(args,
+                             sp->has_solver_mode &&
+                                 sp->solver_mode == CAFFE__SOLVER_PARAMETER__SOLVER_MODE__GPU,
+                             &device, &err);
   if (st != CT_OK) {
     if (cuts) free(cuts[0]);
     free(cuts);
@@ -144,10 +170,18 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
     ct_comm_set_watchdog(world, ct_cli_double(args, "comm_timeout"), NULL);
     st = split_world(world, nstages, &comm, &reduce, &err);
   }
+  if (st == CT_OK && reduce && device != CT_DEVICE_CPU)
+    st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
+                      "--pipeline: %d ranks make %d replicas of the %d stages, and replicas of "
+                      "stages on GPUs are not written yet (their gradients would be averaged "
+                      "through NCCL); start one rank per stage (mpirun -np %d), or give --cpu",
+                      world->size, world->size / nstages, nstages, nstages);
   if (st == CT_OK) {
-    st = ct_cli_context_init(args, &ctx, CT_DEVICE_CPU, seed, &err);
+    st = ct_cli_context_init(args, &ctx, device, seed, &err);
     ctx_made = st == CT_OK;
   }
+  if (st == CT_OK && device != CT_DEVICE_CPU)
+    LOG_INFO("Pipeline: rank %d on GPU %d", world->rank, device);
   ct_solver_opts opts = *solver_opts;
   if (reduce) {
     /* the replicas are data-parallel workers: each reads its shard, the

@@ -91,6 +91,10 @@ void ct_context_sync(ct_context *ctx) {
   if (ctx->device != CT_DEVICE_CPU) ct_gpu_context_sync(ctx);
 }
 
+bool ct_context_idle(ct_context *ctx) {
+  return ctx->device == CT_DEVICE_CPU || ct_gpu_context_idle(ctx);
+}
+
 ct_context *ct_context_grad_begin(ct_context *ctx) {
   return ctx->grads ? ct_gpu_grad_begin(ctx) : ctx;
 }

@@ -112,6 +112,9 @@ ct_status ct_context_set_precision(ct_context *ctx, ct_dtype type, bool given, c
 void ct_context_set_deterministic(ct_context *ctx, bool deterministic);
 /* Waits for the context's stream (no-op on the CPU). */
 void ct_context_sync(ct_context *ctx);
+/* Whether the context's stream has done its work, without waiting (true
+ * on the CPU): a host that has other things to do while it waits polls it. */
+bool ct_context_idle(ct_context *ctx);
 /* True while the runtime records ctx's stream's work to replay it (never on
  * the CPU): code that must run on the host every time may not run then. */
 bool ct_context_capturing(const ct_context *ctx);

@@ -37,6 +37,8 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err);
 void ct_gpu_context_free(ct_context *ctx);
 /* Waits for ctx's stream (counts as a host wait). */
 void ct_gpu_context_sync(ct_context *ctx);
+/* Whether ctx's stream has finished its work (does not wait). */
+bool ct_gpu_context_idle(ct_context *ctx);
 /* Applies ctx->tf32 to the context's cuBLAS handles. */
 void ct_gpu_context_set_math(ct_context *ctx);
 /* Reads ctx->check_word (waits for the stream). */

@@ -105,6 +105,13 @@ extern "C" void ct_gpu_context_sync(ct_context *ctx) {
   CT_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)ctx->stream));
 }
 
+extern "C" bool ct_gpu_context_idle(ct_context *ctx) {
+  const cudaError_t e = cudaStreamQuery((cudaStream_t)ctx->stream);
+  if (e == cudaErrorNotReady) return false;
+  CT_CUDA_CHECK(e);
+  return true;
+}
+
 extern "C" void ct_gpu_blas_set_math(void *cublas, bool tf32) {
   cublasStatus_t s = cublasSetMathMode((cublasHandle_t)cublas,
                                        tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);

@@ -54,6 +54,7 @@ ct_status ct_gpu_context_init(ct_context *ctx, ct_error *err) {
 }
 void ct_gpu_context_free(ct_context *ctx) {}
 void ct_gpu_context_sync(ct_context *ctx) {}
+bool ct_gpu_context_idle(ct_context *ctx) { return true; }
 void ct_gpu_context_set_math(ct_context *ctx) {}
 unsigned ct_gpu_context_read_check(ct_context *ctx) { return 0; }
 void ct_gpu_context_clear_check(ct_context *ctx) {}

@@ -87,6 +87,15 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
   return c->ops->send_wait(c, req, err);
 }
 
+ct_status ct_comm_send_test(ct_comm *c, void *req, bool *done, ct_error *err) {
+  *done = false;
+  if (!req || !c->ops->send_test) {
+    *done = !req;
+    return CT_OK;
+  }
+  return c->ops->send_test(c, req, done, err);
+}
+
 void ct_comm_forget_peer(ct_comm *c, int peer) {
   CT_ASSERT(peer >= 0 && peer < c->size && peer != c->rank);
   if (c->ops->forget_peer) c->ops->forget_peer(c, peer);

@@ -77,6 +77,11 @@ typedef struct ct_comm_ops {
   ct_status (*isend)(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
                      ct_error *err);
   ct_status (*send_wait)(ct_comm *c, void *req, ct_error *err);
+  /* Whether isend's req is done, without waiting (*done; done frees req
+   * as send_wait does); it also moves the back end's transfers along (MPI
+   * moves a large message only inside its calls).  NULL where the back end
+   * has none. */
+  ct_status (*send_test)(ct_comm *c, void *req, bool *done, ct_error *err);
   /* Blocks (under the watchdog) until a message with this tag from any
    * rank can be received: *peer gets its sender, *count its length in
    * floats; the message stays to be taken by recv (a parameter server
@@ -157,6 +162,10 @@ ct_status ct_comm_recv(ct_comm *c, float *buf, size_t count, int peer, int tag, 
 ct_status ct_comm_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
                         ct_error *err);
 ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
+/* Whether the send of req is done, without waiting (ct_comm_ops.send_test;
+ * *done true: req is freed and must not be waited for).  Back ends without
+ * the test say not done.  Errors: the back end's (the send failed). */
+ct_status ct_comm_send_test(ct_comm *c, void *req, bool *done, ct_error *err);
 /* The next message with `tag` from any rank (ct_comm_ops.probe): its
  * sender and length, left for ct_comm_recv.  CT_ERR_UNSUPPORTED naming the
  * back end where it has none; CT_ERR_COMM after the watchdog's timeout. */

@@ -187,6 +187,14 @@ static ct_status mpi_send_wait(ct_comm *c, void *req, ct_error *err) {
   return st;
 }
 
+static ct_status mpi_send_test(ct_comm *c, void *req, bool *done, ct_error *err) {
+  int flag = 0;
+  const int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+  *done = rc != MPI_SUCCESS || flag;
+  if (*done) free(req);
+  return rc == MPI_SUCCESS ? CT_OK : mpi_fail(rc, "send", err);
+}
+
 /* MPI_Iprobe polled like the requests above: the same watchdog, the same
  * sleeps once it has waited a while. */
 static ct_status mpi_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err) {
@@ -229,7 +237,7 @@ static void mpi_destroy(ct_comm *c) {
 static const ct_comm_ops k_mpi_ops = {"mpi",       mpi_allreduce, mpi_broadcast, mpi_host_f64,
                                       mpi_barrier, mpi_wait,      mpi_abort,     mpi_destroy,
                                       mpi_send,    mpi_recv,      mpi_isend,     mpi_send_wait,
-                                      mpi_probe};
+                                      mpi_send_test, mpi_probe};
 
 void ct_mpi_abort_job(int code) {
   int inited = 0, fin = 0;

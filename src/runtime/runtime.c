@@ -454,6 +454,9 @@ bool ct_runtime_may_launch_ahead(const ct_runtime *rt) {
     return false;
   if (!rt->prog || !ct_program_steady(rt->prog)) return false;
   if (rt->actions) return false;
+  /* a pipeline stage's next iteration would talk to stages still in this
+   * one's agreement */
+  if (rt->pipe) return false;
   /* Workers must decide alike: they see the same agreed actions, but a wish
    * only where it was asked (it is carried or agreed on at a finish). */
   if (!rt->reducer) return __atomic_load_n(rt->requests, __ATOMIC_SEQ_CST) == 0;

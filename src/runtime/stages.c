@@ -8,6 +8,9 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "gpu/gpu.h"
+#include "math/math.h"
+#include "math/typed.h"
 #include "runtime/stages_internal.h"
 #include "runtime/steps.h"
 
@@ -25,6 +28,12 @@ static bool writes(const ct_net *net, int layer, int blob) {
   for (int t = 0; t < net->layers[layer]->ntop; t++)
     if (net->top_ids[layer][t] == blob) return true;
   return false;
+}
+
+/* A blob's values (or its diff) in bytes, in the type the net keeps it. */
+static size_t blob_bytes(const ct_stages *pl, int blob) {
+  const ct_tensor *t = pl->net->blobs[blob];
+  return ct_tensor_bytes(t, t->count);
 }
 
 /* ------------------------------------------------------------------ plan */
@@ -250,26 +259,55 @@ static void plan_stash(ct_stages *pl) {
     for (int t = 0; net->layers[i]->nbottom == 0 && t < net->layers[i]->ntop; t++)
       pl->stash[pl->nstash++] = (ct_stages_stashed){net->top_ids[i][t], i, 0};
   for (int k = 0; k < pl->nstash; k++) {
-    pl->stash[k].offset = pl->stash_count;
-    pl->stash_count += net->blobs[pl->stash[k].blob]->count;
+    pl->stash[k].offset = pl->stash_bytes;
+    pl->stash_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->stash[k].blob));
   }
-  pl->stash_data = ct_mem_alloc(CT_DEVICE_CPU, pl->stash_count * (size_t)pl->ring * sizeof(float));
+  pl->stash_data = ct_mem_alloc(pl->device, pl->stash_bytes * (size_t)pl->ring);
 }
 
-/* The send buffers (see the struct). */
+/* Host memory for the send ring and the receive buffer: pinned on a GPU
+ * (copies from and to the device go at full speed), zeroed (the words'
+ * padding travels too). */
+static unsigned char *host_buffer(const ct_stages *pl, size_t bytes) {
+  if (pl->device != CT_DEVICE_CPU) return ct_mem_alloc_pinned(bytes);
+  unsigned char *p = ct_mem_alloc(CT_DEVICE_CPU, bytes);
+  memset(p, 0, bytes);
+  return p;
+}
+
+static void free_host_buffer(const ct_stages *pl, unsigned char *p) {
+  if (!p) return;
+  if (pl->device != CT_DEVICE_CPU) ct_mem_free_pinned(p);
+  else ct_mem_free(CT_DEVICE_CPU, p);
+}
+
+/* A receive lands in the blob itself on the CPU when the blob is whole
+ * words; else in recvbuf first. */
+static bool lands_in_place(const ct_stages *pl, size_t bytes) {
+  return pl->device == CT_DEVICE_CPU && bytes % 4 == 0;
+}
+
+/* The send and receive buffers (see the struct) and the loss's keeper. */
 static void plan_sends(ct_stages *pl) {
   pl->out_off = ct_xcalloc((size_t)pl->nout + 1, sizeof *pl->out_off);
   pl->in_off = ct_xcalloc((size_t)pl->nin + 1, sizeof *pl->in_off);
   for (int k = 0; k < pl->nout; k++) {
-    pl->out_off[k] = pl->send_count;
-    pl->send_count += pl->net->blobs[pl->out[k].blob]->count;
+    const size_t bytes = blob_bytes(pl, pl->out[k].blob);
+    pl->out_off[k] = pl->send_bytes;
+    pl->send_bytes += 4 * ct_stages_words(bytes);
+    if (pl->out[k].diff && !lands_in_place(pl, bytes) && bytes > pl->recv_bytes) pl->recv_bytes = bytes;
   }
   for (int k = 0; k < pl->nin; k++) {
-    pl->in_off[k] = pl->send_count;
-    if (pl->in[k].diff) pl->send_count += pl->net->blobs[pl->in[k].blob]->count;
+    const size_t bytes = blob_bytes(pl, pl->in[k].blob);
+    pl->in_off[k] = pl->send_bytes;
+    if (pl->in[k].diff) pl->send_bytes += 4 * ct_stages_words(bytes);
+    if (!lands_in_place(pl, bytes) && bytes > pl->recv_bytes) pl->recv_bytes = bytes;
   }
-  pl->sendbuf = ct_mem_alloc(CT_DEVICE_CPU, pl->send_count * (size_t)pl->ring * sizeof(float));
+  pl->recv_bytes = 4 * ct_stages_words(pl->recv_bytes);
+  pl->sendbuf = host_buffer(pl, pl->send_bytes * (size_t)pl->ring);
+  if (pl->recv_bytes) pl->recvbuf = host_buffer(pl, pl->recv_bytes);
   pl->reqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
+  pl->loss_saved = ct_mem_alloc(pl->device, sizeof *pl->loss_saved);
 }
 
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
@@ -277,13 +315,10 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
                            ct_error *err) {
   *out = NULL;
   CT_ASSERT(microbatches >= 1 && nafter >= 0);
-  if (net->ctx->device != CT_DEVICE_CPU)
-    return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                        "--pipeline: stages run on CPU ranks only for now (GPU stages are not "
-                        "written yet)");
   ct_stages *pl = ct_xcalloc(1, sizeof *pl);
   pl->net = net;
   pl->comm = comm;
+  pl->device = net->ctx->device;
   pl->stage = comm->rank;
   pl->micro = microbatches;
   pl->schedule = schedule;
@@ -328,7 +363,9 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   }
   pl->stats = ct_xcalloc((size_t)pl->nstages * CT_STAGES_NSTATS, sizeof *pl->stats);
   pl->hist_total = -1; /* counted at the first need (ct_stages_history_span) */
-  ct_mem_host_reset_peak(); /* the peak of training, not of the build */
+  /* the peaks of training, not of the build */
+  ct_mem_host_reset_peak();
+  if (pl->device != CT_DEVICE_CPU) ct_gpu_memory_reset_peak(pl->device);
   *out = pl;
   return CT_OK;
 }
@@ -368,11 +405,13 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->in);
   free(pl->out);
   free(pl->stash);
-  if (pl->stash_data) ct_mem_free(CT_DEVICE_CPU, pl->stash_data);
+  if (pl->stash_data) ct_mem_free(pl->device, pl->stash_data);
   free(pl->output_stage);
   free(pl->out_off);
   free(pl->in_off);
-  if (pl->sendbuf) ct_mem_free(CT_DEVICE_CPU, pl->sendbuf);
+  free_host_buffer(pl, pl->sendbuf);
+  free_host_buffer(pl, pl->recvbuf);
+  if (pl->loss_saved) ct_mem_free(pl->device, pl->loss_saved);
   for (int i = 0; pl->reqs && i < pl->ring * (pl->nout + pl->nin); i++) free(pl->reqs[i]);
   free(pl->reqs);
   free(pl->stats);
@@ -395,17 +434,52 @@ static ct_status timed_recv(ct_stages *pl, float *buf, size_t count, int peer, i
   return st;
 }
 
+/* The sends in flight move along (an MPI message larger than its eager
+ * limit moves only while the sender is inside MPI); those done are
+ * completed. */
+static ct_status progress_sends(ct_stages *pl, ct_error *err) {
+  for (int i = 0; i < pl->ring * (pl->nout + pl->nin); i++) {
+    if (!pl->reqs[i]) continue;
+    bool done = false;
+    ct_status st = ct_comm_send_test(pl->comm, pl->reqs[i], &done, err);
+    if (done) pl->reqs[i] = NULL;
+    CT_TRY(st);
+  }
+  return CT_OK;
+}
+
+/* Waits for the device's work (nothing on the CPU), moving the sends in
+ * flight along meanwhile: a stage that waits for its GPU still feeds its
+ * neighbours. */
+static ct_status wait_device(ct_stages *pl, ct_error *err) {
+  if (pl->device == CT_DEVICE_CPU) return CT_OK;
+  while (!ct_context_idle(pl->net->ctx)) CT_TRY(progress_sends(pl, err));
+  ct_gpu_note_host_wait();
+  return CT_OK;
+}
+
+/* Receives a blob's values or diff (bytes at dst, on the net's device). */
+static ct_status recv_into(ct_stages *pl, void *dst, size_t bytes, int peer, int tag, ct_error *err) {
+  if (lands_in_place(pl, bytes)) return timed_recv(pl, dst, bytes / 4, peer, tag, err);
+  CT_ASSERT(bytes <= pl->recv_bytes);
+  CT_TRY(timed_recv(pl, (float *)pl->recvbuf, ct_stages_words(bytes), peer, tag, err));
+  CT_TRY(wait_device(pl, err));
+  ct_mem_copy(pl->device, dst, CT_DEVICE_CPU, pl->recvbuf, bytes);
+  return CT_OK;
+}
+
 static ct_status step_recv(void *user, int k, ct_error *err) {
   ct_stages *pl = user;
-  const ct_tensor *t = pl->net->blobs[pl->in[k].blob];
-  return timed_recv(pl, ct_f32(t), t->count, pl->in[k].peer, ct_stages_data_tag(pl, pl->in[k].blob), err);
+  const int blob = pl->in[k].blob;
+  return recv_into(pl, pl->net->blobs[blob]->data, blob_bytes(pl, blob), pl->in[k].peer,
+                   ct_stages_data_tag(pl, blob), err);
 }
 
 static ct_status step_recv_diff(void *user, int k, ct_error *err) {
   ct_stages *pl = user;
-  const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
-  return timed_recv(pl, ct_f32_diff(t), t->count, pl->out[k].peer,
-                    ct_stages_diff_tag(pl, pl->out[k].blob), err);
+  const int blob = pl->out[k].blob;
+  return recv_into(pl, pl->net->blobs[blob]->diff, blob_bytes(pl, blob), pl->out[k].peer,
+                   ct_stages_diff_tag(pl, blob), err);
 }
 
 /* Completes the send in flight from ring slot request *req, if any. */
@@ -418,33 +492,32 @@ static ct_status complete(ct_stages *pl, void **req, ct_error *err) {
   return st;
 }
 
-/* Sends count values of src to peer from ring slot `slot` at offset off,
- * the slot's request being *req. */
-static ct_status ring_send(ct_stages *pl, const float *src, size_t count, int slot, size_t off,
+/* Sends the bytes at src (on the net's device) to peer from ring slot
+ * `slot` at offset off, the slot's request being *req. */
+static ct_status ring_send(ct_stages *pl, const void *src, size_t bytes, int slot, size_t off,
                            int peer, int tag, void **req, ct_error *err) {
   CT_TRY(complete(pl, req, err));
-  float *buf = pl->sendbuf + (size_t)slot * pl->send_count + off;
-  memcpy(buf, src, count * sizeof(float));
-  return ct_comm_isend(pl->comm, buf, count, peer, tag, req, err);
+  unsigned char *buf = pl->sendbuf + (size_t)slot * pl->send_bytes + off;
+  CT_TRY(wait_device(pl, err));
+  ct_mem_copy(CT_DEVICE_CPU, buf, pl->device, src, bytes);
+  return ct_comm_isend(pl->comm, (const float *)buf, ct_stages_words(bytes), peer, tag, req, err);
 }
 
 /* arg: micro-batch * nout + output k */
 static ct_status step_send(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
-  const int m = arg / pl->nout, k = arg % pl->nout, slot = m % pl->ring;
-  const ct_tensor *t = pl->net->blobs[pl->out[k].blob];
-  return ring_send(pl, ct_f32(t), t->count, slot, pl->out_off[k], pl->out[k].peer,
-                   ct_stages_data_tag(pl, pl->out[k].blob), &pl->reqs[slot * pl->nout + k], err);
+  const int m = arg / pl->nout, k = arg % pl->nout, slot = m % pl->ring, blob = pl->out[k].blob;
+  return ring_send(pl, pl->net->blobs[blob]->data, blob_bytes(pl, blob), slot, pl->out_off[k],
+                   pl->out[k].peer, ct_stages_data_tag(pl, blob), &pl->reqs[slot * pl->nout + k], err);
 }
 
 /* arg: micro-batch * nin + input k */
 static ct_status step_send_diff(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
-  const int m = arg / pl->nin, k = arg % pl->nin, slot = m % pl->ring;
-  const ct_tensor *t = pl->net->blobs[pl->in[k].blob];
+  const int m = arg / pl->nin, k = arg % pl->nin, slot = m % pl->ring, blob = pl->in[k].blob;
   void **req = &pl->reqs[pl->ring * pl->nout + slot * pl->nin + k];
-  return ring_send(pl, ct_f32_diff(t), t->count, slot, pl->in_off[k], pl->in[k].peer,
-                   ct_stages_diff_tag(pl, pl->in[k].blob), req, err);
+  return ring_send(pl, pl->net->blobs[blob]->diff, blob_bytes(pl, blob), slot, pl->in_off[k],
+                   pl->in[k].peer, ct_stages_diff_tag(pl, blob), req, err);
 }
 
 /* The iteration's sends complete (their slots are written again next time). */
@@ -462,34 +535,45 @@ static ct_status step_send_join(void *user, int arg, ct_error *err) {
   return st;
 }
 
+/* A stashed blob's place in ring slot `slot`. */
+static unsigned char *stash_at(const ct_stages *pl, int slot, const ct_stages_stashed *s) {
+  CT_ASSERT(s->offset + blob_bytes(pl, s->blob) <= pl->stash_bytes);
+  return pl->stash_data + (size_t)slot * pl->stash_bytes + s->offset;
+}
+
 /* arg: micro-batch * nstash + the stashed blob */
 static ct_status step_stash(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
   const ct_stages_stashed *s = &pl->stash[arg % pl->nstash];
   const ct_tensor *t = pl->net->blobs[s->blob];
-  CT_ASSERT(s->offset + t->count <= pl->stash_count);
-  const int slot = (arg / pl->nstash) % pl->ring;
-  memcpy(pl->stash_data + (size_t)slot * pl->stash_count + s->offset, ct_f32(t),
-         t->count * sizeof(float));
+  ct_dev_convert(pl->net->ctx, t->count, t->dtype, t->data, t->dtype,
+                 stash_at(pl, (arg / pl->nstash) % pl->ring, s));
   return CT_OK;
 }
 
 /* arg: the micro-batch */
 static ct_status step_restore(void *user, int m, ct_error *err) {
   ct_stages *pl = user;
-  const int slot = m % pl->ring;
   for (int k = 0; k < pl->nstash; k++) {
     const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
-    memcpy(ct_f32(t), pl->stash_data + (size_t)slot * pl->stash_count + pl->stash[k].offset,
-           t->count * sizeof(float));
+    ct_dev_convert(pl->net->ctx, t->count, t->dtype, stash_at(pl, m % pl->ring, &pl->stash[k]),
+                   t->dtype, t->data);
   }
   return CT_OK;
 }
 
-/* The recomputed forward added its loss again: the pass's was counted. */
-static ct_status step_drop_loss(void *user, int arg, ct_error *err) {
+/* The loss sum (net.h: loss_host on the CPU, loss_dev on a GPU). */
+static double *loss_sum(const ct_stages *pl) {
+  return pl->device == CT_DEVICE_CPU ? &pl->net->loss_host : pl->net->loss_dev;
+}
+
+/* A recomputed forward adds its loss again: the sum is kept before it
+ * (arg 0) and put back after it (arg 1), on the device. */
+static ct_status step_keep_loss(void *user, int back, ct_error *err) {
   ct_stages *pl = user;
-  pl->net->loss_host = 0;
+  const size_t words = sizeof(double) / sizeof(float);
+  if (back) ct_dev_copy(pl->net->ctx, words, (const float *)pl->loss_saved, (float *)loss_sum(pl));
+  else ct_dev_copy(pl->net->ctx, words, (const float *)loss_sum(pl), (float *)pl->loss_saved);
   return CT_OK;
 }
 
@@ -501,14 +585,18 @@ static ct_status step_iteration_begin(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
+/* On a GPU the marks wait for the device's work, so that the times are
+ * the device's (the boundary's copies wait for it anyway). */
 static ct_status step_mark(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
+  CT_TRY(wait_device(pl, err));
   pl->t_mark = ct_monotonic_s();
   return CT_OK;
 }
 
 static ct_status step_mark_end(void *user, int backward, ct_error *err) {
   ct_stages *pl = user;
+  CT_TRY(wait_device(pl, err));
   if (pl->t_begin > 0) *(backward ? &pl->backward : &pl->forward) += ct_monotonic_s() - pl->t_mark;
   return CT_OK;
 }
@@ -531,11 +619,7 @@ static void stash_tops(void *user, ct_program *p, int layer) {
   for (int k = pl->nin; k < pl->nstash; k++)
     if (pl->stash[k].layer == layer)
       add(p, pl, step_stash, sp->micro * pl->nstash + k, pl->net->blobs[pl->stash[k].blob]->name,
-          CT_STEP_STASH, pl->net->blobs[pl->stash[k].blob]->count * sizeof(float));
-}
-
-static size_t blob_bytes(const ct_stages *pl, int blob) {
-  return pl->net->blobs[blob]->count * sizeof(float);
+          CT_STEP_STASH, blob_bytes(pl, pl->stash[k].blob));
 }
 
 /* One micro-batch's forward: receive, (stash,) compute, send, its loss. */
@@ -572,10 +656,11 @@ static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const l
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
   if (*live != m) {
     CT_ASSERT(pl->stash_data);
-    add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_count * sizeof(float));
+    add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_bytes);
     add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
+    add(p, pl, step_keep_loss, 0, "loss kept", CT_STEP_LOSS, 0);
     ct_steps_forward_range(p, net, lo, hi, true, NULL, NULL);
-    add(p, pl, step_drop_loss, 0, "recomputed loss", CT_STEP_LOSS, 0);
+    add(p, pl, step_keep_loss, 1, "recomputed loss dropped", CT_STEP_LOSS, 0);
     add(p, pl, step_mark_end, 1, "recomputation ends", CT_STEP_MARK, 0);
     *live = m;
   }

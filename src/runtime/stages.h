@@ -34,14 +34,18 @@
  * recomputation, which its backward then uses.
  *
  * Sends, receives, stashes and restores are steps of the runtime's program
- * (CT_STEP_SEND, ...), placed by ct_stages_build.  On the CPU a receive
- * blocks; a send copies into its micro-batch's ring slot and returns (the
- * slot's previous send, long received, is completed first), and a send
- * join at the iteration's end completes the rest (so no schedule
- * deadlocks, whatever the message size).  A GPU stage boundary (peer
- * copies or NCCL send/receive on the communication stream) is the same
- * step with a device body, not written yet: ct_stages_create refuses GPU
- * nets.
+ * (CT_STEP_SEND, ...), placed by ct_stages_build.  A receive blocks; a
+ * send copies into its micro-batch's ring slot and returns (the slot's
+ * previous send, long received, is completed first), and a send join at
+ * the iteration's end completes the rest (so no schedule deadlocks,
+ * whatever the message size).  A blob travels as its bytes, in whatever
+ * type the net keeps it (bfloat16 between 16-bit layers).  On a GPU the
+ * same steps copy the blob out of the device into the (pinned) ring slot
+ * before the send and into it after the receive, each copy waiting for
+ * the device's work; the stash lives on the device.  Those steps run on
+ * the host between the CUDA graphs of the layers around them.  Stages
+ * that sit on GPUs of one process (peer copies) or talk through NCCL are
+ * not written: a stage is a process, and the communicator is MPI's.
  *
  * Data x pipeline: with D replicas of the P stages (ranks r * P + s), the
  * stages of one replica talk over their own communicator and the
@@ -100,10 +104,9 @@ ct_status ct_stages_part(void *cut, const Caffe__NetParameter *built, int *first
  * ct_stages_cut; it does not communicate.  Errors: ct_stages_part's;
  * CT_ERR_INVALID for a net built for other layers, a communicator of
  * another size than the stage count, a blob whose diff two later stages
- * would send back, BatchNorm with more than one micro-batch, a net input;
- * CT_ERR_UNSUPPORTED for a net on a GPU.  The process's host memory
- * peak (core/mem.h) starts again from here: ct_stages_timing's is that of
- * training. */
+ * would send back, BatchNorm with more than one micro-batch, a net input.
+ * The process's host memory peak (core/mem.h), and on a GPU the device's,
+ * start again from here: ct_stages_timing's are those of training. */
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
                            int nafter, int microbatches, ct_stages_schedule schedule,
                            ct_error *err);
@@ -183,6 +186,8 @@ typedef struct ct_stages_timing {
   size_t param_values; /* learnable values the stage holds (net->params' counts) */
   size_t blob_bytes;   /* blob data and diffs with storage on the stage */
   size_t buffer_bytes; /* the stash and send rings */
+  size_t device_bytes; /* a GPU stage: the device memory Cortado holds now (0 on the CPU) */
+  size_t device_peak;  /* and its peak since the pipeline was made */
 } ct_stages_timing;
 /* Stage s's (0 <= s < the stage count). */
 void ct_stages_timing_of(const ct_stages *pl, int s, ct_stages_timing *t);
@@ -197,7 +202,8 @@ void ct_stages_describe(const ct_stages *pl, char *buf, size_t size);
 /* One line on stage s's timing and memory, e.g. "stage 1: forward 3.100
  * ms, backward 6.000 ms, idle 2.200 ms of 11.300 ms per iteration (bubble
  * 19.5%); 51 parameters, 4200 bytes of blobs, 1024 bytes of stash and send
- * buffers; host memory 1201344 bytes, peak 1289420 bytes". */
+ * buffers; host memory 1201344 bytes, peak 1289420 bytes" (and on a GPU
+ * "; GPU memory ... bytes, peak ... bytes"). */
 void ct_stages_describe_timing(const ct_stages *pl, int s, char *buf, size_t size);
 
 #ifdef __cplusplus

@@ -8,6 +8,8 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "gpu/gpu.h"
+#include "math/typed.h"
 #include "proto/io.h"
 #include "runtime/stages_internal.h"
 
@@ -181,11 +183,14 @@ static void own_stats(const ct_stages *pl, double *v) {
   ct_mem_host_stats(&held, &peak);
   size_t values = 0;
   for (int q = 0; q < pl->net->nparams; q++) values += pl->net->params[q].count;
+  size_t dev = 0, dev_peak = 0;
+  if (pl->device != CT_DEVICE_CPU) ct_gpu_memory_stats(pl->device, &dev, &dev_peak);
   const double s[CT_STAGES_NSTATS] = {
       pl->iterations, pl->wall, pl->forward, pl->backward, pl->idle, (double)held, (double)peak,
       (double)values,
       (double)blob_bytes_held(pl->net),
-      (double)((pl->stash_count + pl->send_count) * (size_t)pl->ring * sizeof(float))};
+      (double)((pl->stash_bytes + pl->send_bytes) * (size_t)pl->ring + pl->recv_bytes),
+      (double)dev, (double)dev_peak};
   memcpy(v, s, sizeof s);
 }
 
@@ -203,11 +208,18 @@ ct_status ct_stages_agree(ct_stages *pl, double *loss, int *actions, ct_error *e
   v[0] = *loss;
   for (int b = 0; b < nbits; b++) v[1 + b] = (*actions >> b) & 1;
   own_stats(pl, v + 1 + nbits + (size_t)pl->stage * CT_STAGES_NSTATS);
-  size_t at = 1 + (size_t)nbits + nstats;
+  /* the outputs' values pass through host memory (a GPU's blobs are on it) */
+  size_t at = 1 + (size_t)nbits + nstats, widest = 0;
   for (int k = 0; k < net->noutputs; k++) {
     const ct_tensor *t = net->blobs[net->output_ids[k]];
-    for (size_t i = 0; i < t->count; i++)
-      v[at + i] = pl->output_stage[k] == pl->stage ? (double)ct_f32(t)[i] : 0.0;
+    if (ct_tensor_bytes(t, t->count) > widest) widest = ct_tensor_bytes(t, t->count);
+  }
+  unsigned char *host = ct_xcalloc(widest + 1, 1);
+  for (int k = 0; k < net->noutputs; k++) {
+    const ct_tensor *t = net->blobs[net->output_ids[k]];
+    const bool mine = pl->output_stage[k] == pl->stage;
+    if (mine) ct_mem_copy(CT_DEVICE_CPU, host, pl->device, t->data, ct_tensor_bytes(t, t->count));
+    for (size_t i = 0; i < t->count; i++) v[at + i] = mine ? (double)ct_typed_load(t->dtype, host, i) : 0.0;
     at += t->count;
   }
   ct_status st = ct_comm_allreduce_host_f64(pl->comm, v, n, err);
@@ -220,10 +232,12 @@ ct_status ct_stages_agree(ct_stages *pl, double *loss, int *actions, ct_error *e
     at = 1 + (size_t)nbits + nstats;
     for (int k = 0; k < net->noutputs; k++) {
       const ct_tensor *t = net->blobs[net->output_ids[k]];
-      for (size_t i = 0; i < t->count; i++) ct_f32(t)[i] = (float)v[at + i];
+      for (size_t i = 0; i < t->count; i++) ct_typed_store(t->dtype, host, i, (float)v[at + i]);
+      ct_mem_copy(pl->device, t->data, CT_DEVICE_CPU, host, ct_tensor_bytes(t, t->count));
       at += t->count;
     }
   }
+  free(host);
   free(v);
   /* waiting here for the slowest stage is idle time too (it shows in the
    * next agreement) */
@@ -244,13 +258,15 @@ void ct_stages_timing_of(const ct_stages *pl, int s, ct_stages_timing *t) {
   *t = (ct_stages_timing){.iterations = (int)v[0], .wall = v[1], .forward = v[2], .backward = v[3],
                           .idle = v[4], .held_bytes = (size_t)v[5], .peak_bytes = (size_t)v[6],
                           .param_values = (size_t)v[7], .blob_bytes = (size_t)v[8],
-                          .buffer_bytes = (size_t)v[9]};
+                          .buffer_bytes = (size_t)v[9], .device_bytes = (size_t)v[10],
+                          .device_peak = (size_t)v[11]};
 }
 
 void ct_stages_reset_timing(ct_stages *pl) {
   pl->iterations = 0;
   pl->wall = pl->forward = pl->backward = pl->idle = 0;
   ct_mem_host_reset_peak();
+  if (pl->device != CT_DEVICE_CPU) ct_gpu_memory_reset_peak(pl->device);
 }
 
 void ct_stages_describe(const ct_stages *pl, char *buf, size_t size) {
@@ -268,11 +284,14 @@ void ct_stages_describe_timing(const ct_stages *pl, int s, char *buf, size_t siz
   ct_stages_timing t;
   ct_stages_timing_of(pl, s, &t);
   const double per = t.iterations > 0 ? 1e3 / t.iterations : 0;
-  snprintf(buf, size,
+  const int n = snprintf(buf, size,
            "stage %d: forward %.3f ms, backward %.3f ms, idle %.3f ms of %.3f ms per iteration "
            "(bubble %.1f%%); %zu parameters, %zu bytes of blobs, %zu bytes of stash and send "
            "buffers; host memory %zu bytes, peak %zu bytes",
            s, t.forward * per, t.backward * per, t.idle * per, t.wall * per,
            t.wall > 0 ? 100.0 * t.idle / t.wall : 0.0, t.param_values, t.blob_bytes,
            t.buffer_bytes, t.held_bytes, t.peak_bytes);
+  if (t.device_peak > 0 && n > 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, "; GPU memory %zu bytes, peak %zu bytes", t.device_bytes,
+             t.device_peak);
 }

@@ -18,15 +18,21 @@ typedef struct {
 typedef struct {
   int blob;
   int layer;
-  size_t offset; /* in a ring slot of the stash */
+  size_t offset; /* bytes, in a ring slot of the stash */
 } ct_stages_stashed;
 
 /* Fields of ct_stages_timing that the stages agree on, per stage. */
-enum { CT_STAGES_NSTATS = 10 };
+enum { CT_STAGES_NSTATS = 12 };
+
+/* Blobs travel as their bytes (float32, bfloat16 or float16 values),
+ * counted in 4-byte words as the communicator counts them; each keeps a
+ * whole number of words in the buffers below. */
+static inline size_t ct_stages_words(size_t bytes) { return (bytes + 3) / 4; }
 
 struct ct_stages {
   ct_net *net;
   ct_comm *comm;
+  int device;           /* the net's: CT_DEVICE_CPU or a GPU */
   int stage, nstages, micro;
   int *first;           /* (nstages + 1) stage s is layers [first[s], first[s + 1]) */
   int nin, nout;
@@ -35,16 +41,21 @@ struct ct_stages {
   int ring;             /* R: ring slots of the stash and the send buffers (micro-batch m: m % R) */
   int nstash;
   ct_stages_stashed *stash; /* (nstash) inputs first, then the data layers' tops */
-  size_t stash_count;   /* values per slot */
-  float *stash_data;    /* (ring * stash_count) host memory (ct_mem_alloc), NULL: no stash */
+  size_t stash_bytes;   /* per slot */
+  unsigned char *stash_data; /* (ring * stash_bytes) on the net's device, NULL: no stash */
   /* Sends return at once: micro-batch m's values of output k travel from
-   * sendbuf + (m % R) * send_count + out_off[k], the diff of input k from
+   * sendbuf + (m % R) * send_bytes + out_off[k], the diff of input k from
    * ... + in_off[k]; a slot's earlier send is completed before the slot is
-   * written again, the rest at the iteration's end (send join). */
-  size_t *out_off, *in_off; /* (nout), (nin) */
-  size_t send_count;        /* values per slot */
-  float *sendbuf;           /* (ring * send_count) host memory (ct_mem_alloc) */
+   * written again, the rest at the iteration's end (send join).  On a GPU
+   * a send first copies the blob out of the device, and a receive lands in
+   * recvbuf and is copied in (each copy waits for the device's work). */
+  size_t *out_off, *in_off; /* (nout), (nin) bytes */
+  size_t send_bytes;        /* per slot */
+  unsigned char *sendbuf;   /* (ring * send_bytes) host memory (pinned on a GPU) */
+  unsigned char *recvbuf;   /* (recv_bytes) host memory for receives that cannot land in place */
+  size_t recv_bytes;
   void **reqs;              /* (ring * (nout + nin)) pending sends, NULL: none */
+  double *loss_saved;       /* the loss sum while a recomputation adds to it (net's device) */
   int *output_stage;    /* (net->noutputs) the stage that computes each net output */
   size_t output_count;  /* values of all net outputs */
   int hist_before, hist_total; /* ct_stages_history_span (-1: not counted yet) */

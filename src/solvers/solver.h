@@ -246,7 +246,8 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
  * files are written by stage 0 from every stage's parameters and history.
  * Call before restoring a state (every stage reads the same files; the
  * history is placed by stage); weights may be loaded before or after.
- * Errors: ct_runtime_set_pipeline's. */
+ * Errors: ct_runtime_set_pipeline's; CT_ERR_UNSUPPORTED with loss scaling
+ * (the stages do not agree on skipping an update). */
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
                                  ct_stages_schedule schedule, ct_error *err);
 /* The test nets (built with opts.test_part of the same cuts) then run as

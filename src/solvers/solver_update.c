@@ -351,7 +351,6 @@ void ct_solver_update_plain(ct_solver *s) {
 }
 
 void ct_solver_update_set_stages(ct_solver *s, ct_stages *stages) {
-  CT_ASSERT(!stages || s->ctx->device == CT_DEVICE_CPU);
   s->update->stages = stages;
 }
 
@@ -373,7 +372,8 @@ static ct_status clip_over_stages(ct_solver *s, const ct_update_fused *u, ct_err
   for (int k = 0; k < total; k++) sumsq += all[k];
   free(all);
   const float l2 = (float)sqrt(sumsq);
-  *g->clip_dev = (ct_update_clip){.scale = l2 <= u->clip ? 1.0f : u->clip / l2, .l2 = l2};
+  const ct_update_clip clip = {.scale = l2 <= u->clip ? 1.0f : u->clip / l2, .l2 = l2};
+  ct_mem_copy(s->ctx->device, g->clip_dev, CT_DEVICE_CPU, &clip, sizeof clip);
   return CT_OK;
 }
 
