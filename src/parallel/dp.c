@@ -394,12 +394,13 @@ static void await_workers(dp_shared *sh, dp_worker *workers, int started, const 
 /* Parameter servers are the ranks after the workers (mpirun ranks, shards). */
 static bool serves(const dp_shared *sh, int rank) { return sh->ps && rank >= sh->world; }
 
-/* GPU workers of parameter servers run as mpirun ranks only, not as shards. */
-static ct_status ps_cpu_shards(const ct_dp_job *job, ct_error *err) {
-  return ct_error_set(err, CT_ERR_UNSUPPORTED,
-                      "--dp_mode=%s: parameter servers with GPU workers run under mpirun only for now "
-                      "(not as shards; give --cpu)",
-                      ct_dp_mode_name(job->ps.mode));
+/* A shard of parameter servers' job is one rank: one GPU per worker shard. */
+static ct_status ps_gpu_shards(const ct_dp_job *job, int n_gpus, ct_error *err) {
+  if (n_gpus <= 1) return CT_OK;
+  return ct_error_set(err, CT_ERR_INVALID,
+                      "--dp_mode=%s: each shard is one worker or server, so a worker shard trains on "
+                      "one GPU, but --gpu lists %d (give each shard its own --gpu=ID)",
+                      ct_dp_mode_name(job->ps.mode), n_gpus);
 }
 
 static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, ct_comm *cpu_comm,
@@ -412,9 +413,11 @@ static ct_status run_workers(dp_shared *sh, const int *gpus, int n, int rank0, c
     dp_worker *w = &workers[started];
     w->sh = sh;
     w->rank = rank0 + started;
-    w->device = gpus ? gpus[started] : CT_DEVICE_CPU;
-    w->comm = gpus ? NULL : cpu_comm;
     w->server = serves(sh, w->rank);
+    /* parameter servers run on the host */
+    w->device = gpus && !w->server ? gpus[started] : CT_DEVICE_CPU;
+    /* GPUs of all-reduce workers make their NCCL communicator */
+    w->comm = cpu_comm;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
       w->st = ct_error_set(&w->err, CT_ERR_IO, "cannot start the thread of worker %d", w->rank);
       worker_failed(w);
@@ -647,7 +650,7 @@ static ct_status shards_run(dp_shared *sh, ct_shard_session *ss, const ct_shard_
   snprintf(sh->kind, sizeof sh->kind, "%d shard%s of %s%s", ss->num_shards,
            ss->num_shards == 1 ? "" : "s", ss->where,
            n_gpus > 1 ? ", GPU threads in each" : "");
-  if (sh->gpu) {
+  if (sh->gpu && !sh->ps) {
     CT_TRY(shards_nccl_id(ss, &sh->nccl_id, err));
     snprintf(sh->transport, sizeof sh->transport, "NCCL %s (id shared through the %s)", ct_nccl_version(),
              ct_gloo_store_name(ss->store));
@@ -660,11 +663,17 @@ static ct_status shards_run(dp_shared *sh, ct_shard_session *ss, const ct_shard_
   ct_status st = ct_comm_gloo_create(&comm, ss->store, ss->shard_id, ss->num_shards, &bind,
                                      ss->timeout_s, sh->job->dp.timeout_s, err);
   if (st != CT_OK) return ct_error_prefix(err, "%s", prefix);
-  snprintf(sh->transport, sizeof sh->transport, "%s over TCP, rank 0 at %s", ct_gloo_version(),
-             ct_comm_gloo_address(comm));
-  snprintf(sh->devices, sizeof sh->devices, "CPU");
+  /* parameter servers' GPU workers: every message through Gloo from host
+   * memory (ps_client.c copies the shards out of and into the GPU) */
+  snprintf(sh->transport, sizeof sh->transport, "%s over TCP%s, rank 0 at %s", ct_gloo_version(),
+           sh->gpu ? ", from host memory" : "", ct_comm_gloo_address(comm));
+  if (sh->gpu)
+    snprintf(sh->devices, sizeof sh->devices, "%d GPU%s, servers on CPUs", sh->world,
+             sh->world == 1 ? "" : "s");
+  else
+    snprintf(sh->devices, sizeof sh->devices, "CPU");
   LOG_INFO("Shard %d: Gloo listens on %s", ss->shard_id, ct_comm_gloo_address(comm));
-  st = run_workers(sh, NULL, 1, rank0, comm, prefix, err);
+  st = run_workers(sh, sh->gpu ? gpus : NULL, 1, rank0, comm, prefix, err);
   /* closing the connections now tells the other shards at once when this
    * one failed */
   ct_comm_free(comm);
@@ -675,11 +684,12 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
                              int n_gpus, ct_error *err) {
   ct_shard_session *ss = NULL;
   char *agreement = NULL;
+  const bool ps = job->ps.mode != CT_DP_ALLREDUCE;
+  if (ps) CT_TRY(ps_gpu_shards(job, n_gpus, err)); /* before waiting for the others */
   CT_TRY(ct_dp_agreement(job, &agreement, err));
   ct_status joined = ct_shard_join(&ss, shard, n_gpus, agreement, err);
   free(agreement);
   if (joined != CT_OK) return joined;
-  const bool ps = job->ps.mode != CT_DP_ALLREDUCE;
   /* with parameter servers, the last num_servers shards serve */
   const int world = ps && ss->num_shards > job->ps.num_servers
                         ? ss->num_shards - job->ps.num_servers
@@ -690,7 +700,6 @@ ct_status ct_dp_train_shards(const ct_dp_job *job, const ct_shard_opts *shard, c
   sh.gpu = n_gpus > 0;
   sh.ps = ps;
   if (st == CT_OK && ps) st = ct_dp_check_ps(job, ss->num_shards, err);
-  if (st == CT_OK && ps && n_gpus > 0) st = ps_cpu_shards(job, err);
   if (st == CT_OK) st = shards_run(&sh, ss, shard, gpus, n_gpus, err);
   shared_free(&sh);
   ct_shard_free(ss);
