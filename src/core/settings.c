@@ -54,6 +54,10 @@ static const ct_setting_info k_settings[] = {
      "`--math=fp32`); a star in the log's algorithm line marks a TF32 choice. "
      "`bench/conv_bench --model cifar10_quick --igemm` times each direction's configurations "
      "beside cuDNN"},
+    {"CORTADO_PIPELINE_POST_RECEIVES", B, USER, "1", NULL, 0, 0, NULL,
+     "`0`: pipeline stages receive each input and each gradient when they need it instead of "
+     "posting the receives of the iteration's next micro-batches ahead (so that they arrive "
+     "while the stage computes)"},
     {"CORTADO_DIFF_PLANNING", B, USER, "1", NULL, 0, 0, NULL,
      "`0`: give every blob its own value and gradient buffers instead of the lifetime-planned "
      "pool"},

@@ -87,6 +87,14 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err) {
   return c->ops->send_wait(c, req, err);
 }
 
+bool ct_comm_has_irecv(const ct_comm *c) { return c->ops->irecv != NULL; }
+
+ct_status ct_comm_irecv(ct_comm *c, float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err) {
+  CT_ASSERT(c->ops->irecv && peer >= 0 && peer < c->size && peer != c->rank);
+  return c->ops->irecv(c, buf, count, peer, tag, req, err);
+}
+
 ct_status ct_comm_send_test(ct_comm *c, void *req, bool *done, ct_error *err) {
   *done = false;
   if (!req || !c->ops->send_test) {

@@ -82,6 +82,11 @@ typedef struct ct_comm_ops {
    * moves a large message only inside its calls).  NULL where the back end
    * has none. */
   ct_status (*send_test)(ct_comm *c, void *req, bool *done, ct_error *err);
+  /* A receive posted ahead: returns at once, *req gets a request that
+   * send_wait or send_test completes as they complete a send's (buf is
+   * written until then).  NULL where the back end has none. */
+  ct_status (*irecv)(ct_comm *c, float *buf, size_t count, int peer, int tag, void **req,
+                     ct_error *err);
   /* Blocks (under the watchdog) until a message with this tag from any
    * rank can be received: *peer gets its sender, *count its length in
    * floats; the message stays to be taken by recv (a parameter server
@@ -166,6 +171,13 @@ ct_status ct_comm_send_wait(ct_comm *c, void *req, ct_error *err);
  * *done true: req is freed and must not be waited for).  Back ends without
  * the test say not done.  Errors: the back end's (the send failed). */
 ct_status ct_comm_send_test(ct_comm *c, void *req, bool *done, ct_error *err);
+/* Whether the back end posts receives ahead (ct_comm_ops.irecv). */
+bool ct_comm_has_irecv(const ct_comm *c);
+/* A receive posted ahead (ct_comm_ops.irecv; the back end must have it):
+ * ct_comm_send_wait / ct_comm_send_test complete *req.  Errors: the back
+ * end's. */
+ct_status ct_comm_irecv(ct_comm *c, float *buf, size_t count, int peer, int tag, void **req,
+                        ct_error *err);
 /* The next message with `tag` from any rank (ct_comm_ops.probe): its
  * sender and length, left for ct_comm_recv.  CT_ERR_UNSUPPORTED naming the
  * back end where it has none; CT_ERR_COMM after the watchdog's timeout. */

@@ -8,11 +8,16 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "core/settings.h"
 #include "gpu/gpu.h"
 #include "math/math.h"
 #include "math/typed.h"
 #include "runtime/stages_internal.h"
 #include "runtime/steps.h"
+
+/* ct_stages.rreqs: a posted receive that has completed. */
+static char received_mark;
+#define RECEIVED ((void *)&received_mark)
 
 /* The stage of `layer` among n stages of boundaries first. */
 static int stage_in(const int *first, int n, int layer) {
@@ -414,6 +419,12 @@ void ct_stages_free(ct_stages *pl) {
   if (pl->loss_saved) ct_mem_free(pl->device, pl->loss_saved);
   for (int i = 0; pl->reqs && i < pl->ring * (pl->nout + pl->nin); i++) free(pl->reqs[i]);
   free(pl->reqs);
+  for (int i = 0; pl->rreqs && i < pl->ring * (pl->nin + pl->nout); i++)
+    if (pl->rreqs[i] != RECEIVED) free(pl->rreqs[i]);
+  free(pl->rreqs);
+  free(pl->rin_off);
+  free(pl->rout_off);
+  free_host_buffer(pl, pl->rring);
   free(pl->stats);
   free(pl);
 }
@@ -443,6 +454,15 @@ static ct_status progress_sends(ct_stages *pl, ct_error *err) {
     bool done = false;
     ct_status st = ct_comm_send_test(pl->comm, pl->reqs[i], &done, err);
     if (done) pl->reqs[i] = NULL;
+    CT_TRY(st);
+  }
+  /* and the receives posted ahead (a receiver pulls a large message only
+   * inside MPI too) */
+  for (int i = 0; pl->rreqs && i < pl->ring * (pl->nin + pl->nout); i++) {
+    if (!pl->rreqs[i] || pl->rreqs[i] == RECEIVED) continue;
+    bool done = false;
+    ct_status st = ct_comm_send_test(pl->comm, pl->rreqs[i], &done, err);
+    if (done) pl->rreqs[i] = RECEIVED;
     CT_TRY(st);
   }
   return CT_OK;
@@ -480,6 +500,95 @@ static ct_status step_recv_diff(void *user, int k, ct_error *err) {
   const int blob = pl->out[k].blob;
   return recv_into(pl, pl->net->blobs[blob]->diff, blob_bytes(pl, blob), pl->out[k].peer,
                    ct_stages_diff_tag(pl, blob), err);
+}
+
+/* ------------------------------------------------------- receives posted ahead */
+
+/* The receive ring's layout (see the struct); made when the training
+ * program is built. */
+static void plan_posted(ct_stages *pl) {
+  pl->rin_off = ct_xcalloc((size_t)pl->nin + 1, sizeof *pl->rin_off);
+  pl->rout_off = ct_xcalloc((size_t)pl->nout + 1, sizeof *pl->rout_off);
+  for (int k = 0; k < pl->nin; k++) {
+    pl->rin_off[k] = pl->rslot_bytes;
+    pl->rslot_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->in[k].blob));
+  }
+  for (int k = 0; k < pl->nout; k++) {
+    pl->rout_off[k] = pl->rslot_bytes;
+    if (pl->out[k].diff) pl->rslot_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->out[k].blob));
+  }
+  if (pl->rslot_bytes) pl->rring = host_buffer(pl, pl->rslot_bytes * (size_t)pl->ring);
+  pl->rreqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nin + pl->nout) + 1, sizeof *pl->rreqs);
+  pl->posted = true;
+}
+
+/* Where micro-batch m's input k (or, diff, output k's diff) arrives: its
+ * request slot, buffer, bytes, peer and tag. */
+typedef struct {
+  void **req;
+  unsigned char *buf;
+  size_t bytes;
+  int peer, tag, blob;
+} arrival;
+
+static arrival arrival_of(const ct_stages *pl, int m, int k, bool diff) {
+  const int slot = m % pl->ring;
+  const ct_stages_crossing *c = diff ? &pl->out[k] : &pl->in[k];
+  arrival a = {.req = &pl->rreqs[slot * (pl->nin + pl->nout) + (diff ? pl->nin + k : k)],
+               .buf = pl->rring + (size_t)slot * pl->rslot_bytes + (diff ? pl->rout_off[k] : pl->rin_off[k]),
+               .bytes = blob_bytes(pl, c->blob),
+               .peer = c->peer,
+               .tag = diff ? ct_stages_diff_tag(pl, c->blob) : ct_stages_data_tag(pl, c->blob),
+               .blob = c->blob};
+  return a;
+}
+
+static ct_status post(ct_stages *pl, int m, int k, bool diff, ct_error *err) {
+  const arrival a = arrival_of(pl, m, k, diff);
+  CT_ASSERT(!*a.req);
+  return ct_comm_irecv(pl->comm, (float *)a.buf, ct_stages_words(a.bytes), a.peer, a.tag, a.req, err);
+}
+
+/* The iteration's first receives: micro-batches 0 .. R - 1. */
+static ct_status step_post(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  for (int m = 0; m < pl->ring && m < pl->micro; m++) {
+    for (int k = 0; k < pl->nin; k++) CT_TRY(post(pl, m, k, false, err));
+    for (int k = 0; k < pl->nout; k++)
+      if (pl->out[k].diff) CT_TRY(post(pl, m, k, true, err));
+  }
+  return CT_OK;
+}
+
+/* Takes micro-batch m's posted receive into the blob (its values, or its
+ * diff), then posts the receive of m + R when the iteration has one. */
+static ct_status take(ct_stages *pl, int m, int k, bool diff, ct_error *err) {
+  const arrival a = arrival_of(pl, m, k, diff);
+  CT_ASSERT(*a.req);
+  if (*a.req != RECEIVED) {
+    const double t0 = ct_monotonic_s();
+    ct_status st = ct_comm_send_wait(pl->comm, *a.req, err);
+    if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+    *a.req = NULL;
+    CT_TRY(st);
+  }
+  *a.req = NULL;
+  CT_TRY(wait_device(pl, err));
+  const ct_tensor *t = pl->net->blobs[a.blob];
+  ct_mem_copy(pl->device, diff ? t->diff : t->data, CT_DEVICE_CPU, a.buf, a.bytes);
+  return m + pl->ring < pl->micro ? post(pl, m + pl->ring, k, diff, err) : CT_OK;
+}
+
+/* arg: micro-batch * nin + input k */
+static ct_status step_take(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  return take(pl, arg / pl->nin, arg % pl->nin, false, err);
+}
+
+/* arg: micro-batch * nout + output k */
+static ct_status step_take_diff(void *user, int arg, ct_error *err) {
+  ct_stages *pl = user;
+  return take(pl, arg / pl->nout, arg % pl->nout, true, err);
 }
 
 /* Completes the send in flight from ring slot request *req, if any. */
@@ -628,7 +737,8 @@ static void add_forward(ct_stages *pl, ct_program *p, int m, bool stash,
   ct_net *net = pl->net;
   for (int k = 0; k < pl->nin; k++) {
     const char *name = net->blobs[pl->in[k].blob]->name;
-    add(p, pl, step_recv, k, name, CT_STEP_RECV, blob_bytes(pl, pl->in[k].blob));
+    if (pl->posted) add(p, pl, step_take, m * pl->nin + k, name, CT_STEP_RECV, blob_bytes(pl, pl->in[k].blob));
+    else add(p, pl, step_recv, k, name, CT_STEP_RECV, blob_bytes(pl, pl->in[k].blob));
     if (stash) add(p, pl, step_stash, m * pl->nstash + k, name, CT_STEP_STASH, blob_bytes(pl, pl->in[k].blob));
   }
   stash_placer sp = {pl, m};
@@ -666,8 +776,8 @@ static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const l
   }
   for (int k = 0; k < pl->nout; k++)
     if (pl->out[k].diff)
-      add(p, pl, step_recv_diff, k, net->blobs[pl->out[k].blob]->name, CT_STEP_RECV,
-          blob_bytes(pl, pl->out[k].blob));
+      add(p, pl, pl->posted ? step_take_diff : step_recv_diff, pl->posted ? m * pl->nout + k : k,
+          net->blobs[pl->out[k].blob]->name, CT_STEP_RECV, blob_bytes(pl, pl->out[k].blob));
   add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
   if (last && last->begin) ct_program_add(p, *last->begin);
   ct_steps_backward_range(p, net, lo, hi, last ? last->after : NULL, last ? last->user : NULL);
@@ -683,7 +793,12 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
                      void (*last_after)(void *user, ct_program *p, int layer), void *last_user) {
   const bool stash = pl->stash_data != NULL;
   const last_placer last = {last_begin, last_after, last_user};
+  /* the training program posts its receives ahead (the forward-only one
+   * receives as it goes: it shares the blobs, not the ring) */
+  if (!pl->posted && ct_comm_has_irecv(pl->comm) && ct_setting_bool("CORTADO_PIPELINE_POST_RECEIVES"))
+    plan_posted(pl);
   add(p, pl, step_iteration_begin, 0, "iteration begins", CT_STEP_MARK, 0);
+  if (pl->posted) add(p, pl, step_post, 0, "receives posted", CT_STEP_RECV, 0);
   /* GPipe: every forward first.  1F1B: stage s runs P - s - 1 forwards
    * ahead, then one forward and one backward in turn, then the rest of the
    * backwards.  Backwards run in micro-batch order either way. */
@@ -707,6 +822,9 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
 }
 
 void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
+  const bool posted = pl->posted;
+  pl->posted = false;
   add_forward(pl, p, 0, false, NULL);
+  pl->posted = posted;
   add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }

@@ -185,7 +185,7 @@ typedef struct ct_stages_timing {
   size_t peak_bytes; /* and its peak since the pipeline was made (the build's is left out) */
   size_t param_values; /* learnable values the stage holds (net->params' counts) */
   size_t blob_bytes;   /* blob data and diffs with storage on the stage */
-  size_t buffer_bytes; /* the stash and send rings */
+  size_t buffer_bytes; /* the stash, send and receive rings (and a GPU's receive buffer) */
   size_t device_bytes; /* a GPU stage: the device memory Cortado holds now (0 on the CPU) */
   size_t device_peak;  /* and its peak since the pipeline was made */
 } ct_stages_timing;
@@ -201,8 +201,8 @@ void ct_stages_reset_timing(ct_stages *pl);
 void ct_stages_describe(const ct_stages *pl, char *buf, size_t size);
 /* One line on stage s's timing and memory, e.g. "stage 1: forward 3.100
  * ms, backward 6.000 ms, idle 2.200 ms of 11.300 ms per iteration (bubble
- * 19.5%); 51 parameters, 4200 bytes of blobs, 1024 bytes of stash and send
- * buffers; host memory 1201344 bytes, peak 1289420 bytes" (and on a GPU
+ * 19.5%); 51 parameters, 4200 bytes of blobs, 1024 bytes of stash, send and
+ * receive buffers; host memory 1201344 bytes, peak 1289420 bytes" (and on a GPU
  * "; GPU memory ... bytes, peak ... bytes"). */
 void ct_stages_describe_timing(const ct_stages *pl, int s, char *buf, size_t size);
 

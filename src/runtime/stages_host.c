@@ -189,7 +189,8 @@ static void own_stats(const ct_stages *pl, double *v) {
       pl->iterations, pl->wall, pl->forward, pl->backward, pl->idle, (double)held, (double)peak,
       (double)values,
       (double)blob_bytes_held(pl->net),
-      (double)((pl->stash_bytes + pl->send_bytes) * (size_t)pl->ring + pl->recv_bytes),
+      (double)((pl->stash_bytes + pl->send_bytes + pl->rslot_bytes) * (size_t)pl->ring +
+               pl->recv_bytes),
       (double)dev, (double)dev_peak};
   memcpy(v, s, sizeof s);
 }
@@ -286,7 +287,7 @@ void ct_stages_describe_timing(const ct_stages *pl, int s, char *buf, size_t siz
   const double per = t.iterations > 0 ? 1e3 / t.iterations : 0;
   const int n = snprintf(buf, size,
            "stage %d: forward %.3f ms, backward %.3f ms, idle %.3f ms of %.3f ms per iteration "
-           "(bubble %.1f%%); %zu parameters, %zu bytes of blobs, %zu bytes of stash and send "
+           "(bubble %.1f%%); %zu parameters, %zu bytes of blobs, %zu bytes of stash, send and receive "
            "buffers; host memory %zu bytes, peak %zu bytes",
            s, t.forward * per, t.backward * per, t.idle * per, t.wall * per,
            t.wall > 0 ? 100.0 * t.idle / t.wall : 0.0, t.param_values, t.blob_bytes,

@@ -55,6 +55,16 @@ struct ct_stages {
   unsigned char *recvbuf;   /* (recv_bytes) host memory for receives that cannot land in place */
   size_t recv_bytes;
   void **reqs;              /* (ring * (nout + nin)) pending sends, NULL: none */
+  /* Receives posted ahead (the training program, where the communicator
+   * has them): micro-batch m's values of input k land in rring + (m % R)
+   * * rslot_bytes + rin_off[k], the diff of output k at ... + rout_off[k];
+   * the receive of m + R is posted once m's is taken.  rreqs (R * (nin +
+   * nout)): the posted requests, NULL: none (or a mark: done, stages.c). */
+  bool posted;
+  size_t *rin_off, *rout_off;
+  size_t rslot_bytes;
+  unsigned char *rring;
+  void **rreqs;
   double *loss_saved;       /* the loss sum while a recomputation adds to it (net's device) */
   int *output_stage;    /* (net->noutputs) the stage that computes each net output */
   size_t output_count;  /* values of all net outputs */
