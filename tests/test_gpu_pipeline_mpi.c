@@ -6,7 +6,8 @@
  * (3), with M micro-batches under GPipe (forwards recomputed from the
  * stash on the device) and 1F1B, ends with the parameters of one process
  * on that GPU with iter_size M, bit for bit, in float32 and in bfloat16
- * (the blobs between stages travel as bfloat16): every run takes the same
+ * (the blobs between stages travel as bfloat16), with a BatchNorm too
+ * (its statistics updated once per micro-batch): every run takes the same
  * cuDNN algorithms (CORTADO_CUDNN_ALGOS) and deterministic ones.  Stage 0
  * logs each stage's GPU memory; `cortado time --pipeline` runs on the GPU;
  * replicas of GPU stages and loss scaling are refused with their reasons. */
@@ -48,8 +49,9 @@ static void write_images(const char *path) {
 }
 
 /* dir/net.prototxt and dir/solver.prototxt: batch b, 6 iterations, a
- * snapshot at the end; `extra` appended to the solver. */
-static void write_run(const char *dir, const char *lmdb, int b, const char *extra) {
+ * snapshot at the end; `extra` appended to the solver; with batchnorm a
+ * BatchNorm and its Scale after conv1. */
+static void write_net(const char *dir, const char *lmdb, int b, const char *extra, bool batchnorm) {
   mkdir(dir, 0755);
   char path[4300], text[8192];
   snprintf(path, sizeof path, "%s/net.prototxt", dir);
@@ -60,6 +62,7 @@ static void write_run(const char *dir, const char *lmdb, int b, const char *extr
            "layer { name: 'conv1' type: 'Convolution' bottom: 'x' top: 'c'\n"
            "  convolution_param { num_output: 8 kernel_size: 3 pad: 1\n"
            "    weight_filler { type: 'gaussian' std: 0.3 } bias_filler { type: 'constant' value: 0.1 } } }\n"
+           "%s"
            "layer { name: 'relu1' type: 'ReLU' bottom: 'c' top: 'c' }\n"
            "layer { name: 'pool1' type: 'Pooling' bottom: 'c' top: 'p'\n"
            "  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
@@ -69,7 +72,11 @@ static void write_run(const char *dir, const char *lmdb, int b, const char *extr
            "layer { name: 'ip2' type: 'InnerProduct' bottom: 'h' top: 'y'\n"
            "  inner_product_param { num_output: %d weight_filler { type: 'gaussian' std: 0.1 } } }\n"
            "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n",
-           lmdb, b, CLASSES);
+           lmdb, b,
+           batchnorm ? "layer { name: 'bn1' type: 'BatchNorm' bottom: 'c' top: 'c' }\n"
+                       "layer { name: 'sc1' type: 'Scale' bottom: 'c' top: 'c' scale_param { bias_term: true } }\n"
+                     : "",
+           CLASSES);
   tu_write_file(path, text, strlen(text));
   snprintf(path, sizeof path, "%s/solver.prototxt", dir);
   snprintf(text, sizeof text,
@@ -79,6 +86,10 @@ static void write_run(const char *dir, const char *lmdb, int b, const char *extr
            "solver_mode: GPU\n%s\n",
            dir, dir, extra ? extra : "");
   tu_write_file(path, text, strlen(text));
+}
+
+static void write_run(const char *dir, const char *lmdb, int b, const char *extra) {
+  write_net(dir, lmdb, b, extra, false);
 }
 
 static double max_abs_diff(const char *a, const char *b) {
@@ -104,8 +115,8 @@ static void same_kernels(const char *base) {
 
 /* P stages cut after `cuts`, M micro-batches of b, `schedule`, flags (the
  * precision) on every run: the parameters of one GPU with iter_size M. */
-static void check_gpu_stages(const char *name, int stages, const char *cuts, int m, int b,
-                             const char *schedule, const char *flags) {
+static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, int m, int b,
+                                const char *schedule, const char *flags, bool batchnorm) {
   const char *base = tu_tmpdir(name);
   same_kernels(base);
   char lmdb[4200], one[4300], pipe[4300], extra[64], cmd[9000];
@@ -114,8 +125,8 @@ static void check_gpu_stages(const char *name, int stages, const char *cuts, int
   snprintf(extra, sizeof extra, "iter_size: %d", m);
   snprintf(one, sizeof one, "%s/one", base);
   snprintf(pipe, sizeof pipe, "%s/pipe", base);
-  write_run(one, lmdb, b, extra);
-  write_run(pipe, lmdb, b, NULL);
+  write_net(one, lmdb, b, extra, batchnorm);
+  write_net(pipe, lmdb, b, NULL, batchnorm);
   char *out = NULL;
   snprintf(cmd, sizeof cmd, "%s train --solver=%s/solver.prototxt --gpu=0 %s 2>&1", tu_cortado_bin(),
            one, flags);
@@ -144,6 +155,18 @@ static void check_gpu_stages(const char *name, int stages, const char *cuts, int
          "iter_size %d\n",
          name, stages, m, b, schedule, *flags ? ", " : "", flags, d, m);
   assert_true(d == 0.0);
+}
+
+static void check_gpu_stages(const char *name, int stages, const char *cuts, int m, int b,
+                             const char *schedule, const char *flags) {
+  check_gpu_stages_bn(name, stages, cuts, m, b, schedule, flags, false);
+}
+
+/* BatchNorm (cuDNN's) with micro-batches: the recomputation for a backward
+ * leaves the running statistics alone, so they are iter_size's. */
+static void test_batchnorm_micro(void **state) {
+  check_gpu_stages_bn("gpu_pipe_bn_fp32", 2, "pool1", 3, 4, "gpipe", "--math=fp32", true);
+  check_gpu_stages_bn("gpu_pipe_bn_bf16", 3, "conv1,pool1", 3, 2, "1f1b", "--precision=bf16", true);
 }
 
 static void test_two_stages_gpipe(void **state) {
@@ -213,6 +236,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_two_stages_gpipe),
       cmocka_unit_test(test_three_stages_1f1b),
       cmocka_unit_test(test_bfloat16_stages),
+      cmocka_unit_test(test_batchnorm_micro),
       cmocka_unit_test(test_time),
       cmocka_unit_test(test_refusals),
   };

@@ -168,7 +168,8 @@ static ct_status batch_norm_reshape(ct_layer *l, ct_tensor *const *bottom, ct_te
 }
 
 /* mean and std of x per channel: the batch's (and the running sums and
- * factor updated), or the global ones. */
+ * factor updated, unless the forward is a recomputation), or the global
+ * ones. */
 static void statistics_cpu(ct_layer *l, const float *x) {
   batch_norm_state *s = l->priv;
   const int C = s->channels;
@@ -186,7 +187,8 @@ static void statistics_cpu(ct_layer *l, const float *x) {
     const double m = (double)N * (double)S;
     const float f = s->moving_average_fraction;
     const float correction = m > 1 ? (float)(m / (m - 1)) : 1.0f;
-    factor[0] = factor[0] * f + 1.0f;
+    const bool update = !l->recomputing;
+    if (update) factor[0] = factor[0] * f + 1.0f;
     for (int c = 0; c < C; c++) {
       double sum = 0, sumsq = 0;
       for (size_t n = 0; n < N; n++) {
@@ -201,6 +203,7 @@ static void statistics_cpu(ct_layer *l, const float *x) {
       float var = m > 0 ? (float)(sumsq / m) : 0.0f;
       mean[c] = (float)mu;
       std[c] = sqrtf(var + s->eps);
+      if (!update) continue;
       mean_sum[c] = mean[c] + f * mean_sum[c];
       var_sum[c] = correction * var + f * var_sum[c];
     }
@@ -458,7 +461,8 @@ static ct_status batch_norm_forward_gpu(ct_layer *l, ct_tensor *const *bottom,
     return CT_OK;
   }
   ct_batch_norm_forward_gpu(l->ctx, s->num, s->channels, s->spatial, s->eps,
-                            s->moving_average_fraction, s->use_global_stats, bottom[0]->data,
+                            s->moving_average_fraction, s->use_global_stats, !l->recomputing,
+                            bottom[0]->data,
                             top[0]->data, s->mean->data, s->std->data, l->params[0]->data,
                             l->params[1]->data, l->params[2]->data);
   if (!s->use_global_stats) ct_gpu_copy(l->ctx, top[0]->count, top[0]->data, s->saved->data);

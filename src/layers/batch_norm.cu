@@ -10,7 +10,7 @@ __device__ static __forceinline__ size_t at(size_t j, int C, int c, size_t S) {
 }
 
 __global__ static void bn_forward(int N, int C, size_t S, float eps, float f, bool use_global,
-                                  const float *x, float *y, float *mean_out, float *std_out,
+                                  bool update, const float *x, float *y, float *mean_out, float *std_out,
                                   float *mean_sum, float *var_sum, float *factor) {
   const int c = blockIdx.x;
   const size_t m = (size_t)N * S;
@@ -32,7 +32,7 @@ __global__ static void bn_forward(int N, int C, size_t S, float eps, float f, bo
     float var = m ? (float)(sumsq / (double)m) : 0.0f;
     mean = (float)mu;
     std = sqrtf(var + eps);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && update) {
       float correction = m > 1 ? (float)((double)m / (double)(m - 1)) : 1.0f;
       mean_sum[c] = mean + f * mean_sum[c];
       var_sum[c] = correction * var + f * var_sum[c];
@@ -77,12 +77,12 @@ __global__ static void bn_backward(int N, int C, size_t S, bool use_global, cons
 }
 
 extern "C" void ct_batch_norm_forward_gpu(ct_context *ctx, int N, int C, size_t S, float eps,
-                                          float f, bool use_global, const float *x, float *y,
-                                          float *mean, float *std, float *mean_sum, float *var_sum,
-                                          float *factor) {
+                                          float f, bool use_global, bool update, const float *x,
+                                          float *y, float *mean, float *std, float *mean_sum,
+                                          float *var_sum, float *factor) {
   if (C <= 0) return;
-  bn_forward<<<C, BN_THREADS, 0, (cudaStream_t)ctx->stream>>>(N, C, S, eps, f, use_global, x, y,
-                                                              mean, std, mean_sum, var_sum, factor);
+  bn_forward<<<C, BN_THREADS, 0, (cudaStream_t)ctx->stream>>>(N, C, S, eps, f, use_global, update, x,
+                                                              y, mean, std, mean_sum, var_sum, factor);
   CT_CUDA_LAUNCH_CHECK();
 }
 

@@ -15,12 +15,12 @@ extern "C" {
 
 /* y = (x - mean) / std with std = sqrt(var + eps); y may alias x.
  * use_global: mean and var are the sums divided by factor (0 when factor is 0).
- * Otherwise they are the batch's, and the sums and factor are updated with
- * moving-average fraction f as in batch_norm.c.  mean and std receive the
- * statistics used. */
+ * Otherwise they are the batch's, and when `update` the sums and factor are
+ * updated with moving-average fraction f as in batch_norm.c.  mean and std
+ * receive the statistics used. */
 void ct_batch_norm_forward_gpu(ct_context *ctx, int N, int C, size_t S, float eps, float f,
-                               bool use_global, const float *x, float *y, float *mean, float *std,
-                               float *mean_sum, float *var_sum, float *factor);
+                               bool use_global, bool update, const float *x, float *y, float *mean,
+                               float *std, float *mean_sum, float *var_sum, float *factor);
 /* use_global: dx = dy / std; else dx = (dy - mean(dy) - y mean(dy y)) / std with
  * y the forward output.  dx may alias dy. */
 void ct_batch_norm_backward_gpu(ct_context *ctx, int N, int C, size_t S, bool use_global,

@@ -249,6 +249,7 @@ extern "C" void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *x
         (cudnnHandle_t)l->ctx->cudnn, CUDNN_BATCHNORM_SPATIAL, &k_one, &k_zero, s->x, x, s->x, y,
         s->bn, gamma ? gamma : s->ones, beta ? beta : s->zeros, 1.0, s->batch_mean, s->batch_var,
         s->eps, s->mean, s->invstd));
+  if (l->recomputing) return; /* the running statistics stay (layer.h) */
   bn_fold<<<channel_blocks(s->C), BN_THREADS, 0, stream>>>(s->C, s->f, s->batch_mean, s->batch_var,
                                                            mean_sum, var_sum, factor);
   CT_CUDA_LAUNCH_CHECK();

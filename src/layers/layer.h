@@ -209,6 +209,11 @@ struct ct_layer {
    * pipeline stage's, net.h); it describes itself (type, name, counts,
    * parameter shapes, loss weights) but has no state and no storage. */
   bool released;
+  /* Set while the layer's forward runs again for a backward (a pipeline
+   * stage's recomputation of a micro-batch, runtime/stages.h): what the
+   * forward keeps across batches (BatchNorm's running statistics) stays as
+   * the first forward of that micro-batch left it. */
+  bool recomputing;
   /* Memory the layer's setup took on its device beyond its new tops'
    * storage (private state, saved copies, descriptors' workspaces), net
    * fusion's changes included: measured by the net as it builds, for

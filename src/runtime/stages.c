@@ -195,21 +195,6 @@ static ct_status stage_inputs(const ct_stages *pl, int s, ct_stages_crossing **o
   return CT_OK;
 }
 
-/* Nets the plan cannot train as one process would (see stages.h). */
-static ct_status check_net(const ct_stages *pl, ct_error *err) {
-  const ct_net *net = pl->net;
-  for (int i = 0; i < net->nlayers; i++) {
-    const ct_layer *l = net->layers[i];
-    if (pl->micro > 1 && strcmp(l->ops->type, "BatchNorm") == 0)
-      return ct_error_set(err, CT_ERR_INVALID,
-                          "--pipeline with %d micro-batches: layer '%s' is BatchNorm, whose "
-                          "forward would update its statistics again when a micro-batch is "
-                          "recomputed for its backward; use one micro-batch (--microbatches=1)",
-                          pl->micro, l->name);
-  }
-  return CT_OK;
-}
-
 /* This stage's outputs: the inputs of later stages that this one sends. */
 static ct_status plan_outputs(ct_stages *pl, ct_error *err) {
   const ct_net *net = pl->net;
@@ -346,7 +331,6 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
                       "--pipeline: the net has %d blobs, more than the message tags a stage "
                       "boundary can name (2 x blobs + 2 <= 32767)",
                       net->nblobs);
-  if (st == CT_OK) st = check_net(pl, err);
   if (st == CT_OK && pl->stage == 0) st = stage_inputs(pl, 0, &pl->in, &pl->nin, err);
   if (st == CT_OK) st = plan_outputs(pl, err);
   if (st != CT_OK) {

@@ -28,9 +28,12 @@
  * unless the blobs hold m's activations already (the forward just before
  * was m's).  The stash and the send buffers are rings of R micro-batches:
  * M under GPipe, min(P - s, M) under 1F1B (at most that many are in flight
- * on stage s).  A layer whose forward changes state (BatchNorm's running
- * statistics) would change it twice: such nets are refused with M > 1; a
- * layer that draws random numbers (Dropout) draws new ones in the
+ * on stage s).  A recomputation runs with ct_layer.recomputing set: a
+ * layer whose forward keeps state across batches (BatchNorm's running
+ * statistics) leaves it as the micro-batch's first forward did, so the
+ * statistics are updated once per micro-batch, as iter_size's passes
+ * update them (its batch statistics are the micro-batch's, as a pass's
+ * are); a layer that draws random numbers (Dropout) draws new ones in the
  * recomputation, which its backward then uses.
  *
  * Sends, receives, stashes and restores are steps of the runtime's program
@@ -104,7 +107,7 @@ ct_status ct_stages_part(void *cut, const Caffe__NetParameter *built, int *first
  * ct_stages_cut; it does not communicate.  Errors: ct_stages_part's;
  * CT_ERR_INVALID for a net built for other layers, a communicator of
  * another size than the stage count, a blob whose diff two later stages
- * would send back, BatchNorm with more than one micro-batch, a net input.
+ * would send back, a net input.
  * The process's host memory peak (core/mem.h), and on a GPU the device's,
  * start again from here: ct_stages_timing's are those of training. */
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,

@@ -18,6 +18,18 @@ static ct_status step_forward(void *user, int i, ct_error *err) {
   return ct_net_forward_layer_async(user, i, err);
 }
 
+/* A forward run again for a backward: the layer keeps its state across
+ * batches as it is (layer.h); on a GPU the flag is read as the work is
+ * enqueued, so a captured graph replays the same. */
+static ct_status step_recompute(void *user, int i, ct_error *err) {
+  ct_net *net = user;
+  ct_layer *l = net->layers[i];
+  l->recomputing = true;
+  const ct_status st = ct_net_forward_layer_async(net, i, err);
+  l->recomputing = false;
+  return st;
+}
+
 static ct_status step_backward(void *user, int i, ct_error *err) {
   ct_net_backward_layer(user, i);
   return CT_OK;
@@ -51,16 +63,17 @@ void ct_steps_begin(ct_program *p, ct_net *net) {
                                       .what = "begin", .kind = CT_STEP_BEGIN});
 }
 
-void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool skip_sources,
+void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool recompute,
                             void (*after)(void *user, ct_program *p, int layer), void *user) {
   for (int i = first; i < end; i++) {
     ct_layer *l = net->layers[i];
-    if (skip_sources && l->nbottom == 0) continue;
+    if (recompute && l->nbottom == 0) continue;
     if (fed(net, i))
       ct_program_add(p, (ct_program_step){.run = step_feed_copy, .user = net, .arg = i,
                                           .what = l->name, .kind = CT_STEP_FEED, .type = l->ops->type});
     else
-      ct_program_add(p, (ct_program_step){.run = step_forward, .user = net, .arg = i,
+      ct_program_add(p, (ct_program_step){.run = recompute ? step_recompute : step_forward,
+                                          .user = net, .arg = i,
                                           .capturable = ct_layer_replayable(l), .what = l->name,
                                           .kind = CT_STEP_FORWARD, .type = l->ops->type,
                                           .idle = l->absorbed || l->forward_absorbed});

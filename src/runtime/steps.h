@@ -14,11 +14,12 @@ void ct_steps_begin(ct_program *p, ct_net *net);
  * the loss sum; GPU data layers with batch hooks become feed steps (copies
  * from a staging buffer, net_feed.h). */
 void ct_steps_forward(ct_program *p, ct_net *net);
-/* The same over layers [first, end) (a pipeline stage's): layers without
- * bottoms (data layers) are left out when skip_sources (a recomputation),
- * and after each layer's step after(user, p, i) may append steps of its
- * own (NULL: none). */
-void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool skip_sources,
+/* The same over layers [first, end) (a pipeline stage's), and after each
+ * layer's step after(user, p, i) may append steps of its own (NULL: none).
+ * A recomputation (a micro-batch's forward again, for its backward) leaves
+ * out the layers without bottoms (data layers: their tops were kept) and
+ * runs the others with ct_layer.recomputing set. */
+void ct_steps_forward_range(ct_program *p, ct_net *net, int first, int end, bool recompute,
                             void (*after)(void *user, ct_program *p, int layer), void *user);
 /* Appends one backward pass: the layers that need it, in reverse.  After
  * the place of each layer i (whether it has a step or not), after(user, p,
