@@ -2,6 +2,7 @@
 // and the stores throw and turns it into a ct_status.
 #include "parallel/gloo_shim.h"
 
+#include <algorithm>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -82,10 +83,20 @@ struct ct_gloo_context {
   std::unique_ptr<char[]> staging;
   size_t staging_cap = 0;
   std::atomic<bool> staging_busy{false};
-  // Receives cut short by a cancel word stay posted in ctx: their buffers
-  // and memory live until ctx is gone.
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> orphans;
-  std::vector<std::unique_ptr<char[]>> orphan_bytes;
+  // Receives cut short by a cancel word stay posted in ctx: the next
+  // message of their slot lands in them.  Each is kept (its buffer and
+  // memory live until it completes or ctx is gone) and the next receive of
+  // the same slot and length from the same ranks (or fewer: forgotten
+  // peers) waits on it instead of posting another, so that no message
+  // lands where nobody looks.
+  struct aborted_recv {
+    uint64_t slot;
+    size_t len;
+    std::vector<int> from;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    std::unique_ptr<char[]> bytes;
+  };
+  std::vector<aborted_recv> aborted;
 };
 
 namespace {
@@ -381,27 +392,48 @@ ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector
     if (peer) *peer = src;
   });
 }
+// Whether every rank of `want` is in `posted`.
+bool covers(const std::vector<int>& posted, const std::vector<int>& want) {
+  for (int r : want)
+    if (std::find(posted.begin(), posted.end(), r) == posted.end()) return false;
+  return true;
+}
+
 // recv_from, ended within ~20 ms by a raised cancel word (CT_ERR_INTERRUPTED,
 // "cancelled"): the context's watcher aborts the wait.  The bytes land in
-// the context's staging memory and are copied to buf, as an aborted receive
-// stays posted: it leaves that memory (with its buffer) to the context for a
-// message that may still come, when buf may be gone.
+// the context's staging memory and are copied to buf.  An aborted receive
+// stays posted in Gloo and takes the next message of its slot: it is kept
+// with its memory (ct_gloo_context.aborted), and the next receive of the
+// slot, cancellable or not, waits on it instead of posting its own.
 ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
                            uint64_t slot, int* peer, const int* cancel, const std::string& what,
                            ct_error* err) {
-  if (!cancel || len == 0) return recv_from(c, buf, len, from, slot, peer, what, err);
-  // the context's staging memory (no allocation per message), unless
+  if (len == 0) return CT_OK;
+  // a receive of this slot cut short earlier is still posted: wait on it
+  ct_gloo_context::aborted_recv pending;
+  bool resumed = false;
+  for (size_t i = 0; i < c->aborted.size() && !resumed; i++) {
+    auto& a = c->aborted[i];
+    if (a.slot != slot || a.len != len || !covers(a.from, from)) continue;
+    pending = std::move(a);
+    c->aborted.erase(c->aborted.begin() + (long)i);
+    resumed = true;
+  }
+  if (!resumed && !cancel) return recv_from(c, buf, len, from, slot, peer, what, err);
+  // else the context's staging memory (no allocation per message), unless
   // another receive holds it
-  const bool shared = !c->staging_busy.exchange(true, std::memory_order_acquire);
+  const bool shared = !resumed && !c->staging_busy.exchange(true, std::memory_order_acquire);
   std::unique_ptr<char[]> staging;
   size_t cap = len;
-  if (shared && c->staging_cap >= len) {
+  if (resumed) {
+    staging = std::move(pending.bytes);
+  } else if (shared && c->staging_cap >= len) {
     staging = std::move(c->staging);
     cap = c->staging_cap;
   } else {
     staging.reset(new char[len]);
   }
-  std::unique_ptr<gloo::transport::UnboundBuffer> b;
+  std::unique_ptr<gloo::transport::UnboundBuffer> b = std::move(pending.buf);
   bool aborted = false;
   auto& w = c->watch;
   auto unwatch = [&] {
@@ -413,9 +445,11 @@ ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std:
       }
   };
   ct_status st = guarded(err, CT_ERR_COMM, what, [&] {
-    b = c->ctx->createUnboundBuffer(staging.get(), len);
-    b->recv(from, slot);
-    {
+    if (!resumed) {
+      b = c->ctx->createUnboundBuffer(staging.get(), len);
+      b->recv(from, slot);
+    }
+    if (cancel) {
       std::lock_guard<std::mutex> lock(w.mu);
       w.waiting.push_back({b.get(), cancel, false});
       if (!w.thread.joinable()) w.thread = std::thread([&w] { w.run(); });
@@ -437,12 +471,15 @@ ct_status recv_cancellable(ct_gloo_context* c, void* buf, size_t len, const std:
     memcpy(buf, staging.get(), len);
   });
   if (aborted) {
-    c->orphans.push_back(std::move(b));  // still posted in the context
-    c->orphan_bytes.push_back(std::move(staging));
+    // still posted in the context: the next receive of the slot waits on it
+    c->aborted.push_back({slot, len, resumed ? std::move(pending.from) : from, std::move(b),
+                          std::move(staging)});
     if (shared && !c->staging) c->staging_cap = 0;
   } else if (shared) {
     c->staging = std::move(staging);  // for the next receive
     c->staging_cap = cap;
+  } else if (resumed) {
+    b.reset();  // done with its memory: the buffer first
   }
   if (shared) c->staging_busy.store(false, std::memory_order_release);
   if (aborted) return ct_error_set(err, CT_ERR_INTERRUPTED, "%s: cancelled", what.c_str());
@@ -478,8 +515,7 @@ void ct_gloo_context_free(ct_gloo_context* c) {
   } catch (...) {
     /* closing a broken connection may throw; the process is done with it */
   }
-  c->orphans.clear(); /* nothing can land in them once the connections are gone */
-  c->orphan_bytes.clear();
+  c->aborted.clear(); /* nothing can land in them once the connections are gone */
   delete c;
 }
 
