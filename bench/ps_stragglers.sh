@@ -10,7 +10,9 @@
 # and plots the root's loss and accuracy against seconds with `cortado
 # plot` into PLOT (two images: without and with the straggler).
 #   CORES=16 bench/ps_stragglers.sh [BIN]
-# Settings (environment): CORES (default: every core), WORKERS (4),
+# Settings (environment): TRANSPORT (mpi: mpirun ranks; gloo: Gloo shards
+# started one by one, a file store, TCP over loopback), CORES (default:
+# every core), WORKERS (4),
 # SERVERS (1), ITERS (1000), TEST_EVERY (100; 1000 test images each time),
 # TARGET (0.8), PERIOD (0.2 s: the stop/continue cycle), MODES, OUT (the
 # logs), PLOT (docs/images/ps_stragglers).
@@ -32,6 +34,7 @@ test_every=${TEST_EVERY:-100}
 target=${TARGET:-0.8}
 period=${PERIOD:-0.2}
 modes=${MODES:-"allreduce ssp:1 ssp:4 ssp:16 async bmuf:10"}
+transport=${TRANSPORT:-mpi}
 dir=${OUT:-/tmp/ps_stragglers}
 plot=${PLOT:-$here/docs/images/ps_stragglers}
 batch=64
@@ -74,6 +77,24 @@ run() {
   [ "$slow" = 1 ] && name=${name}_straggler
   log=$dir/$name.log
   read -r np rest <<<"$(ps_mode_flags "$mode" "$workers" "$servers")"
+  if [ "$transport" = gloo ]; then
+    # every shard appends to one log, as mpirun gathers the ranks' output
+    local store=$dir/store_$name pids=() k rc=0
+    rm -rf "$store" && mkdir -p "$store" && : >"$log"
+    for k in $(seq 0 $((np - 1))); do
+      # shellcheck disable=SC2086
+      OMP_NUM_THREADS=$threads taskset -c "0-$last_core" "$bin" train --solver="$dir/solver.prototxt" $rest \
+        --num_shards="$np" --shard_id="$k" --run_id="$name" --file_store_path="$store" --gloo_iface=lo \
+        --rendezvous_timeout=120 >>"$log" 2>&1 &
+      pids+=($!)
+    done
+    if [ "$slow" = 1 ]; then "$here/bench/straggle.sh" "${pids[1]}" "$period" 0.5 & helper=$!; fi
+    for k in "${pids[@]}"; do wait "$k" || rc=$?; done
+    [ $rc = 0 ] || echo "$name failed: $(tail -3 "$log")" >&2
+    if [ -n "$helper" ]; then kill "$helper" 2>/dev/null || true; fi
+    wait 2>/dev/null || true
+    return 0
+  fi
   # shellcheck disable=SC2086
   taskset -c "0-$last_core" mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
     "$bin" train --solver="$dir/solver.prototxt" $rest >"$log" 2>&1 &
@@ -125,7 +146,7 @@ field() { # TEXT N: the Nth field of time_to's answer ("12.3 s_0.81" or "never 0
   tr '_' ' ' <<<"$1" | awk -v n="$2" '{ if ($2 == "s") { t = $1 " s"; a = $3 } else { t = $1; a = $2 } print (n == 1 ? t : a) }' 
 }
 
-echo "CPU: $cores cores ($(nproc) here), $workers workers x batch $batch, $servers server(s), $iters iterations;"
+echo "CPU: $cores cores ($(nproc) here), $workers workers x batch $batch, $servers server(s), $iters iterations, over $transport;"
 echo "straggler: worker 1 at half speed (SIGSTOP/SIGCONT, period $period s); target accuracy $target"
 echo
 echo "| mode | images/s | images/s, straggler | kept | time to $target | with straggler | final acc | with straggler |"

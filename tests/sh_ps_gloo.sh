@@ -48,6 +48,15 @@ diff <(grep -o "Iteration [0-9]*, loss = .*" allreduce/shard_0.log) \
   { echo "FAIL: SSP at S = 0 over Gloo printed other losses"; exit 1; }
 echo "ok   ssp S = 0 over Gloo: the all-reduce's bytes and losses"
 
+# the first server logs every worker's clock (a shard's worker thread is
+# quiet unless it is rank 0 or server 0), the gap within the bound
+run ssp1 3 --dp_mode=ssp --staleness=1
+n=$(cat ssp1/shard_*.log | grep -c "PS clock: worker" || true)
+[ "$n" -ge 12 ] || { echo "FAIL ssp1: $n clock lines from the server shard (want one per pull)"; exit 1; }
+cat ssp1/shard_*.log | grep -oE "gap -?[0-9]+ \(bound 1\)" | awk '{ if ($2 > 1) { print "gap " $2; bad = 1 } } END { exit bad }' ||
+  { echo "FAIL ssp1: a clock gap past the bound"; exit 1; }
+echo "ok   ssp S = 1 over Gloo: $n clock lines, every gap within 1"
+
 run async 3 --dp_mode=async
 run bmuf 3 --dp_mode=bmuf --bmuf_sync_period=2
 run ssp1_2servers 4 --dp_mode=ssp --staleness=1 --num_servers=2

@@ -171,7 +171,10 @@ static ct_status serve(dp_worker *w, ct_error *err) {
                           .clip = s->param->clip_gradients >= 0, .apply = ct_solver_update_params,
                           .solver = s, .requests = &g_requests};
   const int index = w->comm->rank - w->sh->world;
-  if (index == 0) ct_log_set_quiet(false);
+  if (index == 0) { /* whether a process of its own (mpirun) or a thread of a shard */
+    ct_log_set_quiet(false);
+    ct_log_set_thread_quiet(false);
+  }
   return ct_ps_serve(w->comm, &w->sh->job->ps, w->sh->world, &u, err);
 }
 
