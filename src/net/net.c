@@ -320,7 +320,7 @@ static bool planning_wanted(const ct_net_opts *o) {
 /* Values too (not in a pipeline stage's part, whose edges the runtime
  * moves between processes outside the layers' steps). */
 static bool value_planning_wanted(const ct_net_opts *o) {
-  return planning_wanted(o) && !o->part.fn && ct_setting_bool("CORTADO_VALUE_PLANNING");
+  return planning_wanted(o) && ct_setting_bool("CORTADO_VALUE_PLANNING");
 }
 
 /* GPU: the device loss sum and its pinned copy. */

@@ -18,8 +18,11 @@
  * gradients on the gradient stream reads until the compute stream waits
  * for that work (below).  Kept whole (CT_VALUE_OWN): the net's inputs and
  * outputs, the tops of layers without bottoms (data) and of losses, values
- * of memory that is no blob's, and every value of a net that plans none
- * (CORTADO_VALUE_PLANNING=0, a pipeline stage's part).
+ * of memory that is no blob's, in a pipeline stage's part what the other
+ * stages' layers name (the blobs that cross a cut), and every value of a
+ * net that plans none (CORTADO_VALUE_PLANNING=0).  A part's steps are its
+ * layers' (each micro-batch's backward follows a forward of its own,
+ * runtime/stages.h).
  *
  * Diffs.  During backward a blob's diff is written by the backward of the
  * layers that read the blob (its consumers) and read by the backward of
@@ -385,9 +388,9 @@ static void find_diff_lifetimes(const ct_net *net, ct_blob_plan *plan) {
 
 /* ------------------------------------------------------------ value groups */
 
-static bool values_planned(const ct_net *net) {
-  return net->plan_values && net->part_first == 0 && net->part_end == net->nlayers;
-}
+static bool values_planned(const ct_net *net) { return net->plan_values; }
+
+static bool in_part(const ct_net *net, int li) { return li >= net->part_first && li < net->part_end; }
 
 static void vtouch(ct_blob_plan *plan, int blob, int step) {
   const int g = plan->blob_vgroup[blob];
@@ -458,6 +461,11 @@ static void make_value_groups(const ct_net *net, ct_blob_plan *plan) {
     const ct_layer *l = net->layers[li];
     for (int j = 0; j < l->ntop; j++)
       if (top_keeps_values(l, j)) keep[net->top_ids[li][j]] = true;
+    /* a pipeline stage's part: what a layer of another stage names crosses
+     * a cut (received, sent, stashed between micro-batches) */
+    if (in_part(net, li)) continue;
+    for (int j = 0; j < l->nbottom; j++) keep[net->bottom_ids[li][j]] = true;
+    for (int j = 0; j < l->ntop; j++) keep[net->top_ids[li][j]] = true;
   }
   for (int b = 0; b < nb; b++) {
     const int g = plan->blob_vgroup[b];
@@ -466,7 +474,7 @@ static void make_value_groups(const ct_net *net, ct_blob_plan *plan) {
     if (keep[b] || !(owner->owns_data || owner->no_storage)) plan->vgroups[g].kind = CT_VALUE_OWN;
   }
   free(keep);
-  for (int li = 0; li < net->nlayers; li++) {
+  for (int li = net->part_first; li < net->part_end; li++) {
     const ct_layer *l = net->layers[li];
     for (int j = 0; j < l->nbottom; j++) vtouch(plan, net->bottom_ids[li][j], li);
     for (int j = 0; j < l->ntop; j++) vtouch(plan, net->top_ids[li][j], li);
