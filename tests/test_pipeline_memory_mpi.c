@@ -149,6 +149,48 @@ static void test_stage_holds_its_layers(void **state) {
   free(y);
 }
 
+/* A stage plans its blobs' values by lifetime (net_memory.c) as a whole
+ * net does, keeping those that cross the cut: stage 1 (ip2, relu2, ip3,
+ * loss) holds fewer blob bytes than with every value kept
+ * (CORTADO_VALUE_PLANNING=0), stage 0 (whose blobs all cross or are data)
+ * as many; the weights are the same. */
+static void test_stage_plans_its_values(void **state) {
+  const char *base = tu_tmpdir("pipe_memory_plan");
+  const char *lmdb = lmdb_in(base);
+  double blobs[2][2];
+  const char *planned[2] = {"1", "0"};
+  for (int k = 0; k < 2; k++) {
+    char dir[4300], solver[4400];
+    snprintf(dir, sizeof dir, "%s/plan%s", base, planned[k]);
+    write_solver(dir, lmdb, NULL);
+    snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
+    setenv("CORTADO_VALUE_PLANNING", planned[k], 1); /* mpirun's ranks inherit it */
+    char *out = NULL;
+    must_run(dpf_mpirun(2, solver, "--pipeline=relu --microbatches=2", &out), out, planned[k]);
+    unsetenv("CORTADO_VALUE_PLANNING");
+    for (int s = 0; s < 2; s++) {
+      char line[64];
+      snprintf(line, sizeof line, "Pipeline stage %d: forward", s);
+      blobs[k][s] = number_before(out, line, " bytes of blobs");
+    }
+    free(out);
+  }
+  printf("blob bytes planned: stage 0 %.0f, stage 1 %.0f; kept: %.0f, %.0f\n", blobs[0][0], blobs[0][1],
+         blobs[1][0], blobs[1][1]);
+  assert_true(blobs[0][0] == blobs[1][0]);
+  /* h2's 16 x 256 values share the pool with y's and the diffs */
+  assert_true(blobs[0][1] <= blobs[1][1] - 4.0 * 4096);
+  char a[4400], b[4400];
+  snprintf(a, sizeof a, "%s/plan1/snap_iter_3.caffemodel", base);
+  snprintf(b, sizeof b, "%s/plan0/snap_iter_3.caffemodel", base);
+  size_t na = 0, nb = 0;
+  char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
+  assert_int_equal(na, nb);
+  assert_memory_equal(x, y, na);
+  free(x);
+  free(y);
+}
+
 /* 1F1B's rings of P - s micro-batches against GPipe's M: the buffers are
  * those sizes exactly, the peak host memory of each stage is lower, and the
  * weights are the same. */
@@ -200,6 +242,7 @@ static void test_1f1b_peak_below_gpipe(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stage_holds_its_layers),
+      cmocka_unit_test(test_stage_plans_its_values),
       cmocka_unit_test(test_1f1b_peak_below_gpipe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
