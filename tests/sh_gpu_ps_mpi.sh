@@ -41,6 +41,18 @@ paste <(losses plain.log) <(losses ps.log) | awk '
   END { if (n < 40) { print "only " n " losses to compare"; bad = 1 } exit bad }' ||
   { echo "FAIL: SSP at staleness 0 with a GPU worker does not print one GPU's losses"; exit 1; }
 echo "ok   a GPU worker and a CPU server (ssp, S = 0): one GPU's losses, 40 iterations"
+# two servers: the worker's two pushes staged as backward finalises each
+# (copied out beside the compute stream), sent before the pull
+mkdir -p ps2 && cp net.prototxt solver.prototxt ps2/ && ln -sfn ../db ps2/db
+(cd ps2 && timeout 300 mpirun -np 3 --oversubscribe --bind-to none -x ASAN_OPTIONS "$bin" train \
+  --solver=solver.prototxt --gpu=0 --dp_mode=ssp --staleness=0 --num_servers=2 >../ps2.log 2>&1) ||
+  { echo "FAIL ps2: $(tail -5 ps2.log)"; exit 1; }
+paste <(losses plain.log) <(losses ps2.log) | awk '
+  { n++; d = $2 - $4; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2
+    if ($1 != $3 || d > 1e-4 * (m > 1e-3 ? m : 1e-3)) { print "iteration " $1 ": " $4 " against " $2; bad = 1 } }
+  END { if (n < 40) { print "only " n " losses"; bad = 1 } exit bad }' ||
+  { echo "FAIL: two servers with a GPU worker do not print one GPU's losses"; exit 1; }
+echo "ok   a GPU worker and two CPU servers (ssp, S = 0): one GPU's losses"
 [ -s ps/snap_iter_40.caffemodel ] || { echo "FAIL: no snapshot from the servers"; ls ps; exit 1; }
 sed 's/max_iter: 40/max_iter: 44/' solver.prototxt >resume.prototxt
 "$bin" train --solver=resume.prototxt --gpu=0 --snapshot=ps/snap_iter_40.solverstate >resume.log 2>&1 ||

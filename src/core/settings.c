@@ -54,6 +54,10 @@ static const ct_setting_info k_settings[] = {
      "`--math=fp32`); a star in the log's algorithm line marks a TF32 choice. "
      "`bench/conv_bench --model cifar10_quick --igemm` times each direction's configurations "
      "beside cuDNN"},
+    {"CORTADO_PS_OVERLAP_PUSHES", B, USER, "1", NULL, 0, 0, NULL,
+     "`0`: a GPU worker of parameter servers copies each gradient shard out of the GPU and sends "
+     "it where backward finalises it, waiting for the GPU, instead of copying it out on a stream "
+     "of its own and sending it while the GPU computes the rest of backward"},
     {"CORTADO_PIPELINE_POST_RECEIVES", B, USER, "1", NULL, 0, 0, NULL,
      "`0`: pipeline stages receive each input and each gradient when they need it instead of "
      "posting the receives of the iteration's next micro-batches ahead (so that they arrive "

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/settings.h"
 #include "parallel/comm_mpi.h"
+#include "parallel/ps_gpu.h"
 #include "parallel/ps_internal.h"
 
 struct ct_ps_client {
@@ -24,6 +26,12 @@ struct ct_ps_client {
   size_t msg_count;
   ps_link *link;           /* liveness connections to the servers, from the start to the finish */
   const int *cancel;       /* the communicator's cancel flag before the link took it */
+  /* A GPU worker's pushes (ssp, async): each shard's message is staged in
+   * pinned memory as backward finalises it and leaves once its copy is
+   * done, at the latest before the pull (ps_gpu.h); NULL: pushes copy and
+   * send at once. */
+  ct_ps_gpu *gpu;
+  bool *staged;            /* (nshards) a push waits in its buffer */
 };
 
 const char *ct_dp_mode_name(ct_dp_mode mode) {
@@ -83,6 +91,18 @@ ct_status ct_ps_client_new(ct_ps_client **out, ct_comm *comm, const ct_ps_opts *
     if (c->shards[k].hi - c->shards[k].lo > largest) largest = c->shards[k].hi - c->shards[k].lo;
   c->msg_count = CT_PS_HEADER + largest * 3; /* weights and up to two history slots */
   c->msg = ct_xcalloc(c->msg_count, sizeof *c->msg);
+  c->staged = ct_xcalloc((size_t)c->nshards, sizeof *c->staged);
+  if (net->ctx->device != CT_DEVICE_CPU && opts->mode != CT_DP_BMUF &&
+      ct_setting_bool("CORTADO_PS_OVERLAP_PUSHES")) {
+    size_t *words = ct_xcalloc((size_t)c->nshards, sizeof *words);
+    for (int k = 0; k < c->nshards; k++) words[k] = CT_PS_HEADER + (c->shards[k].hi - c->shards[k].lo);
+    const ct_status st = ct_ps_gpu_new(&c->gpu, net->ctx, c->nshards, words, err);
+    free(words);
+    if (st != CT_OK) {
+      ct_ps_client_free(c);
+      return st;
+    }
+  }
   *out = c;
   return CT_OK;
 }
@@ -114,6 +134,8 @@ static ct_status cause(ct_ps_client *c, ct_status st, ct_error *err) {
 void ct_ps_client_free(ct_ps_client *c) {
   if (!c) return;
   unlink_servers(c, false);
+  ct_ps_gpu_free(c->gpu);
+  free(c->staged);
   free(c->shards);
   free(c->msg);
   free(c);
@@ -197,8 +219,32 @@ ct_status ct_ps_client_start(ct_ps_client *c, const float *history, int nslots, 
 }
 
 ct_status ct_ps_push(ct_ps_client *c, int k, ct_error *err) {
+  if (c->gpu) {
+    /* staged: it leaves in send_staged, while the GPU computes on */
+    CT_ASSERT(!c->staged[k]);
+    float *buf = ct_ps_gpu_buffer(c->gpu, k);
+    ps_header_put(buf, PS_PUSH, c->clock, 0, 0);
+    CT_TRY(ct_ps_gpu_copy_out(c->gpu, k, CT_PS_HEADER, c->net->flat_diff + c->shards[k].lo,
+                              shard_count(c, k), err));
+    c->staged[k] = true;
+    return CT_OK;
+  }
   const float *src[1] = {c->net->flat_diff};
   return cause(c, send_request(c, k, PS_PUSH, c->clock, 0, src, 1, err), err);
+}
+
+/* The staged pushes leave, in shard order, each once its copy is done
+ * (the first while the GPU still computes the gradients of the later). */
+static ct_status send_staged(ct_ps_client *c, ct_error *err) {
+  for (int k = 0; c->gpu && k < c->nshards; k++) {
+    if (!c->staged[k]) continue;
+    c->staged[k] = false;
+    CT_TRY(ct_ps_gpu_wait(c->gpu, k, err));
+    CT_TRY(cause(c, ct_comm_send(c->comm, ct_ps_gpu_buffer(c->gpu, k), CT_PS_HEADER + shard_count(c, k),
+                                 server_rank(c, k), CT_PS_TAG_REQUEST, NULL, err),
+                 err));
+  }
+  return CT_OK;
 }
 
 /* bmuf: this worker's weights to every server at the end of a block, the
@@ -214,6 +260,7 @@ static ct_status block_sync(ct_ps_client *c, int wish, ct_error *err) {
 }
 
 ct_status ct_ps_pull(ct_ps_client *c, int wish, int *relayed, ct_error *err) {
+  CT_TRY(send_staged(c, err));
   c->clock++;
   c->relayed = 0;
   c->pending_wish |= wish; /* bmuf: it waits for the block's end */
