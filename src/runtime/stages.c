@@ -1,23 +1,17 @@
-/* Pipeline stages over a communicator: the plan and the iteration's steps
- * (see stages.h; snapshots, agreement and timing are in stages_host.c). */
+/* Pipeline stages over a communicator: the plan and the iteration's program
+ * (see stages.h; the boundary's buffers and steps are in stages_steps.c,
+ * snapshots, agreement and timing in stages_host.c). */
 #include "runtime/stages.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
 #include "core/mem.h"
 #include "core/settings.h"
 #include "gpu/gpu.h"
-#include "math/math.h"
-#include "math/typed.h"
 #include "runtime/stages_internal.h"
 #include "runtime/steps.h"
-
-/* ct_stages.rreqs: a posted receive that has completed. */
-static char received_mark;
-#define RECEIVED ((void *)&received_mark)
 
 /* The stage of `layer` among n stages of boundaries first. */
 static int stage_in(const int *first, int n, int layer) {
@@ -33,12 +27,6 @@ static bool writes(const ct_net *net, int layer, int blob) {
   for (int t = 0; t < net->layers[layer]->ntop; t++)
     if (net->top_ids[layer][t] == blob) return true;
   return false;
-}
-
-/* A blob's values (or its diff) in bytes, in the type the net keeps it. */
-static size_t blob_bytes(const ct_stages *pl, int blob) {
-  const ct_tensor *t = pl->net->blobs[blob];
-  return ct_tensor_bytes(t, t->count);
 }
 
 /* ------------------------------------------------------------------ plan */
@@ -250,54 +238,9 @@ static void plan_stash(ct_stages *pl) {
       pl->stash[pl->nstash++] = (ct_stages_stashed){net->top_ids[i][t], i, 0};
   for (int k = 0; k < pl->nstash; k++) {
     pl->stash[k].offset = pl->stash_bytes;
-    pl->stash_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->stash[k].blob));
+    pl->stash_bytes += 4 * ct_stages_words(ct_stages_blob_bytes(pl, pl->stash[k].blob));
   }
   pl->stash_data = ct_mem_alloc(pl->device, pl->stash_bytes * (size_t)pl->ring);
-}
-
-/* Host memory for the send ring and the receive buffer: pinned on a GPU
- * (copies from and to the device go at full speed), zeroed (the words'
- * padding travels too). */
-static unsigned char *host_buffer(const ct_stages *pl, size_t bytes) {
-  if (pl->device != CT_DEVICE_CPU) return ct_mem_alloc_pinned(bytes);
-  unsigned char *p = ct_mem_alloc(CT_DEVICE_CPU, bytes);
-  memset(p, 0, bytes);
-  return p;
-}
-
-static void free_host_buffer(const ct_stages *pl, unsigned char *p) {
-  if (!p) return;
-  if (pl->device != CT_DEVICE_CPU) ct_mem_free_pinned(p);
-  else ct_mem_free(CT_DEVICE_CPU, p);
-}
-
-/* A receive lands in the blob itself on the CPU when the blob is whole
- * words; else in recvbuf first. */
-static bool lands_in_place(const ct_stages *pl, size_t bytes) {
-  return pl->device == CT_DEVICE_CPU && bytes % 4 == 0;
-}
-
-/* The send and receive buffers (see the struct) and the loss's keeper. */
-static void plan_sends(ct_stages *pl) {
-  pl->out_off = ct_xcalloc((size_t)pl->nout + 1, sizeof *pl->out_off);
-  pl->in_off = ct_xcalloc((size_t)pl->nin + 1, sizeof *pl->in_off);
-  for (int k = 0; k < pl->nout; k++) {
-    const size_t bytes = blob_bytes(pl, pl->out[k].blob);
-    pl->out_off[k] = pl->send_bytes;
-    pl->send_bytes += 4 * ct_stages_words(bytes);
-    if (pl->out[k].diff && !lands_in_place(pl, bytes) && bytes > pl->recv_bytes) pl->recv_bytes = bytes;
-  }
-  for (int k = 0; k < pl->nin; k++) {
-    const size_t bytes = blob_bytes(pl, pl->in[k].blob);
-    pl->in_off[k] = pl->send_bytes;
-    if (pl->in[k].diff) pl->send_bytes += 4 * ct_stages_words(bytes);
-    if (!lands_in_place(pl, bytes) && bytes > pl->recv_bytes) pl->recv_bytes = bytes;
-  }
-  pl->recv_bytes = 4 * ct_stages_words(pl->recv_bytes);
-  pl->sendbuf = host_buffer(pl, pl->send_bytes * (size_t)pl->ring);
-  if (pl->recv_bytes) pl->recvbuf = host_buffer(pl, pl->recv_bytes);
-  pl->reqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nout + pl->nin) + 1, sizeof *pl->reqs);
-  pl->loss_saved = ct_mem_alloc(pl->device, sizeof *pl->loss_saved);
 }
 
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
@@ -339,7 +282,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   }
   pl->ring = ring_size(pl);
   plan_stash(pl);
-  plan_sends(pl);
+  ct_stages_plan_buffers(pl);
   pl->output_stage = ct_xcalloc((size_t)net->noutputs + 1, sizeof *pl->output_stage);
   for (int k = 0; k < net->noutputs; k++) {
     const int blob = net->output_ids[k];
@@ -396,303 +339,13 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->stash);
   if (pl->stash_data) ct_mem_free(pl->device, pl->stash_data);
   free(pl->output_stage);
-  free(pl->out_off);
-  free(pl->in_off);
-  free_host_buffer(pl, pl->sendbuf);
-  free_host_buffer(pl, pl->recvbuf);
-  if (pl->loss_saved) ct_mem_free(pl->device, pl->loss_saved);
-  for (int i = 0; pl->reqs && i < pl->ring * (pl->nout + pl->nin); i++) free(pl->reqs[i]);
-  free(pl->reqs);
-  for (int i = 0; pl->rreqs && i < pl->ring * (pl->nin + pl->nout); i++)
-    if (pl->rreqs[i] != RECEIVED) free(pl->rreqs[i]);
-  free(pl->rreqs);
-  free(pl->rin_off);
-  free(pl->rout_off);
-  free_host_buffer(pl, pl->rring);
+  ct_stages_free_buffers(pl);
   free(pl->stats);
   free(pl);
 }
 
 int ct_stages_stage(const ct_stages *pl) { return pl->stage; }
 int ct_stages_count(const ct_stages *pl) { return pl->nstages; }
-
-/* ------------------------------------------------------------------ steps */
-
-/* A receive; the time it blocks in an iteration is idle time (the
- * bubble).  (Times count only inside iterations: from their first step,
- * t_begin, to their agreement.) */
-static ct_status timed_recv(ct_stages *pl, float *buf, size_t count, int peer, int tag,
-                            ct_error *err) {
-  const double t0 = ct_monotonic_s();
-  ct_status st = ct_comm_recv(pl->comm, buf, count, peer, tag, NULL, err);
-  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
-  return st;
-}
-
-/* The sends in flight move along (an MPI message larger than its eager
- * limit moves only while the sender is inside MPI); those done are
- * completed. */
-static ct_status progress_sends(ct_stages *pl, ct_error *err) {
-  for (int i = 0; i < pl->ring * (pl->nout + pl->nin); i++) {
-    if (!pl->reqs[i]) continue;
-    bool done = false;
-    ct_status st = ct_comm_send_test(pl->comm, pl->reqs[i], &done, err);
-    if (done) pl->reqs[i] = NULL;
-    CT_TRY(st);
-  }
-  /* and the receives posted ahead (a receiver pulls a large message only
-   * inside MPI too) */
-  for (int i = 0; pl->rreqs && i < pl->ring * (pl->nin + pl->nout); i++) {
-    if (!pl->rreqs[i] || pl->rreqs[i] == RECEIVED) continue;
-    bool done = false;
-    ct_status st = ct_comm_send_test(pl->comm, pl->rreqs[i], &done, err);
-    if (done) pl->rreqs[i] = RECEIVED;
-    CT_TRY(st);
-  }
-  return CT_OK;
-}
-
-/* Waits for the device's work (nothing on the CPU), moving the sends in
- * flight along meanwhile: a stage that waits for its GPU still feeds its
- * neighbours. */
-static ct_status wait_device(ct_stages *pl, ct_error *err) {
-  if (pl->device == CT_DEVICE_CPU) return CT_OK;
-  while (!ct_context_idle(pl->net->ctx)) CT_TRY(progress_sends(pl, err));
-  ct_gpu_note_host_wait();
-  return CT_OK;
-}
-
-/* Receives a blob's values or diff (bytes at dst, on the net's device). */
-static ct_status recv_into(ct_stages *pl, void *dst, size_t bytes, int peer, int tag, ct_error *err) {
-  if (lands_in_place(pl, bytes)) return timed_recv(pl, dst, bytes / 4, peer, tag, err);
-  CT_ASSERT(bytes <= pl->recv_bytes);
-  CT_TRY(timed_recv(pl, (float *)pl->recvbuf, ct_stages_words(bytes), peer, tag, err));
-  CT_TRY(wait_device(pl, err));
-  ct_mem_copy(pl->device, dst, CT_DEVICE_CPU, pl->recvbuf, bytes);
-  return CT_OK;
-}
-
-static ct_status step_recv(void *user, int k, ct_error *err) {
-  ct_stages *pl = user;
-  const int blob = pl->in[k].blob;
-  return recv_into(pl, pl->net->blobs[blob]->data, blob_bytes(pl, blob), pl->in[k].peer,
-                   ct_stages_data_tag(pl, blob), err);
-}
-
-static ct_status step_recv_diff(void *user, int k, ct_error *err) {
-  ct_stages *pl = user;
-  const int blob = pl->out[k].blob;
-  return recv_into(pl, pl->net->blobs[blob]->diff, blob_bytes(pl, blob), pl->out[k].peer,
-                   ct_stages_diff_tag(pl, blob), err);
-}
-
-/* ------------------------------------------------------- receives posted ahead */
-
-/* The receive ring's layout (see the struct); made when the training
- * program is built. */
-static void plan_posted(ct_stages *pl) {
-  pl->rin_off = ct_xcalloc((size_t)pl->nin + 1, sizeof *pl->rin_off);
-  pl->rout_off = ct_xcalloc((size_t)pl->nout + 1, sizeof *pl->rout_off);
-  for (int k = 0; k < pl->nin; k++) {
-    pl->rin_off[k] = pl->rslot_bytes;
-    pl->rslot_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->in[k].blob));
-  }
-  for (int k = 0; k < pl->nout; k++) {
-    pl->rout_off[k] = pl->rslot_bytes;
-    if (pl->out[k].diff) pl->rslot_bytes += 4 * ct_stages_words(blob_bytes(pl, pl->out[k].blob));
-  }
-  if (pl->rslot_bytes) pl->rring = host_buffer(pl, pl->rslot_bytes * (size_t)pl->ring);
-  pl->rreqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nin + pl->nout) + 1, sizeof *pl->rreqs);
-  pl->posted = true;
-}
-
-/* Where micro-batch m's input k (or, diff, output k's diff) arrives: its
- * request slot, buffer, bytes, peer and tag. */
-typedef struct {
-  void **req;
-  unsigned char *buf;
-  size_t bytes;
-  int peer, tag, blob;
-} arrival;
-
-static arrival arrival_of(const ct_stages *pl, int m, int k, bool diff) {
-  const int slot = m % pl->ring;
-  const ct_stages_crossing *c = diff ? &pl->out[k] : &pl->in[k];
-  arrival a = {.req = &pl->rreqs[slot * (pl->nin + pl->nout) + (diff ? pl->nin + k : k)],
-               .buf = pl->rring + (size_t)slot * pl->rslot_bytes + (diff ? pl->rout_off[k] : pl->rin_off[k]),
-               .bytes = blob_bytes(pl, c->blob),
-               .peer = c->peer,
-               .tag = diff ? ct_stages_diff_tag(pl, c->blob) : ct_stages_data_tag(pl, c->blob),
-               .blob = c->blob};
-  return a;
-}
-
-static ct_status post(ct_stages *pl, int m, int k, bool diff, ct_error *err) {
-  const arrival a = arrival_of(pl, m, k, diff);
-  CT_ASSERT(!*a.req);
-  return ct_comm_irecv(pl->comm, (float *)a.buf, ct_stages_words(a.bytes), a.peer, a.tag, a.req, err);
-}
-
-/* The iteration's first receives: micro-batches 0 .. R - 1. */
-static ct_status step_post(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  for (int m = 0; m < pl->ring && m < pl->micro; m++) {
-    for (int k = 0; k < pl->nin; k++) CT_TRY(post(pl, m, k, false, err));
-    for (int k = 0; k < pl->nout; k++)
-      if (pl->out[k].diff) CT_TRY(post(pl, m, k, true, err));
-  }
-  return CT_OK;
-}
-
-/* Takes micro-batch m's posted receive into the blob (its values, or its
- * diff), then posts the receive of m + R when the iteration has one. */
-static ct_status take(ct_stages *pl, int m, int k, bool diff, ct_error *err) {
-  const arrival a = arrival_of(pl, m, k, diff);
-  CT_ASSERT(*a.req);
-  if (*a.req != RECEIVED) {
-    const double t0 = ct_monotonic_s();
-    ct_status st = ct_comm_send_wait(pl->comm, *a.req, err);
-    if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
-    *a.req = NULL;
-    CT_TRY(st);
-  }
-  *a.req = NULL;
-  CT_TRY(wait_device(pl, err));
-  const ct_tensor *t = pl->net->blobs[a.blob];
-  ct_mem_copy(pl->device, diff ? t->diff : t->data, CT_DEVICE_CPU, a.buf, a.bytes);
-  return m + pl->ring < pl->micro ? post(pl, m + pl->ring, k, diff, err) : CT_OK;
-}
-
-/* arg: micro-batch * nin + input k */
-static ct_status step_take(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  return take(pl, arg / pl->nin, arg % pl->nin, false, err);
-}
-
-/* arg: micro-batch * nout + output k */
-static ct_status step_take_diff(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  return take(pl, arg / pl->nout, arg % pl->nout, true, err);
-}
-
-/* Completes the send in flight from ring slot request *req, if any. */
-static ct_status complete(ct_stages *pl, void **req, ct_error *err) {
-  if (!*req) return CT_OK;
-  const double t0 = ct_monotonic_s();
-  ct_status st = ct_comm_send_wait(pl->comm, *req, err);
-  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
-  *req = NULL;
-  return st;
-}
-
-/* Sends the bytes at src (on the net's device) to peer from ring slot
- * `slot` at offset off, the slot's request being *req. */
-static ct_status ring_send(ct_stages *pl, const void *src, size_t bytes, int slot, size_t off,
-                           int peer, int tag, void **req, ct_error *err) {
-  CT_TRY(complete(pl, req, err));
-  unsigned char *buf = pl->sendbuf + (size_t)slot * pl->send_bytes + off;
-  CT_TRY(wait_device(pl, err));
-  ct_mem_copy(CT_DEVICE_CPU, buf, pl->device, src, bytes);
-  return ct_comm_isend(pl->comm, (const float *)buf, ct_stages_words(bytes), peer, tag, req, err);
-}
-
-/* arg: micro-batch * nout + output k */
-static ct_status step_send(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  const int m = arg / pl->nout, k = arg % pl->nout, slot = m % pl->ring, blob = pl->out[k].blob;
-  return ring_send(pl, pl->net->blobs[blob]->data, blob_bytes(pl, blob), slot, pl->out_off[k],
-                   pl->out[k].peer, ct_stages_data_tag(pl, blob), &pl->reqs[slot * pl->nout + k], err);
-}
-
-/* arg: micro-batch * nin + input k */
-static ct_status step_send_diff(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  const int m = arg / pl->nin, k = arg % pl->nin, slot = m % pl->ring, blob = pl->in[k].blob;
-  void **req = &pl->reqs[pl->ring * pl->nout + slot * pl->nin + k];
-  return ring_send(pl, pl->net->blobs[blob]->diff, blob_bytes(pl, blob), slot, pl->in_off[k],
-                   pl->in[k].peer, ct_stages_diff_tag(pl, blob), req, err);
-}
-
-/* The iteration's sends complete (their slots are written again next time). */
-static ct_status step_send_join(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  ct_status st = CT_OK;
-  for (int i = 0; i < pl->ring * (pl->nout + pl->nin); i++) {
-    if (st == CT_OK) {
-      st = complete(pl, &pl->reqs[i], err);
-    } else {
-      free(pl->reqs[i]);
-      pl->reqs[i] = NULL;
-    }
-  }
-  return st;
-}
-
-/* A stashed blob's place in ring slot `slot`. */
-static unsigned char *stash_at(const ct_stages *pl, int slot, const ct_stages_stashed *s) {
-  CT_ASSERT(s->offset + blob_bytes(pl, s->blob) <= pl->stash_bytes);
-  return pl->stash_data + (size_t)slot * pl->stash_bytes + s->offset;
-}
-
-/* arg: micro-batch * nstash + the stashed blob */
-static ct_status step_stash(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  const ct_stages_stashed *s = &pl->stash[arg % pl->nstash];
-  const ct_tensor *t = pl->net->blobs[s->blob];
-  ct_dev_convert(pl->net->ctx, t->count, t->dtype, t->data, t->dtype,
-                 stash_at(pl, (arg / pl->nstash) % pl->ring, s));
-  return CT_OK;
-}
-
-/* arg: the micro-batch */
-static ct_status step_restore(void *user, int m, ct_error *err) {
-  ct_stages *pl = user;
-  for (int k = 0; k < pl->nstash; k++) {
-    const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
-    ct_dev_convert(pl->net->ctx, t->count, t->dtype, stash_at(pl, m % pl->ring, &pl->stash[k]),
-                   t->dtype, t->data);
-  }
-  return CT_OK;
-}
-
-/* The loss sum (net.h: loss_host on the CPU, loss_dev on a GPU). */
-static double *loss_sum(const ct_stages *pl) {
-  return pl->device == CT_DEVICE_CPU ? &pl->net->loss_host : pl->net->loss_dev;
-}
-
-/* A recomputed forward adds its loss again: the sum is kept before it
- * (arg 0) and put back after it (arg 1), on the device. */
-static ct_status step_keep_loss(void *user, int back, ct_error *err) {
-  ct_stages *pl = user;
-  const size_t words = sizeof(double) / sizeof(float);
-  if (back) ct_dev_copy(pl->net->ctx, words, (const float *)pl->loss_saved, (float *)loss_sum(pl));
-  else ct_dev_copy(pl->net->ctx, words, (const float *)loss_sum(pl), (float *)pl->loss_saved);
-  return CT_OK;
-}
-
-/* Timing marks: the iteration's start, and the start and end of each
- * forward (arg 0) or backward (arg 1). */
-static ct_status step_iteration_begin(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  pl->t_begin = ct_monotonic_s();
-  return CT_OK;
-}
-
-/* On a GPU the marks wait for the device's work, so that the times are
- * the device's (the boundary's copies wait for it anyway). */
-static ct_status step_mark(void *user, int arg, ct_error *err) {
-  ct_stages *pl = user;
-  CT_TRY(wait_device(pl, err));
-  pl->t_mark = ct_monotonic_s();
-  return CT_OK;
-}
-
-static ct_status step_mark_end(void *user, int backward, ct_error *err) {
-  ct_stages *pl = user;
-  CT_TRY(wait_device(pl, err));
-  if (pl->t_begin > 0) *(backward ? &pl->backward : &pl->forward) += ct_monotonic_s() - pl->t_mark;
-  return CT_OK;
-}
 
 typedef struct {
   ct_stages *pl;
@@ -711,8 +364,8 @@ static void stash_tops(void *user, ct_program *p, int layer) {
   ct_stages *pl = sp->pl;
   for (int k = pl->nin; k < pl->nstash; k++)
     if (pl->stash[k].layer == layer)
-      add(p, pl, step_stash, sp->micro * pl->nstash + k, pl->net->blobs[pl->stash[k].blob]->name,
-          CT_STEP_STASH, blob_bytes(pl, pl->stash[k].blob));
+      add(p, pl, ct_stages_step_stash, sp->micro * pl->nstash + k, pl->net->blobs[pl->stash[k].blob]->name,
+          CT_STEP_STASH, ct_stages_blob_bytes(pl, pl->stash[k].blob));
 }
 
 /* One micro-batch's forward: receive, (stash,) compute, send, its loss. */
@@ -721,18 +374,18 @@ static void add_forward(ct_stages *pl, ct_program *p, int m, bool stash,
   ct_net *net = pl->net;
   for (int k = 0; k < pl->nin; k++) {
     const char *name = net->blobs[pl->in[k].blob]->name;
-    if (pl->posted) add(p, pl, step_take, m * pl->nin + k, name, CT_STEP_RECV, blob_bytes(pl, pl->in[k].blob));
-    else add(p, pl, step_recv, k, name, CT_STEP_RECV, blob_bytes(pl, pl->in[k].blob));
-    if (stash) add(p, pl, step_stash, m * pl->nstash + k, name, CT_STEP_STASH, blob_bytes(pl, pl->in[k].blob));
+    if (pl->posted) add(p, pl, ct_stages_step_take, m * pl->nin + k, name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->in[k].blob));
+    else add(p, pl, ct_stages_step_recv, k, name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->in[k].blob));
+    if (stash) add(p, pl, ct_stages_step_stash, m * pl->nstash + k, name, CT_STEP_STASH, ct_stages_blob_bytes(pl, pl->in[k].blob));
   }
   stash_placer sp = {pl, m};
-  add(p, pl, step_mark, 0, "forward begins", CT_STEP_MARK, 0);
+  add(p, pl, ct_stages_step_mark, 0, "forward begins", CT_STEP_MARK, 0);
   ct_steps_forward_range(p, net, pl->first[pl->stage], pl->first[pl->stage + 1], false,
                          stash ? stash_tops : NULL, &sp);
-  add(p, pl, step_mark_end, 0, "forward ends", CT_STEP_MARK, 0);
+  add(p, pl, ct_stages_step_mark_end, 0, "forward ends", CT_STEP_MARK, 0);
   for (int k = 0; k < pl->nout; k++)
-    add(p, pl, step_send, m * pl->nout + k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
-        blob_bytes(pl, pl->out[k].blob));
+    add(p, pl, ct_stages_step_send, m * pl->nout + k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
+        ct_stages_blob_bytes(pl, pl->out[k].blob));
   if (pass_loss) ct_program_add(p, *pass_loss);
 }
 
@@ -750,26 +403,26 @@ static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const l
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
   if (*live != m) {
     CT_ASSERT(pl->stash_data);
-    add(p, pl, step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_bytes);
-    add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
-    add(p, pl, step_keep_loss, 0, "loss kept", CT_STEP_LOSS, 0);
+    add(p, pl, ct_stages_step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_bytes);
+    add(p, pl, ct_stages_step_mark, 1, "backward begins", CT_STEP_MARK, 0);
+    add(p, pl, ct_stages_step_keep_loss, 0, "loss kept", CT_STEP_LOSS, 0);
     ct_steps_forward_range(p, net, lo, hi, true, NULL, NULL);
-    add(p, pl, step_keep_loss, 1, "recomputed loss dropped", CT_STEP_LOSS, 0);
-    add(p, pl, step_mark_end, 1, "recomputation ends", CT_STEP_MARK, 0);
+    add(p, pl, ct_stages_step_keep_loss, 1, "recomputed loss dropped", CT_STEP_LOSS, 0);
+    add(p, pl, ct_stages_step_mark_end, 1, "recomputation ends", CT_STEP_MARK, 0);
     *live = m;
   }
   for (int k = 0; k < pl->nout; k++)
     if (pl->out[k].diff)
-      add(p, pl, pl->posted ? step_take_diff : step_recv_diff, pl->posted ? m * pl->nout + k : k,
-          net->blobs[pl->out[k].blob]->name, CT_STEP_RECV, blob_bytes(pl, pl->out[k].blob));
-  add(p, pl, step_mark, 1, "backward begins", CT_STEP_MARK, 0);
+      add(p, pl, pl->posted ? ct_stages_step_take_diff : ct_stages_step_recv_diff, pl->posted ? m * pl->nout + k : k,
+          net->blobs[pl->out[k].blob]->name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->out[k].blob));
+  add(p, pl, ct_stages_step_mark, 1, "backward begins", CT_STEP_MARK, 0);
   if (last && last->begin) ct_program_add(p, *last->begin);
   ct_steps_backward_range(p, net, lo, hi, last ? last->after : NULL, last ? last->user : NULL);
-  add(p, pl, step_mark_end, 1, "backward ends", CT_STEP_MARK, 0);
+  add(p, pl, ct_stages_step_mark_end, 1, "backward ends", CT_STEP_MARK, 0);
   for (int k = 0; k < pl->nin; k++)
     if (pl->in[k].diff)
-      add(p, pl, step_send_diff, m * pl->nin + k, net->blobs[pl->in[k].blob]->name, CT_STEP_SEND,
-          blob_bytes(pl, pl->in[k].blob));
+      add(p, pl, ct_stages_step_send_diff, m * pl->nin + k, net->blobs[pl->in[k].blob]->name, CT_STEP_SEND,
+          ct_stages_blob_bytes(pl, pl->in[k].blob));
 }
 
 void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss,
@@ -780,9 +433,9 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   /* the training program posts its receives ahead (the forward-only one
    * receives as it goes: it shares the blobs, not the ring) */
   if (!pl->posted && ct_comm_has_irecv(pl->comm) && ct_setting_bool("CORTADO_PIPELINE_POST_RECEIVES"))
-    plan_posted(pl);
-  add(p, pl, step_iteration_begin, 0, "iteration begins", CT_STEP_MARK, 0);
-  if (pl->posted) add(p, pl, step_post, 0, "receives posted", CT_STEP_RECV, 0);
+    ct_stages_plan_posted(pl);
+  add(p, pl, ct_stages_step_iteration_begin, 0, "iteration begins", CT_STEP_MARK, 0);
+  if (pl->posted) add(p, pl, ct_stages_step_post, 0, "receives posted", CT_STEP_RECV, 0);
   /* GPipe: every forward first.  1F1B: stage s runs P - s - 1 forwards
    * ahead, then one forward and one backward in turn, then the rest of the
    * backwards.  Backwards run in micro-batch order either way. */
@@ -802,7 +455,7 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   }
   for (; next_b < pl->micro; next_b++)
     add_backward(pl, p, next_b, &live, next_b == pl->micro - 1 ? &last : NULL);
-  add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
+  add(p, pl, ct_stages_step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }
 
 void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
@@ -810,5 +463,5 @@ void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
   pl->posted = false;
   add_forward(pl, p, 0, false, NULL);
   pl->posted = posted;
-  add(p, pl, step_send_join, 0, "send join", CT_STEP_SEND, 0);
+  add(p, pl, ct_stages_step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }

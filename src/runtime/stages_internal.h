@@ -77,6 +77,41 @@ struct ct_stages {
   double *stats;        /* (nstages * CT_STAGES_NSTATS) every stage's, as last agreed */
 };
 
+/* A blob's values (or its diff) in bytes, in the type the net keeps it. */
+static inline size_t ct_stages_blob_bytes(const ct_stages *pl, int blob) {
+  const ct_tensor *t = pl->net->blobs[blob];
+  return ct_tensor_bytes(t, t->count);
+}
+
+/* stages_steps.c: the send and receive buffers, made once the plan has
+ * the crossings and the ring (ct_stages_create), and freed; the receive
+ * ring of the receives posted ahead (ct_stages_build, where the
+ * communicator has them). */
+void ct_stages_plan_buffers(ct_stages *pl);
+void ct_stages_plan_posted(ct_stages *pl);
+void ct_stages_free_buffers(ct_stages *pl);
+
+/* stages_steps.c: the program's steps (ct_program_fn; user: the stages).
+ * Their arg: recv, recv_diff: input (output) k; take, take_diff: micro-batch
+ * x nin (nout) + k; send, send_diff: micro-batch x nout (nin) + k; stash:
+ * micro-batch x nstash + the stashed blob; restore: the micro-batch;
+ * keep_loss: 0 keeps the loss sum, 1 puts it back; mark_end: 1 for a
+ * backward. */
+ct_status ct_stages_step_recv(void *user, int k, ct_error *err);
+ct_status ct_stages_step_recv_diff(void *user, int k, ct_error *err);
+ct_status ct_stages_step_post(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_take(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_take_diff(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_send(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_send_diff(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_send_join(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_stash(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_restore(void *user, int m, ct_error *err);
+ct_status ct_stages_step_keep_loss(void *user, int back, ct_error *err);
+ct_status ct_stages_step_iteration_begin(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_mark(void *user, int arg, ct_error *err);
+ct_status ct_stages_step_mark_end(void *user, int backward, ct_error *err);
+
 /* Message tags on the stages' communicator: a blob's values travel with
  * its index, its diff with nblobs more; then the snapshot's parts. */
 static inline int ct_stages_data_tag(const ct_stages *pl, int blob) { return blob; }
