@@ -24,6 +24,18 @@
 #define DPF_DIM 8     /* features per record */
 #define DPF_CLASSES 3
 
+/* Puts record i (key "%08d") of c x h x w floats x and label into db. */
+static inline void dpf_put_record(ct_db *db, int i, const float *x, int c, int h, int w, int label) {
+  ct_error err;
+  uint8_t *buf;
+  size_t len;
+  assert_int_equal(ct_datum_encode_float(x, c, h, w, label, &buf, &len, &err), CT_OK);
+  char key[16];
+  snprintf(key, sizeof key, "%08d", i);
+  if (ct_db_put(db, key, strlen(key), buf, len, &err) != CT_OK) fail_msg("%s", err.msg);
+  free(buf);
+}
+
 /* Writes an LMDB of n float records (1 x 1 x DPF_DIM) at path with labels
  * i % DPF_CLASSES and features that depend on the label; record bad_at
  * (when >= 0) has the label 7, out of range for the loss. */
@@ -37,13 +49,7 @@ static inline void dpf_write_lmdb(const char *path, int n, int bad_at) {
     tu_fill_uniform(x, DPF_DIM, -1.0f, 1.0f, 1000u + (uint64_t)i);
     x[label] += 1.5f;
     if (i == bad_at) label = 7;
-    uint8_t *buf;
-    size_t len;
-    assert_int_equal(ct_datum_encode_float(x, 1, 1, DPF_DIM, label, &buf, &len, &err), CT_OK);
-    char key[16];
-    snprintf(key, sizeof key, "%08d", i);
-    if (ct_db_put(db, key, strlen(key), buf, len, &err) != CT_OK) fail_msg("%s", err.msg);
-    free(buf);
+    dpf_put_record(db, i, x, 1, 1, DPF_DIM, label);
   }
   if (ct_db_commit(db, &err) != CT_OK) fail_msg("%s", err.msg);
   ct_db_close(db);
@@ -148,6 +154,21 @@ static inline int dpf_mpirun(int ranks, const char *solver, const char *flags, c
            asan ? asan : "", asan && *asan ? ":" : "", tu_src("tests/data/lsan_mpi.supp"), ranks,
            tu_cortado_bin(), solver, flags ? flags : "");
   return tu_run(cmd, out);
+}
+
+/* max |a - b| over two caffemodels' parameters (the same layout). */
+static inline double dpf_max_abs_diff(const char *a, const char *b) {
+  dpf_params pa = dpf_read_caffemodel(a), pb = dpf_read_caffemodel(b);
+  assert_int_equal(pa.n, pb.n);
+  assert_true(pa.n > 0);
+  double m = 0;
+  for (size_t k = 0; k < pa.n; k++) {
+    const double d = (double)pa.v[k] - (double)pb.v[k];
+    if ((d < 0 ? -d : d) > m) m = d < 0 ? -d : d;
+  }
+  free(pa.v);
+  free(pb.v);
+  return m;
 }
 
 /* How many files in dir have `part` in their names (e.g. ".caffemodel"). */

@@ -11,7 +11,6 @@
  * cuDNN algorithms (CORTADO_CUDNN_ALGOS) and deterministic ones.  Stage 0
  * logs each stage's GPU memory; `cortado time --pipeline` runs on the GPU;
  * replicas of GPU stages and loss scaling are refused with their reasons. */
-#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -36,13 +35,7 @@ static void write_images(const char *path) {
     for (int y = 0; y < SIDE / 2; y++)
       for (int c = 0; c < SIDE / 2; c++)
         x[(y + (label / 2) * SIDE / 2) * SIDE + c + (label % 2) * SIDE / 2] += 1.0f;
-    uint8_t *buf;
-    size_t len;
-    assert_int_equal(ct_datum_encode_float(x, 1, SIDE, SIDE, label, &buf, &len, &err), CT_OK);
-    char key[16];
-    snprintf(key, sizeof key, "%08d", i);
-    if (ct_db_put(db, key, strlen(key), buf, len, &err) != CT_OK) fail_msg("%s", err.msg);
-    free(buf);
+    dpf_put_record(db, i, x, 1, SIDE, SIDE, label);
   }
   if (ct_db_commit(db, &err) != CT_OK) fail_msg("%s", err.msg);
   ct_db_close(db);
@@ -92,17 +85,6 @@ static void write_run(const char *dir, const char *lmdb, int b, const char *extr
   write_net(dir, lmdb, b, extra, false);
 }
 
-static double max_abs_diff(const char *a, const char *b) {
-  dpf_params pa = dpf_read_caffemodel(a), pb = dpf_read_caffemodel(b);
-  assert_int_equal(pa.n, pb.n);
-  assert_true(pa.n > 0);
-  double m = 0;
-  for (size_t i = 0; i < pa.n; i++) m = fmax(m, fabs((double)pa.v[i] - (double)pb.v[i]));
-  free(pa.v);
-  free(pb.v);
-  return m;
-}
-
 /* Every run of one check takes the first run's cuDNN algorithms and
  * deterministic ones, and no timed choice of Cortado's own kernels. */
 static void same_kernels(const char *base) {
@@ -150,7 +132,7 @@ static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, 
   char a[4400], c[4400];
   snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", pipe);
   snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", one);
-  const double d = max_abs_diff(a, c);
+  const double d = dpf_max_abs_diff(a, c);
   printf("%s: %d GPU stages x %d micro-batches of %d (%s%s%s): max |diff| %.3g vs one GPU with "
          "iter_size %d\n",
          name, stages, m, b, schedule, *flags ? ", " : "", flags, d, m);
@@ -182,14 +164,20 @@ static void test_bfloat16_stages(void **state) {
   check_gpu_stages("gpu_pipe_p3_bf16", 3, "conv1,pool1", 3, 2, "1f1b", "--precision=bf16");
 }
 
-/* `mpirun -np 2 cortado time --pipeline --gpu=0`: GPU stages timed. */
-static void test_time(void **state) {
-  const char *base = tu_tmpdir("gpu_pipe_time");
-  char lmdb[4200], dir[4300], cmd[12000];
+/* tu_tmpdir(name)/run of batch b over tu_tmpdir(name)/db; dir gets it. */
+static void one_run(const char *name, int b, char *dir, size_t size) {
+  const char *base = tu_tmpdir(name);
+  char lmdb[4200];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
   write_images(lmdb);
-  snprintf(dir, sizeof dir, "%s/run", base);
-  write_run(dir, lmdb, 8, NULL);
+  snprintf(dir, size, "%s/run", base);
+  write_run(dir, lmdb, b, NULL);
+}
+
+/* `mpirun -np 2 cortado time --pipeline --gpu=0`: GPU stages timed. */
+static void test_time(void **state) {
+  char dir[4300], cmd[12000];
+  one_run("gpu_pipe_time", 8, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
            "mpirun -np 2 --oversubscribe --bind-to none %s time --model=%s/net.prototxt --gpu=0 "
            "--pipeline=pool1 --microbatches=4 --iterations=5 2>&1",
@@ -205,12 +193,8 @@ static void test_time(void **state) {
 
 /* What is not written is refused before training, with why. */
 static void test_refusals(void **state) {
-  const char *base = tu_tmpdir("gpu_pipe_refused");
-  char lmdb[4200], dir[4300], solver[4400];
-  snprintf(lmdb, sizeof lmdb, "%s/db", base);
-  write_images(lmdb);
-  snprintf(dir, sizeof dir, "%s/run", base);
-  write_run(dir, lmdb, 4, NULL);
+  char dir[4300], solver[4400];
+  one_run("gpu_pipe_refused", 4, dir, sizeof dir);
   snprintf(solver, sizeof solver, "%s/solver.prototxt", dir);
   char *out = NULL;
   int rc = dpf_mpirun(4, solver, "--gpu=0 --pipeline=pool1", &out);

@@ -13,7 +13,6 @@
  * the weights of 2 data-parallel workers bit for bit, and within 1e-6 of
  * one process with the same global batch.  Stage 0 writes the snapshots, whole (every stage's
  * parameters): the same bytes as the single process's .caffemodel. */
-#include <math.h>
 #include <sys/stat.h>
 
 #include "core/cpu.h"
@@ -29,18 +28,6 @@ static int run_single(const char *solver, const char *flags, char **out) {
   char cmd[9000];
   snprintf(cmd, sizeof cmd, "%s train --solver=%s %s 2>&1", tu_cortado_bin(), solver, flags);
   return tu_run(cmd, out);
-}
-
-/* max |a - b| over two caffemodels' parameters (the same layout). */
-static double max_abs_diff(const char *a, const char *b) {
-  dpf_params pa = dpf_read_caffemodel(a), pb = dpf_read_caffemodel(b);
-  assert_int_equal(pa.n, pb.n);
-  assert_true(pa.n > 0);
-  double m = 0;
-  for (size_t i = 0; i < pa.n; i++) m = fmax(m, fabs((double)pa.v[i] - (double)pb.v[i]));
-  free(pa.v);
-  free(pb.v);
-  return m;
 }
 
 static void must_run(int rc, char *out, const char *what) {
@@ -133,9 +120,9 @@ static char *check_stages_run(const char *name, int stages, const char *cuts, in
   free(out);
   snprintf(path[0], sizeof path[0], "%s/pipe/snap_iter_6.caffemodel", base);
   snprintf(path[1], sizeof path[1], "%s/acc/snap_iter_6.caffemodel", base);
-  const double exact = max_abs_diff(path[0], path[1]);
+  const double exact = dpf_max_abs_diff(path[0], path[1]);
   snprintf(path[1], sizeof path[1], "%s/big/snap_iter_6.caffemodel", base);
-  const double near = max_abs_diff(path[0], path[1]);
+  const double near = dpf_max_abs_diff(path[0], path[1]);
   printf("%s: %d stages x %d micro-batches of %d: max |diff| %.3g vs iter_size %d, %.3g vs batch %d\n",
          name, stages, m, b, exact, m, near, m * b);
   assert_true(exact == 0.0);
@@ -291,7 +278,7 @@ static void test_resume(void **state) {
   free(out);
   snprintf(a, sizeof a, "%s/straight/snap_iter_6.caffemodel", base);
   snprintf(c, sizeof c, "%s/split/snap_iter_6.caffemodel", base);
-  assert_true(max_abs_diff(a, c) == 0.0);
+  assert_true(dpf_max_abs_diff(a, c) == 0.0);
 }
 
 /* The stages from the net's pipeline_stage fields (ip2 starts stage 1)
@@ -321,7 +308,7 @@ static void test_stages_from_prototxt(void **state) {
   free(out);
   snprintf(a, sizeof a, "%s/flag/snap_iter_6.caffemodel", base);
   snprintf(c, sizeof c, "%s/field/snap_iter_6.caffemodel", base);
-  assert_true(max_abs_diff(a, c) == 0.0);
+  assert_true(dpf_max_abs_diff(a, c) == 0.0);
 }
 
 /* D x P: mpirun -np 4 with 2 stages makes 2 replicas of them; each
@@ -348,7 +335,7 @@ static void test_data_x_pipeline(void **state) {
   snprintf(path[0], sizeof path[0], "%s/dxp/snap_iter_6.caffemodel", base);
   snprintf(path[1], sizeof path[1], "%s/dp/snap_iter_6.caffemodel", base);
   snprintf(path[2], sizeof path[2], "%s/one/snap_iter_6.caffemodel", base);
-  const double exact = max_abs_diff(path[0], path[1]), near = max_abs_diff(path[0], path[2]);
+  const double exact = dpf_max_abs_diff(path[0], path[1]), near = dpf_max_abs_diff(path[0], path[2]);
   printf("D x P: max |diff| %.3g vs 2 data-parallel workers, %.3g vs one process of batch 6\n", exact,
          near);
   assert_true(exact == 0.0);
