@@ -36,14 +36,10 @@ typedef struct {
   ct_strmap kept;  /* a part (net.h): names of the blobs its layers read or write (-> 1) */
 } builder;
 
-static bool in_part(const ct_net *net, int layer) {
-  return layer >= net->part_first && layer < net->part_end;
-}
-
 /* Whether blob `name` gets storage (a name of NULL: an automatic top of
  * layer `layer`). */
 static bool blob_kept(const builder *b, const char *name, int layer) {
-  if (!name) return in_part(b->net, layer);
+  if (!name) return ct_net_in_part(b->net, layer);
   return ct_strmap_get(&b->kept, name) >= 0;
 }
 
@@ -444,17 +440,18 @@ ct_status ct_net_init(ct_net **out, const Caffe__NetParameter *param, const ct_n
       NET_LOG(&b, "Top shape: %s", shape_str(t, sb, sizeof sb));
       if (net->layers[i]->loss_weight[j] != 0.0f)
         NET_LOG(&b, "    with loss weight %g", (double)net->layers[i]->loss_weight[j]);
-      if (!in_part(net, i)) st = keep_top(t, err);
+      if (!ct_net_in_part(net, i)) st = keep_top(t, err);
       if (!t->no_storage) memory += t->count;
     }
     if (st != CT_OK) break;
     set_loss_diffs(net, i);
-    if (!in_part(net, i)) ct_layer_release(net->layers[i]);
+    if (!ct_net_in_part(net, i)) ct_layer_release(net->layers[i]);
     /* at once, so that the absorbed layer's scratch is never all held;
      * never across the part's edges */
-    if (fuse && in_part(net, i) && in_part(net, i - 1)) st = ct_net_fuse_layer(net, i, opts->quiet, err);
+    if (fuse && ct_net_in_part(net, i) && ct_net_in_part(net, i - 1))
+      st = ct_net_fuse_layer(net, i, opts->quiet, err);
     /* only with planned diffs: callers that read blobs keep every blob's values */
-    if (st == CT_OK && fuse && b.plan && in_part(net, i)) st = ct_net_fuse_sum(net, i, opts->quiet, err);
+    if (st == CT_OK && fuse && b.plan && ct_net_in_part(net, i)) st = ct_net_fuse_sum(net, i, opts->quiet, err);
     if (st != CT_OK) break;
     const size_t held_after = held_bytes(ctx), tops = new_top_bytes(net, i);
     net->layers[i]->state_bytes = held_after > held_before + tops ? held_after - held_before - tops : 0;

@@ -202,6 +202,11 @@ typedef struct ct_net {
   ct_strmap layer_index;       /* layer name -> index of the first layer of that name */
 } ct_net;
 
+/* Whether layer `layer` is the process's own (within part_first .. part_end). */
+static inline bool ct_net_in_part(const ct_net *net, int layer) {
+  return layer >= net->part_first && layer < net->part_end;
+}
+
 /* A part of a net (ct_net_opts.part): fn(user, built, &first, &end, err)
  * gets the NetParameter as it is built (filtered, Casts and Splits
  * inserted) and sets the layers [first, end) this process holds, or fails

@@ -388,10 +388,6 @@ static void find_diff_lifetimes(const ct_net *net, ct_blob_plan *plan) {
 
 /* ------------------------------------------------------------ value groups */
 
-static bool values_planned(const ct_net *net) { return net->plan_values; }
-
-static bool in_part(const ct_net *net, int li) { return li >= net->part_first && li < net->part_end; }
-
 static void vtouch(ct_blob_plan *plan, int blob, int step) {
   const int g = plan->blob_vgroup[blob];
   if (g < 0) return;
@@ -436,7 +432,7 @@ static void touch_backward_reads(const ct_net *net, ct_blob_plan *plan, int li) 
 static void make_value_groups(const ct_net *net, ct_blob_plan *plan) {
   const int nb = net->nblobs;
   for (int b = 0; b < nb; b++) plan->blob_vgroup[b] = -1;
-  if (!values_planned(net)) return;
+  if (!net->plan_values) return;
   int *group_of_owner = ct_xcalloc((size_t)nb + 1, sizeof(int));
   for (int b = 0; b < nb; b++) group_of_owner[b] = -1;
   plan->vgroups = ct_xcalloc((size_t)nb + 1, sizeof *plan->vgroups);
@@ -463,7 +459,7 @@ static void make_value_groups(const ct_net *net, ct_blob_plan *plan) {
       if (top_keeps_values(l, j)) keep[net->top_ids[li][j]] = true;
     /* a pipeline stage's part: what a layer of another stage names crosses
      * a cut (received, sent, stashed between micro-batches) */
-    if (in_part(net, li)) continue;
+    if (ct_net_in_part(net, li)) continue;
     for (int j = 0; j < l->nbottom; j++) keep[net->bottom_ids[li][j]] = true;
     for (int j = 0; j < l->ntop; j++) keep[net->top_ids[li][j]] = true;
   }

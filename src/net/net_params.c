@@ -156,7 +156,7 @@ ct_status ct_net_params_build(ct_net *net, bool quiet, ct_error *err) {
   int nkept = 0;
   for (int q = 0; q < net->nparams; q++) {
     const int li = net->params[q].layer;
-    if (li >= net->part_first && li < net->part_end) {
+    if (ct_net_in_part(net, li)) {
       kept_as[q] = nkept;
       net->params[nkept++] = net->params[q];
     } else {

@@ -284,6 +284,7 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   plan_stash(pl);
   ct_stages_plan_buffers(pl);
   pl->output_stage = ct_xcalloc((size_t)net->noutputs + 1, sizeof *pl->output_stage);
+  size_t widest = 0;
   for (int k = 0; k < net->noutputs; k++) {
     const int blob = net->output_ids[k];
     for (int j = net->nlayers - 1; j >= 0; j--)
@@ -292,7 +293,10 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
         break;
       }
     pl->output_count += net->blobs[blob]->count;
+    const size_t bytes = ct_stages_blob_bytes(pl, blob);
+    if (bytes > widest) widest = bytes;
   }
+  pl->output_host = ct_xcalloc(widest + 1, 1);
   pl->stats = ct_xcalloc((size_t)pl->nstages * CT_STAGES_NSTATS, sizeof *pl->stats);
   pl->hist_total = -1; /* counted at the first need (ct_stages_history_span) */
   /* the peaks of training, not of the build */
@@ -339,6 +343,7 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->stash);
   if (pl->stash_data) ct_mem_free(pl->device, pl->stash_data);
   free(pl->output_stage);
+  free(pl->output_host);
   ct_stages_free_buffers(pl);
   free(pl->stats);
   free(pl);
@@ -368,13 +373,14 @@ static void stash_tops(void *user, ct_program *p, int layer) {
           CT_STEP_STASH, ct_stages_blob_bytes(pl, pl->stash[k].blob));
 }
 
-/* One micro-batch's forward: receive, (stash,) compute, send, its loss. */
-static void add_forward(ct_stages *pl, ct_program *p, int m, bool stash,
+/* One micro-batch's forward: receive (from the receives posted ahead when
+ * `posted`), (stash,) compute, send, its loss. */
+static void add_forward(ct_stages *pl, ct_program *p, int m, bool posted, bool stash,
                         const ct_program_step *pass_loss) {
   ct_net *net = pl->net;
   for (int k = 0; k < pl->nin; k++) {
     const char *name = net->blobs[pl->in[k].blob]->name;
-    if (pl->posted) add(p, pl, ct_stages_step_take, m * pl->nin + k, name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->in[k].blob));
+    if (posted) add(p, pl, ct_stages_step_take, m * pl->nin + k, name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->in[k].blob));
     else add(p, pl, ct_stages_step_recv, k, name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->in[k].blob));
     if (stash) add(p, pl, ct_stages_step_stash, m * pl->nstash + k, name, CT_STEP_STASH, ct_stages_blob_bytes(pl, pl->in[k].blob));
   }
@@ -413,7 +419,7 @@ static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const l
   }
   for (int k = 0; k < pl->nout; k++)
     if (pl->out[k].diff)
-      add(p, pl, pl->posted ? ct_stages_step_take_diff : ct_stages_step_recv_diff, pl->posted ? m * pl->nout + k : k,
+      add(p, pl, pl->rreqs ? ct_stages_step_take_diff : ct_stages_step_recv_diff, pl->rreqs ? m * pl->nout + k : k,
           net->blobs[pl->out[k].blob]->name, CT_STEP_RECV, ct_stages_blob_bytes(pl, pl->out[k].blob));
   add(p, pl, ct_stages_step_mark, 1, "backward begins", CT_STEP_MARK, 0);
   if (last && last->begin) ct_program_add(p, *last->begin);
@@ -432,10 +438,11 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   const last_placer last = {last_begin, last_after, last_user};
   /* the training program posts its receives ahead (the forward-only one
    * receives as it goes: it shares the blobs, not the ring) */
-  if (!pl->posted && ct_comm_has_irecv(pl->comm) && ct_setting_bool("CORTADO_PIPELINE_POST_RECEIVES"))
+  if (!pl->rreqs && ct_comm_has_irecv(pl->comm) && ct_setting_bool("CORTADO_PIPELINE_POST_RECEIVES"))
     ct_stages_plan_posted(pl);
+  const bool posted = pl->rreqs != NULL;
   add(p, pl, ct_stages_step_iteration_begin, 0, "iteration begins", CT_STEP_MARK, 0);
-  if (pl->posted) add(p, pl, ct_stages_step_post, 0, "receives posted", CT_STEP_RECV, 0);
+  if (posted) add(p, pl, ct_stages_step_post, 0, "receives posted", CT_STEP_RECV, 0);
   /* GPipe: every forward first.  1F1B: stage s runs P - s - 1 forwards
    * ahead, then one forward and one backward in turn, then the rest of the
    * backwards.  Backwards run in micro-batch order either way. */
@@ -446,7 +453,7 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   }
   int live = -1, next_b = 0;
   for (int m = 0; m < pl->micro; m++) {
-    add_forward(pl, p, m, stash, pass_loss);
+    add_forward(pl, p, m, posted, stash, pass_loss);
     live = m;
     if (m >= ahead) {
       add_backward(pl, p, next_b, &live, next_b == pl->micro - 1 ? &last : NULL);
@@ -459,9 +466,6 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
 }
 
 void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
-  const bool posted = pl->posted;
-  pl->posted = false;
-  add_forward(pl, p, 0, false, NULL);
-  pl->posted = posted;
+  add_forward(pl, p, 0, false, false, NULL);
   add(p, pl, ct_stages_step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }

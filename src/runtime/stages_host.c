@@ -210,12 +210,8 @@ ct_status ct_stages_agree(ct_stages *pl, double *loss, int *actions, ct_error *e
   for (int b = 0; b < nbits; b++) v[1 + b] = (*actions >> b) & 1;
   own_stats(pl, v + 1 + nbits + (size_t)pl->stage * CT_STAGES_NSTATS);
   /* the outputs' values pass through host memory (a GPU's blobs are on it) */
-  size_t at = 1 + (size_t)nbits + nstats, widest = 0;
-  for (int k = 0; k < net->noutputs; k++) {
-    const ct_tensor *t = net->blobs[net->output_ids[k]];
-    if (ct_tensor_bytes(t, t->count) > widest) widest = ct_tensor_bytes(t, t->count);
-  }
-  unsigned char *host = ct_xcalloc(widest + 1, 1);
+  size_t at = 1 + (size_t)nbits + nstats;
+  unsigned char *host = pl->output_host;
   for (int k = 0; k < net->noutputs; k++) {
     const ct_tensor *t = net->blobs[net->output_ids[k]];
     const bool mine = pl->output_stage[k] == pl->stage;
@@ -238,7 +234,6 @@ ct_status ct_stages_agree(ct_stages *pl, double *loss, int *actions, ct_error *e
       at += t->count;
     }
   }
-  free(host);
   free(v);
   /* waiting here for the slowest stage is idle time too (it shows in the
    * next agreement) */

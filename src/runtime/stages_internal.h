@@ -59,8 +59,8 @@ struct ct_stages {
    * has them): micro-batch m's values of input k land in rring + (m % R)
    * * rslot_bytes + rin_off[k], the diff of output k at ... + rout_off[k];
    * the receive of m + R is posted once m's is taken.  rreqs (R * (nin +
-   * nout)): the posted requests, NULL: none (or a mark: done, stages.c). */
-  bool posted;
+   * nout)): the posted requests, NULL: none (or a mark: done,
+   * stages_steps.c); rreqs itself NULL: receives are not posted ahead. */
   size_t *rin_off, *rout_off;
   size_t rslot_bytes;
   unsigned char *rring;
@@ -68,6 +68,7 @@ struct ct_stages {
   double *loss_saved;       /* the loss sum while a recomputation adds to it (net's device) */
   int *output_stage;    /* (net->noutputs) the stage that computes each net output */
   size_t output_count;  /* values of all net outputs */
+  unsigned char *output_host; /* the widest output's bytes: outputs pass through the host */
   int hist_before, hist_total; /* ct_stages_history_span (-1: not counted yet) */
   /* timing of this stage (seconds; see ct_stages_timing) */
   double t_mark;        /* when the running forward or backward began */

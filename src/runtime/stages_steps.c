@@ -80,38 +80,42 @@ void ct_stages_free_buffers(ct_stages *pl) {
 
 /* ------------------------------------------------------------------ steps */
 
-/* A receive; the time it blocks in an iteration is idle time (the
- * bubble).  (Times count only inside iterations: from their first step,
- * t_begin, to their agreement.) */
+/* Time since t0 (ct_monotonic_s) that a step spent waiting: idle time
+ * (the bubble) when it falls inside an iteration, from its first step
+ * (t_begin) to its agreement. */
+static void add_idle(ct_stages *pl, double t0) {
+  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+}
+
+/* A receive; the time it blocks is idle time. */
 static ct_status timed_recv(ct_stages *pl, float *buf, size_t count, int peer, int tag,
                             ct_error *err) {
   const double t0 = ct_monotonic_s();
   ct_status st = ct_comm_recv(pl->comm, buf, count, peer, tag, NULL, err);
-  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+  add_idle(pl, t0);
   return st;
 }
 
-/* The sends in flight move along (an MPI message larger than its eager
- * limit moves only while the sender is inside MPI); those done are
- * completed. */
-static ct_status progress_sends(ct_stages *pl, ct_error *err) {
-  for (int i = 0; i < pl->ring * (pl->nout + pl->nin); i++) {
-    if (!pl->reqs[i]) continue;
-    bool done = false;
-    ct_status st = ct_comm_send_test(pl->comm, pl->reqs[i], &done, err);
-    if (done) pl->reqs[i] = NULL;
-    CT_TRY(st);
-  }
-  /* and the receives posted ahead (a receiver pulls a large message only
-   * inside MPI too) */
-  for (int i = 0; pl->rreqs && i < pl->ring * (pl->nin + pl->nout); i++) {
-    if (!pl->rreqs[i] || pl->rreqs[i] == RECEIVED) continue;
-    bool done = false;
-    ct_status st = ct_comm_send_test(pl->comm, pl->rreqs[i], &done, err);
-    if (done) pl->rreqs[i] = RECEIVED;
+/* Tests the n requests of reqs (NULL and `done` skipped), each one that has
+ * completed becoming `done`. */
+static ct_status test_requests(ct_stages *pl, void **reqs, int n, void *done, ct_error *err) {
+  for (int i = 0; i < n; i++) {
+    if (!reqs[i] || reqs[i] == done) continue;
+    bool finished = false;
+    ct_status st = ct_comm_send_test(pl->comm, reqs[i], &finished, err);
+    if (finished) reqs[i] = done;
     CT_TRY(st);
   }
   return CT_OK;
+}
+
+/* The sends in flight move along (an MPI message larger than its eager
+ * limit moves only while the sender is inside MPI), and so do the receives
+ * posted ahead (a receiver pulls it only inside MPI too); the sends done
+ * are completed. */
+static ct_status progress_sends(ct_stages *pl, ct_error *err) {
+  CT_TRY(test_requests(pl, pl->reqs, pl->ring * (pl->nout + pl->nin), NULL, err));
+  return pl->rreqs ? test_requests(pl, pl->rreqs, pl->ring * (pl->nin + pl->nout), RECEIVED, err) : CT_OK;
 }
 
 /* Waits for the device's work (nothing on the CPU), moving the sends in
@@ -165,7 +169,6 @@ void ct_stages_plan_posted(ct_stages *pl) {
   }
   if (pl->rslot_bytes) pl->rring = host_buffer(pl, pl->rslot_bytes * (size_t)pl->ring);
   pl->rreqs = ct_xcalloc((size_t)pl->ring * (size_t)(pl->nin + pl->nout) + 1, sizeof *pl->rreqs);
-  pl->posted = true;
 }
 
 /* Where micro-batch m's input k (or, diff, output k's diff) arrives: its
@@ -211,14 +214,14 @@ ct_status ct_stages_step_post(void *user, int arg, ct_error *err) {
 static ct_status take(ct_stages *pl, int m, int k, bool diff, ct_error *err) {
   const arrival a = arrival_of(pl, m, k, diff);
   CT_ASSERT(*a.req);
-  if (*a.req != RECEIVED) {
+  void *req = *a.req;
+  *a.req = NULL;
+  if (req != RECEIVED) {
     const double t0 = ct_monotonic_s();
-    ct_status st = ct_comm_send_wait(pl->comm, *a.req, err);
-    if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
-    *a.req = NULL;
+    ct_status st = ct_comm_send_wait(pl->comm, req, err);
+    add_idle(pl, t0);
     CT_TRY(st);
   }
-  *a.req = NULL;
   CT_TRY(wait_device(pl, err));
   const ct_tensor *t = pl->net->blobs[a.blob];
   ct_mem_copy(pl->device, diff ? t->diff : t->data, CT_DEVICE_CPU, a.buf, a.bytes);
@@ -242,7 +245,7 @@ static ct_status complete(ct_stages *pl, void **req, ct_error *err) {
   if (!*req) return CT_OK;
   const double t0 = ct_monotonic_s();
   ct_status st = ct_comm_send_wait(pl->comm, *req, err);
-  if (pl->t_begin > 0) pl->idle += ct_monotonic_s() - t0;
+  add_idle(pl, t0);
   *req = NULL;
   return st;
 }
