@@ -24,6 +24,15 @@
 #include "core/status.h"
 #include "layers/pooling_cpu.h"
 
+/* AVX-512 (with its byte and word lanes) where the build's target has it
+ * (CORTADO_NATIVE: -march=native): MAX forward with byte argmaxes. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define CT_POOL_AVX512 1
+#else
+#define CT_POOL_AVX512 0
+#endif
+
 typedef struct nhwc_job {
   const ct_pool_geom *g;
   const ct_pool_windows *w;
@@ -146,11 +155,87 @@ static void max_rows(void *arg, size_t begin, size_t end) {
   free(buf);
 }
 
+#if CT_POOL_AVX512
+/* 16 channels' values of type t at p (lanes outside m read as 0) as float32. */
+static inline __m512 load16(ct_dtype t, const void *p, __mmask16 m) {
+  if (t == CT_F32) return _mm512_maskz_loadu_ps(m, p);
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* v into 16 channels of type t at p (lanes in m), rounded as
+ * ct_f32_to_bf16 rounds (to nearest even, NaN kept quiet; the instruction
+ * VCVTNEPS2BF16 would flush subnormals). */
+static inline void store16(ct_dtype t, void *p, __mmask16 m, __m512 v) {
+  if (t == CT_F32) {
+    _mm512_mask_storeu_ps(p, m, v);
+    return;
+  }
+  const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+  const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(r));
+}
+
+static inline __mmask16 lanes(int C, int c0) {
+  return C - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c0)) - 1);
+}
+
+/* max_rows for byte argmaxes, 16 channels a vector (the last block masked):
+ * the running maxima and places stay in registers for the whole window.
+ * The same results bit for bit (strict >, the same start, the same
+ * rounding). */
+static void max_rows_avx512(void *arg, size_t begin, size_t end) {
+  const nhwc_job *j = arg;
+  const ct_pool_geom *g = j->g;
+  const int C = g->C;
+  const bool f32 = j->type == CT_F32;
+  const size_t es = f32 ? sizeof(float) : sizeof(uint16_t);
+  const char *const x = j->x;
+  char *const y = j->y;
+  uint8_t *const idx = j->idx;
+  for (size_t r = begin; r < end; r++) {
+    const size_t n = r / g->PH;
+    const int ph = (int)(r % g->PH);
+    const int h0 = j->w->hlo[ph], h1 = j->w->hhi[ph], hs = ph * g->sh - g->ph;
+    for (int pw = 0; pw < g->PW; pw++) {
+      const int ws = pw * g->sw - g->pw, w0 = j->w->wlo[pw], w1 = j->w->whi[pw];
+      const size_t o = (n * g->PH + ph) * g->PW + pw;
+      for (int c0 = 0; c0 < C; c0 += 16) {
+        const __mmask16 m = lanes(C, c0);
+        __m512 mx = _mm512_set1_ps(-FLT_MAX);
+        __m128i at = _mm_set1_epi8((char)255);
+        for (int h = h0; h < h1; h++) {
+          const char *row = x + (((n * g->H + h) * g->W) * C + c0) * es;
+          for (int w = w0; w < w1; w++) {
+            const __m512 v = load16(j->type, row + (size_t)w * C * es, m);
+            const __mmask16 gt = _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ);
+            mx = _mm512_mask_mov_ps(mx, gt, v);
+            at = _mm_mask_blend_epi8(gt, at, _mm_set1_epi8((char)((h - hs) * g->kw + (w - ws))));
+          }
+        }
+        store16(j->type, y + (o * C + c0) * es, m, mx);
+        _mm_mask_storeu_epi8(idx + o * C + c0, m, at);
+      }
+    }
+  }
+}
+#endif
+
 void ct_pool_max_forward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows *w, ct_dtype type,
                                   const void *x, void *y, void *mask) {
   CT_ASSERT(type == CT_F32 || type == CT_BF16);
   nhwc_job j = {.g = g, .w = w, .type = type, .x = x, .y = y, .idx = mask,
                .byte_args = ct_pool_typed_arg_bytes(g) == 1};
+#if CT_POOL_AVX512
+  if (j.byte_args) {
+    ct_parallel_for((size_t)g->N * g->PH, min_rows(g), max_rows_avx512, &j);
+    return;
+  }
+#endif
   ct_parallel_for((size_t)g->N * g->PH, min_rows(g), max_rows, &j);
 }
 
@@ -249,6 +334,7 @@ void ct_pool_ave_backward_nhwc_cpu(const ct_pool_geom *g, const ct_pool_windows 
   nhwc_job j = {.g = g, .w = w, .type = type, .dy = dy, .dx = dx};
   ct_parallel_for((size_t)g->N, 1, back_images, &j);
 }
+
 
 void ct_pool_scatter_backward_nhwc_cpu(const ct_pool_geom *g, ct_dtype type, const void *dy,
                                        const void *idx, void *dx) {
