@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "core/mem.h"
+#include "core/parallel.h"
 #include "math/math.h"
 #include "solvers/update_internal.h"
 
@@ -45,6 +46,20 @@ static float segment_lr_cpu(ct_context *ctx, const ct_update_fused *u, const ct_
          step->correction;
 }
 
+/* One segment's rule over a range of its values (update rules are value by
+ * value: ranges on the host's threads give the serial loop's bits). */
+typedef struct rule_job {
+  ct_update_cpu_fn rule;
+  float *w, *g, *h0, *h1;
+  const ct_update_hparams *hp;
+} rule_job;
+
+static void rule_range(void *arg, size_t begin, size_t end) {
+  const rule_job *j = arg;
+  j->rule(end - begin, j->w + begin, j->g + begin, j->h0 + begin, j->h1 ? j->h1 + begin : NULL,
+          j->hp);
+}
+
 static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float *g, float *h0,
                       float *h1, const ct_update_step *step, ct_update_clip *clip) {
   if (u->halt && *u->halt != 0) return;
@@ -70,7 +85,8 @@ static void fused_cpu(ct_context *ctx, const ct_update_fused *u, float *w, float
     const size_t at = u->seg_start[s];
     hp.lr = segment_lr_cpu(ctx, u, step, s, w, g, hp.grad_scale);
     hp.decay = step->weight_decay * u->seg_decay_mult[s];
-    rule(u->seg_count[s], w + at, g + at, h0 + at, h1 ? h1 + at : NULL, &hp);
+    rule_job j = {rule, w + at, g + at, h0 + at, h1 ? h1 + at : NULL, &hp};
+    ct_parallel_for(u->seg_count[s], 32768, rule_range, &j);
   }
 }
 
