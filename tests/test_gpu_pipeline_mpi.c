@@ -96,9 +96,11 @@ static void same_kernels(const char *base) {
 }
 
 /* P stages cut after `cuts`, M micro-batches of b, `schedule`, flags (the
- * precision) on every run: the parameters of one GPU with iter_size M. */
-static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, int m, int b,
-                                const char *schedule, const char *flags, bool batchnorm) {
+ * precision) on every run and pipe_only on the pipeline's: the parameters
+ * of one GPU with iter_size M. */
+static void check_gpu_stages_run(const char *name, int stages, const char *cuts, int m, int b,
+                                 const char *schedule, const char *flags, bool batchnorm,
+                                 const char *pipe_only) {
   const char *base = tu_tmpdir(name);
   same_kernels(base);
   char lmdb[4200], one[4300], pipe[4300], extra[64], cmd[9000];
@@ -117,8 +119,8 @@ static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, 
   free(out);
   char solver[4400], pflags[512];
   snprintf(solver, sizeof solver, "%s/solver.prototxt", pipe);
-  snprintf(pflags, sizeof pflags, "--gpu=0 --pipeline=%s --microbatches=%d --schedule=%s %s", cuts, m,
-           schedule, flags);
+  snprintf(pflags, sizeof pflags, "--gpu=0 --pipeline=%s --microbatches=%d --schedule=%s %s %s", cuts,
+           m, schedule, flags, pipe_only);
   rc = dpf_mpirun(stages, solver, pflags, &out);
   if (rc != 0) fail_msg("the GPU pipeline failed (%d):\n%s", rc, out);
   if (!strstr(out, "Pipeline: rank 0 on GPU 0")) fail_msg("no stage placed on GPU 0:\n%s", out);
@@ -133,10 +135,16 @@ static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, 
   snprintf(a, sizeof a, "%s/snap_iter_6.caffemodel", pipe);
   snprintf(c, sizeof c, "%s/snap_iter_6.caffemodel", one);
   const double d = dpf_max_abs_diff(a, c);
-  printf("%s: %d GPU stages x %d micro-batches of %d (%s%s%s): max |diff| %.3g vs one GPU with "
+  printf("%s: %d GPU stages x %d micro-batches of %d (%s%s%s%s%s): max |diff| %.3g vs one GPU with "
          "iter_size %d\n",
-         name, stages, m, b, schedule, *flags ? ", " : "", flags, d, m);
+         name, stages, m, b, schedule, *flags ? ", " : "", flags, *pipe_only ? ", " : "", pipe_only,
+         d, m);
   assert_true(d == 0.0);
+}
+
+static void check_gpu_stages_bn(const char *name, int stages, const char *cuts, int m, int b,
+                                const char *schedule, const char *flags, bool batchnorm) {
+  check_gpu_stages_run(name, stages, cuts, m, b, schedule, flags, batchnorm, "");
 }
 
 static void check_gpu_stages(const char *name, int stages, const char *cuts, int m, int b,
@@ -157,6 +165,16 @@ static void test_two_stages_gpipe(void **state) {
 
 static void test_three_stages_1f1b(void **state) {
   check_gpu_stages("gpu_pipe_p3_1f1b", 3, "conv1,pool1", 4, 3, "1f1b", "--math=fp32");
+}
+
+/* --recompute=false: the micro-batches' activations and layer state kept
+ * on the device (cuDNN's convolution with its fused ReLU, the pooling's
+ * argmax in 16 bits, the loss's probabilities and normaliser). */
+static void test_kept_activations(void **state) {
+  check_gpu_stages_run("gpu_pipe_keep_fp32", 2, "pool1", 3, 4, "gpipe", "--math=fp32", false,
+                       "--recompute=false");
+  check_gpu_stages_run("gpu_pipe_keep_bf16", 3, "conv1,pool1", 4, 2, "1f1b", "--precision=bf16", false,
+                       "--recompute=false");
 }
 
 static void test_bfloat16_stages(void **state) {
@@ -221,6 +239,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_three_stages_1f1b),
       cmocka_unit_test(test_bfloat16_stages),
       cmocka_unit_test(test_batchnorm_micro),
+      cmocka_unit_test(test_kept_activations),
       cmocka_unit_test(test_time),
       cmocka_unit_test(test_refusals),
   };

@@ -50,30 +50,78 @@ static void setup(char *solver, size_t size, const char *base, const char *sub, 
  * run) ask for 16-bit layers, with batch M x b (1e-6; Caffe clips the sum
  * over iter_size passes, so clipping tells the two apart; bfloat16 rounds
  * each batch's sums).  Returns the pipeline's output (caller frees). */
-/* Puts a BatchNorm and its Scale after ip1 in dir's net (before the ReLU). */
-static void add_batchnorm(const char *dir) {
-  char path[4400];
+/* Puts `layers` (prototxt) into dir's net before the layer named `before`. */
+static void insert_layers(const char *dir, const char *before, const char *layers) {
+  char path[4400], anchor[128];
   snprintf(path, sizeof path, "%s/net.prototxt", dir);
+  snprintf(anchor, sizeof anchor, "layer { name: '%s'", before);
   size_t n = 0;
   char *text = tu_read_file(path, &n);
-  const char *relu = strstr(text, "layer { name: 'relu'");
-  assert_non_null(relu);
-  const char *bn = "layer { name: 'bn' type: 'BatchNorm' bottom: 'h' top: 'h'\n"
-                   "  batch_norm_param { moving_average_fraction: 0.9 } }\n"
-                   "layer { name: 'sc' type: 'Scale' bottom: 'h' top: 'h' scale_param { bias_term: true } }\n";
-  const size_t head = (size_t)(relu - text), nb = strlen(bn);
+  const char *at = strstr(text, anchor);
+  assert_non_null(at);
+  const size_t head = (size_t)(at - text), nb = strlen(layers);
   char *out = malloc(n + nb + 1);
   memcpy(out, text, head);
-  memcpy(out + head, bn, nb);
-  memcpy(out + head + nb, relu, n - head);
+  memcpy(out + head, layers, nb);
+  memcpy(out + head + nb, at, n - head);
   tu_write_file(path, out, n + nb);
   free(out);
   free(text);
 }
 
+/* The first `from` in dir's net becomes `to`. */
+static void replace_in_net(const char *dir, const char *from, const char *to) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/net.prototxt", dir);
+  size_t n = 0;
+  char *text = tu_read_file(path, &n);
+  const char *at = strstr(text, from);
+  assert_non_null(at);
+  const size_t head = (size_t)(at - text), nf = strlen(from), nt = strlen(to);
+  char *out = malloc(n - nf + nt + 1);
+  memcpy(out, text, head);
+  memcpy(out + head, to, nt);
+  memcpy(out + head + nt, at + nf, n - head - nf);
+  tu_write_file(path, out, n - nf + nt);
+  free(out);
+  free(text);
+}
+
+/* Extra layers of a check's nets (every run's): none, a BatchNorm and its
+ * Scale after ip1 (before the ReLU), a Dropout after the ReLU, or before
+ * ip1 two Convolutions (1 -> 8 -> 8 channels along the 8 features: oneDNN
+ * keeps its reorder of the second's x from forward for the weight
+ * gradient), a MAX Pooling (its argmax) and an LRN (its scale). */
+typedef enum { PLAIN, BATCHNORM, DROPOUT, CONVOLUTIONS } extra_layers;
+
+static void add_layers(const char *dir, extra_layers what) {
+  if (what == CONVOLUTIONS) {
+    insert_layers(dir, "ip1",
+                  "layer { name: 'c1' type: 'Convolution' bottom: 'x' top: 'c1'\n"
+                  "  convolution_param { num_output: 8 kernel_h: 1 kernel_w: 3\n"
+                  "    weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+                  "layer { name: 'c2' type: 'Convolution' bottom: 'c1' top: 'c2'\n"
+                  "  convolution_param { num_output: 8 kernel_h: 1 kernel_w: 3 pad_h: 0 pad_w: 1\n"
+                  "    weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+                  "layer { name: 'p1' type: 'Pooling' bottom: 'c2' top: 'p1'\n"
+                  "  pooling_param { pool: MAX kernel_h: 1 kernel_w: 2 stride_h: 1 stride_w: 2 } }\n"
+                  "layer { name: 'n1' type: 'LRN' bottom: 'p1' top: 'n1' lrn_param { local_size: 3 } }\n");
+    replace_in_net(dir, "bottom: 'x' top: 'h'", "bottom: 'n1' top: 'h'");
+  }
+  if (what == BATCHNORM)
+    insert_layers(dir, "relu",
+                  "layer { name: 'bn' type: 'BatchNorm' bottom: 'h' top: 'h'\n"
+                  "  batch_norm_param { moving_average_fraction: 0.9 } }\n"
+                  "layer { name: 'sc' type: 'Scale' bottom: 'h' top: 'h' scale_param { bias_term: true } }\n");
+  if (what == DROPOUT)
+    insert_layers(dir, "ip2",
+                  "layer { name: 'drop' type: 'Dropout' bottom: 'h' top: 'h' "
+                  "dropout_param { dropout_ratio: 0.3 } }\n");
+}
+
 static char *check_stages_run(const char *name, int stages, const char *cuts, int m, int b,
                               const char *schedule, const char *also, const char *run_flags,
-                              bool batchnorm) {
+                              extra_layers extra_net, const char *pipe_flags) {
   const char *base = tu_tmpdir(name);
   char lmdb[4200], pipe[4400], acc[4400], big[4400], extra[256], flags[256], path[2][4400];
   snprintf(lmdb, sizeof lmdb, "%s/db", base);
@@ -85,17 +133,15 @@ static char *check_stages_run(const char *name, int stages, const char *cuts, in
   setup(pipe, sizeof pipe, base, "pipe", lmdb, b, 6, 0, also);
   setup(acc, sizeof acc, base, "acc", lmdb, b, 6, 0, extra);
   setup(big, sizeof big, base, "big", lmdb, m * b, 6, 0, also);
-  if (batchnorm) {
-    const char *sub[3] = {"pipe", "acc", "big"};
-    for (int k = 0; k < 3; k++) {
-      char dir[4400];
-      snprintf(dir, sizeof dir, "%s/%s", base, sub[k]);
-      add_batchnorm(dir);
-    }
+  const char *sub[3] = {"pipe", "acc", "big"};
+  for (int k = 0; k < 3; k++) {
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", base, sub[k]);
+    add_layers(dir, extra_net);
   }
   char *out = NULL;
-  snprintf(flags, sizeof flags, "--pipeline=%s --microbatches=%d --schedule=%s %s", cuts, m, schedule,
-           run_flags);
+  snprintf(flags, sizeof flags, "--pipeline=%s --microbatches=%d --schedule=%s %s %s", cuts, m, schedule,
+           run_flags, pipe_flags ? pipe_flags : "");
   must_run(run_mpi(stages, pipe, flags, &out), out, "the pipeline");
   char want[256];
   snprintf(want, sizeof want, "Pipeline stage 0 of %d: layers 0-", stages);
@@ -126,8 +172,9 @@ static char *check_stages_run(const char *name, int stages, const char *cuts, in
   printf("%s: %d stages x %d micro-batches of %d: max |diff| %.3g vs iter_size %d, %.3g vs batch %d\n",
          name, stages, m, b, exact, m, near, m * b);
   assert_true(exact == 0.0);
-  /* BatchNorm normalises each micro-batch alone: not the big batch's */
-  if (!clips && !half && !batchnorm) assert_true(near < 1e-6);
+  /* BatchNorm normalises each micro-batch alone: not the big batch's; a
+   * Dropout's masks are drawn per batch */
+  if (!clips && !half && extra_net == PLAIN) assert_true(near < 1e-6);
   /* the whole file, bytes and all, is the one process's */
   snprintf(path[1], sizeof path[1], "%s/acc/snap_iter_6.caffemodel", base);
   size_t na = 0, nb = 0;
@@ -141,7 +188,7 @@ static char *check_stages_run(const char *name, int stages, const char *cuts, in
 
 static char *check_stages_with(const char *name, int stages, const char *cuts, int m, int b,
                                const char *schedule, const char *also) {
-  return check_stages_run(name, stages, cuts, m, b, schedule, also, NULL, false);
+  return check_stages_run(name, stages, cuts, m, b, schedule, also, NULL, PLAIN, NULL);
 }
 
 static void check_stages(const char *name, int stages, const char *cuts, int m, int b,
@@ -226,15 +273,61 @@ static void test_two_stages_one_micro(void **state) { check_stages("pipe_p2_m1",
  * process's, GPipe and 1F1B, the BatchNorm on either side of a cut.  (It
  * was refused before.) */
 static void test_batchnorm_micro(void **state) {
-  free(check_stages_run("pipe_bn_p2", 2, "relu", 3, 3, "gpipe", NULL, NULL, true));
-  free(check_stages_run("pipe_bn_p2_ip1", 2, "ip1", 4, 2, "gpipe", NULL, NULL, true));
-  free(check_stages_run("pipe_bn_p3", 3, "ip1,relu", 3, 3, "1f1b", NULL, NULL, true));
+  free(check_stages_run("pipe_bn_p2", 2, "relu", 3, 3, "gpipe", NULL, NULL, BATCHNORM, NULL));
+  free(check_stages_run("pipe_bn_p2_ip1", 2, "ip1", 4, 2, "gpipe", NULL, NULL, BATCHNORM, NULL));
+  free(check_stages_run("pipe_bn_p3", 3, "ip1,relu", 3, 3, "1f1b", NULL, NULL, BATCHNORM, NULL));
 }
 
 static void test_bfloat16_stages(void **state) {
   if (!ct_cpu_has_bf16()) skip();
-  free(check_stages_run("pipe_bf16_p2", 2, "relu", 3, 3, "gpipe", NULL, "--precision=bf16", false));
-  free(check_stages_run("pipe_bf16_p3", 3, "ip1,relu", 3, 1, "1f1b", NULL, "--precision=bf16", false));
+  free(check_stages_run("pipe_bf16_p2", 2, "relu", 3, 3, "gpipe", NULL, "--precision=bf16", PLAIN, NULL));
+  free(check_stages_run("pipe_bf16_p3", 3, "ip1,relu", 3, 1, "1f1b", NULL, "--precision=bf16", PLAIN, NULL));
+}
+
+/* --recompute=false: each micro-batch's activations (the values the
+ * stage's backward reads, a pooling's argmax, a loss's probabilities)
+ * kept instead of recomputed: the same bits as iter_size, GPipe and 1F1B,
+ * in bfloat16 too.  And a Dropout: kept, its backward uses its forward's
+ * mask, as one process's does (bit for bit); recomputed, it draws a new
+ * one, and the weights are not one process's. */
+static void test_kept_activations(void **state) {
+  free(check_stages_run("pipe_keep_p2", 2, "relu", 4, 3, "gpipe", NULL, NULL, PLAIN, "--recompute=false"));
+  free(check_stages_run("pipe_keep_p3", 3, "ip1,relu", 5, 2, "1f1b", NULL, NULL, PLAIN, "--recompute=false"));
+  if (ct_cpu_has_bf16())
+    free(check_stages_run("pipe_keep_bf16", 2, "relu", 3, 3, "gpipe", NULL, "--precision=bf16", PLAIN,
+                          "--recompute=false"));
+  free(check_stages_run("pipe_keep_conv", 2, "p1", 3, 3, "gpipe", NULL, NULL, CONVOLUTIONS,
+                        "--recompute=false"));
+  free(check_stages_run("pipe_keep_conv_1f1b", 3, "c1,n1", 4, 2, "1f1b", NULL, NULL, CONVOLUTIONS,
+                        "--recompute=false"));
+  char *out = check_stages_run("pipe_keep_drop", 2, "ip1", 3, 3, "gpipe", NULL, NULL, DROPOUT,
+                               "--recompute=false");
+  assert_non_null(strstr(out, "activations kept"));
+  free(out);
+}
+
+static void test_dropout_recomputed_differs(void **state) {
+  const char *base = tu_tmpdir("pipe_drop_recomputed");
+  char lmdb[4200], pipe[4400], acc[4400], path[2][4400];
+  snprintf(lmdb, sizeof lmdb, "%s/db", base);
+  dpf_write_lmdb(lmdb, 45, -1);
+  setup(pipe, sizeof pipe, base, "pipe", lmdb, 3, 6, 0, NULL);
+  setup(acc, sizeof acc, base, "acc", lmdb, 3, 6, 0, "iter_size: 3");
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%s/pipe", base);
+  add_layers(dir, DROPOUT);
+  snprintf(dir, sizeof dir, "%s/acc", base);
+  add_layers(dir, DROPOUT);
+  char *out = NULL;
+  must_run(run_mpi(2, pipe, "--pipeline=ip1 --microbatches=3", &out), out, "the pipeline");
+  free(out);
+  must_run(run_single(acc, "", &out), out, "iter_size reference");
+  free(out);
+  snprintf(path[0], sizeof path[0], "%s/pipe/snap_iter_6.caffemodel", base);
+  snprintf(path[1], sizeof path[1], "%s/acc/snap_iter_6.caffemodel", base);
+  const double diff = dpf_max_abs_diff(path[0], path[1]);
+  printf("pipe_drop_recomputed: max |diff| %.3g vs iter_size (new masks in the recomputation)\n", diff);
+  assert_true(diff > 0.0);
 }
 
 /* Stage 1 is the in-place ReLU alone: it receives h, changes it in place
@@ -356,6 +449,8 @@ int main(void) {
       cmocka_unit_test(test_data_x_pipeline),
       cmocka_unit_test(test_clip_gradients),
       cmocka_unit_test(test_test_nets),
+      cmocka_unit_test(test_kept_activations),
+      cmocka_unit_test(test_dropout_recomputed_differs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,7 +38,7 @@ static ct_net *stage_net(int stage, int nstages, const char *const *cuts, ct_con
  * recv:blob, stash, restore, and "join" for the send join; the pass loss
  * and the recomputed loss's drop are left out.  Caller frees. */
 static char *stage_steps(int stage, int nstages, const char *const *cuts, int m,
-                         ct_stages_schedule schedule) {
+                         ct_stages_opts opts) {
   ct_context ctx;
   assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
   ct_net *net = stage_net(stage, nstages, cuts, &ctx);
@@ -46,7 +46,7 @@ static char *stage_steps(int stage, int nstages, const char *const *cuts, int m,
   ct_comm *comm = ct_comm_threads_create(g, stage);
   ct_stages *st = NULL;
   ct_error err;
-  if (ct_stages_create(&st, net, comm, cuts, nstages - 1, m, schedule, &err) != CT_OK)
+  if (ct_stages_create(&st, net, comm, cuts, nstages - 1, m, &opts, &err) != CT_OK)
     fail_msg("%s", err.msg);
   ct_program *p = ct_program_new(&ctx, false);
   ct_stages_build(st, p, NULL, NULL, NULL, NULL);
@@ -81,9 +81,12 @@ static char *stage_steps(int stage, int nstages, const char *const *cuts, int m,
   return out;
 }
 
+static const ct_stages_opts GPIPE = {CT_STAGES_GPIPE, false}, F1B1 = {CT_STAGES_1F1B, false};
+static const ct_stages_opts GPIPE_KEPT = {CT_STAGES_GPIPE, true}, F1B1_KEPT = {CT_STAGES_1F1B, true};
+
 static void expect_steps(int stage, int nstages, const char *const *cuts, int m,
-                         ct_stages_schedule schedule, const char *want) {
-  char *got = stage_steps(stage, nstages, cuts, m, schedule);
+                         ct_stages_opts opts, const char *want) {
+  char *got = stage_steps(stage, nstages, cuts, m, opts);
   if (strcmp(got, want) != 0) fail_msg("stage %d of %d, M %d:\n got  %s\n want %s", stage, nstages, m, got, want);
   free(got);
 }
@@ -93,9 +96,9 @@ static void expect_steps(int stage, int nstages, const char *const *cuts, int m,
  * micro-batch: no stash, no recomputation. */
 static void test_two_stages_one_micro(void **state) {
   const char *cuts[] = {"relu"};
-  expect_steps(0, 2, cuts, 1, CT_STAGES_GPIPE,
+  expect_steps(0, 2, cuts, 1, GPIPE,
                "F:data F:ip1 F:relu send:h send:label recv:h B:relu B:ip1 join");
-  expect_steps(1, 2, cuts, 1, CT_STAGES_GPIPE,
+  expect_steps(1, 2, cuts, 1, GPIPE,
                "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h join");
 }
 
@@ -103,7 +106,7 @@ static void test_two_stages_one_micro(void **state) {
  * micro-batch is restored and recomputed (the data layer is not rerun). */
 static void test_gpipe_recomputes(void **state) {
   const char *cuts[] = {"relu"};
-  expect_steps(0, 2, cuts, 2, CT_STAGES_GPIPE,
+  expect_steps(0, 2, cuts, 2, GPIPE,
                "F:data stash stash F:ip1 F:relu send:h send:label "
                "F:data stash stash F:ip1 F:relu send:h send:label "
                "restore F:ip1 F:relu recv:h B:relu B:ip1 "
@@ -115,25 +118,86 @@ static void test_gpipe_recomputes(void **state) {
  * stash. */
 static void test_1f1b_order(void **state) {
   const char *cuts[] = {"relu"};
-  expect_steps(0, 2, cuts, 3, CT_STAGES_1F1B,
+  expect_steps(0, 2, cuts, 3, F1B1,
                "F:data stash stash F:ip1 F:relu send:h send:label "
                "F:data stash stash F:ip1 F:relu send:h send:label "
                "restore F:ip1 F:relu recv:h B:relu B:ip1 "
                "F:data stash stash F:ip1 F:relu send:h send:label "
                "restore F:ip1 F:relu recv:h B:relu B:ip1 "
                "restore F:ip1 F:relu recv:h B:relu B:ip1 join");
-  expect_steps(1, 2, cuts, 3, CT_STAGES_1F1B,
+  expect_steps(1, 2, cuts, 3, F1B1,
                "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
                "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
                "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h join");
+}
+
+/* Kept activations (--recompute=false): one stash of the micro-batch's
+ * activations after its forward, and a backward that puts them back
+ * instead of running the forward again; the last stage under 1F1B keeps
+ * nothing (each backward follows its own forward). */
+static void test_kept_activations(void **state) {
+  const char *cuts[] = {"relu"};
+  expect_steps(0, 2, cuts, 2, GPIPE_KEPT,
+               "F:data F:ip1 F:relu stash send:h send:label "
+               "F:data F:ip1 F:relu stash send:h send:label "
+               "restore recv:h B:relu B:ip1 restore recv:h B:relu B:ip1 join");
+  expect_steps(0, 2, cuts, 3, F1B1_KEPT,
+               "F:data F:ip1 F:relu stash send:h send:label "
+               "F:data F:ip1 F:relu stash send:h send:label "
+               "restore recv:h B:relu B:ip1 "
+               "F:data F:ip1 F:relu stash send:h send:label "
+               "restore recv:h B:relu B:ip1 restore recv:h B:relu B:ip1 join");
+  expect_steps(1, 2, cuts, 3, F1B1_KEPT,
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h "
+               "recv:h recv:label F:ip2 F:loss B:loss B:ip2 send:h join");
+}
+
+/* A layer type that does not say what its backward reads of its forward
+ * (Power keeps a copy of its input when in place) cannot have its
+ * micro-batches kept: the stage refuses, naming it. */
+static void test_kept_activations_refused(void **state) {
+  static const char net_text[] =
+      "name: 'st'\n"
+      "layer { name: 'data' type: 'DummyData' top: 'x' top: 'label'\n"
+      "  dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }\n"
+      "layer { name: 'sq' type: 'Power' bottom: 'x' top: 'x' power_param { power: 2 } }\n"
+      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'y'\n"
+      "  inner_product_param { num_output: 2 } }\n"
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
+  const char *cuts[] = {"sq"};
+  ct_context ctx;
+  assert_int_equal(ct_context_init(&ctx, CT_DEVICE_CPU, 1, NULL), CT_OK);
+  Caffe__NetParameter *p = rn_parse_net(net_text);
+  ct_stages_cut cut = {.after = cuts, .nafter = 1, .rank = 0, .ranks = 2};
+  ct_net_opts o = {.phase = CT_PHASE_TRAIN, .quiet = true, .part = {ct_stages_part, &cut}};
+  ct_net *net = NULL;
+  ct_error err;
+  if (ct_net_init(&net, p, &o, &ctx, &err) != CT_OK) fail_msg("net init: %s", err.msg);
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  ct_comm_threads_group *g = ct_comm_threads_group_create(2);
+  ct_comm *comm = ct_comm_threads_create(g, 0);
+  ct_stages *st = NULL;
+  assert_int_equal(ct_stages_create(&st, net, comm, cuts, 1, 2, &GPIPE_KEPT, &err), CT_ERR_UNSUPPORTED);
+  assert_string_equal(err.msg, "--recompute=false: layer 'sq' (Power) of stage 0 does not say what "
+                               "its backward keeps of its forward, so its micro-batches cannot be "
+                               "kept; recompute them (--recompute=true)");
+  assert_null(st);
+  /* recomputed, the same stage builds */
+  assert_int_equal(ct_stages_create(&st, net, comm, cuts, 1, 2, &GPIPE, &err), CT_OK);
+  ct_stages_free(st);
+  ct_comm_free(comm);
+  ct_comm_threads_group_release(g);
+  ct_net_free(net);
+  ct_context_free(&ctx);
 }
 
 /* Three stages, the middle one the in-place ReLU alone: it receives h from
  * stage 0 and sends h on; the label goes from stage 0 to stage 2 directly. */
 static void test_three_stages_in_place(void **state) {
   const char *cuts[] = {"ip1", "relu"};
-  expect_steps(1, 3, cuts, 1, CT_STAGES_GPIPE, "recv:h F:relu send:h recv:h B:relu send:h join");
-  expect_steps(2, 3, cuts, 1, CT_STAGES_GPIPE,
+  expect_steps(1, 3, cuts, 1, GPIPE, "recv:h F:relu send:h recv:h B:relu send:h join");
+  expect_steps(2, 3, cuts, 1, GPIPE,
                "recv:label recv:h F:ip2 F:loss B:loss B:ip2 send:h join");
 }
 
@@ -193,6 +257,8 @@ int main(void) {
       cmocka_unit_test(test_gpipe_recomputes),
       cmocka_unit_test(test_1f1b_order),
       cmocka_unit_test(test_three_stages_in_place),
+      cmocka_unit_test(test_kept_activations),
+      cmocka_unit_test(test_kept_activations_refused),
   };
   return cmocka_run_group_tests(tests, rn_setup, NULL);
 }

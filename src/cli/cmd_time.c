@@ -49,6 +49,9 @@ static const ct_flag_spec time_flags[] = {
     {"schedule", CT_FLAG_STRING, "gpipe",
      "With --pipeline: gpipe (every forward, then every backward) or 1f1b.",
      .choices = "gpipe|1f1b"},
+    {"recompute", CT_FLAG_BOOL, "true",
+     "With --pipeline: recompute each micro-batch's forward before its backward (true), or "
+     "keep every micro-batch's activations (false), as train's --recompute."},
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }

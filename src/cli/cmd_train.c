@@ -149,6 +149,13 @@ static const ct_flag_spec train_flags[] = {
      "backward (gpipe), or P - s - 1 forwards ahead on stage s, then one forward and one "
      "backward in turn (1f1b: fewer micro-batches held at once). The same weights either way.",
      .choices = "gpipe|1f1b"},
+    {"recompute", CT_FLAG_BOOL, "true",
+     "With --pipeline and more than one micro-batch: recompute each micro-batch's forward on a "
+     "stage before its backward from the stage's inputs, kept per micro-batch (true: less "
+     "memory, a forward more), or keep every micro-batch's activations instead (false: the "
+     "values the backward reads and the layers' state, such as a dropout's mask; no forward "
+     "recomputed, more memory). The same weights either way, except that a recomputed "
+     "Dropout draws a new mask."},
     {"dp_mode", CT_FLAG_STRING, "allreduce",
      "Data parallel under mpirun or over Gloo shards: average the gradients every iteration "
      "(allreduce), or train through parameter servers (GPU workers under mpirun, CPU ones "
@@ -609,6 +616,10 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
     return ct_cli_error(CT_EXIT_USAGE,
                         "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in "
                         "the net under mpirun); without them, use the solver's iter_size");
+  if (ct_cli_is_set(args, "recompute") && !pipeline)
+    return ct_cli_error(CT_EXIT_USAGE,
+                        "--recompute goes with pipeline stages (--pipeline, or pipeline_stage in "
+                        "the net under mpirun): one process keeps its activations anyway");
   if (pipeline) {
     if (!ct_mpi_launched())
       return ct_cli_error(CT_EXIT_USAGE,

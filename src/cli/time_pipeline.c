@@ -20,9 +20,8 @@ static ct_status run_stages(const ct_cli_args *args, ct_net *net, ct_comm *comm,
   ct_runtime *rt;
   const ct_rt_opts o = {.iter_size = micro};
   CT_TRY(ct_runtime_new(&rt, net, &o, err));
-  const ct_stages_schedule schedule =
-      strcmp(ct_cli_string(args, "schedule"), "1f1b") == 0 ? CT_STAGES_1F1B : CT_STAGES_GPIPE;
-  ct_status st = ct_runtime_set_pipeline(rt, comm, (const char *const *)cuts, ncuts, schedule, err);
+  const ct_stages_opts so = ct_cli_stages_opts(args);
+  ct_status st = ct_runtime_set_pipeline(rt, comm, (const char *const *)cuts, ncuts, &so, err);
   const int iters = ct_cli_int(args, "iterations");
   /* one warm-up iteration, left out of the stages' times */
   for (int it = 0; it <= iters && st == CT_OK; it++) {

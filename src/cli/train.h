@@ -86,6 +86,8 @@ int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);
 /* --pipeline's layer names, split at ','; *n gets their count.  Caller
  * frees the array and its first string.  Errors: an empty name. */
 ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err);
+/* --schedule and --recompute as a pipeline's options. */
+ct_stages_opts ct_cli_stages_opts(const ct_cli_args *args);
 /* Pipeline parallelism was asked for: --pipeline, or under mpirun a train
  * net whose layers say their stage (pipeline_stage). */
 bool ct_cli_wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp);

@@ -12,6 +12,12 @@
 #include "parallel/comm_mpi.h"
 #include "solvers/solver.h"
 
+ct_stages_opts ct_cli_stages_opts(const ct_cli_args *args) {
+  return (ct_stages_opts){
+      .schedule = strcmp(ct_cli_string(args, "schedule"), "1f1b") == 0 ? CT_STAGES_1F1B : CT_STAGES_GPIPE,
+      .keep_activations = !ct_cli_bool(args, "recompute")};
+}
+
 ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err) {
   char *copy = ct_xstrdup(list);
   int count = 1;
@@ -208,9 +214,8 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   sp->has_iter_size = has_iter_size;
   if (st == CT_OK && ct_cli_is_set(args, "weights"))
     st = ct_solver_copy_trained_files(s, ct_cli_string(args, "weights"), &err);
-  const ct_stages_schedule schedule =
-      strcmp(ct_cli_string(args, "schedule"), "1f1b") == 0 ? CT_STAGES_1F1B : CT_STAGES_GPIPE;
-  if (st == CT_OK) st = ct_solver_set_pipeline(s, comm, (const char *const *)cuts, ncuts, schedule, &err);
+  const ct_stages_opts so = ct_cli_stages_opts(args);
+  if (st == CT_OK) st = ct_solver_set_pipeline(s, comm, (const char *const *)cuts, ncuts, &so, &err);
   if (st == CT_OK && reduce) {
     const ct_reduce_opts ro = {.bucket_bytes = (size_t)(ct_cli_double(args, "bucket_mb") * 1048576.0),
                                .timeout_s = ct_cli_double(args, "comm_timeout")};

@@ -46,6 +46,7 @@ static void cast_backward(ct_layer *l, ct_tensor *const *top, const bool *propag
 
 const ct_layer_ops ct_cast_ops = {
     .type = "Cast",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = cast_setup,
     .reshape = cast_reshape,

@@ -115,6 +115,7 @@ static void concat_destroy(ct_layer *l) { free(l->priv); }
 /* Device-neutral: block copies on the context's device. */
 const ct_layer_ops ct_concat_ops = {
     .type = "Concat",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = 1,
     .setup = concat_setup,
     .reshape = concat_reshape,

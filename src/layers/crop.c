@@ -111,6 +111,7 @@ static void crop_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_crop_ops = {
     .type = "Crop",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 2, .max_bottoms = 2, .min_tops = 1, .max_tops = 1,
     .no_force_backward_bottoms = 1u << 1,
     .setup = crop_setup,

@@ -96,12 +96,22 @@ static void dropout_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
 }
 #endif
 
+/* The seed of the last TRAIN forward's mask, which backward draws again. */
+static int dropout_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  dropout_state *s = l->priv;
+  (void)cap;
+  out[0] = s->seed_dev ? (ct_layer_region){s->seed_dev, sizeof *s->seed_dev}
+                       : (ct_layer_region){&s->seed, sizeof s->seed};
+  return 1;
+}
+
 const ct_layer_ops ct_dropout_ops = {
     .type = "Dropout",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .flags = CT_LAYER_DRAWS,
     .setup = dropout_setup,
     .backward_reads = ct_layer_reads_no_values,
+    .backward_state = dropout_backward_state,
     .reshape = ct_neuron_reshape,
     .forward_cpu = dropout_forward_cpu,
     .backward_cpu = dropout_backward_cpu,

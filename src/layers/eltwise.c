@@ -251,12 +251,22 @@ static void eltwise_backward_reads(const ct_layer *l, bool *bottoms, bool *tops)
   tops[0] = e->op == CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__SUM && e->relu;
 }
 
+/* MAX's argmax of the last forward; SUM and PROD read only blobs. */
+static int eltwise_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  eltwise_priv *e = l->priv;
+  (void)cap;
+  if (e->op != CAFFE__ELTWISE_PARAMETER__ELTWISE_OP__MAX || !e->argmax || !e->argmax->count) return 0;
+  out[0] = (ct_layer_region){e->argmax->data, ct_tensor_bytes(e->argmax, e->argmax->count)};
+  return 1;
+}
+
 const ct_layer_ops ct_eltwise_ops = {
     .type = "Eltwise",
     .min_bottoms = 2, .max_bottoms = -1, .min_tops = 1, .max_tops = 1,
     .setup = eltwise_setup,
     .reshape = eltwise_reshape,
     .backward_reads = eltwise_backward_reads,
+    .backward_state = eltwise_backward_state,
     .forward_cpu = eltwise_forward_cpu,
     .backward_cpu = eltwise_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA

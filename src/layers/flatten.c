@@ -43,6 +43,7 @@ static void flatten_backward(ct_layer *l, ct_tensor *const *top, const bool *pro
 /* Device-neutral: the top is a view. */
 const ct_layer_ops ct_flatten_ops = {
     .type = "Flatten",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = flatten_setup,
     .reshape = flatten_reshape,

@@ -387,7 +387,7 @@ static void ip_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
 
 const ct_layer_ops ct_inner_product_ops = {
     .type = "InnerProduct",
-    .flags = CT_LAYER_GRAD_SIDE,
+    .flags = CT_LAYER_GRAD_SIDE | CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = ip_setup,
     .reshape = ip_reshape,

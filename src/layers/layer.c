@@ -216,3 +216,17 @@ void ct_layer_free(ct_layer *l) {
   free(l->loss_weight);
   free(l);
 }
+
+bool ct_layer_keeps_microbatches(const ct_layer *l) {
+  const ct_layer_ops *o = l->ops;
+  if (l->absorbed || !o->backward_cpu || (o->flags & (CT_LAYER_NO_BACKWARD | CT_LAYER_BACKWARD_FROM_BLOBS)))
+    return true;
+  return o->backward_state || o->restored;
+}
+
+int ct_layer_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  if (!l->ops->backward_state || l->released) return 0;
+  const int n = l->ops->backward_state(l, out, cap);
+  CT_ASSERT(n >= 0 && n <= cap);
+  return n;
+}

@@ -74,11 +74,21 @@ enum {
                                          bottom (and its top's gradient in backward): the net's
                                          precision pass gives it a top of its own instead, which
                                          later readers of the name read (BatchNorm) */
+  CT_LAYER_BACKWARD_FROM_BLOBS = 1u << 9, /* its backward reads nothing its forward left but its
+                                         bottoms' and tops' values (and its parameters): a
+                                         pipeline stage may keep its micro-batches by their blobs
+                                         (ct_layer_ops.backward_state) */
   CT_LAYER_GRAD_SIDE = 1u << 7,       /* GPU backward may compute the parameter gradients on the
                                          gradient stream (core/context.h) when the net sets
                                          grad_side: from the top diffs and bottom data only,
                                          through ct_context_grad_begin's context */
 };
+
+/* A piece of a layer's private memory on its device (ct_layer_ops.backward_state). */
+typedef struct ct_layer_region {
+  void *data;
+  size_t bytes;
+} ct_layer_region;
 
 typedef struct ct_layer_ops {
   const char *type;          /* the prototxt type string, e.g. "Convolution" */
@@ -165,6 +175,21 @@ typedef struct ct_layer_ops {
    * another blob's values: tests/test_net_plan.c runs every net with the
    * memory of each finished blob filled with NaN. */
   void (*backward_reads)(const ct_layer *l, bool *bottoms, bool *tops);
+  /* For a pipeline stage that keeps each micro-batch's activations instead
+   * of recomputing its forward before its backward (runtime/stages.h), both
+   * optional.  backward_state puts into out (at most cap) the memory on the
+   * layer's device, beyond its bottoms, tops and parameters, that its
+   * backward reads as its last forward left it (a max pooling's argmax, a
+   * softmax loss's probabilities, a dropout's seed), and returns how many
+   * regions; the stage copies them out after each forward and back before
+   * that micro-batch's backward.  restored tells the layer that its blobs
+   * and regions now hold another forward's values than its last forward
+   * left: it drops what it derived from them and kept (oneDNN's reordered
+   * copy of x).  A layer type with neither must say
+   * CT_LAYER_BACKWARD_FROM_BLOBS (or have no backward) for such a stage to
+   * take it (ct_layer_keeps_microbatches). */
+  int (*backward_state)(ct_layer *l, ct_layer_region *out, int cap);
+  void (*restored)(ct_layer *l);
 } ct_layer_ops;
 
 #define CT_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -281,6 +306,17 @@ void ct_layer_backward_reads(const ct_layer *l, bool *bottoms, bool *tops);
 void ct_layer_reads_no_values(const ct_layer *l, bool *bottoms, bool *tops);
 /* l->ops->prepare_gpu on a GPU context (false on the CPU or without it). */
 bool ct_layer_prepare_async(ct_layer *l, ct_context *side, bool bottom_grad);
+
+/* Whether a pipeline stage can keep l's micro-batches without recomputing
+ * them: l has no backward, or its type says what its backward reads
+ * (ct_layer_ops.backward_state, CT_LAYER_BACKWARD_FROM_BLOBS); an absorbed
+ * layer's work is its absorber's. */
+bool ct_layer_keeps_microbatches(const ct_layer *l);
+/* l's backward state regions (ct_layer_ops.backward_state; none without
+ * it), at most cap into out; returns the count. */
+int ct_layer_backward_state(ct_layer *l, ct_layer_region *out, int cap);
+/* The most regions one layer's backward state takes. */
+#define CT_LAYER_MAX_STATE 4
 
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */

@@ -219,6 +219,15 @@ static void lrn_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 }
 #endif
 
+/* The scale of the last forward (cuDNN's LRN keeps none: it reads x and y). */
+static int lrn_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  lrn_state *s = l->priv;
+  (void)cap;
+  if (l->gpu_priv || !s->scale->count) return 0;
+  out[0] = (ct_layer_region){s->scale->data, ct_tensor_bytes(s->scale, s->scale->count)};
+  return 1;
+}
+
 const ct_layer_ops ct_lrn_ops = {
     .type = "LRN",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
@@ -226,6 +235,7 @@ const ct_layer_ops ct_lrn_ops = {
     .reshape = lrn_reshape,
     .forward_cpu = lrn_forward_cpu,
     .backward_cpu = lrn_backward_cpu,
+    .backward_state = lrn_backward_state,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = lrn_forward_gpu,
     .backward_gpu = lrn_backward_gpu,

@@ -478,12 +478,25 @@ static void pool_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
     bottoms[0] = true;
 }
 
+/* What backward reads of the last forward beyond the blobs: MAX's argmax
+ * (one top), STOCHASTIC's choices (layer.h). */
+static int pool_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  pool_state *s = l->priv;
+  int n = 0;
+  ct_tensor *const kept[2] = {s->mask, s->rand};
+  for (int i = 0; i < 2 && n < cap; i++)
+    if (kept[i]->count && kept[i]->data)
+      out[n++] = (ct_layer_region){kept[i]->data, ct_tensor_bytes(kept[i], kept[i]->count)};
+  return n;
+}
+
 const ct_layer_ops ct_pooling_ops = {
     .type = "Pooling",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 2,
     .setup = pool_setup,
     .reshape = pool_reshape,
     .backward_reads = pool_backward_reads,
+    .backward_state = pool_backward_state,
     .forward_cpu = pool_forward_cpu,
     .backward_cpu = pool_backward_cpu,
 #ifdef CORTADO_HAVE_CUDA

@@ -137,6 +137,7 @@ static void relu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 const ct_layer_ops ct_relu_ops = {
     .type = "ReLU",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = relu_setup,
     .reshape = relu_reshape,

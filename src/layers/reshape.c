@@ -120,6 +120,7 @@ static void reshape_destroy(ct_layer *l) { free(l->priv); }
 /* Device-neutral: the top is a view. */
 const ct_layer_ops ct_reshape_ops = {
     .type = "Reshape",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = reshape_setup,
     .reshape = reshape_reshape,

@@ -64,6 +64,7 @@ static void sigmoid_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool 
 
 const ct_layer_ops ct_sigmoid_ops = {
     .type = "Sigmoid",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = sigmoid_setup,
     .reshape = ct_neuron_reshape,

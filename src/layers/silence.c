@@ -22,6 +22,7 @@ static void silence_backward(ct_layer *l, ct_tensor *const *top, const bool *pro
 /* Device-neutral: a fill on the context's device. */
 const ct_layer_ops ct_silence_ops = {
     .type = "Silence",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 0, .max_tops = 0,
     .setup = silence_shape,
     .reshape = silence_shape,

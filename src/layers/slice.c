@@ -123,6 +123,7 @@ static void slice_destroy(ct_layer *l) {
 /* Device-neutral: block copies on the context's device. */
 const ct_layer_ops ct_slice_ops = {
     .type = "Slice",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = -1,
     .setup = slice_setup,
     .reshape = slice_reshape,

@@ -128,6 +128,7 @@ static void softmax_destroy(ct_layer *l) {
 
 const ct_layer_ops ct_softmax_ops = {
     .type = "Softmax",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = softmax_setup,
     .reshape = softmax_reshape,

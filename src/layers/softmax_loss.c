@@ -167,6 +167,20 @@ static void softmax_loss_destroy(ct_layer *l) {
   free(p);
 }
 
+/* The probabilities and the normaliser's count (on a GPU its inverse) of
+ * the last forward. */
+static int softmax_loss_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  softmax_loss_priv *p = l->priv;
+  int n = 0;
+  if (p->prob->count) out[n++] = (ct_layer_region){p->prob->data, ct_tensor_bytes(p->prob, p->prob->count)};
+  if (l->ctx->device == CT_DEVICE_CPU) out[n++] = (ct_layer_region){&p->valid, sizeof p->valid};
+  else if (p->gpu.inv_norm && p->gpu.inv_norm->count)
+    out[n++] = (ct_layer_region){p->gpu.inv_norm->data,
+                                 ct_tensor_bytes(p->gpu.inv_norm, p->gpu.inv_norm->count)};
+  CT_ASSERT(n <= cap);
+  return n;
+}
+
 const ct_layer_ops ct_softmax_loss_ops = {
     .type = "SoftmaxWithLoss",
     .min_bottoms = 2, .max_bottoms = 2, .min_tops = 1, .max_tops = 2,
@@ -176,6 +190,7 @@ const ct_layer_ops ct_softmax_loss_ops = {
     .reshape = softmax_loss_reshape,
     .forward_cpu = softmax_loss_forward_cpu,
     .backward_cpu = softmax_loss_backward_cpu,
+    .backward_state = softmax_loss_backward_state,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = softmax_loss_forward_gpu,
     .backward_gpu = softmax_loss_backward_gpu,

@@ -67,6 +67,7 @@ static void split_backward(ct_layer *l, ct_tensor *const *top, const bool *propa
 
 const ct_layer_ops ct_split_ops = {
     .type = "Split",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = -1,
     .setup = split_setup,
     .reshape = split_reshape,

@@ -63,6 +63,7 @@ static void tanh_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 const ct_layer_ops ct_tanh_ops = {
     .type = "TanH",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = tanh_setup,
     .reshape = ct_neuron_reshape,

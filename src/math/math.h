@@ -44,6 +44,7 @@ void ct_gpu_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *
 void ct_gpu_scal(ct_context *ctx, size_t n, float alpha, float *x);
 void ct_gpu_set(ct_context *ctx, size_t n, float value, float *x);
 void ct_gpu_copy(ct_context *ctx, size_t n, const float *x, float *y);
+void ct_gpu_copy_bytes(ct_context *ctx, size_t bytes, const void *x, void *y);
 double ct_gpu_dot(ct_context *ctx, size_t n, const float *x, const float *y);
 double ct_gpu_asum(ct_context *ctx, size_t n, const float *x);
 double ct_gpu_sumsq(ct_context *ctx, size_t n, const float *x);
@@ -60,6 +61,8 @@ void ct_dev_gemm(ct_context *ctx, bool trans_a, bool trans_b, int M, int N, int 
 void ct_dev_gemv(ct_context *ctx, bool trans_a, int M, int N, float alpha, const float *A,
                  const float *x, float beta, float *y);
 void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y);
+/* bytes from x to y on ctx's device (on a GPU, queued on its stream). */
+void ct_dev_copy_bytes(ct_context *ctx, size_t bytes, const void *x, void *y);
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x);
 void ct_dev_axpy(ct_context *ctx, size_t n, float alpha, const float *x, float *y);
 double ct_dev_dot(ct_context *ctx, size_t n, const float *x, const float *y);

@@ -96,6 +96,10 @@ void ct_dev_copy(ct_context *ctx, size_t n, const float *x, float *y) {
   if (ctx->device == CT_DEVICE_CPU) ct_cpu_copy(n, x, y);
   else CT_ON_GPU(ct_gpu_copy(ctx, n, x, y));
 }
+void ct_dev_copy_bytes(ct_context *ctx, size_t bytes, const void *x, void *y) {
+  if (ctx->device != CT_DEVICE_CPU) CT_ON_GPU(ct_gpu_copy_bytes(ctx, bytes, x, y));
+  else if (x != y && bytes) memmove(y, x, bytes);
+}
 void ct_dev_set(ct_context *ctx, size_t n, float value, float *x) {
   if (ctx->device == CT_DEVICE_CPU) ct_cpu_set(n, value, x);
   else CT_ON_GPU(ct_gpu_set(ctx, n, value, x));

@@ -71,6 +71,10 @@ extern "C" void ct_gpu_copy(ct_context *ctx, size_t n, const float *x, float *y)
   if (x != y && n)
     CT_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, STREAM(ctx)));
 }
+extern "C" void ct_gpu_copy_bytes(ct_context *ctx, size_t bytes, const void *x, void *y) {
+  if (x != y && bytes)
+    CT_CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, STREAM(ctx)));
+}
 #define BINARY(name, expr)                                                                  \
   __global__ void k_##name(size_t n, const float *a, const float *b, float *y) {            \
     CT_CUDA_KERNEL_LOOP(i, n) y[i] = (expr);                                                \

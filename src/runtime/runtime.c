@@ -108,7 +108,7 @@ ct_status ct_runtime_set_ps(ct_runtime *rt, ct_ps_client *ps, int *requests, ct_
 ct_ps_client *ct_runtime_ps(const ct_runtime *rt) { return rt->ps; }
 
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
-                                  int nafter, ct_stages_schedule schedule, ct_error *err) {
+                                  int nafter, const ct_stages_opts *opts, ct_error *err) {
   CT_ASSERT(rt->finished == rt->clock.launched);
   if (rt->reducer || rt->ps)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
@@ -120,7 +120,7 @@ ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *con
   rt->fwd_prog = NULL;
   ct_program_free(rt->prog);
   rt->prog = NULL;
-  CT_TRY(ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, schedule,
+  CT_TRY(ct_stages_create(&rt->pipe, rt->net, comm, after, nafter, rt->opts.iter_size, opts,
                           err));
   char line[256];
   ct_stages_describe(rt->pipe, line, sizeof line);

@@ -120,13 +120,13 @@ ct_ps_client *ct_runtime_ps(const ct_runtime *rt);
  * the net cut after the layers named in after[0 .. nafter) (after NULL:
  * where the layers' pipeline_stage fields say; the net built with
  * ct_stages_part of the same cuts), the iteration's iter_size passes being
- * the micro-batches, in the order of `schedule`; the loss and the requests
+ * the micro-batches, run as opts says (stages.h); the loss and the requests
  * are agreed on by every stage at each finish.  The program is rebuilt at
  * the next launch.  Nothing may be in flight.  Errors: ct_stages_create's;
  * CT_ERR_UNSUPPORTED with parameter servers or a reducer already set (set
  * the reducer after the pipeline: D x P). */
 ct_status ct_runtime_set_pipeline(ct_runtime *rt, ct_comm *comm, const char *const *after,
-                                  int nafter, ct_stages_schedule schedule, ct_error *err);
+                                  int nafter, const ct_stages_opts *opts, ct_error *err);
 /* One forward of the net outside the iterations (a display's last one):
  * ct_net_forward, or with a pipeline a forward through every stage (each
  * must call it) with the loss and the net's outputs agreed on by all.

@@ -222,12 +222,64 @@ static int ring_size(const ct_stages *pl) {
   return inflight < pl->micro ? inflight : pl->micro;
 }
 
-/* The stash: the inputs, then the tops of the stage's data layers. */
-static void plan_stash(ct_stages *pl) {
+/* Kept activations: every blob value the stage's backward reads (in blob
+ * order) and the layers' backward state.  Errors: a layer that does not
+ * say what its backward reads. */
+static ct_status plan_kept(ct_stages *pl, ct_error *err) {
+  ct_net *net = pl->net;
+  const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
+  bool *read = ct_xcalloc((size_t)net->nblobs + 1, sizeof *read);
+  pl->regions = ct_xcalloc((size_t)(hi - lo) * CT_LAYER_MAX_STATE + 1, sizeof *pl->regions);
+  for (int i = lo; i < hi; i++) {
+    ct_layer *l = net->layers[i];
+    if (!ct_layer_keeps_microbatches(l)) {
+      free(read);
+      return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                          "--recompute=false: layer '%s' (%s) of stage %d does not say what its "
+                          "backward keeps of its forward, so its micro-batches cannot be kept; "
+                          "recompute them (--recompute=true)",
+                          l->name, l->ops->type, pl->stage);
+    }
+    bool *bottoms = ct_xcalloc((size_t)l->nbottom + 1, sizeof *bottoms);
+    bool *tops = ct_xcalloc((size_t)l->ntop + 1, sizeof *tops);
+    for (int b = 0; b < l->nbottom; b++) bottoms[b] = true;
+    for (int t = 0; t < l->ntop; t++) tops[t] = true;
+    if (l->ops->backward_cpu && !(l->ops->flags & CT_LAYER_NO_BACKWARD) && !l->absorbed)
+      ct_layer_backward_reads(l, bottoms, tops);
+    else
+      ct_layer_reads_no_values(l, bottoms, tops);
+    for (int b = 0; b < l->nbottom; b++) read[net->bottom_ids[i][b]] |= bottoms[b];
+    for (int t = 0; t < l->ntop; t++) read[net->top_ids[i][t]] |= tops[t];
+    free(bottoms);
+    free(tops);
+    ct_layer_region r[CT_LAYER_MAX_STATE];
+    const int n = ct_layer_backward_state(l, r, CT_LAYER_MAX_STATE);
+    for (int k = 0; k < n; k++) pl->regions[pl->nregions++] = (ct_stages_region){i, k, r[k].bytes, 0};
+  }
+  pl->stash = ct_xcalloc((size_t)net->nblobs + 1, sizeof *pl->stash);
+  for (int b = 0; b < net->nblobs; b++)
+    if (read[b]) pl->stash[pl->nstash++] = (ct_stages_stashed){b, -1, 0};
+  free(read);
+  for (int k = 0; k < pl->nstash; k++) {
+    pl->stash[k].offset = pl->stash_bytes;
+    pl->stash_bytes += 4 * ct_stages_words(ct_stages_blob_bytes(pl, pl->stash[k].blob));
+  }
+  for (int k = 0; k < pl->nregions; k++) {
+    pl->regions[k].offset = pl->stash_bytes;
+    pl->stash_bytes += 4 * ct_stages_words(pl->regions[k].bytes);
+  }
+  pl->stash_data = ct_mem_alloc(pl->device, pl->stash_bytes * (size_t)pl->ring + 1);
+  return CT_OK;
+}
+
+/* The stash: the inputs, then the tops of the stage's data layers (kept
+ * activations: plan_kept). */
+static ct_status plan_stash(ct_stages *pl, ct_error *err) {
   const ct_net *net = pl->net;
   /* one micro-batch, or the last stage under 1F1B (each backward follows
    * its own forward): nothing is ever recomputed */
-  if (pl->micro == 1 || (pl->schedule == CT_STAGES_1F1B && pl->stage == pl->nstages - 1)) return;
+  if (pl->micro == 1 || (pl->schedule == CT_STAGES_1F1B && pl->stage == pl->nstages - 1)) return CT_OK;
+  if (pl->keep) return plan_kept(pl, err);
   int n = pl->nin;
   for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++)
     if (net->layers[i]->nbottom == 0) n += net->layers[i]->ntop;
@@ -241,10 +293,11 @@ static void plan_stash(ct_stages *pl) {
     pl->stash_bytes += 4 * ct_stages_words(ct_stages_blob_bytes(pl, pl->stash[k].blob));
   }
   pl->stash_data = ct_mem_alloc(pl->device, pl->stash_bytes * (size_t)pl->ring);
+  return CT_OK;
 }
 
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
-                           int nafter, int microbatches, ct_stages_schedule schedule,
+                           int nafter, int microbatches, const ct_stages_opts *opts,
                            ct_error *err) {
   *out = NULL;
   CT_ASSERT(microbatches >= 1 && nafter >= 0);
@@ -254,7 +307,8 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
   pl->device = net->ctx->device;
   pl->stage = comm->rank;
   pl->micro = microbatches;
-  pl->schedule = schedule;
+  pl->schedule = opts ? opts->schedule : CT_STAGES_GPIPE;
+  pl->keep = opts && opts->keep_activations;
   ct_status st = plan_stages(net->param, net->phase == CT_PHASE_TEST, after, nafter, comm->size,
                              &pl->first, &pl->nstages, err);
   if (st == CT_OK && comm->size != pl->nstages)
@@ -276,12 +330,14 @@ ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const ch
                       net->nblobs);
   if (st == CT_OK && pl->stage == 0) st = stage_inputs(pl, 0, &pl->in, &pl->nin, err);
   if (st == CT_OK) st = plan_outputs(pl, err);
+  if (st == CT_OK) {
+    pl->ring = ring_size(pl);
+    st = plan_stash(pl, err);
+  }
   if (st != CT_OK) {
     ct_stages_free(pl);
     return st;
   }
-  pl->ring = ring_size(pl);
-  plan_stash(pl);
   ct_stages_plan_buffers(pl);
   pl->output_stage = ct_xcalloc((size_t)net->noutputs + 1, sizeof *pl->output_stage);
   size_t widest = 0;
@@ -341,6 +397,7 @@ void ct_stages_free(ct_stages *pl) {
   free(pl->in);
   free(pl->out);
   free(pl->stash);
+  free(pl->regions);
   if (pl->stash_data) ct_mem_free(pl->device, pl->stash_data);
   free(pl->output_stage);
   free(pl->output_host);
@@ -374,8 +431,9 @@ static void stash_tops(void *user, ct_program *p, int layer) {
 }
 
 /* One micro-batch's forward: receive (from the receives posted ahead when
- * `posted`), (stash,) compute, send, its loss. */
-static void add_forward(ct_stages *pl, ct_program *p, int m, bool posted, bool stash,
+ * `posted`), (stash its inputs,) compute, (keep its activations,) send,
+ * its loss. */
+static void add_forward(ct_stages *pl, ct_program *p, int m, bool posted, bool stash, bool keep,
                         const ct_program_step *pass_loss) {
   ct_net *net = pl->net;
   for (int k = 0; k < pl->nin; k++) {
@@ -389,6 +447,7 @@ static void add_forward(ct_stages *pl, ct_program *p, int m, bool posted, bool s
   ct_steps_forward_range(p, net, pl->first[pl->stage], pl->first[pl->stage + 1], false,
                          stash ? stash_tops : NULL, &sp);
   add(p, pl, ct_stages_step_mark_end, 0, "forward ends", CT_STEP_MARK, 0);
+  if (keep) add(p, pl, ct_stages_step_keep, m, "activations", CT_STEP_STASH, pl->stash_bytes);
   for (int k = 0; k < pl->nout; k++)
     add(p, pl, ct_stages_step_send, m * pl->nout + k, net->blobs[pl->out[k].blob]->name, CT_STEP_SEND,
         ct_stages_blob_bytes(pl, pl->out[k].blob));
@@ -402,11 +461,17 @@ typedef struct {
   void *user;
 } last_placer;
 
-/* One micro-batch's backward; its forward is recomputed from its stash
- * first unless its activations are the ones in the blobs (*live). */
+/* One micro-batch's backward; unless its activations are the ones in the
+ * blobs (*live), they are put back from the stash first (kept), or its
+ * forward is recomputed from its stash. */
 static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const last_placer *last) {
   ct_net *net = pl->net;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
+  if (*live != m && pl->keep) {
+    CT_ASSERT(pl->stash_data);
+    add(p, pl, ct_stages_step_restore, m, "activations", CT_STEP_RESTORE, pl->stash_bytes);
+    *live = m;
+  }
   if (*live != m) {
     CT_ASSERT(pl->stash_data);
     add(p, pl, ct_stages_step_restore, m, "micro-batch", CT_STEP_RESTORE, pl->stash_bytes);
@@ -434,7 +499,7 @@ static void add_backward(ct_stages *pl, ct_program *p, int m, int *live, const l
 void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_loss,
                      const ct_program_step *last_begin,
                      void (*last_after)(void *user, ct_program *p, int layer), void *last_user) {
-  const bool stash = pl->stash_data != NULL;
+  const bool stash = pl->stash_data && !pl->keep, keep = pl->stash_data && pl->keep;
   const last_placer last = {last_begin, last_after, last_user};
   /* the training program posts its receives ahead (the forward-only one
    * receives as it goes: it shares the blobs, not the ring) */
@@ -453,7 +518,7 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
   }
   int live = -1, next_b = 0;
   for (int m = 0; m < pl->micro; m++) {
-    add_forward(pl, p, m, posted, stash, pass_loss);
+    add_forward(pl, p, m, posted, stash, keep, pass_loss);
     live = m;
     if (m >= ahead) {
       add_backward(pl, p, next_b, &live, next_b == pl->micro - 1 ? &last : NULL);
@@ -466,6 +531,6 @@ void ct_stages_build(ct_stages *pl, ct_program *p, const ct_program_step *pass_l
 }
 
 void ct_stages_build_forward(ct_stages *pl, ct_program *p) {
-  add_forward(pl, p, 0, false, false, NULL);
+  add_forward(pl, p, 0, false, false, false, NULL);
   add(p, pl, ct_stages_step_send_join, 0, "send join", CT_STEP_SEND, 0);
 }

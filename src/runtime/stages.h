@@ -34,7 +34,11 @@
  * statistics are updated once per micro-batch, as iter_size's passes
  * update them (its batch statistics are the micro-batch's, as a pass's
  * are); a layer that draws random numbers (Dropout) draws new ones in the
- * recomputation, which its backward then uses.
+ * recomputation, which its backward then uses.  With kept activations
+ * (ct_stages_opts.keep_activations) nothing is recomputed: after each
+ * micro-batch's forward the stash takes every blob value the stage's
+ * backward reads and the layers' backward state, and the backward of m
+ * puts m's back first (Dropout's backward then uses its forward's mask).
  *
  * Sends, receives, stashes and restores are steps of the runtime's program
  * (CT_STEP_SEND, ...), placed by ct_stages_build.  A receive blocks; a
@@ -79,6 +83,19 @@ typedef enum ct_stages_schedule {
   CT_STAGES_1F1B       /* P - s - 1 forwards ahead, then one forward and one backward in turn */
 } ct_stages_schedule;
 
+/* How a pipeline runs its micro-batches. */
+typedef struct ct_stages_opts {
+  ct_stages_schedule schedule;
+  /* Keep each micro-batch's activations in the stash (the blob values the
+   * stage's backward reads and its layers' backward state,
+   * ct_layer_ops.backward_state) instead of recomputing the micro-batch's
+   * forward before its backward: one forward less per micro-batch, R sets
+   * of activations held instead of R copies of the stage's inputs
+   * (--recompute=false).  Every layer of the stage must say what its
+   * backward reads (ct_layer_keeps_microbatches). */
+  bool keep_activations;
+} ct_stages_opts;
+
 /* Where a train net is cut, for ct_stages_part: after the layers named in
  * after[0 .. nafter) (NULL: where the layers' pipeline_stage fields say),
  * this process being rank `rank` of `ranks`: ranks / P replicas of the P
@@ -103,15 +120,16 @@ ct_status ct_stages_part(void *cut, const Caffe__NetParameter *built, int *first
 /* A pipeline for net (borrowed; built with ct_stages_part for the same
  * cut) over comm (borrowed: the ranks of one replica, this process being
  * stage comm->rank), with `microbatches` (>= 1) micro-batches per
- * iteration run in the order of `schedule`; after, nafter as in
- * ct_stages_cut; it does not communicate.  Errors: ct_stages_part's;
+ * iteration run as opts says (NULL: GPipe, recomputing); after, nafter as
+ * in ct_stages_cut; it does not communicate.  Errors: ct_stages_part's;
  * CT_ERR_INVALID for a net built for other layers, a communicator of
  * another size than the stage count, a blob whose diff two later stages
- * would send back, a net input.
+ * would send back, a net input; CT_ERR_UNSUPPORTED for kept activations
+ * with a layer that does not say what its backward reads (naming it).
  * The process's host memory peak (core/mem.h), and on a GPU the device's,
  * start again from here: ct_stages_timing's are those of training. */
 ct_status ct_stages_create(ct_stages **out, ct_net *net, ct_comm *comm, const char *const *after,
-                           int nafter, int microbatches, ct_stages_schedule schedule,
+                           int nafter, int microbatches, const ct_stages_opts *opts,
                            ct_error *err);
 void ct_stages_free(ct_stages *pl);
 

@@ -269,11 +269,12 @@ void ct_stages_describe(const ct_stages *pl, char *buf, size_t size) {
   const Caffe__NetParameter *np = pl->net->param;
   const int lo = pl->first[pl->stage], hi = pl->first[pl->stage + 1];
   snprintf(buf, size, "stage %d of %d: layers %d-%d ('%s' to '%s'), %d input%s, %d output%s, %d "
-           "micro-batch%s (%s)",
+           "micro-batch%s (%s)%s",
            pl->stage, pl->nstages, lo, hi - 1, np->layer[lo]->name ? np->layer[lo]->name : "",
            np->layer[hi - 1]->name ? np->layer[hi - 1]->name : "", pl->nin, pl->nin == 1 ? "" : "s",
            pl->nout, pl->nout == 1 ? "" : "s", pl->micro, pl->micro == 1 ? "" : "es",
-           pl->schedule == CT_STAGES_1F1B ? "1F1B" : "GPipe");
+           pl->schedule == CT_STAGES_1F1B ? "1F1B" : "GPipe",
+           !pl->stash_data ? "" : pl->keep ? ", activations kept" : ", forwards recomputed");
 }
 
 void ct_stages_describe_timing(const ct_stages *pl, int s, char *buf, size_t size) {

@@ -21,6 +21,14 @@ typedef struct {
   size_t offset; /* bytes, in a ring slot of the stash */
 } ct_stages_stashed;
 
+/* A layer's backward state kept per micro-batch (kept activations:
+ * ct_layer_ops.backward_state): region k of layer `layer`. */
+typedef struct {
+  int layer, k;
+  size_t bytes;
+  size_t offset; /* bytes, in a ring slot of the stash */
+} ct_stages_region;
+
 /* Fields of ct_stages_timing that the stages agree on, per stage. */
 enum { CT_STAGES_NSTATS = 12 };
 
@@ -38,9 +46,13 @@ struct ct_stages {
   int nin, nout;
   ct_stages_crossing *in, *out; /* (nin), (nout) in the order of (peer, blob) */
   ct_stages_schedule schedule;
+  bool keep;            /* activations kept in the stash, not recomputed (ct_stages_opts) */
   int ring;             /* R: ring slots of the stash and the send buffers (micro-batch m: m % R) */
   int nstash;
-  ct_stages_stashed *stash; /* (nstash) inputs first, then the data layers' tops */
+  ct_stages_stashed *stash; /* (nstash) inputs first, then the data layers' tops; kept
+                               activations: every blob value the stage's backward reads */
+  int nregions;
+  ct_stages_region *regions; /* (nregions) kept activations: the layers' backward state */
   size_t stash_bytes;   /* per slot */
   unsigned char *stash_data; /* (ring * stash_bytes) on the net's device, NULL: no stash */
   /* Sends return at once: micro-batch m's values of output k travel from
@@ -95,7 +107,7 @@ void ct_stages_free_buffers(ct_stages *pl);
 /* stages_steps.c: the program's steps (ct_program_fn; user: the stages).
  * Their arg: recv, recv_diff: input (output) k; take, take_diff: micro-batch
  * x nin (nout) + k; send, send_diff: micro-batch x nout (nin) + k; stash:
- * micro-batch x nstash + the stashed blob; restore: the micro-batch;
+ * micro-batch x nstash + the stashed blob; restore, keep: the micro-batch;
  * keep_loss: 0 keeps the loss sum, 1 puts it back; mark_end: 1 for a
  * backward. */
 ct_status ct_stages_step_recv(void *user, int k, ct_error *err);
@@ -108,6 +120,7 @@ ct_status ct_stages_step_send_diff(void *user, int arg, ct_error *err);
 ct_status ct_stages_step_send_join(void *user, int arg, ct_error *err);
 ct_status ct_stages_step_stash(void *user, int arg, ct_error *err);
 ct_status ct_stages_step_restore(void *user, int m, ct_error *err);
+ct_status ct_stages_step_keep(void *user, int m, ct_error *err);
 ct_status ct_stages_step_keep_loss(void *user, int back, ct_error *err);
 ct_status ct_stages_step_iteration_begin(void *user, int arg, ct_error *err);
 ct_status ct_stages_step_mark(void *user, int arg, ct_error *err);

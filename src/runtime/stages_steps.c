@@ -309,13 +309,54 @@ ct_status ct_stages_step_stash(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
-/* arg: the micro-batch */
+/* Kept activations: layer backward-state region r (stages_internal.h) of
+ * pl's layers as planned, and its place in ring slot `slot`. */
+static ct_layer_region region_of(const ct_stages *pl, const ct_stages_region *r) {
+  ct_layer_region all[CT_LAYER_MAX_STATE];
+  const int n = ct_layer_backward_state(pl->net->layers[r->layer], all, CT_LAYER_MAX_STATE);
+  /* the plan's regions: a stage's layers do not reshape while it trains */
+  CT_ASSERT(r->k < n && all[r->k].bytes == r->bytes);
+  return all[r->k];
+}
+
+static unsigned char *region_at(const ct_stages *pl, int slot, const ct_stages_region *r) {
+  CT_ASSERT(r->offset + r->bytes <= pl->stash_bytes);
+  return pl->stash_data + (size_t)slot * pl->stash_bytes + r->offset;
+}
+
+/* Kept activations, after micro-batch m's forward: the blob values the
+ * stage's backward reads and the layers' backward state into m's slot. */
+ct_status ct_stages_step_keep(void *user, int m, ct_error *err) {
+  ct_stages *pl = user;
+  ct_context *ctx = pl->net->ctx;
+  for (int k = 0; k < pl->nstash; k++) {
+    const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
+    ct_dev_copy_bytes(ctx, ct_tensor_bytes(t, t->count), t->data, stash_at(pl, m % pl->ring, &pl->stash[k]));
+  }
+  for (int k = 0; k < pl->nregions; k++) {
+    const ct_layer_region r = region_of(pl, &pl->regions[k]);
+    ct_dev_copy_bytes(ctx, r.bytes, r.data, region_at(pl, m % pl->ring, &pl->regions[k]));
+  }
+  return CT_OK;
+}
+
+/* arg: the micro-batch: its stashed blobs back (and with kept
+ * activations its layers' backward state, the layers told) */
 ct_status ct_stages_step_restore(void *user, int m, ct_error *err) {
   ct_stages *pl = user;
   for (int k = 0; k < pl->nstash; k++) {
     const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
     ct_dev_convert(pl->net->ctx, t->count, t->dtype, stash_at(pl, m % pl->ring, &pl->stash[k]),
                    t->dtype, t->data);
+  }
+  if (!pl->keep) return CT_OK;
+  for (int k = 0; k < pl->nregions; k++) {
+    const ct_layer_region r = region_of(pl, &pl->regions[k]);
+    ct_dev_copy_bytes(pl->net->ctx, r.bytes, region_at(pl, m % pl->ring, &pl->regions[k]), r.data);
+  }
+  for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++) {
+    ct_layer *l = pl->net->layers[i];
+    if (l->ops->restored) l->ops->restored(l);
   }
   return CT_OK;
 }

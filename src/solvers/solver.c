@@ -237,13 +237,13 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
 }
 
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
-                                 ct_stages_schedule schedule, ct_error *err) {
+                                 const ct_stages_opts *opts, ct_error *err) {
   /* each stage would skip its update alone when its gradient overflows */
   if (s->loss_scale.mode != CT_LOSS_SCALE_OFF)
     return ct_error_set(err, CT_ERR_UNSUPPORTED,
                         "--pipeline with loss scaling (float16, or global_grad_scale): the stages "
                         "would each decide alone to skip an update; use --precision=bf16 or fp32");
-  CT_TRY(ct_runtime_set_pipeline(s->rt, comm, after, nafter, schedule, err));
+  CT_TRY(ct_runtime_set_pipeline(s->rt, comm, after, nafter, opts, err));
   ct_solver_update_set_stages(s, ct_runtime_stages(s->rt));
   free_test_stages(s);
   if (s->ntest_nets == 0) return CT_OK;
@@ -251,7 +251,7 @@ ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const 
   s->test_progs = ct_xcalloc((size_t)s->ntest_nets, sizeof *s->test_progs);
   for (int i = 0; i < s->ntest_nets; i++) {
     const ct_status st = ct_stages_create(&s->test_stages[i], s->test_nets[i], comm, after, nafter,
-                                          1, CT_STAGES_GPIPE, err);
+                                          1, NULL, err);
     if (st != CT_OK) {
       free_test_stages(s);
       return ct_error_prefix(err, "test net #%d", i);

@@ -239,8 +239,8 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
 /* Pipeline parallelism (runtime/stages.h): this process trains stage
  * comm->rank of the train net cut after the layers named in after[0 ..
  * nafter) (NULL: where its layers' pipeline_stage fields say), the
- * iteration's iter_size passes being its micro-batches, run in the order
- * of `schedule` (GPipe or 1F1B).  The train net
+ * iteration's iter_size passes being its micro-batches, run as opts says
+ * (GPipe or 1F1B, recomputed or kept: runtime/stages.h).  The train net
  * must hold that stage's layers only (opts.train_part: ct_stages_part of
  * the same cuts); each stage updates its own parameters, and a snapshot's
  * files are written by stage 0 from every stage's parameters and history.
@@ -249,7 +249,7 @@ ct_status ct_solver_set_ps(ct_solver *s, ct_ps_client *ps, int *requests, ct_err
  * Errors: ct_runtime_set_pipeline's; CT_ERR_UNSUPPORTED with loss scaling
  * (the stages do not agree on skipping an update). */
 ct_status ct_solver_set_pipeline(ct_solver *s, ct_comm *comm, const char *const *after, int nafter,
-                                 ct_stages_schedule schedule, ct_error *err);
+                                 const ct_stages_opts *opts, ct_error *err);
 /* The test nets (built with opts.test_part of the same cuts) then run as
  * pipelines too: a test iteration is one forward through the stages, and
  * every stage logs the scores of the stage that computes each output, the
