@@ -175,6 +175,11 @@ static void test_kept_activations(void **state) {
                        "--recompute=false");
   check_gpu_stages_run("gpu_pipe_keep_bf16", 3, "conv1,pool1", 4, 2, "1f1b", "--precision=bf16", false,
                        "--recompute=false");
+  /* BatchNorm (cuDNN's saved statistics and reserve) */
+  check_gpu_stages_run("gpu_pipe_keep_bn_fp32", 2, "pool1", 3, 4, "gpipe", "--math=fp32", true,
+                       "--recompute=false");
+  check_gpu_stages_run("gpu_pipe_keep_bn_bf16", 3, "conv1,pool1", 3, 2, "1f1b", "--precision=bf16", true,
+                       "--recompute=false");
 }
 
 static void test_bfloat16_stages(void **state) {

@@ -91,8 +91,9 @@ static void replace_in_net(const char *dir, const char *from, const char *to) {
  * Scale after ip1 (before the ReLU), a Dropout after the ReLU, or before
  * ip1 two Convolutions (1 -> 8 -> 8 channels along the 8 features: oneDNN
  * keeps its reorder of the second's x from forward for the weight
- * gradient), a MAX Pooling (its argmax) and an LRN (its scale). */
-typedef enum { PLAIN, BATCHNORM, DROPOUT, CONVOLUTIONS } extra_layers;
+ * gradient), a MAX Pooling (its argmax) and an LRN (its scale); or a
+ * Power in place after the ReLU (its copy of its input). */
+typedef enum { PLAIN, BATCHNORM, DROPOUT, CONVOLUTIONS, POWER } extra_layers;
 
 static void add_layers(const char *dir, extra_layers what) {
   if (what == CONVOLUTIONS) {
@@ -113,6 +114,10 @@ static void add_layers(const char *dir, extra_layers what) {
                   "layer { name: 'bn' type: 'BatchNorm' bottom: 'h' top: 'h'\n"
                   "  batch_norm_param { moving_average_fraction: 0.9 } }\n"
                   "layer { name: 'sc' type: 'Scale' bottom: 'h' top: 'h' scale_param { bias_term: true } }\n");
+  if (what == POWER) /* in place: it keeps a copy of its input */
+    insert_layers(dir, "ip2",
+                  "layer { name: 'pw' type: 'Power' bottom: 'h' top: 'h' "
+                  "power_param { power: 2 scale: 0.5 shift: 0.1 } }\n");
   if (what == DROPOUT)
     insert_layers(dir, "ip2",
                   "layer { name: 'drop' type: 'Dropout' bottom: 'h' top: 'h' "
@@ -285,7 +290,8 @@ static void test_bfloat16_stages(void **state) {
 }
 
 /* --recompute=false: each micro-batch's activations (the values the
- * stage's backward reads, a pooling's argmax, a loss's probabilities)
+ * stage's backward reads, a pooling's argmax, a loss's probabilities, a
+ * BatchNorm's statistics)
  * kept instead of recomputed: the same bits as iter_size, GPipe and 1F1B,
  * in bfloat16 too.  And a Dropout: kept, its backward uses its forward's
  * mask, as one process's does (bit for bit); recomputed, it draws a new
@@ -300,6 +306,11 @@ static void test_kept_activations(void **state) {
                         "--recompute=false"));
   free(check_stages_run("pipe_keep_conv_1f1b", 3, "c1,n1", 4, 2, "1f1b", NULL, NULL, CONVOLUTIONS,
                         "--recompute=false"));
+  /* BatchNorm + Scale (statistics, the normalised x) on either side of a cut; Power in place */
+  free(check_stages_run("pipe_keep_bn", 2, "relu", 3, 3, "gpipe", NULL, NULL, BATCHNORM, "--recompute=false"));
+  free(check_stages_run("pipe_keep_bn_1f1b", 3, "ip1,relu", 3, 3, "1f1b", NULL, NULL, BATCHNORM,
+                        "--recompute=false"));
+  free(check_stages_run("pipe_keep_power", 2, "ip1", 3, 3, "gpipe", NULL, NULL, POWER, "--recompute=false"));
   char *out = check_stages_run("pipe_keep_drop", 2, "ip1", 3, 3, "gpipe", NULL, NULL, DROPOUT,
                                "--recompute=false");
   assert_non_null(strstr(out, "activations kept"));

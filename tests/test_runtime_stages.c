@@ -154,15 +154,15 @@ static void test_kept_activations(void **state) {
 }
 
 /* A layer type that does not say what its backward reads of its forward
- * (Power keeps a copy of its input when in place) cannot have its
- * micro-batches kept: the stage refuses, naming it. */
+ * (MVN keeps its statistics) cannot have its micro-batches kept: the
+ * stage refuses, naming it. */
 static void test_kept_activations_refused(void **state) {
   static const char net_text[] =
       "name: 'st'\n"
       "layer { name: 'data' type: 'DummyData' top: 'x' top: 'label'\n"
       "  dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }\n"
-      "layer { name: 'sq' type: 'Power' bottom: 'x' top: 'x' power_param { power: 2 } }\n"
-      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'y'\n"
+      "layer { name: 'sq' type: 'MVN' bottom: 'x' top: 'xn' }\n"
+      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'xn' top: 'y'\n"
       "  inner_product_param { num_output: 2 } }\n"
       "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n";
   const char *cuts[] = {"sq"};
@@ -179,7 +179,7 @@ static void test_kept_activations_refused(void **state) {
   ct_comm *comm = ct_comm_threads_create(g, 0);
   ct_stages *st = NULL;
   assert_int_equal(ct_stages_create(&st, net, comm, cuts, 1, 2, &GPIPE_KEPT, &err), CT_ERR_UNSUPPORTED);
-  assert_string_equal(err.msg, "--recompute=false: layer 'sq' (Power) of stage 0 does not say what "
+  assert_string_equal(err.msg, "--recompute=false: layer 'sq' (MVN) of stage 0 does not say what "
                                "its backward keeps of its forward, so its micro-batches cannot be "
                                "kept; recompute them (--recompute=true)");
   assert_null(st);

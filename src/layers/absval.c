@@ -48,6 +48,7 @@ static void absval_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *
 
 const ct_layer_ops ct_absval_ops = {
     .type = "AbsVal",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = absval_setup,
     .reshape = ct_neuron_reshape,

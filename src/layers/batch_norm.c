@@ -529,11 +529,28 @@ static void batch_norm_backward_reads(const ct_layer *l, bool *bottoms, bool *to
   tops[0] = l->ctx->device == CT_DEVICE_CPU || !s || s->relu;
 }
 
+/* What backward reads of the last forward: its statistics, the saved
+ * normalised x (or x, in place), the frozen statistics' fused form, and
+ * cuDNN's saved mean and 1/std and reserve. */
+static int batch_norm_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  batch_norm_state *s = l->priv;
+  int n = 0;
+  ct_tensor *const kept[] = {s->mean, s->std, s->saved, s->frozen};
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0] && n < cap; i++)
+    if (kept[i] && kept[i]->count && kept[i]->data)
+      out[n++] = (ct_layer_region){kept[i]->data, ct_tensor_bytes(kept[i], kept[i]->count)};
+#ifdef CORTADO_HAVE_CUDA
+  n += ct_bn_cudnn_state(l, out + n, cap - n);
+#endif
+  return n;
+}
+
 const ct_layer_ops ct_batch_norm_ops = {
     .type = "BatchNorm",
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .flags = CT_LAYER_OWN_TOP_16,
     .backward_reads = batch_norm_backward_reads,
+    .backward_state = batch_norm_backward_state,
     .setup = batch_norm_setup,
     .reshape = batch_norm_reshape,
     .forward_cpu = batch_norm_forward_cpu,

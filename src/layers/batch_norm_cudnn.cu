@@ -37,6 +37,15 @@ typedef struct bn_cudnn {
 
 static const float k_one = 1.0f, k_zero = 0.0f;
 
+extern "C" int ct_bn_cudnn_state(ct_layer *l, ct_layer_region *out, int cap) {
+  bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
+  int n = 0;
+  if (!s) return 0;
+  if (s->buf && n < cap) out[n++] = ct_layer_region{s->buf, 8 * (size_t)s->C * sizeof(float)};
+  if (s->reserve && s->reserve_bytes && n < cap) out[n++] = ct_layer_region{s->reserve, s->reserve_bytes};
+  return n;
+}
+
 extern "C" void ct_bn_cudnn_destroy(ct_layer *l) {
   bn_cudnn *s = (bn_cudnn *)l->gpu_priv;
   if (!s) return;

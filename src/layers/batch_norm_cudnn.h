@@ -62,6 +62,10 @@ void ct_bn_cudnn_forward(ct_layer *l, const void *x, void *y, void *xsave, const
 void ct_bn_cudnn_backward(ct_layer *l, const void *x, const void *xsave, const void *y,
                           const void *dy, void *dx, const float *gamma, const float *beta,
                           float *dgamma, float *dbeta);
+/* For BatchNorm's backward_state: cuDNN's buffers of the last forward (the
+ * saved mean and 1/std among them, and the persistent kernels' reserve)
+ * into out (at most cap); returns how many (0 when cuDNN does not run it). */
+int ct_bn_cudnn_state(ct_layer *l, ct_layer_region *out, int cap);
 void ct_bn_cudnn_destroy(ct_layer *l);
 
 #ifdef __cplusplus

@@ -148,6 +148,7 @@ static void bias_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 
 const ct_layer_ops ct_bias_ops = {
     .type = "Bias",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 2, .min_tops = 1, .max_tops = 1,
     .setup = bias_setup,
     .reshape = bias_reshape,

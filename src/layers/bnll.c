@@ -77,8 +77,15 @@ static void bnll_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 }
 #endif
 
+/* In place, the copy of x its backward reads (layers/neuron.h). */
+static int bnll_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  (void)cap;
+  return ct_neuron_input_state(&((bnll_state *)l->priv)->input, out);
+}
+
 const ct_layer_ops ct_bnll_ops = {
     .type = "BNLL",
+    .backward_state = bnll_backward_state,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = bnll_setup,
     .reshape = bnll_reshape,

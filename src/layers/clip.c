@@ -78,8 +78,15 @@ static void clip_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pr
 }
 #endif
 
+/* In place, the copy of x its backward reads (layers/neuron.h). */
+static int clip_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  (void)cap;
+  return ct_neuron_input_state(&((clip_state *)l->priv)->input, out);
+}
+
 const ct_layer_ops ct_clip_ops = {
     .type = "Clip",
+    .backward_state = clip_backward_state,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = clip_setup,
     .reshape = clip_reshape,

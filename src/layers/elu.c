@@ -53,6 +53,7 @@ static void elu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 
 const ct_layer_ops ct_elu_ops = {
     .type = "ELU",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = elu_setup,
     .reshape = ct_neuron_reshape,

@@ -140,7 +140,7 @@ static void embed_destroy(ct_layer *l) {
 
 const ct_layer_ops ct_embed_ops = {
     .type = "Embed",
-    .flags = CT_LAYER_HOST_WORK, /* the index check is read back every call */
+    .flags = CT_LAYER_HOST_WORK | CT_LAYER_BACKWARD_FROM_BLOBS, /* the index check is read back every call */
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .no_force_backward_bottoms = 1u << 0,
     .setup = embed_setup,

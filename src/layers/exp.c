@@ -77,6 +77,7 @@ static void exp_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 
 const ct_layer_ops ct_exp_ops = {
     .type = "Exp",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = exp_setup,
     .reshape = ct_neuron_reshape,

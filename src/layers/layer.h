@@ -316,7 +316,7 @@ bool ct_layer_keeps_microbatches(const ct_layer *l);
  * it), at most cap into out; returns the count. */
 int ct_layer_backward_state(ct_layer *l, ct_layer_region *out, int cap);
 /* The most regions one layer's backward state takes. */
-#define CT_LAYER_MAX_STATE 4
+#define CT_LAYER_MAX_STATE 8
 
 /* ---------------------------------------------------------------- registry */
 /* The ops of a type name, or NULL. */

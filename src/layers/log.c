@@ -95,8 +95,15 @@ static void log_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *pro
 }
 #endif
 
+/* In place, the copy of x its backward reads (layers/neuron.h). */
+static int log_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  (void)cap;
+  return ct_neuron_input_state(&((log_state *)l->priv)->input, out);
+}
+
 const ct_layer_ops ct_log_ops = {
     .type = "Log",
+    .backward_state = log_backward_state,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = log_setup,
     .reshape = log_reshape,

@@ -49,6 +49,12 @@ const float *ct_neuron_input_data(const ct_neuron_input *in, const ct_tensor *bo
   return in->copy->data;
 }
 
+int ct_neuron_input_state(const ct_neuron_input *in, ct_layer_region *out) {
+  if (!in->copy || !in->copy->count) return 0;
+  out[0] = (ct_layer_region){in->copy->data, ct_tensor_bytes(in->copy, in->copy->count)};
+  return 1;
+}
+
 void ct_neuron_input_free(ct_neuron_input *in) {
   ct_tensor_free(in->copy);
   in->copy = NULL;

@@ -32,6 +32,9 @@ void ct_neuron_input_save(ct_neuron_input *in, ct_layer *l, const ct_tensor *bot
 const float *ct_neuron_input_data(const ct_neuron_input *in, const ct_tensor *bottom,
                                   const ct_tensor *top);
 void ct_neuron_input_free(ct_neuron_input *in);
+/* For ops->backward_state: the copy of x, when the layer runs in place
+ * (into out[0]; returns 1), else 0. */
+int ct_neuron_input_state(const ct_neuron_input *in, ct_layer_region *out);
 
 #ifdef __cplusplus
 }

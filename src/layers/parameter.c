@@ -42,6 +42,7 @@ static void parameter_backward(ct_layer *l, ct_tensor *const *top, const bool *p
 /* Device-neutral: a copy and an axpy on the context's device. */
 const ct_layer_ops ct_parameter_ops = {
     .type = "Parameter",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 0, .max_bottoms = 0, .min_tops = 1, .max_tops = 1,
     .setup = parameter_setup,
     .reshape = parameter_reshape,

@@ -140,8 +140,15 @@ static void prelu_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *p
 }
 #endif
 
+/* In place, the copy of x its backward reads (layers/neuron.h). */
+static int prelu_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  (void)cap;
+  return ct_neuron_input_state(&((prelu_state *)l->priv)->input, out);
+}
+
 const ct_layer_ops ct_prelu_ops = {
     .type = "PReLU",
+    .backward_state = prelu_backward_state,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = prelu_setup,
     .reshape = prelu_reshape,

@@ -116,6 +116,7 @@ static void reduction_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_reduction_ops = {
     .type = "Reduction",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = reduction_setup,
     .reshape = reduction_reshape,

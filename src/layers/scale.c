@@ -198,8 +198,15 @@ static void scale_backward_gpu(ct_layer *l, ct_tensor *const *top, const bool *p
 }
 #endif
 
+/* In place, the copy of x its backward reads (layers/neuron.h). */
+static int scale_backward_state(ct_layer *l, ct_layer_region *out, int cap) {
+  (void)cap;
+  return ct_neuron_input_state(&((scale_state *)l->priv)->input, out);
+}
+
 const ct_layer_ops ct_scale_ops = {
     .type = "Scale",
+    .backward_state = scale_backward_state,
     .min_bottoms = 1, .max_bottoms = 2, .min_tops = 1, .max_tops = 1,
     .setup = scale_setup,
     .reshape = scale_reshape,

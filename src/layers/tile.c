@@ -93,6 +93,7 @@ static void tile_destroy(ct_layer *l) { free(l->priv); }
 
 const ct_layer_ops ct_tile_ops = {
     .type = "Tile",
+    .flags = CT_LAYER_BACKWARD_FROM_BLOBS,
     .min_bottoms = 1, .max_bottoms = 1, .min_tops = 1, .max_tops = 1,
     .setup = tile_setup,
     .reshape = tile_reshape,
