@@ -61,6 +61,17 @@ void ct_gpu_device_mem(size_t *used, size_t *total);
                cudaGetErrorString(ct_e_), #call);                                  \
   } while (0)
 #define CT_CUDA_LAUNCH_CHECK() CT_CUDA_CHECK(cudaGetLastError())
+/* Checked CUDA call in a .cu function that returns ct_status with `ct_error
+ * *err` in scope, where a failure is the caller's to report (a reducer's or
+ * a parameter server's setup and launches): returns CT_ERR_DEVICE, "WHO on
+ * GPU D: cudaErrorName: what it says (the call)". */
+#define CT_CUDA_TRY(device, who, call)                                                       \
+  do {                                                                                       \
+    cudaError_t ct_e_ = (cudaError_t)(call);                                                 \
+    if (ct_e_ != cudaSuccess)                                                                \
+      return ct_error_set(err, CT_ERR_DEVICE, "%s on GPU %d: %s: %s (%s)", (who), (device),  \
+                          cudaGetErrorName(ct_e_), cudaGetErrorString(ct_e_), #call);        \
+  } while (0)
 #define CT_CUDA_THREADS 256
 static inline unsigned ct_cuda_blocks(size_t n) {
   size_t b = (n + CT_CUDA_THREADS - 1) / CT_CUDA_THREADS;

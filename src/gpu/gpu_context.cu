@@ -162,6 +162,15 @@ extern "C" void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy) {
   CT_CUDA_CHECK(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0));
 }
 
+extern "C" int ct_gpu_side_wait(ct_context *ctx, void *side, void *ev, void *ev_grads) {
+  cudaStream_t s = (cudaStream_t)side, grads = (cudaStream_t)ct_context_grad_pending_stream(ctx);
+  cudaError_t e = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)ctx->stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(s, (cudaEvent_t)ev, 0);
+  if (e == cudaSuccess && grads) e = cudaEventRecord((cudaEvent_t)ev_grads, grads);
+  if (e == cudaSuccess && grads) e = cudaStreamWaitEvent(s, (cudaEvent_t)ev_grads, 0);
+  return (int)e;
+}
+
 extern "C" void ct_gpu_event_sync(void *event) {
   ct_gpu_note_host_wait();
   CT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));

@@ -26,6 +26,15 @@ void ct_gpu_event_free(void *event);
 void ct_gpu_event_record(ct_context *ctx, void *event, bool copy);
 /* Makes ctx's copy stream (copy) or compute stream wait for event. */
 void ct_gpu_event_wait(ct_context *ctx, void *event, bool copy);
+/* A stream of one's own (side, a cudaStream_t) waits for the work enqueued
+ * so far on ctx's compute stream and, while parameter gradients are still
+ * being computed on its gradient stream (ct_context_grad_pending_stream),
+ * on that one too: what a consumer of the gradients beside the compute
+ * stream (the data-parallel all-reduce, a parameter server's copies out)
+ * orders itself after.  ev and ev_grads (cudaEvent_t, timing off) mark the
+ * two points.  Capturable.  Returns the first CUDA error (a cudaError_t),
+ * 0 for none. */
+int ct_gpu_side_wait(ct_context *ctx, void *side, void *ev, void *ev_grads);
 /* Waits on the host for event (counts as a host wait). */
 void ct_gpu_event_sync(void *event);
 /* Copies bytes (pinned host to device) on ctx's copy stream, without waiting. */

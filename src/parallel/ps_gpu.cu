@@ -6,6 +6,7 @@
 
 #include "core/mem.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_context.h"
 
 struct ct_ps_gpu {
   ct_context *ctx;
@@ -17,13 +18,8 @@ struct ct_ps_gpu {
   float **buf;           /* (n) pinned */
 };
 
-#define PSG_TRY(call)                                                                           \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess)                                                                      \
-      return ct_error_set(err, CT_ERR_DEVICE, "GPU %d: %s: %s", g->ctx->device, #call,          \
-                          cudaGetErrorString(e_));                                              \
-  } while (0)
+/* A failed CUDA call of the copies out returns CT_ERR_DEVICE (gpu/gpu.h). */
+#define PSG_TRY(call) CT_CUDA_TRY(g->ctx->device, "parameter-server copies", call)
 
 extern "C" ct_status ct_ps_gpu_new(ct_ps_gpu **out, ct_context *ctx, int n, const size_t *words,
                                    ct_error *err) {
@@ -75,15 +71,7 @@ extern "C" float *ct_ps_gpu_buffer(ct_ps_gpu *g, int k) { return g->buf[k]; }
 extern "C" ct_status ct_ps_gpu_copy_out(ct_ps_gpu *g, int k, size_t at, const float *src, size_t count,
                                         ct_error *err) {
   CT_ASSERT(k >= 0 && k < g->n);
-  cudaStream_t compute = (cudaStream_t)g->ctx->stream;
-  PSG_TRY(cudaEventRecord(g->ready[k], compute));
-  PSG_TRY(cudaStreamWaitEvent(g->copy, g->ready[k], 0));
-  /* parameter gradients still being computed on the gradient stream */
-  cudaStream_t grads = (cudaStream_t)ct_context_grad_pending_stream(g->ctx);
-  if (grads) {
-    PSG_TRY(cudaEventRecord(g->ready_grads[k], grads));
-    PSG_TRY(cudaStreamWaitEvent(g->copy, g->ready_grads[k], 0));
-  }
+  PSG_TRY(ct_gpu_side_wait(g->ctx, g->copy, g->ready[k], g->ready_grads[k]));
   PSG_TRY(cudaMemcpyAsync(g->buf[k] + at, src, count * sizeof(float), cudaMemcpyDeviceToHost, g->copy));
   PSG_TRY(cudaEventRecord(g->done[k], g->copy));
   return CT_OK;

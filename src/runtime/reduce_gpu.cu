@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "gpu/gpu_context.h"
 #include "math/typed.cuh"
 #include "runtime/reduce_gpu.h"
 #include "runtime/streams.h"
@@ -36,13 +37,8 @@ struct ct_reduce_gpu {
   void *stage;              /* 16-bit types: a bucket's values in that type (largest bucket) */
 };
 
-#define DP_CUDA_TRY(g, call)                                                                    \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess)                                                                      \
-      return ct_error_set(err, CT_ERR_DEVICE, "data-parallel reducer on GPU %d: %s: %s (%s)",  \
-                          (g)->ctx->device, cudaGetErrorName(e_), cudaGetErrorString(e_), #call); \
-  } while (0)
+/* A failed CUDA call of the reducer on g's GPU returns CT_ERR_DEVICE (gpu/gpu.h). */
+#define DP_CUDA_TRY(g, call) CT_CUDA_TRY((g)->ctx->device, "data-parallel reducer", call)
 
 static cudaStream_t compute_stream(const ct_reduce_gpu *g) { return (cudaStream_t)g->ctx->stream; }
 
@@ -210,14 +206,7 @@ extern "C" ct_status ct_reduce_gpu_launch(ct_reduce_gpu *g, int b, float *buf, s
   /* t_ready before ready[b], so that the start (after the wait for ready[b])
    * is never timed before it */
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_ready[b], compute_stream(g)));
-  DP_CUDA_TRY(g, cudaEventRecord(g->ready[b], compute_stream(g)));
-  DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready[b], 0));
-  /* parameter gradients still being computed on the gradient stream */
-  cudaStream_t grads = (cudaStream_t)ct_context_grad_pending_stream(g->ctx);
-  if (grads) {
-    DP_CUDA_TRY(g, cudaEventRecord(g->ready_grads[b], grads));
-    DP_CUDA_TRY(g, cudaStreamWaitEvent(g->comm_stream, g->ready_grads[b], 0));
-  }
+  DP_CUDA_TRY(g, ct_gpu_side_wait(g->ctx, g->comm_stream, g->ready[b], g->ready_grads[b]));
   if (b == 0) CT_TRY(launch_requests(g, err)); /* before the mark: bucket 0's time is its own */
   if (g->timing) DP_CUDA_TRY(g, mark(g->t_start[b], g->comm_stream));
   ct_trace_gpu_side(g->ctx, CT_TRACE_GPU_ON_COMM, false, g->comm_stream);
