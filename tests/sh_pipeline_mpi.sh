@@ -39,7 +39,7 @@ expect "iter_size against --microbatches" 2 solver_iter2.prototxt "--pipeline=re
 expect "iter_size as the micro-batches" 2 solver_iter2.prototxt "--pipeline=relu" ""
 # (GPU stages, and what they refuse: tests/test_gpu_pipeline_mpi.c)
 expect "no mpirun" 0 solver.prototxt "--pipeline=relu" \
-  "--pipeline needs one process per stage: start them with mpirun -np P (P: the stage count, one more than the layer names)"
+  "--pipeline needs one process per stage: start them with mpirun -np P (P: the stage count, one more than the layer names), or as P shards (--num_shards=P --shard_id=0..P-1 and a store)"
 expect "--microbatches alone" 0 solver.prototxt "--microbatches=2" \
   "--microbatches goes with pipeline stages (--pipeline, or pipeline_stage in the net under mpirun); without them, use the solver's iter_size"
 expect "a pipeline_stage that skips a stage" 3 solver_skipped.prototxt "" \

@@ -135,9 +135,10 @@ static const ct_flag_spec train_flags[] = {
     {"pipeline", CT_FLAG_STRING, NULL,
      "Pipeline parallelism: cut the train net after these layers (names separated by ','; "
      "P - 1 names make P stages) and train stage r on rank r of `mpirun -np P` (CPU ranks, or "
-     "with --gpu the GPU of each rank's local rank, ranks beyond the list sharing its GPUs). "
-     "Tops that cross a cut go forward by MPI, their diffs come back the same way; stage 0 "
-     "writes the snapshots.",
+     "with --gpu the GPU of each rank's local rank, ranks beyond the list sharing its GPUs), "
+     "or on shard r of P Gloo shards (--num_shards=P, CPU stages). "
+     "Tops that cross a cut go forward by MPI (or Gloo), their diffs come back the same way; "
+     "stage 0 writes the snapshots.",
      .meta = "LAYERS"},
     {"microbatches", CT_FLAG_INT, "0",
      "With --pipeline: micro-batches per iteration, each a batch of the net's batch_size, "
@@ -426,10 +427,7 @@ static ct_status drive_process(const ct_dp_job *job, const void *arg, ct_error *
   return ct_dp_train_process(job, a->gpus->ids, a->gpus->n, a->rank, a->id, err);
 }
 
-/* One shard of a run that meets through a store: its GPUs as threads, or
- * one CPU worker with gradients through Gloo. */
-static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp, const ct_gpu_list *gpus,
-                        ct_csv_log *csv) {
+int ct_cli_shard_opts(const ct_cli_args *args, ct_shard_opts *out) {
   ct_shard_opts so;
   memset(&so, 0, sizeof so);
   so.num_shards = ct_cli_int(args, "num_shards");
@@ -449,6 +447,17 @@ static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *s
   if ((so.file_store_path != NULL) == (so.redis_host != NULL))
     return ct_cli_error(CT_EXIT_USAGE, "shards need exactly one of --file_store_path=DIR and --redis_host=HOST");
   if (!(so.rendezvous_timeout_s > 0)) return ct_cli_error(CT_EXIT_USAGE, "--rendezvous_timeout must be positive");
+  *out = so;
+  return CT_EXIT_OK;
+}
+
+/* One shard of a run that meets through a store: its GPUs as threads, or
+ * one CPU worker with gradients through Gloo. */
+static int train_shards(const ct_cli_args *args, const Caffe__SolverParameter *sp, const ct_gpu_list *gpus,
+                        ct_csv_log *csv) {
+  ct_shard_opts so;
+  const int rc = ct_cli_shard_opts(args, &so);
+  if (rc != CT_EXIT_OK) return rc;
   const shards_arg a = {&so, gpus};
   return run_dp(args, sp, csv, drive_shards, &a);
 }
@@ -621,15 +630,19 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
                         "--recompute goes with pipeline stages (--pipeline, or pipeline_stage in "
                         "the net under mpirun): one process keeps its activations anyway");
   if (pipeline) {
-    if (!ct_mpi_launched())
+    ct_shard_opts so = {0};
+    if (shards && (rc = ct_cli_shard_opts(args, &so)) != CT_EXIT_OK) return rc;
+    if (!ct_mpi_launched() && !shards)
       return ct_cli_error(CT_EXIT_USAGE,
                           "--pipeline needs one process per stage: start them with mpirun -np P "
-                          "(P: the stage count, one more than the layer names)");
+                          "(P: the stage count, one more than the layer names), or as P shards "
+                          "(--num_shards=P --shard_id=0..P-1 and a store)");
     ct_csv_log *csv = NULL;
-    if (ct_mpi_rank_from_env() == 0 && ct_cli_csv_open(args, sp, csv_info, 0, &csv, &err) != CT_OK)
+    const int rank = shards ? so.shard_id : ct_mpi_rank_from_env();
+    if (rank == 0 && ct_cli_csv_open(args, sp, csv_info, 0, &csv, &err) != CT_OK)
       return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
     const ct_solver_opts opts = solver_opts(args, csv);
-    rc = ct_cli_train_pipeline(args, sp, &opts, watch_solver);
+    rc = ct_cli_train_pipeline(args, sp, &opts, shards ? &so : NULL, watch_solver);
     ct_csv_log_close(csv);
     return rc;
   }

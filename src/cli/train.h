@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/ps.h"
+#include "parallel/shards.h"
 #include "solvers/csv_log.h"
 #include "solvers/solver.h"
 
@@ -72,6 +73,10 @@ int ct_cli_train_processes(const int *gpus, int n);
 
 /* Shards were asked for (cmd_train.c): several, or a rendezvous store named. */
 bool ct_cli_shards_requested(const ct_cli_args *args);
+/* The shard flags (--num_shards, --shard_id, --run_id, --file_store_path or
+ * --redis_host, ...) into *so; a usage message (CT_EXIT_USAGE, printed)
+ * when they do not make a shard.  Returns a CT_EXIT_* status. */
+int ct_cli_shard_opts(const ct_cli_args *args, ct_shard_opts *so);
 
 /* --dp_mode and the parameter server's flags into o (train_ps.c); call
  * after ct_cli_check_ps_flags said they go together. */
@@ -102,13 +107,15 @@ ct_status ct_cli_stage_device(const ct_cli_args *args, bool solver_gpu, int *dev
 
 /* One rank of `mpirun -np N cortado train --pipeline=...` (train_pipeline.c):
  * stage N mod P of replica N / P (P stages, N / P data-parallel replicas),
+ * or with shards (not NULL) shard N of P, one stage each, on the CPU,
+ * talking over Gloo;
  * trained with solver_opts plus the stage's part; watch(args, s) is called
  * with the solver before training (signals reach it) and with NULL after.
  * Failures that every rank meets alike (flags, the net, the plan) end each
  * rank with the message; a failure while training ends the job.  sp is
  * the caller's (restored on return).  Returns a CT_EXIT_* status. */
 int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
-                          const ct_solver_opts *solver_opts,
+                          const ct_solver_opts *solver_opts, const ct_shard_opts *shards,
                           void (*watch)(const ct_cli_args *args, ct_solver *s));
 
 #endif

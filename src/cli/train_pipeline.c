@@ -9,7 +9,9 @@
 #include "core/log.h"
 #include "gpu/gpu.h"
 #include "net/net_load.h"
+#include "parallel/comm_gloo.h"
 #include "parallel/comm_mpi.h"
+#include "parallel/shards.h"
 #include "solvers/solver.h"
 
 ct_stages_opts ct_cli_stages_opts(const ct_cli_args *args) {
@@ -138,8 +140,24 @@ static ct_status split_world(ct_comm *world, int nstages, ct_comm **stages, ct_c
   return st;
 }
 
+/* The stages' communicator over Gloo: this shard joins the run and connects
+ * to the others (rank = shard id).  *ss is freed by the caller.  Errors:
+ * the rendezvous's and Gloo's. */
+static ct_status shard_world(const ct_cli_args *args, const ct_shard_opts *so, ct_shard_session **ss,
+                             ct_comm **world, ct_error *err) {
+  *ss = NULL;
+  *world = NULL;
+  CT_TRY(ct_shard_join(ss, so, 0, NULL, err));
+  const ct_gloo_bind bind = {so->gloo_iface, so->gloo_host};
+  CT_TRY(ct_comm_gloo_create(world, (*ss)->store, so->shard_id, so->num_shards, &bind, (*ss)->timeout_s,
+                             ct_cli_double(args, "comm_timeout"), err));
+  LOG_INFO("Pipeline: shard %d of %d (%s), Gloo listens on %s", so->shard_id, so->num_shards,
+           (*ss)->where, ct_comm_gloo_address(*world));
+  return CT_OK;
+}
+
 int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
-                          const ct_solver_opts *solver_opts,
+                          const ct_solver_opts *solver_opts, const ct_shard_opts *shards,
                           void (*watch)(const ct_cli_args *args, ct_solver *s)) {
   ct_error err;
   char **cuts = NULL;
@@ -171,7 +189,18 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   sp->iter_size = micro;
   sp->has_iter_size = 1;
   const int nstages = count_stages(sp, ncuts, cuts != NULL);
-  st = ct_comm_mpi_create(&world, &err);
+  ct_shard_session *ss = NULL;
+  if (shards && device != CT_DEVICE_CPU)
+    st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
+                      "--pipeline over shards runs its stages on CPUs (GPU stages talk through "
+                      "mpirun ranks for now); give --cpu, or start the stages with mpirun");
+  else if (shards && shards->num_shards != nstages)
+    st = ct_error_set(&err, CT_ERR_INVALID,
+                      "--pipeline over shards: %d stages need --num_shards=%d, one shard a stage, "
+                      "not %d (replicas of the stages are written for mpirun ranks)",
+                      nstages, nstages, shards->num_shards);
+  else
+    st = shards ? shard_world(args, shards, &ss, &world, &err) : ct_comm_mpi_create(&world, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(world, ct_cli_double(args, "comm_timeout"), NULL);
     st = split_world(world, nstages, &comm, &reduce, &err);
@@ -243,6 +272,7 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   if (comm != world) ct_comm_free(comm);
   ct_comm_free(reduce);
   ct_comm_free(world);
+  ct_shard_free(ss);
   if (cuts) free(cuts[0]);
   free(cuts);
   ct_mpi_finalize();
@@ -269,7 +299,7 @@ static void file_places_layers(const char *path, bool *yes) {
 
 bool ct_cli_wants_pipeline(const ct_cli_args *args, const Caffe__SolverParameter *sp) {
   bool yes = ct_cli_is_set(args, "pipeline");
-  if (yes || !ct_mpi_launched()) return yes;
+  if (yes || !(ct_mpi_launched() || ct_cli_shards_requested(args))) return yes;
   yes = net_places_layers(sp->net_param) || net_places_layers(sp->train_net_param);
   file_places_layers(sp->net, &yes);
   file_places_layers(sp->train_net, &yes);

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Pipeline stages over Gloo shards (processes started one by one, meeting
+# through a file store, TCP over loopback; no MPI): one shard a stage, the
+# blobs and their diffs crossing by Gloo's send and receive.  The weights
+# are those of one process with iter_size M, to the byte: GPipe over 2
+# shards, 1F1B over 3 with kept activations; a snapshot and a resume; and
+# the refusals (a shard count that is not the stage count).
+set -euo pipefail
+bin=${CORTADO_BIN:?}
+dir=${CORTADO_TMP:?}/sh_pipeline_gloo
+rm -rf "$dir" && mkdir -p "$dir/store"
+cd "$dir"
+. "$(dirname "$0")/expect_mpi.sh"
+small_job_db
+small_net "" >net.prototxt
+small_solver net.prototxt 'random_seed: 1
+momentum: 0.9
+weight_decay: 0.001
+snapshot: 3
+snapshot_prefix: "snap"' | sed 's/max_iter: 2/max_iter: 6/; s/snapshot_after_train: false/snapshot_after_train: true/' \
+  >solver.prototxt
+
+# shards NAME N FLAGS...: the N shards of a run in folder NAME (each its own log)
+shards() {
+  local name=$1 n=$2 pids=() rc=0
+  shift 2
+  mkdir -p "$name" && cp net.prototxt solver.prototxt "$name/" && ln -sfn ../db "$name/db"
+  for k in $(seq 0 $((n - 1))); do
+    (cd "$name" && exec timeout 300 "$bin" train --solver=solver.prototxt --num_shards="$n" --shard_id="$k" \
+      --run_id="$name" --file_store_path=../store --gloo_iface=lo --rendezvous_timeout=60 "$@" \
+      >"shard_$k.log" 2>&1) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
+
+must_shards() {
+  local name=$1
+  shards "$@" || {
+    echo "FAIL $name: a shard failed"
+    for f in "$name"/shard_*.log; do echo "-- $f"; tail -5 "$f"; done
+    exit 1
+  }
+}
+
+# one process: iter_size M, the reference
+one() {
+  local name=$1 m=$2
+  mkdir -p "$name" && ln -sfn ../db "$name/db" && cp net.prototxt "$name/"
+  sed "s/snapshot: 3/snapshot: 3\niter_size: $m/" solver.prototxt >"$name/solver.prototxt"
+  (cd "$name" && "$bin" train --solver=solver.prototxt >train.log 2>&1) ||
+    { echo "FAIL $name"; tail -5 "$name/train.log"; exit 1; }
+}
+
+same() {
+  cmp "$1/snap_iter_6.caffemodel" "$2/snap_iter_6.caffemodel" ||
+    { echo "FAIL: $1's weights are not $2's"; exit 1; }
+}
+
+one one2 2
+must_shards gpipe 2 --pipeline=relu --microbatches=2
+grep -q "Pipeline: shard 0 of 2 (run 'gpipe' (file store .*/store)), Gloo listens on 127.0.0.1" gpipe/shard_0.log ||
+  { echo "FAIL gpipe: no shard line"; grep -i pipeline gpipe/shard_0.log | head; exit 1; }
+grep -q "Pipeline stage 1 of 2: layers 3-4 ('ip2' to 'loss')" gpipe/shard_1.log ||
+  { echo "FAIL gpipe: no stage line on shard 1"; grep -i pipeline gpipe/shard_1.log | head; exit 1; }
+same gpipe one2
+diff <(grep -o "Iteration [0-9]*, loss = .*" one2/train.log) <(grep -o "Iteration [0-9]*, loss = .*" gpipe/shard_0.log) ||
+  { echo "FAIL gpipe: the losses stage 0 displays are not one process's"; exit 1; }
+echo "ok   2 stages over 2 Gloo shards, GPipe: one process's bytes and losses"
+
+one one3 3
+must_shards kept 3 --pipeline=ip1,relu --microbatches=3 --schedule=1f1b --recompute=false
+grep -q "activations kept" kept/shard_0.log || { echo "FAIL kept: not kept"; exit 1; }
+same kept one3
+echo "ok   3 stages over 3 Gloo shards, 1F1B, kept activations: one process's bytes"
+
+# resumed from stage 0's snapshot at 3: the same end
+mkdir -p resumed && cp gpipe/snap_iter_3.* resumed/
+must_shards resumed 2 --pipeline=relu --microbatches=2 --snapshot=snap_iter_3.solverstate
+same resumed one2
+echo "ok   resumed from iteration 3 over shards: the same bytes"
+
+# a shard count that is not the stage count
+if shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi
+grep -q -- "--pipeline over shards: 2 stages need --num_shards=2, one shard a stage, not 3" wrong/shard_0.log ||
+  { echo "FAIL wrong: message"; tail -3 wrong/shard_0.log; exit 1; }
+echo "ok   3 shards for 2 stages: refused"
+echo "all passed"
