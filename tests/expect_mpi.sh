@@ -36,6 +36,23 @@ small_solver() {
   printf 'net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\ndisplay: 1\nsolver_mode: CPU\nsnapshot_after_train: false\n%s\n' \
     "$1" "${2:-}"
 }
+# start_shards NAME N FLAGS...: the N shards of `cortado train` over Gloo in
+# folder NAME (net.prototxt, solver.prototxt and db from here), one log
+# each (NAME/shard_K.log), meeting through the file store ../store; returns
+# the last failing shard's status
+start_shards() {
+  local name=$1 n=$2 pids=() rc=0
+  shift 2
+  mkdir -p "$name" && cp net.prototxt solver.prototxt "$name/" && ln -sfn ../db "$name/db"
+  for k in $(seq 0 $((n - 1))); do
+    (cd "$name" && exec timeout 300 "$bin" train --solver=solver.prototxt --num_shards="$n" --shard_id="$k" \
+      --run_id="$name" --file_store_path=../store --gloo_iface=lo --rendezvous_timeout=60 "$@" \
+      >"shard_$k.log" 2>&1) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
 fail=0
 expect() {
   local what=$1 np=$2 s=$3 flags=$4 want=$5 rc=0 out

@@ -20,24 +20,9 @@ snapshot: 3
 snapshot_prefix: "snap"' | sed 's/max_iter: 2/max_iter: 6/; s/snapshot_after_train: false/snapshot_after_train: true/' \
   >solver.prototxt
 
-# shards NAME N FLAGS...: the N shards of a run in folder NAME (each its own log)
-shards() {
-  local name=$1 n=$2 pids=() rc=0
-  shift 2
-  mkdir -p "$name" && cp net.prototxt solver.prototxt "$name/" && ln -sfn ../db "$name/db"
-  for k in $(seq 0 $((n - 1))); do
-    (cd "$name" && exec timeout 300 "$bin" train --solver=solver.prototxt --num_shards="$n" --shard_id="$k" \
-      --run_id="$name" --file_store_path=../store --gloo_iface=lo --rendezvous_timeout=60 "$@" \
-      >"shard_$k.log" 2>&1) &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  return $rc
-}
-
 must_shards() {
   local name=$1
-  shards "$@" || {
+  start_shards "$@" || {
     echo "FAIL $name: a shard failed"
     for f in "$name"/shard_*.log; do echo "-- $f"; tail -5 "$f"; done
     exit 1
@@ -82,7 +67,7 @@ same resumed one2
 echo "ok   resumed from iteration 3 over shards: the same bytes"
 
 # a shard count that is not the stage count
-if shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi
+if start_shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi
 grep -q -- "--pipeline over shards: 2 stages need --num_shards=2, one shard a stage, not 3" wrong/shard_0.log ||
   { echo "FAIL wrong: message"; tail -3 wrong/shard_0.log; exit 1; }
 echo "ok   3 shards for 2 stages: refused"

@@ -18,16 +18,8 @@ snapshot_prefix: "snap"' | sed 's/max_iter: 2/max_iter: 6/; s/snapshot_after_tra
 
 # run NAME SHARDS FLAGS...: every shard of a run in its own folder NAME
 run() {
-  local name=$1 n=$2 pids=() rc=0
-  shift 2
-  mkdir -p "$name" && cp net.prototxt solver.prototxt "$name/" && ln -sfn ../db "$name/db"
-  for k in $(seq 0 $((n - 1))); do
-    (cd "$name" && exec timeout 300 "$bin" train --solver=solver.prototxt --num_shards="$n" --shard_id="$k" \
-      --run_id="$name" --file_store_path=../store --gloo_iface=lo --rendezvous_timeout=60 "$@" \
-      >"shard_$k.log" 2>&1) &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  local name=$1 rc=0
+  start_shards "$@" || rc=$?
   if [ $rc != 0 ]; then
     echo "FAIL $name: a shard ended with status $rc"
     for f in "$name"/shard_*.log; do echo "-- $f"; tail -5 "$f"; done

@@ -50,25 +50,6 @@ static void setup(char *solver, size_t size, const char *base, const char *sub, 
  * run) ask for 16-bit layers, with batch M x b (1e-6; Caffe clips the sum
  * over iter_size passes, so clipping tells the two apart; bfloat16 rounds
  * each batch's sums).  Returns the pipeline's output (caller frees). */
-/* Puts `layers` (prototxt) into dir's net before the layer named `before`. */
-static void insert_layers(const char *dir, const char *before, const char *layers) {
-  char path[4400], anchor[128];
-  snprintf(path, sizeof path, "%s/net.prototxt", dir);
-  snprintf(anchor, sizeof anchor, "layer { name: '%s'", before);
-  size_t n = 0;
-  char *text = tu_read_file(path, &n);
-  const char *at = strstr(text, anchor);
-  assert_non_null(at);
-  const size_t head = (size_t)(at - text), nb = strlen(layers);
-  char *out = malloc(n + nb + 1);
-  memcpy(out, text, head);
-  memcpy(out + head, layers, nb);
-  memcpy(out + head + nb, at, n - head);
-  tu_write_file(path, out, n + nb);
-  free(out);
-  free(text);
-}
-
 /* The first `from` in dir's net becomes `to`. */
 static void replace_in_net(const char *dir, const char *from, const char *to) {
   char path[4400];
@@ -85,6 +66,14 @@ static void replace_in_net(const char *dir, const char *from, const char *to) {
   tu_write_file(path, out, n - nf + nt);
   free(out);
   free(text);
+}
+
+/* Puts `layers` (prototxt) into dir's net before the layer named `before`. */
+static void insert_layers(const char *dir, const char *before, const char *layers) {
+  char anchor[128], with[2048];
+  snprintf(anchor, sizeof anchor, "layer { name: '%s'", before);
+  snprintf(with, sizeof with, "%s%s", layers, anchor);
+  replace_in_net(dir, anchor, with);
 }
 
 /* Extra layers of a check's nets (every run's): none, a BatchNorm and its

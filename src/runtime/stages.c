@@ -242,8 +242,6 @@ static ct_status plan_kept(ct_stages *pl, ct_error *err) {
     }
     bool *bottoms = ct_xcalloc((size_t)l->nbottom + 1, sizeof *bottoms);
     bool *tops = ct_xcalloc((size_t)l->ntop + 1, sizeof *tops);
-    for (int b = 0; b < l->nbottom; b++) bottoms[b] = true;
-    for (int t = 0; t < l->ntop; t++) tops[t] = true;
     if (l->ops->backward_cpu && !(l->ops->flags & CT_LAYER_NO_BACKWARD) && !l->absorbed)
       ct_layer_backward_reads(l, bottoms, tops);
     else

@@ -309,34 +309,32 @@ ct_status ct_stages_step_stash(void *user, int arg, ct_error *err) {
   return CT_OK;
 }
 
-/* Kept activations: layer backward-state region r (stages_internal.h) of
- * pl's layers as planned, and its place in ring slot `slot`. */
-static ct_layer_region region_of(const ct_stages *pl, const ct_stages_region *r) {
+/* Kept activations: the layers' backward-state regions as planned
+ * (stages_internal.h, grouped by layer: each layer is asked once) copied
+ * into ring slot `slot` (out) or back from it. */
+static void copy_regions(const ct_stages *pl, int slot, bool out) {
   ct_layer_region all[CT_LAYER_MAX_STATE];
-  const int n = ct_layer_backward_state(pl->net->layers[r->layer], all, CT_LAYER_MAX_STATE);
-  /* the plan's regions: a stage's layers do not reshape while it trains */
-  CT_ASSERT(r->k < n && all[r->k].bytes == r->bytes);
-  return all[r->k];
-}
-
-static unsigned char *region_at(const ct_stages *pl, int slot, const ct_stages_region *r) {
-  CT_ASSERT(r->offset + r->bytes <= pl->stash_bytes);
-  return pl->stash_data + (size_t)slot * pl->stash_bytes + r->offset;
+  int layer = -1, n = 0;
+  for (int k = 0; k < pl->nregions; k++) {
+    const ct_stages_region *r = &pl->regions[k];
+    if (r->layer != layer) {
+      layer = r->layer;
+      n = ct_layer_backward_state(pl->net->layers[layer], all, CT_LAYER_MAX_STATE);
+    }
+    /* the plan's regions: a stage's layers do not reshape while it trains */
+    CT_ASSERT(r->k < n && all[r->k].bytes == r->bytes && r->offset + r->bytes <= pl->stash_bytes);
+    unsigned char *at = pl->stash_data + (size_t)slot * pl->stash_bytes + r->offset;
+    if (out) ct_dev_copy_bytes(pl->net->ctx, r->bytes, all[r->k].data, at);
+    else ct_dev_copy_bytes(pl->net->ctx, r->bytes, at, all[r->k].data);
+  }
 }
 
 /* Kept activations, after micro-batch m's forward: the blob values the
  * stage's backward reads and the layers' backward state into m's slot. */
 ct_status ct_stages_step_keep(void *user, int m, ct_error *err) {
   ct_stages *pl = user;
-  ct_context *ctx = pl->net->ctx;
-  for (int k = 0; k < pl->nstash; k++) {
-    const ct_tensor *t = pl->net->blobs[pl->stash[k].blob];
-    ct_dev_copy_bytes(ctx, ct_tensor_bytes(t, t->count), t->data, stash_at(pl, m % pl->ring, &pl->stash[k]));
-  }
-  for (int k = 0; k < pl->nregions; k++) {
-    const ct_layer_region r = region_of(pl, &pl->regions[k]);
-    ct_dev_copy_bytes(ctx, r.bytes, r.data, region_at(pl, m % pl->ring, &pl->regions[k]));
-  }
+  for (int k = 0; k < pl->nstash; k++) CT_TRY(ct_stages_step_stash(user, m * pl->nstash + k, err));
+  copy_regions(pl, m % pl->ring, true);
   return CT_OK;
 }
 
@@ -350,10 +348,7 @@ ct_status ct_stages_step_restore(void *user, int m, ct_error *err) {
                    t->dtype, t->data);
   }
   if (!pl->keep) return CT_OK;
-  for (int k = 0; k < pl->nregions; k++) {
-    const ct_layer_region r = region_of(pl, &pl->regions[k]);
-    ct_dev_copy_bytes(pl->net->ctx, r.bytes, region_at(pl, m % pl->ring, &pl->regions[k]), r.data);
-  }
+  copy_regions(pl, m % pl->ring, false);
   for (int i = pl->first[pl->stage]; i < pl->first[pl->stage + 1]; i++) {
     ct_layer *l = pl->net->layers[i];
     if (l->ops->restored) l->ops->restored(l);

@@ -194,6 +194,13 @@ ct_status ct_conv_setup(ct_layer *l, ct_tensor *const *bottom, bool reverse, ct_
   return CT_OK;
 }
 
+void ct_conv_restored(ct_layer *l) {
+  ct_conv *c = l->priv;
+  if (!c->fast) return;
+  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_X);
+  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_Y);
+}
+
 void ct_conv_destroy(ct_layer *l) {
   ct_conv *c = l->priv;
   if (!c) return;

@@ -165,6 +165,10 @@ ct_status ct_conv_setup(ct_layer *l, ct_tensor *const *bottom, bool reverse, ct_
 ct_status ct_conv_reshape(ct_layer *l, ct_tensor *const *bottom, ct_tensor *const *top,
                           ct_error *err);
 void ct_conv_destroy(ct_layer *l);
+/* ops->restored of Convolution and Deconvolution (layer.h): oneDNN's
+ * reorders of x and dy belong to the forward the blobs held, which the
+ * weight gradient and the data gradient would otherwise reuse. */
+void ct_conv_restored(ct_layer *l);
 /* ops->workspace_bytes of Convolution and Deconvolution: the host column
  * and row buffers. */
 size_t ct_conv_workspace_bytes(const ct_layer *l);

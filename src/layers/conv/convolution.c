@@ -181,15 +181,6 @@ static void conv_backward_reads(const ct_layer *l, bool *bottoms, bool *tops) {
   for (int i = 0; i < l->ntop; i++) tops[i] = c && c->relu_bwd_fused && i == 0;
 }
 
-/* oneDNN's reorders of x (forward's, for the weight gradient) and of dy
- * belong to the forward the blobs held; backward reads nothing else of it. */
-static void conv_restored(ct_layer *l) {
-  ct_conv *c = l->priv;
-  if (!c->fast) return;
-  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_X);
-  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_Y);
-}
-
 const ct_layer_ops ct_convolution_ops = {
     .type = "Convolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
@@ -198,7 +189,7 @@ const ct_layer_ops ct_convolution_ops = {
     .reshape = ct_conv_reshape,
     .forward_cpu = conv_forward_cpu,
     .backward_cpu = conv_backward_cpu,
-    .restored = conv_restored,
+    .restored = ct_conv_restored,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = conv_forward_gpu,
     .backward_gpu = conv_backward_gpu,

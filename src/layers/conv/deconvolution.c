@@ -120,14 +120,6 @@ static void deconv_backward_cpu(ct_layer *l, ct_tensor *const *top, const bool *
   }
 }
 
-/* As the Convolution's: oneDNN's reorders belong to the forward the blobs held. */
-static void deconv_restored(ct_layer *l) {
-  ct_conv *c = l->priv;
-  if (!c->fast) return;
-  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_X);
-  ct_conv_dnnl_forget(c->fast, CT_CONV_DNNL_SLOT_Y);
-}
-
 const ct_layer_ops ct_deconvolution_ops = {
     .type = "Deconvolution",
     .min_bottoms = 1, .max_bottoms = -1, .min_tops = 1, .max_tops = -1,
@@ -136,7 +128,7 @@ const ct_layer_ops ct_deconvolution_ops = {
     .reshape = ct_conv_reshape,
     .forward_cpu = deconv_forward_cpu,
     .backward_cpu = deconv_backward_cpu,
-    .restored = deconv_restored,
+    .restored = ct_conv_restored,
 #ifdef CORTADO_HAVE_CUDA
     .forward_gpu = deconv_forward_gpu,
     .backward_gpu = deconv_backward_gpu,
