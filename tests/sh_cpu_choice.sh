@@ -79,7 +79,7 @@ expect_err ", GOMP_SPINCOUNT=1000, subnormals flushed to zero" "the user's GOMP_
 
 # --- no GPU: the real cause and the ways out
 if [ "$(ct_gpu_count)" -eq 0 ]; then
-  if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  if ldconfig -p 2>/dev/null | grep 'libcuda\.so\.1 ' >/dev/null; then
     cause="no CUDA device: the NVIDIA driver sees no GPU"
   else
     cause="no CUDA device: no NVIDIA driver is installed on this machine"

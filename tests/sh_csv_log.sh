@@ -56,7 +56,7 @@ solver "" >"$dir/no_test.prototxt"
 "$bin" train --solver="$dir/with_test.prototxt" --csv_log="$dir/train.csv" --log_level=1
 f=$dir/train.csv
 if [ "$(sed -n 2p "$f")" = "$header" ]; then ok "train: header"; else bad "train: header is '$(sed -n 2p "$f")'"; fi
-if head -1 "$f" | grep -qF "solver='$dir/with_test.prototxt'"; then ok "train: parameters line"; else bad "train: parameters line '$(head -1 "$f")'"; fi
+if head -1 "$f" | grep -F "solver='$dir/with_test.prototxt'" >/dev/null; then ok "train: parameters line"; else bad "train: parameters line '$(head -1 "$f")'"; fi
 if [ "$(tail -n +3 "$f" | cut -d, -f5 | tr '\n' ' ')" = "2 4 6 " ]; then ok "train: a row per display"; else bad "train: rows:"; cat "$f"; fi
 if check_rows "$f" 4 10; then ok "train: counts and epochs"; else bad "train: counts and epochs"; fi
 # tests run at iteration 4 only: -1 before, the accuracy after; no train accuracy
@@ -86,7 +86,7 @@ if grep -qF -- "--csv_log: CSV log $dir/none/x/y.csv: cannot create the file" <<
   --write_net="$dir/resnet.prototxt" --log_level=1
 f=$(ls "$dir"/r/*.csv 2>/dev/null || true)
 if [[ "$(basename "$f")" =~ ^resnet50_gpu0_b2_L4_lr0\.10_[0-9]{8}_[0-9]{6}\.csv$ ]]; then ok "resnet50_trainer: Caffe2's file name"; else bad "resnet50_trainer: file name '$f'"; fi
-if [ -n "$f" ] && [ "$(sed -n 2p "$f")" = "$header" ] && head -1 "$f" | grep -qF "Namespace(base_learning_rate=0.1, batch_size=2, "; then
+if [ -n "$f" ] && [ "$(sed -n 2p "$f")" = "$header" ] && head -1 "$f" | grep -F "Namespace(base_learning_rate=0.1, batch_size=2, " >/dev/null; then
   ok "resnet50_trainer: parameters and header"
 else
   bad "resnet50_trainer: first lines"

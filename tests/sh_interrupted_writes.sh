@@ -50,7 +50,7 @@ for backend in lmdb leveldb; do
     bad "$backend: no removal line in:"; cat convert2_$backend.log
   fi
   [ -z "$(ls -d "$db".tmp.* 2>/dev/null)" ] && ok "$backend: no temporaries left" || bad "$backend: left $(ls -d "$db".tmp.*)"
-  if "$bin" db_info "$db" --backend=$backend 2>&1 | grep -qx "records: $n"; then
+  if "$bin" db_info "$db" --backend=$backend 2>&1 | grep -x "records: $n" >/dev/null; then
     ok "$backend: the finished database has all $n records"
   else
     bad "$backend: db_info says:"; "$bin" db_info "$db" --backend=$backend 2>&1 | head -5

@@ -68,7 +68,7 @@ case $rc in 0 | 130) echo "ok   a SIGINT from outside keeps its meaning (status 
 if [ "${CORTADO_SANITIZED:-0}" = 1 ] || [ "${CORTADO_SANITIZED:-}" = true ]; then
   run "asan cap" env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=50" \
     "$bin" train --solver=solver.prototxt
-  if [ $rc = 1 ] && tail -1 <<<"$out" | grep -Eq "$oom_re" && tail -1 <<<"$out" | grep -q "allocating 80000000 bytes"; then
+  if [ $rc = 1 ] && tail -1 <<<"$out" | grep -E "$oom_re" >/dev/null && tail -1 <<<"$out" | grep "allocating 80000000 bytes" >/dev/null; then
     echo "ok   ASan build, allocations over 50 MB fail: status 1, $(tail -1 <<<"$out")"
   else
     bad "ASan allocation cap: status $rc, output: $(tail -3 <<<"$out")"

@@ -39,7 +39,7 @@ run_case() {
   # rank 1: the child of mpirun whose environment says OMPI_COMM_WORLD_RANK=1
   local victim="" pid
   for pid in $(pgrep -P "$MPIRUN"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=1" >/dev/null; then
       victim=$pid
     fi
   done

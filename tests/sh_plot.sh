@@ -14,7 +14,7 @@ dir=${CORTADO_TMP:-/tmp}/sh_plot
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 export LSAN_OPTIONS="suppressions=$src/tests/data/lsan_cairo.supp:print_suppressions=0"
-if "$bin" plot "$src/tests/data/caffe_bvlc_lenet.log" --out=probe.png 2>&1 | grep -q "built without cairo"; then
+if "$bin" plot "$src/tests/data/caffe_bvlc_lenet.log" --out=probe.png 2>&1 | grep "built without cairo" >/dev/null; then
   echo "cortado was built without cairo: skipped"; exit 77
 fi
 . "$here/trace_job.sh"

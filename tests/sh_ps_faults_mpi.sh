@@ -40,7 +40,7 @@ start() {
 rank_pid() {
   local pid
   for pid in $(pgrep -f "^$bin train --solver=$dir/"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$1" >/dev/null; then
       echo "$pid"
       return
     fi

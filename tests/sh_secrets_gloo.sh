@@ -20,7 +20,7 @@ for try in $(seq 1 20); do
   if /usr/bin/redis-server --port $p --bind 127.0.0.1 --requirepass "$pw" --save '' --appendonly no \
       --dir "$dir/redis" --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log"; then
     for _ in $(seq 1 100); do
-      if redis-cli -p $p -a "$pw" --no-auth-warning ping 2>/dev/null | grep -q PONG; then port=$p; break; fi
+      if redis-cli -p $p -a "$pw" --no-auth-warning ping 2>/dev/null | grep PONG >/dev/null; then port=$p; break; fi
       sleep 0.05
     done
     [ -n "$port" ] && break
@@ -66,7 +66,7 @@ if leaks=$(grep -rlaF -- "$pw" . ); then
 else
   echo "ok   the password is in none of the $(wc -l <<<"$files") files"
 fi
-if [ -n "$csv" ] && head -1 "$csv" | grep -qF "redis_password='***'"; then
+if [ -n "$csv" ] && head -1 "$csv" | grep -F "redis_password='***'" >/dev/null; then
   echo "ok   the CSV log's Namespace line shows redis_password='***'"
 else
   echo "FAIL: CSV first line: $(head -1 "$csv" 2>/dev/null)"; fail=1

@@ -42,7 +42,7 @@ done
 for f in "$F"/*.prototxt; do
   b=$(basename "$f")
   case $b in *solver*) continue ;; esac
-  printf '%s\n' "${nets[@]}" | grep -q "^$b " || { echo "FAIL: $b is not covered"; fail=1; }
+  printf '%s\n' "${nets[@]}" | grep "^$b " >/dev/null || { echo "FAIL: $b is not covered"; fail=1; }
 done
 echo "$seen nets"
 exit $fail

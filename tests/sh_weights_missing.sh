@@ -63,7 +63,7 @@ expect "train --weights --strict_weights: an error" 1 \
   "$bin" train --solver=b_solver.prototxt --weights=a_iter_2.caffemodel --strict_weights
 expect "train: the same net, no warning" 0 "" \
   "$bin" train --solver=a_solver.prototxt --weights=a_iter_2.caffemodel --strict_weights
-if "$bin" train --solver=a_solver.prototxt --weights=a_iter_2.caffemodel 2>&1 | grep -q "got no weights"; then
+if "$bin" train --solver=a_solver.prototxt --weights=a_iter_2.caffemodel 2>&1 | grep "got no weights" >/dev/null; then
   echo "FAIL a warning for a net that got all its weights"; fail=1
 fi
 exit $fail
