@@ -3,8 +3,9 @@
 # through a file store, TCP over loopback; no MPI): one shard a stage, the
 # blobs and their diffs crossing by Gloo's send and receive.  The weights
 # are those of one process with iter_size M, to the byte: GPipe over 2
-# shards, 1F1B over 3 with kept activations; a snapshot and a resume; and
-# the refusals (a shard count that is not the stage count).
+# shards, 1F1B over 3 with kept activations; a snapshot and a resume; 2
+# replicas of 2 stages over 4 shards (D x P); and the refusal of a shard
+# count that is not a multiple of the stage count.
 set -euo pipefail
 bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_pipeline_gloo
@@ -66,9 +67,22 @@ must_shards resumed 2 --pipeline=relu --microbatches=2 --snapshot=snap_iter_3.so
 same resumed one2
 echo "ok   resumed from iteration 3 over shards: the same bytes"
 
-# a shard count that is not the stage count
+# D x P: 4 shards are 2 replicas of 2 stages (shard r * 2 + s holds stage s
+# of replica r); each stage's gradients are averaged over its replicas in a
+# Gloo group of their own.  The weights: 2 data-parallel shards' with
+# iter_size 2, to the byte.
+mkdir -p ref/store && cp net.prototxt ref/ && ln -sfn ../db ref/db
+sed "s/snapshot: 3/snapshot: 3\niter_size: 2/" solver.prototxt >ref/solver.prototxt
+(cd ref && start_shards dp 2) || { echo "FAIL dp"; tail -5 ref/dp/shard_*.log; exit 1; }
+must_shards dxp 4 --pipeline=relu --microbatches=2
+grep -q "Pipeline: 2 replicas of 2 stages (4 ranks)" dxp/shard_0.log ||
+  { echo "FAIL dxp: no replicas line"; grep -i pipeline dxp/shard_0.log | head; exit 1; }
+same dxp ref/dp
+echo "ok   2 x 2 over 4 Gloo shards: 2 data-parallel shards' bytes"
+
+# a shard count that is not a multiple of the stage count
 if start_shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi
-grep -q -- "--pipeline over shards: 2 stages need --num_shards=2, one shard a stage, not 3" wrong/shard_0.log ||
+grep -q -- "--pipeline over shards: 2 stages need --num_shards=2 (one shard a stage) or a multiple of it (replicas of the stages), not 3" wrong/shard_0.log ||
   { echo "FAIL wrong: message"; tail -3 wrong/shard_0.log; exit 1; }
 echo "ok   3 shards for 2 stages: refused"
 echo "all passed"

@@ -136,7 +136,8 @@ static const ct_flag_spec train_flags[] = {
      "Pipeline parallelism: cut the train net after these layers (names separated by ','; "
      "P - 1 names make P stages) and train stage r on rank r of `mpirun -np P` (CPU ranks, or "
      "with --gpu the GPU of each rank's local rank, ranks beyond the list sharing its GPUs), "
-     "or on shard r of P Gloo shards (--num_shards=P, CPU stages). "
+     "or on shard r of P Gloo shards (--num_shards=P, CPU stages); D x P CPU ranks or shards "
+     "train D data-parallel replicas of the stages. "
      "Tops that cross a cut go forward by MPI (or Gloo), their diffs come back the same way; "
      "stage 0 writes the snapshots.",
      .meta = "LAYERS"},

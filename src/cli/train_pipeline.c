@@ -1,6 +1,6 @@
-/* `cortado train --pipeline=...` under mpirun: pipeline stages on CPU
- * ranks or GPUs, and D x P data-parallel replicas of them on CPU ranks
- * (runtime/stages.h, docs/pipeline.md). */
+/* `cortado train --pipeline=...` under mpirun or over Gloo shards: pipeline
+ * stages on CPU ranks or GPUs (GPUs under mpirun), and D x P data-parallel
+ * replicas of them on CPU ranks (runtime/stages.h, docs/pipeline.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,8 +131,8 @@ static ct_status split_world(ct_comm *world, int nstages, ct_comm **stages, ct_c
   *reduce = NULL;
   if (world->size <= nstages || world->size % nstages != 0) return CT_OK;
   const int stage = world->rank % nstages, replica = world->rank / nstages;
-  CT_TRY(ct_comm_mpi_split(world, replica, stage, stages, err));
-  ct_status st = ct_comm_mpi_split(world, stage, replica, reduce, err);
+  CT_TRY(ct_comm_split(world, replica, stage, stages, err));
+  ct_status st = ct_comm_split(world, stage, replica, reduce, err);
   if (st != CT_OK) {
     ct_comm_free(*stages);
     *stages = world;
@@ -194,10 +194,10 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
     st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
                       "--pipeline over shards runs its stages on CPUs (GPU stages talk through "
                       "mpirun ranks for now); give --cpu, or start the stages with mpirun");
-  else if (shards && shards->num_shards != nstages)
+  else if (shards && shards->num_shards % nstages != 0)
     st = ct_error_set(&err, CT_ERR_INVALID,
-                      "--pipeline over shards: %d stages need --num_shards=%d, one shard a stage, "
-                      "not %d (replicas of the stages are written for mpirun ranks)",
+                      "--pipeline over shards: %d stages need --num_shards=%d (one shard a stage) or "
+                      "a multiple of it (replicas of the stages), not %d",
                       nstages, nstages, shards->num_shards);
   else
     st = shards ? shard_world(args, shards, &ss, &world, &err) : ct_comm_mpi_create(&world, &err);

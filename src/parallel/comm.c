@@ -115,3 +115,11 @@ ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error 
                         c->ops->name);
   return c->ops->probe(c, tag, peer, count, err);
 }
+
+ct_status ct_comm_split(ct_comm *c, int color, int key, ct_comm **out, ct_error *err) {
+  *out = NULL;
+  if (!c->ops->split)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED, "the %s communicator cannot be split into groups",
+                        c->ops->name);
+  return c->ops->split(c, color, key, out, err);
+}

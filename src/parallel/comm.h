@@ -102,6 +102,11 @@ typedef struct ct_comm_ops {
    * end has none. */
   ct_status (*allreduce_typed)(ct_comm *c, void *buf, size_t count, ct_dtype type, ct_comm_op op,
                                void *stream, ct_error *err);
+  /* Collective over c: the ranks that give the same color form a new
+   * communicator *out (freed with ct_comm_free, before c), ranked by key,
+   * then by their rank in c; it keeps c's watchdog.  NULL where the back end
+   * has none. */
+  ct_status (*split)(ct_comm *c, int color, int key, ct_comm **out, ct_error *err);
 } ct_comm_ops;
 
 struct ct_comm {
@@ -184,6 +189,10 @@ ct_status ct_comm_irecv(ct_comm *c, float *buf, size_t count, int peer, int tag,
 ct_status ct_comm_probe(ct_comm *c, int tag, int *peer, size_t *count, ct_error *err);
 /* ct_comm_ops.forget_peer, where the back end has it. */
 void ct_comm_forget_peer(ct_comm *c, int peer);
+/* ct_comm_ops.split: the sub-communicator of the ranks with this color.
+ * CT_ERR_UNSUPPORTED naming the back end where it has none; else the back
+ * end's errors. */
+ct_status ct_comm_split(ct_comm *c, int color, int key, ct_comm **out, ct_error *err);
 void ct_comm_free(ct_comm *c);
 
 /* ------------------------------------------------------------ threads */

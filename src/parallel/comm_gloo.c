@@ -3,6 +3,7 @@
 #include "parallel/comm_gloo.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,9 @@ typedef struct probed {
 
 typedef struct gloo_comm {
   ct_gloo_context *ctx;
+  ct_gloo_store *store; /* borrowed: the run's store, for splits */
+  char prefix[96];      /* the store keys of this mesh ("" for the run's own) */
+  int splits;           /* splits made so far (the same count on every rank) */
   int aborted;
   probed *probed; /* oldest first */
   int nprobed, cap;
@@ -232,6 +236,8 @@ static void gloo_forget_peer(ct_comm *c, int peer) {
   ct_gloo_forget_peer(g->ctx, peer);
 }
 
+static ct_status gloo_split(ct_comm *c, int color, int key, ct_comm **out, ct_error *err);
+
 static const ct_comm_ops k_gloo_ops = {.name = "gloo",
                                        .allreduce = gloo_allreduce,
                                        .broadcast = gloo_broadcast,
@@ -245,7 +251,24 @@ static const ct_comm_ops k_gloo_ops = {.name = "gloo",
                                        .isend = gloo_isend,
                                        .send_wait = gloo_send_wait,
                                        .probe = gloo_probe,
-                                       .forget_peer = gloo_forget_peer};
+                                       .forget_peer = gloo_forget_peer,
+                                       .split = gloo_split};
+
+/* The communicator around a connected context. */
+static ct_comm *wrap(ct_gloo_context *ctx, ct_gloo_store *store, const char *prefix, int rank, int size,
+                     double timeout_s) {
+  gloo_comm *g = ct_xcalloc(1, sizeof *g);
+  g->ctx = ctx;
+  g->store = store;
+  snprintf(g->prefix, sizeof g->prefix, "%s", prefix);
+  ct_comm *c = ct_xcalloc(1, sizeof *c);
+  c->ops = &k_gloo_ops;
+  c->rank = rank;
+  c->size = size;
+  c->timeout_s = timeout_s;
+  c->priv = g;
+  return c;
+}
 
 ct_status ct_comm_gloo_create(ct_comm **out, ct_gloo_store *store, int rank, int size,
                               const ct_gloo_bind *bind, double connect_timeout_s, double timeout_s,
@@ -256,15 +279,39 @@ ct_status ct_comm_gloo_create(ct_comm **out, ct_gloo_store *store, int rank, int
   ct_gloo_context *ctx = NULL;
   if (ct_gloo_connect(&ctx, store, rank, size, bind, connect_timeout_s, op_timeout, err) != CT_OK)
     return ct_error_prefix(err, "gloo connect on rank %d", rank);
-  gloo_comm *g = ct_xcalloc(1, sizeof *g);
-  g->ctx = ctx;
-  ct_comm *c = ct_xcalloc(1, sizeof *c);
-  c->ops = &k_gloo_ops;
-  c->rank = rank;
-  c->size = size;
-  c->timeout_s = op_timeout;
-  c->priv = g;
-  *out = c;
+  *out = wrap(ctx, store, "", rank, size, op_timeout);
+  return CT_OK;
+}
+
+/* ct_comm_ops.split: every rank's color and key through one host
+ * all-reduce, then the members of this rank's color connect as a mesh of
+ * their own under the store keys "<prefix>split<N>/<color>/" (N counts this
+ * communicator's splits, the same on every rank), on this context's
+ * device. */
+static ct_status gloo_split(ct_comm *c, int color, int key, ct_comm **out, ct_error *err) {
+  gloo_comm *g = c->priv;
+  *out = NULL;
+  double *all = ct_xcalloc((size_t)c->size * 2, sizeof *all);
+  all[2 * c->rank] = color;
+  all[2 * c->rank + 1] = key;
+  ct_status st = gloo_host_f64(c, all, (size_t)c->size * 2, err);
+  int rank = 0, size = 0;
+  for (int r = 0; st == CT_OK && r < c->size; r++) {
+    if (all[2 * r] != color) continue;
+    size++;
+    if (all[2 * r + 1] < key || (all[2 * r + 1] == key && r < c->rank)) rank++;
+  }
+  free(all);
+  if (st != CT_OK) return ct_error_prefix(err, "gloo split");
+  char prefix[96];
+  const int n = snprintf(prefix, sizeof prefix, "%ssplit%d/%d/", g->prefix, g->splits++, color);
+  CT_ASSERT(n > 0 && (size_t)n < sizeof prefix);
+  ct_gloo_context *ctx = NULL;
+  if (ct_gloo_connect_group(&ctx, g->ctx, g->store, prefix, rank, size, c->timeout_s, err) != CT_OK)
+    return ct_error_prefix(err, "gloo split of rank %d (color %d)", c->rank, color);
+  ct_comm *sub = wrap(ctx, g->store, prefix, rank, size, c->timeout_s);
+  sub->cancel = c->cancel;
+  *out = sub;
   return CT_OK;
 }
 

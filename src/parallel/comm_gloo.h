@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-/* Connects rank `rank` of `size` through store (see ct_gloo_connect): waits
+/* Connects rank `rank` of `size` through store (see ct_gloo_connect; store
+ * stays open while the communicator is split: ct_comm_split connects
+ * the groups through it): waits
  * up to connect_timeout_s for the others, then collectives time out after
  * timeout_s (<= 0: ct_comm_default_timeout()).  Free with ct_comm_free,
  * which closes the connections.  Errors: CT_ERR_COMM "gloo connect on rank

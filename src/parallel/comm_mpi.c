@@ -1,5 +1,5 @@
 /* ct_comm over MPI: collectives on host buffers over MPI_COMM_WORLD or a
- * part of it (ct_comm_mpi_split).  Each
+ * part of it (ct_comm_split).  Each
  * collective is started non-blocking and polled, so that a dead or stuck
  * rank turns into CT_ERR_COMM after the communicator's timeout instead of a
  * hang. */
@@ -250,6 +250,8 @@ static void mpi_destroy(ct_comm *c) {
   free(m);
 }
 
+static ct_status mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err);
+
 static const ct_comm_ops k_mpi_ops = {.name = "mpi",
                                       .allreduce = mpi_allreduce,
                                       .broadcast = mpi_broadcast,
@@ -264,7 +266,8 @@ static const ct_comm_ops k_mpi_ops = {.name = "mpi",
                                       .send_wait = mpi_send_wait,
                                       .send_test = mpi_send_test,
                                       .irecv = mpi_irecv,
-                                      .probe = mpi_probe};
+                                      .probe = mpi_probe,
+                                      .split = mpi_split};
 
 void ct_mpi_abort_job(int code) {
   int inited = 0, fin = 0;
@@ -306,9 +309,9 @@ ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err) {
   return CT_OK;
 }
 
-ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err) {
+/* ct_comm_ops.split: MPI_Comm_split, with parent's watchdog and cancel flag. */
+static ct_status mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err) {
   *out = NULL;
-  CT_ASSERT(parent->ops == &k_mpi_ops);
   mpi_comm *m = ct_xcalloc(1, sizeof *m);
   int rc = MPI_Comm_split(of(parent), color, key, &m->comm);
   if (rc != MPI_SUCCESS) {

@@ -23,11 +23,6 @@ int ct_mpi_local_rank_from_env(void);
  * fatal, and the default watchdog timeout.  Its abort ends the whole job
  * (MPI_Abort).  Only built with MPI (CORTADO_HAVE_MPI). */
 ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err);
-/* A communicator of the ranks of parent (an MPI one) that give the same
- * color, ranked by key (MPI_Comm_split: every rank of parent calls it),
- * with parent's timeout and cancel flag.  Free with ct_comm_free.  Errors:
- * CT_ERR_COMM from MPI; CT_ERR_UNSUPPORTED without MPI. */
-ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err);
 /* MPI_Finalize when we initialised MPI (call once at exit), unless
  * ct_mpi_skip_finalize was called. */
 void ct_mpi_finalize(void);

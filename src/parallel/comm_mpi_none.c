@@ -37,11 +37,6 @@ ct_status ct_comm_mpi_create(ct_comm **out, ct_error *err) {
                       "no MPI (rebuild with an MPI library installed)");
 }
 
-ct_status ct_comm_mpi_split(ct_comm *parent, int color, int key, ct_comm **out, ct_error *err) {
-  *out = NULL;
-  return ct_error_set(err, CT_ERR_UNSUPPORTED, "this build of Cortado has no MPI");
-}
-
 void ct_mpi_finalize(void) {}
 
 ct_status ct_mpi_broadcast_bytes(void *data, size_t bytes, ct_error *err) {

@@ -321,6 +321,28 @@ ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int
   return CT_OK;
 }
 
+ct_status ct_gloo_connect_group(ct_gloo_context** out, const ct_gloo_context* parent, ct_gloo_store* s,
+                                const char* prefix, int rank, int size, double connect_timeout_s,
+                                ct_error* err) {
+  *out = nullptr;
+  std::unique_ptr<ct_gloo_context> c;
+  CT_TRY(guarded(err, CT_ERR_COMM, "Gloo context", [&] { c = std::make_unique<ct_gloo_context>(); }));
+  c->op_timeout = parent->op_timeout;
+  c->dev = parent->dev; /* one TCP device (its listening socket and thread) for both */
+  c->address = parent->address;
+  CT_TRY(guarded(err, CT_ERR_COMM, std::string("Gloo connect of group '") + prefix + "' rank " + std::to_string(rank), [&] {
+    gloo::rendezvous::PrefixStore group(prefix, *s->run);
+    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    c->ctx->setTimeout(to_ms(connect_timeout_s));
+    c->ctx->connectFullMesh(group, c->dev);
+    c->ctx->setTimeout(c->op_timeout);
+    for (int r = 0; r < size; r++)
+      if (r != rank) c->others.push_back(r);
+  }));
+  *out = c.release();
+  return CT_OK;
+}
+
 const char* ct_gloo_context_address(const ct_gloo_context* c) { return c->address.c_str(); }
 
 ct_status ct_gloo_allreduce_sum_f32(ct_gloo_context* c, float* buf, size_t count, ct_error* err) {

@@ -82,6 +82,15 @@ ct_status ct_gloo_connect(ct_gloo_context **out, ct_gloo_store *s, int rank, int
                           const ct_gloo_bind *bind, double connect_timeout_s, double op_timeout_s,
                           ct_error *err);
 
+/* A mesh of some of parent's processes (a communicator split): `size` of
+ * them, this one as `rank`, meeting through the keys under `prefix` of the
+ * run in s (a prefix no other group of the run uses), on parent's TCP
+ * device and with its operation timeout.  Every member calls it with the
+ * same prefix and size.  Errors: as ct_gloo_connect's. */
+ct_status ct_gloo_connect_group(ct_gloo_context **out, const ct_gloo_context *parent,
+                                ct_gloo_store *s, const char *prefix, int rank, int size,
+                                double connect_timeout_s, ct_error *err);
+
 /* Where this rank's transport listens: "127.0.0.1 (lo)" (address, interface). */
 const char *ct_gloo_context_address(const ct_gloo_context *c);
 
