@@ -10,9 +10,16 @@
 # and plots the root's loss and accuracy against seconds with `cortado
 # plot` into PLOT (two images: without and with the straggler).
 #   CORES=16 bench/ps_stragglers.sh [BIN]
+# On GPUs (issue 29's "Must show" 4): GPUS=0,1[,2,3] trains one worker a GPU
+# (WORKERS defaults to the GPU count; the servers stay on the host), and the
+# straggler is worker 1's GPU shared with a competing process started on it
+# before the run and ended after it (COMPETITOR, a command run with
+# CUDA_VISIBLE_DEVICES set to that GPU; default: `cortado time` of
+# models/resnet50 in bf16 for as long as it takes).
+#   GPUS=0,1 bench/ps_stragglers.sh build/cortado
 # Settings (environment): TRANSPORT (mpi: mpirun ranks; gloo: Gloo shards
 # started one by one, a file store, TCP over loopback), CORES (default:
-# every core), WORKERS (4),
+# every core), WORKERS (4; with GPUS, the GPU count),
 # SERVERS (1), ITERS (1000), TEST_EVERY (100; 1000 test images each time),
 # TARGET (0.8), PERIOD (0.2 s: the stop/continue cycle), MODES, OUT (the
 # logs), PLOT (docs/images/ps_stragglers).
@@ -27,7 +34,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(realpath "${1:-$here/build/cortado}") # absolute: rank_pid matches command lines
 cores=${CORES:-$(nproc)}
-workers=${WORKERS:-4}
+gpus=${GPUS:-}
+IFS=, read -r -a gpu_ids <<<"$gpus"
+workers=${WORKERS:-$([ -n "$gpus" ] && echo "${#gpu_ids[@]}" || echo 4)}
+competitor=${COMPETITOR:-"$bin time --model=$here/models/resnet50/train_val.prototxt --gpu=0 --dummy_data --precision=bf16 --iterations=1000000"}
 servers=${SERVERS:-1}
 iters=${ITERS:-1000}
 test_every=${TEST_EVERY:-100}
@@ -70,6 +80,22 @@ rank_pid() { # MPIRUN_PID RANK
   return 0
 }
 
+# compete START|STOP: the competing process on worker 1's GPU (GPU runs)
+competing=""
+compete() {
+  if [ "$1" = start ]; then
+    # shellcheck disable=SC2086
+    CUDA_VISIBLE_DEVICES=${gpu_ids[1]} setsid $competitor >"$dir/competitor.log" 2>&1 &
+    competing=$!
+    sleep "${COMPETE_WARMUP:-15}" # its set-up (cuDNN's algorithm search) done: it computes
+    kill -0 "$competing" 2>/dev/null || { echo "the competitor ended: $(tail -2 "$dir/competitor.log")" >&2; competing=""; }
+  elif [ -n "$competing" ]; then
+    kill -TERM -- "-$competing" 2>/dev/null || kill "$competing" 2>/dev/null || true
+    wait "$competing" 2>/dev/null || true
+    competing=""
+  fi
+}
+
 # run MODE SLOW: trains, writes $dir/NAME.log (NAME: mode, + "_straggler")
 run() {
   local mode=$1 slow=$2 np rest name log mpirun_pid victim="" helper=""
@@ -77,6 +103,12 @@ run() {
   [ "$slow" = 1 ] && name=${name}_straggler
   log=$dir/$name.log
   read -r np rest <<<"$(ps_mode_flags "$mode" "$workers" "$servers")"
+  if [ -n "$gpus" ]; then
+    [ "$slow" = 1 ] && compete start
+    run_gpus "$np" "$rest" "$name" "$log"
+    compete stop
+    return 0
+  fi
   if [ "$transport" = gloo ]; then
     # every shard appends to one log, as mpirun gathers the ranks' output
     local store=$dir/store_$name pids=() k rc=0
@@ -110,6 +142,31 @@ run() {
   wait "$mpirun_pid" || { echo "$name failed: $(tail -3 "$log")" >&2; }
   if [ -n "$helper" ]; then kill "$helper" 2>/dev/null || true; fi
   wait 2>/dev/null || true
+}
+
+# run_gpus RANKS FLAGS NAME LOG: the workers on GPUs (mpirun: --gpu=GPUS, a
+# worker the GPU of its local rank; shards: worker shard k --gpu=its GPU),
+# the servers on the host
+run_gpus() {
+  local np=$1 rest=$2 name=$3 log=$4
+  if [ "$transport" = gloo ]; then
+    local store=$dir/store_$name pids=() k rc=0 gpu
+    rm -rf "$store" && mkdir -p "$store" && : >"$log"
+    for k in $(seq 0 $((np - 1))); do
+      gpu=--cpu
+      [ "$k" -lt "$workers" ] && gpu=--gpu=${gpu_ids[$((k % ${#gpu_ids[@]}))]}
+      # shellcheck disable=SC2086
+      OMP_NUM_THREADS=$threads "$bin" train --solver="$dir/solver.prototxt" $rest "$gpu" --num_shards="$np"         --shard_id="$k" --run_id="$name" --file_store_path="$store" --gloo_iface=lo --rendezvous_timeout=120         >>"$log" 2>&1 &
+      pids+=($!)
+    done
+    for k in "${pids[@]}"; do wait "$k" || rc=$?; done
+    [ $rc = 0 ] || echo "$name failed: $(tail -3 "$log")" >&2
+    return 0
+  fi
+  # shellcheck disable=SC2086
+  mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
+    "$bin" train --solver="$dir/solver.prototxt" $rest --gpu="$gpus" >"$log" 2>&1 ||
+    echo "$name failed: $(tail -3 "$log")" >&2
 }
 
 # glog time of day (HH:MM:SS.micro in field 2) in seconds
@@ -146,8 +203,13 @@ field() { # TEXT N: the Nth field of time_to's answer ("12.3 s_0.81" or "never 0
   tr '_' ' ' <<<"$1" | awk -v n="$2" '{ if ($2 == "s") { t = $1 " s"; a = $3 } else { t = $1; a = $2 } print (n == 1 ? t : a) }' 
 }
 
-echo "CPU: $cores cores ($(nproc) here), $workers workers x batch $batch, $servers server(s), $iters iterations, over $transport;"
-echo "straggler: worker 1 at half speed (SIGSTOP/SIGCONT, period $period s); target accuracy $target"
+if [ -n "$gpus" ]; then
+  echo "GPUs $gpus ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)), $workers workers x batch $batch, $servers server(s) on the host, $iters iterations, over $transport;"
+  echo "straggler: worker 1's GPU shared with a competing process ($competitor); target accuracy $target"
+else
+  echo "CPU: $cores cores ($(nproc) here), $workers workers x batch $batch, $servers server(s), $iters iterations, over $transport;"
+  echo "straggler: worker 1 at half speed (SIGSTOP/SIGCONT, period $period s); target accuracy $target"
+fi
 echo
 echo "| mode | images/s | images/s, straggler | kept | time to $target | with straggler | final acc | with straggler |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
