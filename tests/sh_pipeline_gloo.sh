@@ -4,8 +4,9 @@
 # blobs and their diffs crossing by Gloo's send and receive.  The weights
 # are those of one process with iter_size M, to the byte: GPipe over 2
 # shards, 1F1B over 3 with kept activations; a snapshot and a resume; 2
-# replicas of 2 stages over 4 shards (D x P); and the refusal of a shard
-# count that is not a multiple of the stage count.
+# replicas of 2 stages over 4 shards (D x P); `cortado time --pipeline`
+# over shards; and the refusal of a shard count that is not a multiple of
+# the stage count.
 set -euo pipefail
 bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_pipeline_gloo
@@ -79,6 +80,20 @@ grep -q "Pipeline: 2 replicas of 2 stages (4 ranks)" dxp/shard_0.log ||
   { echo "FAIL dxp: no replicas line"; grep -i pipeline dxp/shard_0.log | head; exit 1; }
 same dxp ref/dp
 echo "ok   2 x 2 over 4 Gloo shards: 2 data-parallel shards' bytes"
+
+# `cortado time --pipeline` over 2 shards: stage 0 reports both stages
+mkdir -p timed/store && pids=()
+for k in 0 1; do
+  timeout 300 "$bin" time --model=net.prototxt --pipeline=relu --microbatches=2 --iterations=3 \
+    --num_shards=2 --shard_id=$k --run_id=timed --file_store_path=timed/store --gloo_iface=lo \
+    --rendezvous_timeout=60 >"timed/shard_$k.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { echo "FAIL timed: a shard failed"; tail -n 3 timed/shard_*.log; exit 1; }; done
+for want in "Pipeline stage 0: forward" "Pipeline stage 1: forward" "Average Forward-Backward"; do
+  grep -q "$want" timed/shard_0.log || { echo "FAIL timed: no '$want'"; tail -5 timed/shard_0.log; exit 1; }
+done
+echo "ok   cortado time --pipeline over 2 Gloo shards: each stage's time"
 
 # a shard count that is not a multiple of the stage count
 if start_shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi

@@ -80,6 +80,42 @@ typedef struct ct_cli_command {
    "'none': the CPU."}
 
 /* --dummy_data and --dummy_shape (train, test, time): see ct_cli_dummy_shape. */
+/* The shard flags of train and time (ct_cli_shard_opts reads them). */
+#define CT_CLI_FLAGS_SHARDS                                                                    \
+  {"num_shards", CT_FLAG_INT, "1",                                                             \
+   "Shards (processes, on one or many machines) that run together without MPI, meeting "       \
+   "through --file_store_path or --redis_host. train: each shard trains on its GPUs (--gpu, "  \
+   "the same count on every shard) or as one CPU worker; --pipeline: each a stage.",           \
+   .min = 1, .max = 65536},                                                                    \
+  {"shard_id", CT_FLAG_INT, "0", "This process's shard: 0 to --num_shards - 1.", .min = 0,     \
+   .max = 65535},                                                                              \
+  {"run_id", CT_FLAG_STRING, NULL,                                                             \
+   "Names the run in the rendezvous store; every shard of a run gives the same id and each "   \
+   "run a new one.",                                                                           \
+   .meta = "ID"},                                                                              \
+  {"file_store_path", CT_FLAG_STRING, NULL,                                                    \
+   "Shards meet through files in this folder, which every shard must see (e.g. on NFS).",      \
+   .meta = "DIR"},                                                                             \
+  {"redis_host", CT_FLAG_STRING, NULL, "Shards meet through the Redis server on this host.",   \
+   .meta = "HOST"},                                                                            \
+  {"redis_port", CT_FLAG_INT, "6379", "The port of --redis_host.", .min = 1, .max = 65535},    \
+  {"redis_password", CT_FLAG_STRING, NULL,                                                     \
+   "Password of --redis_host (AUTH); left out, the REDIS_PASSWORD environment variable, if "   \
+   "set (better: a command line is visible to every user of the machine). Never written to "   \
+   "logs, CSV logs or snapshots.",                                                             \
+   .meta = "PASSWORD", .secret = true},                                                        \
+  {"rendezvous_timeout", CT_FLAG_DOUBLE, "300",                                                \
+   "Seconds a shard waits for the others to arrive before giving up, naming the missing "      \
+   "ones."},                                                                                   \
+  {"gloo_iface", CT_FLAG_STRING, NULL,                                                         \
+   "CPU shards: the network interface whose address Gloo's TCP transport listens on "          \
+   "(e.g. eth0). Left out (and no --gloo_host), the address of this machine's host name.",     \
+   .meta = "IFACE"},                                                                           \
+  {"gloo_host", CT_FLAG_STRING, NULL,                                                          \
+   "CPU shards: the host name or address Gloo's TCP transport listens on (instead of "         \
+   "--gloo_iface).",                                                                           \
+   .meta = "HOST"}
+
 #define CT_CLI_FLAG_DUMMY_DATA                                                        \
   {"dummy_data", CT_FLAG_BOOL, "false",                                               \
    "Feed random values in place of the net's data layers, so that no data set is " \

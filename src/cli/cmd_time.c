@@ -39,10 +39,11 @@ static const ct_flag_spec time_flags[] = {
      "and for the whole net; as a table, CSV or JSON.",
      .choices = CT_TIME_REPORT_FORMATS},
     {"pipeline", CT_FLAG_STRING, NULL,
-     "Under mpirun: cut the net after these layers (comma-separated, as train's --pipeline) and "
-     "time whole pipelined iterations (forward and backward of --microbatches micro-batches, "
-     "no update) on CPU ranks or, with --gpu, on the GPU of each rank's local rank; stage 0 "
-     "logs each stage's forward, backward and idle time, its bubble fraction and its memory."},
+     "Under mpirun, or over Gloo shards (--num_shards, a stage each, CPU stages): cut the net "
+     "after these layers (comma-separated, as train's --pipeline) and time whole pipelined "
+     "iterations (forward and backward of --microbatches micro-batches, no update) on CPU "
+     "ranks or, with --gpu, on the GPU of each rank's local rank; stage 0 logs each stage's "
+     "forward, backward and idle time, its bubble fraction and its memory."},
     {"microbatches", CT_FLAG_INT, "0",
      "With --pipeline: micro-batches per iteration, each a batch of the net's batch_size (0: 1).",
      .min = 0, .max = 65536},
@@ -52,6 +53,7 @@ static const ct_flag_spec time_flags[] = {
     {"recompute", CT_FLAG_BOOL, "true",
      "With --pipeline: recompute each micro-batch's forward before its backward (true), or "
      "keep every micro-batch's activations (false), as train's --recompute."},
+    CT_CLI_FLAGS_SHARDS,
 };
 
 static double now_ms(void) { return 1e3 * ct_monotonic_s(); }

@@ -94,39 +94,7 @@ static const ct_flag_spec train_flags[] = {
      .min = 0, .max = 1000000},
     CT_CLI_FLAG_DUMMY_DATA,
     CT_CLI_FLAG_DUMMY_SHAPE,
-    {"num_shards", CT_FLAG_INT, "1",
-     "Shards (processes, on one or many machines) that train together without MPI, meeting "
-     "through --file_store_path or --redis_host. Each shard trains on its GPUs (--gpu, the "
-     "same count on every shard) or as one CPU worker.",
-     .min = 1, .max = 65536},
-    {"shard_id", CT_FLAG_INT, "0", "This process's shard: 0 to --num_shards - 1.", .min = 0,
-     .max = 65535},
-    {"run_id", CT_FLAG_STRING, NULL,
-     "Names the run in the rendezvous store; every shard of a run gives the same id and each "
-     "run a new one.",
-     .meta = "ID"},
-    {"file_store_path", CT_FLAG_STRING, NULL,
-     "Shards meet through files in this folder, which every shard must see (e.g. on NFS).",
-     .meta = "DIR"},
-    {"redis_host", CT_FLAG_STRING, NULL, "Shards meet through the Redis server on this host.",
-     .meta = "HOST"},
-    {"redis_port", CT_FLAG_INT, "6379", "The port of --redis_host.", .min = 1, .max = 65535},
-    {"redis_password", CT_FLAG_STRING, NULL,
-     "Password of --redis_host (AUTH); left out, the REDIS_PASSWORD environment variable, if "
-     "set (better: a command line is visible to every user of the machine). Never written to "
-     "logs, CSV logs or snapshots.",
-     .meta = "PASSWORD", .secret = true},
-    {"rendezvous_timeout", CT_FLAG_DOUBLE, "300",
-     "Seconds a shard waits for the others to arrive before giving up, naming the missing "
-     "ones."},
-    {"gloo_iface", CT_FLAG_STRING, NULL,
-     "CPU shards: the network interface whose address Gloo's TCP transport listens on "
-     "(e.g. eth0). Left out (and no --gloo_host), the address of this machine's host name.",
-     .meta = "IFACE"},
-    {"gloo_host", CT_FLAG_STRING, NULL,
-     "CPU shards: the host name or address Gloo's TCP transport listens on (instead of "
-     "--gloo_iface).",
-     .meta = "HOST"},
+    CT_CLI_FLAGS_SHARDS,
     {"csv_log", CT_FLAG_STRING, NULL,
      "Also write a CSV training log as Caffe2's trainers do: a row per display interval. A "
      "directory (ending in '/' or existing) gets a name made of the run's parameters and a "

@@ -1,4 +1,4 @@
-/* `mpirun -np P cortado time --pipeline=A[,B...]`: whole pipelined
+/* `mpirun -np P cortado time --pipeline=A[,B...]` (or P Gloo shards): whole pipelined
  * iterations (forward and backward of --microbatches micro-batches, no
  * update) on CPU ranks or GPUs, and stage 0's report of every stage's time, bubble
  * and memory (runtime/stages.h). */
@@ -51,14 +51,26 @@ static ct_status run_stages(const ct_cli_args *args, ct_net *net, ct_comm *comm,
 
 int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_error err;
-  if (!ct_mpi_launched())
+  const bool shards = ct_cli_shards_requested(args);
+  if (!ct_mpi_launched() && !shards)
     return ct_cli_error(CT_EXIT_USAGE,
-                        "--pipeline needs one process per stage: start them with mpirun -np P "
+                        "--pipeline needs one process per stage: start them with mpirun -np P, or "
+                        "as P Gloo shards (--num_shards=P --shard_id=K --run_id=ID and a store) "
                         "(P: the stage count, one more than the layer names)");
+  if (ct_mpi_launched() && shards)
+    return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
+  ct_shard_opts so;
+  if (shards) {
+    const int rc = ct_cli_shard_opts(args, &so);
+    if (rc != CT_EXIT_OK) return rc;
+  }
   int device = CT_DEVICE_CPU;
   if (ct_cli_stage_device(args, false, &device, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  if (ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
+  if (shards && device != CT_DEVICE_CPU)
+    return ct_cli_error(CT_EXIT_USAGE, "--pipeline over shards times CPU stages (GPU stages talk "
+                                       "through mpirun ranks for now); give --cpu, or use mpirun");
+  if (shards ? so.shard_id > 0 : ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
   char **cuts = NULL;
   int ncuts = 0;
   if (ct_cli_pipeline_cuts(ct_cli_string(args, "pipeline"), &cuts, &ncuts, &err) != CT_OK)
@@ -68,7 +80,8 @@ int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_context ctx;
   ct_net *net = NULL;
   bool ctx_made = false;
-  ct_status st = ct_comm_mpi_create(&comm, &err);
+  ct_shard_session *ss = NULL;
+  ct_status st = shards ? ct_cli_shard_world(&so, 0, &ss, &comm, &err) : ct_comm_mpi_create(&comm, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(comm, 0, NULL);
     st = ct_cli_context_init(args, &ctx, device, 1701, &err);
@@ -99,6 +112,7 @@ int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_net_free(net);
   if (ctx_made) ct_context_free(&ctx);
   ct_comm_free(comm);
+  ct_shard_free(ss);
   free(cuts[0]);
   free(cuts);
   ct_mpi_finalize();

@@ -71,7 +71,8 @@ bool ct_cli_dp_worker(int *rank, int *count, ct_nccl_id *id);
  * status. */
 int ct_cli_train_processes(const int *gpus, int n);
 
-/* Shards were asked for (cmd_train.c): several, or a rendezvous store named. */
+/* Shards were asked for (cmd_train.c; train and time): several, or a
+ * rendezvous store named. */
 bool ct_cli_shards_requested(const ct_cli_args *args);
 /* The shard flags (--num_shards, --shard_id, --run_id, --file_store_path or
  * --redis_host, ...) into *so; a usage message (CT_EXIT_USAGE, printed)
@@ -88,6 +89,13 @@ void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
  * else CT_EXIT_OK. */
 int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);
 
+/* The pipeline stages' communicator over Gloo shards: this shard joins the
+ * run (so) and connects to the others (rank = shard id), its collectives
+ * giving up after comm_timeout_s (<= 0: the default).  *ss (the session,
+ * whose store the communicator's splits use) is freed by the caller after
+ * *world.  Errors: the rendezvous's and Gloo's. */
+ct_status ct_cli_shard_world(const ct_shard_opts *so, double comm_timeout_s, ct_shard_session **ss,
+                             ct_comm **world, ct_error *err);
 /* --pipeline's layer names, split at ','; *n gets their count.  Caller
  * frees the array and its first string.  Errors: an empty name. */
 ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err);

@@ -140,17 +140,14 @@ static ct_status split_world(ct_comm *world, int nstages, ct_comm **stages, ct_c
   return st;
 }
 
-/* The stages' communicator over Gloo: this shard joins the run and connects
- * to the others (rank = shard id).  *ss is freed by the caller.  Errors:
- * the rendezvous's and Gloo's. */
-static ct_status shard_world(const ct_cli_args *args, const ct_shard_opts *so, ct_shard_session **ss,
+ct_status ct_cli_shard_world(const ct_shard_opts *so, double comm_timeout_s, ct_shard_session **ss,
                              ct_comm **world, ct_error *err) {
   *ss = NULL;
   *world = NULL;
   CT_TRY(ct_shard_join(ss, so, 0, NULL, err));
   const ct_gloo_bind bind = {so->gloo_iface, so->gloo_host};
   CT_TRY(ct_comm_gloo_create(world, (*ss)->store, so->shard_id, so->num_shards, &bind, (*ss)->timeout_s,
-                             ct_cli_double(args, "comm_timeout"), err));
+                             comm_timeout_s, err));
   LOG_INFO("Pipeline: shard %d of %d (%s), Gloo listens on %s", so->shard_id, so->num_shards,
            (*ss)->where, ct_comm_gloo_address(*world));
   return CT_OK;
@@ -200,7 +197,8 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
                       "a multiple of it (replicas of the stages), not %d",
                       nstages, nstages, shards->num_shards);
   else
-    st = shards ? shard_world(args, shards, &ss, &world, &err) : ct_comm_mpi_create(&world, &err);
+    st = shards ? ct_cli_shard_world(shards, ct_cli_double(args, "comm_timeout"), &ss, &world, &err)
+                : ct_comm_mpi_create(&world, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(world, ct_cli_double(args, "comm_timeout"), NULL);
     st = split_world(world, nstages, &comm, &reduce, &err);
