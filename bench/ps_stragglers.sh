@@ -96,77 +96,62 @@ compete() {
   fi
 }
 
-# run MODE SLOW: trains, writes $dir/NAME.log (NAME: mode, + "_straggler")
+# start_shards RANKS FLAGS NAME LOG: every Gloo shard in the background
+# (PIDS), appending to one log as mpirun gathers its ranks' output; on GPUs
+# worker shard k takes its GPU (--gpu=ID) and the servers the host
+start_shards() {
+  local np=$1 rest=$2 name=$3 log=$4 store=$dir/store_$3 k dev
+  rm -rf "$store" && mkdir -p "$store" && : >"$log"
+  PIDS=()
+  for k in $(seq 0 $((np - 1))); do
+    dev=()
+    if [ -n "$gpus" ]; then
+      dev=(--cpu)
+      [ "$k" -lt "$workers" ] && dev=(--gpu="${gpu_ids[$((k % ${#gpu_ids[@]}))]}")
+    fi
+    # shellcheck disable=SC2086
+    OMP_NUM_THREADS=$threads taskset -c "0-$last_core" "$bin" train --solver="$dir/solver.prototxt" $rest \
+      "${dev[@]}" --num_shards="$np" --shard_id="$k" --run_id="$name" --file_store_path="$store" \
+      --gloo_iface=lo --rendezvous_timeout=120 >>"$log" 2>&1 &
+    PIDS+=($!)
+  done
+}
+
+# run MODE SLOW: trains, writes $dir/NAME.log (NAME: mode, + "_straggler");
+# the straggler is worker 1: on the CPU stopped and continued from outside,
+# on GPUs its GPU shared with a competing process
 run() {
-  local mode=$1 slow=$2 np rest name log mpirun_pid victim="" helper=""
+  local mode=$1 slow=$2 np rest name log mpirun_pid victim="" helper="" dev=() rc=0 k
   name=$(tr ':' '_' <<<"$mode")
   [ "$slow" = 1 ] && name=${name}_straggler
   log=$dir/$name.log
   read -r np rest <<<"$(ps_mode_flags "$mode" "$workers" "$servers")"
-  if [ -n "$gpus" ]; then
-    [ "$slow" = 1 ] && compete start
-    run_gpus "$np" "$rest" "$name" "$log"
-    compete stop
-    return 0
-  fi
+  [ "$slow" = 1 ] && [ -n "$gpus" ] && compete start
   if [ "$transport" = gloo ]; then
-    # every shard appends to one log, as mpirun gathers the ranks' output
-    local store=$dir/store_$name pids=() k rc=0
-    rm -rf "$store" && mkdir -p "$store" && : >"$log"
-    for k in $(seq 0 $((np - 1))); do
-      # shellcheck disable=SC2086
-      OMP_NUM_THREADS=$threads taskset -c "0-$last_core" "$bin" train --solver="$dir/solver.prototxt" $rest \
-        --num_shards="$np" --shard_id="$k" --run_id="$name" --file_store_path="$store" --gloo_iface=lo \
-        --rendezvous_timeout=120 >>"$log" 2>&1 &
-      pids+=($!)
-    done
-    if [ "$slow" = 1 ]; then "$here/bench/straggle.sh" "${pids[1]}" "$period" 0.5 & helper=$!; fi
-    for k in "${pids[@]}"; do wait "$k" || rc=$?; done
+    start_shards "$np" "$rest" "$name" "$log"
+    if [ "$slow" = 1 ] && [ -z "$gpus" ]; then "$here/bench/straggle.sh" "${PIDS[1]}" "$period" 0.5 & helper=$!; fi
+    for k in "${PIDS[@]}"; do wait "$k" || rc=$?; done
     [ $rc = 0 ] || echo "$name failed: $(tail -3 "$log")" >&2
-    if [ -n "$helper" ]; then kill "$helper" 2>/dev/null || true; fi
-    wait 2>/dev/null || true
-    return 0
+  else
+    # on GPUs a worker takes the GPU of the list at its local rank
+    [ -n "$gpus" ] && dev=(--gpu="$gpus")
+    # shellcheck disable=SC2086
+    taskset -c "0-$last_core" mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
+      "$bin" train --solver="$dir/solver.prototxt" $rest "${dev[@]}" >"$log" 2>&1 &
+    mpirun_pid=$!
+    if [ "$slow" = 1 ] && [ -z "$gpus" ]; then
+      for _ in $(seq 1 300); do
+        victim=$(rank_pid "$mpirun_pid" 1)
+        [ -n "$victim" ] && break
+        sleep 0.1
+      done
+      [ -n "$victim" ] && { "$here/bench/straggle.sh" "$victim" "$period" 0.5 & helper=$!; }
+    fi
+    wait "$mpirun_pid" || { echo "$name failed: $(tail -3 "$log")" >&2; }
   fi
-  # shellcheck disable=SC2086
-  taskset -c "0-$last_core" mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
-    "$bin" train --solver="$dir/solver.prototxt" $rest >"$log" 2>&1 &
-  mpirun_pid=$!
-  if [ "$slow" = 1 ]; then
-    for _ in $(seq 1 300); do
-      victim=$(rank_pid "$mpirun_pid" 1)
-      [ -n "$victim" ] && break
-      sleep 0.1
-    done
-    [ -n "$victim" ] && { "$here/bench/straggle.sh" "$victim" "$period" 0.5 & helper=$!; }
-  fi
-  wait "$mpirun_pid" || { echo "$name failed: $(tail -3 "$log")" >&2; }
   if [ -n "$helper" ]; then kill "$helper" 2>/dev/null || true; fi
+  compete stop
   wait 2>/dev/null || true
-}
-
-# run_gpus RANKS FLAGS NAME LOG: the workers on GPUs (mpirun: --gpu=GPUS, a
-# worker the GPU of its local rank; shards: worker shard k --gpu=its GPU),
-# the servers on the host
-run_gpus() {
-  local np=$1 rest=$2 name=$3 log=$4
-  if [ "$transport" = gloo ]; then
-    local store=$dir/store_$name pids=() k rc=0 gpu
-    rm -rf "$store" && mkdir -p "$store" && : >"$log"
-    for k in $(seq 0 $((np - 1))); do
-      gpu=--cpu
-      [ "$k" -lt "$workers" ] && gpu=--gpu=${gpu_ids[$((k % ${#gpu_ids[@]}))]}
-      # shellcheck disable=SC2086
-      OMP_NUM_THREADS=$threads "$bin" train --solver="$dir/solver.prototxt" $rest "$gpu" --num_shards="$np"         --shard_id="$k" --run_id="$name" --file_store_path="$store" --gloo_iface=lo --rendezvous_timeout=120         >>"$log" 2>&1 &
-      pids+=($!)
-    done
-    for k in "${pids[@]}"; do wait "$k" || rc=$?; done
-    [ $rc = 0 ] || echo "$name failed: $(tail -3 "$log")" >&2
-    return 0
-  fi
-  # shellcheck disable=SC2086
-  mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" \
-    "$bin" train --solver="$dir/solver.prototxt" $rest --gpu="$gpus" >"$log" 2>&1 ||
-    echo "$name failed: $(tail -3 "$log")" >&2
 }
 
 # glog time of day (HH:MM:SS.micro in field 2) in seconds
