@@ -5,8 +5,8 @@
 # are those of one process with iter_size M, to the byte: GPipe over 2
 # shards, 1F1B over 3 with kept activations; a snapshot and a resume; 2
 # replicas of 2 stages over 4 shards (D x P); `cortado time --pipeline`
-# over shards; and the refusal of a shard count that is not a multiple of
-# the stage count.
+# over shards; and the refusals of nets that differ where they cross and
+# of a shard count that is not a multiple of the stage count.
 set -euo pipefail
 bin=${CORTADO_BIN:?}
 dir=${CORTADO_TMP:?}/sh_pipeline_gloo
@@ -94,6 +94,24 @@ for want in "Pipeline stage 0: forward" "Pipeline stage 1: forward" "Average For
   grep -q "$want" timed/shard_0.log || { echo "FAIL timed: no '$want'"; tail -5 timed/shard_0.log; exit 1; }
 done
 echo "ok   cortado time --pipeline over 2 Gloo shards: each stage's time"
+
+# shards given nets that differ where they cross: both stages name the blob
+# (before any receive is posted ahead, which would take what is not sent)
+mkdir -p differ/store && pids=()
+sed 's/num_output: 6/num_output: 7/' net.prototxt >differ/wide.prototxt
+for k in 0 1; do
+  net=net.prototxt
+  [ $k = 1 ] && net=differ/wide.prototxt
+  timeout 300 "$bin" time --model="$net" --pipeline=relu --microbatches=2 --iterations=2 --num_shards=2 \
+    --shard_id=$k --run_id=differ --file_store_path=differ/store --gloo_iface=lo --rendezvous_timeout=60 \
+    >"differ/shard_$k.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do if wait "$p"; then echo "FAIL differ: a shard ran"; exit 1; fi; done
+grep -q "pipeline stage 0: blob 'h' leaves its stage as 96 bytes and arrives expected as 112: the processes were given nets that differ" differ/shard_0.log ||
+  { echo "FAIL differ: stage 0's message"; tail -n 2 differ/shard_0.log; exit 1; }
+grep -q "pipeline stage 1: blob 'h' leaves" differ/shard_1.log || { echo "FAIL differ: stage 1's message"; tail -n 2 differ/shard_1.log; exit 1; }
+echo "ok   nets that differ where they cross: refused, the blob named"
 
 # a shard count that is not a multiple of the stage count
 if start_shards wrong 3 --pipeline=relu --microbatches=2; then echo "FAIL wrong: 3 shards trained 2 stages"; exit 1; fi

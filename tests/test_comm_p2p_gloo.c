@@ -107,6 +107,52 @@ static void test_send_recv_in_order(void **state) {
   assert_int_equal(r[1].seen[0], 4);
 }
 
+/* ---------------------------------------------------------------- posted ahead */
+
+/* Rank 0 posts the receives of all four messages of tag 5 (one empty, one
+ * of 280 kB) before rank 1 sends any (a barrier between), then completes
+ * them in order; each holds its own message.  (A count that differs from
+ * the one sent is the caller's bug here: the pipeline stages agree on
+ * their crossings before they post.) */
+static ct_status posted_ahead(ct_comm *c, rank_run *r, ct_error *err) {
+  float *buf[4];
+  for (int m = 0; m < 4; m++) buf[m] = calloc(70000, sizeof(float));
+  void *req[4] = {NULL, NULL, NULL, NULL};
+  ct_status st = CT_OK;
+  if (r->rank == 0) {
+    assert_true(ct_comm_has_irecv(c));
+    for (int m = 0; m < 4 && st == CT_OK; m++) st = ct_comm_irecv(c, buf[m], k_sizes[m], 1, 5, &req[m], err);
+    if (st == CT_OK) st = ct_comm_barrier(c, err);
+    for (int m = 0; m < 4 && st == CT_OK; m++) {
+      st = ct_comm_send_wait(c, req[m], err);
+      req[m] = NULL;
+      if (st == CT_OK && holds(buf[m], k_sizes[m], 1, m)) r->seen[1]++;
+    }
+  } else {
+    st = ct_comm_barrier(c, err);
+    for (int m = 0; m < 4 && st == CT_OK; m++) {
+      fill(buf[m], k_sizes[m], 1, m);
+      st = ct_comm_isend(c, buf[m], k_sizes[m], 0, 5, &req[m], err);
+    }
+    for (int m = 0; m < 4 && st == CT_OK; m++) {
+      st = ct_comm_send_wait(c, req[m], err);
+      req[m] = NULL;
+    }
+  }
+  if (st == CT_OK) st = ct_comm_barrier(c, err);
+  for (int m = 0; m < 4; m++) free(buf[m]);
+  return st;
+}
+
+static void test_irecv_posted_ahead(void **state) {
+  (void)state;
+  rank_run r[2];
+  run_ranks("posted_ahead", 2, 30, posted_ahead, r);
+  for (int i = 0; i < 2; i++)
+    if (r[i].st != CT_OK) fail_msg("rank %d: %s", i, r[i].err.msg);
+  assert_int_equal(r[0].seen[1], 4);
+}
+
 /* ---------------------------------------------------------------- probe */
 
 /* Ranks 1 to 3 each isend three messages of tag 7 to rank 0, of 10 r + m
@@ -255,6 +301,7 @@ int main(int argc, char **argv) {
   ct_log_set_level(CT_LOG_WARNING);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_send_recv_in_order),
+      cmocka_unit_test(test_irecv_posted_ahead),
       cmocka_unit_test(test_probe_serves_whoever_comes_first),
       cmocka_unit_test(test_a_cancelled_probe_loses_nothing),
       cmocka_unit_test(test_a_wrong_length_is_named),

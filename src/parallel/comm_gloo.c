@@ -118,11 +118,18 @@ static p2p_header header_of(int tag, size_t count) {
 }
 static size_t count_of(const p2p_header *h) { return (size_t)h->count_lo | ((size_t)h->count_hi << 32); }
 
-/* A send in flight: its header (which must outlive the send) and both parts. */
-typedef struct gloo_isend_req {
+static ct_status check_header(ct_comm *c, const p2p_header *h, int peer, int tag, ct_error *err);
+
+/* A send or a receive posted ahead, in flight: its header (which must
+ * outlive it) and both parts; a receive also what it expects. */
+typedef struct gloo_req {
+  bool recv;
   p2p_header h;
-  ct_gloo_send_req *head, *body;
-} gloo_isend_req;
+  ct_gloo_send_req *head, *body;   /* a send's */
+  ct_gloo_recv_req *rhead, *rbody; /* a receive's */
+  int peer, tag;
+  size_t count;
+} gloo_req;
 
 static ct_status gloo_isend(ct_comm *c, const float *buf, size_t count, int peer, int tag, void **req,
                             ct_error *err) {
@@ -130,7 +137,7 @@ static ct_status gloo_isend(ct_comm *c, const float *buf, size_t count, int peer
   *req = NULL;
   CT_TRY(check_usable(c, "send", err));
   CT_ASSERT(peer >= 0 && peer < c->size && peer != c->rank && tag >= 0);
-  gloo_isend_req *r = ct_xcalloc(1, sizeof *r);
+  gloo_req *r = ct_xcalloc(1, sizeof *r);
   r->h = header_of(tag, count);
   if (ct_gloo_isend(g->ctx, &r->h, sizeof r->h, peer, header_slot(tag), &r->head, err) != CT_OK ||
       ct_gloo_isend(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), &r->body, err) !=
@@ -144,10 +151,59 @@ static ct_status gloo_isend(ct_comm *c, const float *buf, size_t count, int peer
   return CT_OK;
 }
 
+/* ct_comm_ops.irecv: the header's and the values' receives posted at once,
+ * so that the sender's two messages leave as soon as it sends (a receive
+ * posted later costs a handshake through Gloo's network thread each). */
+static ct_status gloo_irecv(ct_comm *c, float *buf, size_t count, int peer, int tag, void **req,
+                            ct_error *err) {
+  gloo_comm *g = c->priv;
+  *req = NULL;
+  CT_TRY(check_usable(c, "receive", err));
+  gloo_req *r = ct_xcalloc(1, sizeof *r);
+  r->recv = true;
+  r->peer = peer;
+  r->tag = tag;
+  r->count = count;
+  if (ct_gloo_irecv(g->ctx, &r->h, sizeof r->h, peer, header_slot(tag), &r->rhead, err) != CT_OK ||
+      ct_gloo_irecv(g->ctx, buf, count * sizeof(float), peer, payload_slot(tag), &r->rbody, err) !=
+          CT_OK) {
+    ct_gloo_recv_free(r->rhead);
+    free(r);
+    return op_failed(c, "receive", err);
+  }
+  *req = r;
+  return CT_OK;
+}
+
+/* A receive's completion: the header names the tag and the count posted. */
+static ct_status recv_done(ct_comm *c, gloo_req *r, ct_error *err) {
+  gloo_comm *g = c->priv;
+  ct_status st = ct_gloo_recv_wait(g->ctx, r->rhead, err);
+  r->rhead = NULL;
+  if (st == CT_OK) st = check_header(c, &r->h, r->peer, r->tag, err);
+  if (st == CT_OK && count_of(&r->h) != r->count)
+    st = ct_error_set(err, CT_ERR_COMM,
+                      "gloo receive on rank %d: rank %d sent %zu floats with tag %d where %zu were "
+                      "expected",
+                      c->rank, r->peer, count_of(&r->h), r->tag, r->count);
+  if (st != CT_OK) {
+    ct_gloo_recv_free(r->rbody); /* its message may never come */
+    return st;
+  }
+  return ct_gloo_recv_wait(g->ctx, r->rbody, err) == CT_OK ? CT_OK : op_failed(c, "receive", err);
+}
+
+/* ct_comm_ops.send_wait: a send's two messages have left, or a posted
+ * receive's have arrived. */
 static ct_status gloo_send_wait(ct_comm *c, void *req, ct_error *err) {
   gloo_comm *g = c->priv;
-  gloo_isend_req *r = req;
+  gloo_req *r = req;
   if (!r) return CT_OK;
+  if (r->recv) {
+    const ct_status st = recv_done(c, r, err);
+    free(r);
+    return st;
+  }
   ct_status st = ct_gloo_send_wait(g->ctx, r->head, err);
   ct_error second;
   const ct_status st2 = ct_gloo_send_wait(g->ctx, r->body, st == CT_OK ? err : &second);
@@ -250,6 +306,7 @@ static const ct_comm_ops k_gloo_ops = {.name = "gloo",
                                        .recv = gloo_recv,
                                        .isend = gloo_isend,
                                        .send_wait = gloo_send_wait,
+                                       .irecv = gloo_irecv,
                                        .probe = gloo_probe,
                                        .forget_peer = gloo_forget_peer,
                                        .split = gloo_split};

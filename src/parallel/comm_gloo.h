@@ -7,10 +7,13 @@
  * fails it at once (its connection closes).  Failures are CT_ERR_COMM
  * "gloo allreduce on rank 0: <Gloo's message>".
  *
- * Point to point too (send, recv, isend, probe: pipeline stages and
+ * Point to point too (send, recv, isend, irecv, probe: pipeline stages and
  * parameter servers): each message is a header (tag, length) and its floats
  * in slots of their own, so that probe can say who sent what before recv
- * takes it; one thread receives a tag at a time. */
+ * takes it; one thread receives a tag at a time.  irecv posts both parts at
+ * once (its count must be what the sender sends: a mismatch is named when
+ * the header arrives, and the values' receive is dropped); a tag is
+ * received by irecv or by recv/probe, not both. */
 #ifndef CT_PARALLEL_COMM_GLOO_H
 #define CT_PARALLEL_COMM_GLOO_H
 

@@ -402,6 +402,39 @@ ct_status ct_gloo_send_wait(ct_gloo_context* c, ct_gloo_send_req* req, ct_error*
   });
 }
 
+struct ct_gloo_recv_req {
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  int peer;
+};
+
+ct_status ct_gloo_irecv(ct_gloo_context* c, void* buf, size_t len, int peer, uint64_t slot,
+                        ct_gloo_recv_req** req, ct_error* err) {
+  *req = nullptr;
+  if (len == 0) return CT_OK;
+  for (const auto& a : c->aborted) /* a receive cut short still owns the slot's next message */
+    if (a.slot == slot) return ct_error_set(err, CT_ERR_INVALID, "receive from rank %d: a cancelled receive of the slot is still posted", peer);
+  std::unique_ptr<ct_gloo_recv_req> r;
+  CT_TRY(guarded(err, CT_ERR_COMM, "receive from rank " + std::to_string(peer), [&] {
+    r = std::make_unique<ct_gloo_recv_req>();
+    r->peer = peer;
+    r->buf = c->ctx->createUnboundBuffer(buf, len);
+    r->buf->recv(peer, slot);
+  }));
+  *req = r.release();
+  return CT_OK;
+}
+
+void ct_gloo_recv_free(ct_gloo_recv_req* req) { delete req; }
+
+ct_status ct_gloo_recv_wait(ct_gloo_context* c, ct_gloo_recv_req* req, ct_error* err) {
+  if (!req) return CT_OK;
+  std::unique_ptr<ct_gloo_recv_req> r(req);
+  return guarded(err, CT_ERR_COMM, "receive from rank " + std::to_string(r->peer), [&] {
+    int src = -1;
+    if (!r->buf->waitRecv(&src, c->op_timeout)) throw gloo::IoException("Timed out");
+  });
+}
+
 namespace {
 ct_status recv_from(ct_gloo_context* c, void* buf, size_t len, const std::vector<int>& from,
                     uint64_t slot, int* peer, const std::string& what, ct_error* err) {

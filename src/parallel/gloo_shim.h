@@ -126,6 +126,20 @@ typedef struct ct_gloo_send_req ct_gloo_send_req;
 ct_status ct_gloo_isend(ct_gloo_context *c, const void *buf, size_t len, int peer, uint64_t slot,
                         ct_gloo_send_req **req, ct_error *err);
 ct_status ct_gloo_send_wait(ct_gloo_context *c, ct_gloo_send_req *req, ct_error *err);
+/* A receive that returns at once: len bytes from rank peer in `slot` will
+ * land in buf (left alone until ct_gloo_recv_wait); *req (NULL when len is
+ * 0) is completed and freed by ct_gloo_recv_wait, which waits up to the
+ * operation timeout.  Receives posted in one slot take its messages in the
+ * order they were posted.  The sender must send exactly len bytes (Gloo
+ * fails the connection otherwise).  Errors: CT_ERR_INVALID when a
+ * cancelled receive of the slot is still posted (ct_gloo_recv). */
+typedef struct ct_gloo_recv_req ct_gloo_recv_req;
+ct_status ct_gloo_irecv(ct_gloo_context *c, void *buf, size_t len, int peer, uint64_t slot,
+                        ct_gloo_recv_req **req, ct_error *err);
+ct_status ct_gloo_recv_wait(ct_gloo_context *c, ct_gloo_recv_req *req, ct_error *err);
+/* Frees req without waiting (an error path: a message still coming for it
+ * lands nowhere). */
+void ct_gloo_recv_free(ct_gloo_recv_req *req);
 
 /* ct_gloo_recv_any no longer listens to rank peer. */
 void ct_gloo_forget_peer(ct_gloo_context *c, int peer);

@@ -82,6 +82,7 @@ struct ct_stages {
   size_t output_count;  /* values of all net outputs */
   unsigned char *output_host; /* the widest output's bytes: outputs pass through the host */
   int hist_before, hist_total; /* ct_stages_history_span (-1: not counted yet) */
+  bool agreed;          /* the stages agreed on their crossings (the first iteration) */
   /* timing of this stage (seconds; see ct_stages_timing) */
   double t_mark;        /* when the running forward or backward began */
   double t_begin;       /* when the running iteration's first step began */

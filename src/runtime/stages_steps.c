@@ -373,8 +373,45 @@ ct_status ct_stages_step_keep_loss(void *user, int back, ct_error *err) {
 
 /* Timing marks: the iteration's start, and the start and end of each
  * forward (arg 0) or backward (arg 1). */
+/* The stages agree on what crosses them: each blob's bytes as the stage
+ * that sends it counts them and as the one that receives it does (they
+ * differ when the processes were given nets that differ, and a receive
+ * posted ahead would take what the other side does not send).  Collective
+ * over the stages: the first training iteration's first step makes it, as
+ * every stage runs it (not ct_stages_create, which may plan one stage
+ * alone).  Errors: CT_ERR_INVALID naming the blob and both
+ * counts; the communicator's. */
+static ct_status agree_crossings(ct_stages *pl, ct_error *err) {
+  const int nb = pl->net->nblobs;
+  double count = nb;
+  CT_TRY(ct_comm_allreduce_host_f64(pl->comm, &count, 1, err));
+  if (count != (double)nb * pl->nstages)
+    return ct_error_set(err, CT_ERR_INVALID,
+                        "pipeline stage %d: its net has %d blobs and the stages' have %g in all: the "
+                        "processes were given nets that differ",
+                        pl->stage, nb, count);
+  double *v = ct_xcalloc(2 * (size_t)nb + 1, sizeof *v); /* [blob]: as sent, [nb + blob]: as received */
+  for (int k = 0; k < pl->nout; k++) v[pl->out[k].blob] += (double)ct_stages_blob_bytes(pl, pl->out[k].blob);
+  for (int k = 0; k < pl->nin; k++) v[nb + pl->in[k].blob] += (double)ct_stages_blob_bytes(pl, pl->in[k].blob);
+  ct_status st = ct_comm_allreduce_host_f64(pl->comm, v, 2 * (size_t)nb, err);
+  for (int k = 0; st == CT_OK && k < pl->nin + pl->nout; k++) {
+    const int blob = k < pl->nin ? pl->in[k].blob : pl->out[k - pl->nin].blob;
+    if (v[blob] != v[nb + blob])
+      st = ct_error_set(err, CT_ERR_INVALID,
+                        "pipeline stage %d: blob '%s' leaves its stage as %g bytes and arrives "
+                        "expected as %g: the processes were given nets that differ",
+                        pl->stage, pl->net->blobs[blob]->name, v[blob], v[nb + blob]);
+  }
+  free(v);
+  return st;
+}
+
 ct_status ct_stages_step_iteration_begin(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
+  if (!pl->agreed) {
+    CT_TRY(agree_crossings(pl, err));
+    pl->agreed = true;
+  }
   pl->t_begin = ct_monotonic_s();
   return CT_OK;
 }
