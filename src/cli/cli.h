@@ -79,7 +79,6 @@ typedef struct ct_cli_command {
    "Device to run on: an id, or 'all' (only the first device is used). Left out, or "     \
    "'none': the CPU."}
 
-/* --dummy_data and --dummy_shape (train, test, time): see ct_cli_dummy_shape. */
 /* The shard flags of train and time (ct_cli_shard_opts reads them). */
 #define CT_CLI_FLAGS_SHARDS                                                                    \
   {"num_shards", CT_FLAG_INT, "1",                                                             \
@@ -116,6 +115,7 @@ typedef struct ct_cli_command {
    "--gloo_iface).",                                                                           \
    .meta = "HOST"}
 
+/* --dummy_data and --dummy_shape (train, test, time): see ct_cli_dummy_shape. */
 #define CT_CLI_FLAG_DUMMY_DATA                                                        \
   {"dummy_data", CT_FLAG_BOOL, "false",                                               \
    "Feed random values in place of the net's data layers, so that no data set is " \

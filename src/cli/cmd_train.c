@@ -599,19 +599,15 @@ int ct_cli_train_solver(const ct_cli_args *args, Caffe__SolverParameter *sp, con
                         "--recompute goes with pipeline stages (--pipeline, or pipeline_stage in "
                         "the net under mpirun): one process keeps its activations anyway");
   if (pipeline) {
-    ct_shard_opts so = {0};
-    if (shards && (rc = ct_cli_shard_opts(args, &so)) != CT_EXIT_OK) return rc;
-    if (!ct_mpi_launched() && !shards)
-      return ct_cli_error(CT_EXIT_USAGE,
-                          "--pipeline needs one process per stage: start them with mpirun -np P "
-                          "(P: the stage count, one more than the layer names), or as P shards "
-                          "(--num_shards=P --shard_id=0..P-1 and a store)");
+    ct_shard_opts so;
+    bool as_shards = false;
+    if ((rc = ct_cli_pipeline_processes(args, &so, &as_shards)) != CT_EXIT_OK) return rc;
     ct_csv_log *csv = NULL;
-    const int rank = shards ? so.shard_id : ct_mpi_rank_from_env();
+    const int rank = as_shards ? so.shard_id : ct_mpi_rank_from_env();
     if (rank == 0 && ct_cli_csv_open(args, sp, csv_info, 0, &csv, &err) != CT_OK)
       return ct_cli_error(CT_EXIT_FAILURE, "--csv_log: %s", err.msg);
     const ct_solver_opts opts = solver_opts(args, csv);
-    rc = ct_cli_train_pipeline(args, sp, &opts, shards ? &so : NULL, watch_solver);
+    rc = ct_cli_train_pipeline(args, sp, &opts, as_shards ? &so : NULL, watch_solver);
     ct_csv_log_close(csv);
     return rc;
   }

@@ -51,25 +51,13 @@ static ct_status run_stages(const ct_cli_args *args, ct_net *net, ct_comm *comm,
 
 int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_error err;
-  const bool shards = ct_cli_shards_requested(args);
-  if (!ct_mpi_launched() && !shards)
-    return ct_cli_error(CT_EXIT_USAGE,
-                        "--pipeline needs one process per stage: start them with mpirun -np P, or "
-                        "as P Gloo shards (--num_shards=P --shard_id=K --run_id=ID and a store) "
-                        "(P: the stage count, one more than the layer names)");
-  if (ct_mpi_launched() && shards)
-    return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
   ct_shard_opts so;
-  if (shards) {
-    const int rc = ct_cli_shard_opts(args, &so);
-    if (rc != CT_EXIT_OK) return rc;
-  }
+  bool shards = false;
+  const int rc0 = ct_cli_pipeline_processes(args, &so, &shards);
+  if (rc0 != CT_EXIT_OK) return rc0;
   int device = CT_DEVICE_CPU;
   if (ct_cli_stage_device(args, false, &device, &err) != CT_OK)
     return ct_cli_error(CT_EXIT_USAGE, "%s", err.msg);
-  if (shards && device != CT_DEVICE_CPU)
-    return ct_cli_error(CT_EXIT_USAGE, "--pipeline over shards times CPU stages (GPU stages talk "
-                                       "through mpirun ranks for now); give --cpu, or use mpirun");
   if (shards ? so.shard_id > 0 : ct_mpi_rank_from_env() > 0) ct_log_set_quiet(true);
   char **cuts = NULL;
   int ncuts = 0;
@@ -81,7 +69,7 @@ int ct_cli_time_pipeline(const ct_cli_args *args) {
   ct_net *net = NULL;
   bool ctx_made = false;
   ct_shard_session *ss = NULL;
-  ct_status st = shards ? ct_cli_shard_world(&so, 0, &ss, &comm, &err) : ct_comm_mpi_create(&comm, &err);
+  ct_status st = ct_cli_pipeline_world(shards ? &so : NULL, device, 0, &ss, &comm, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(comm, 0, NULL);
     st = ct_cli_context_init(args, &ctx, device, 1701, &err);

@@ -89,13 +89,20 @@ void ct_cli_ps_opts(const ct_cli_args *args, ct_ps_opts *o);
  * else CT_EXIT_OK. */
 int ct_cli_check_ps_flags(const ct_cli_args *args, bool pipeline);
 
-/* The pipeline stages' communicator over Gloo shards: this shard joins the
- * run (so) and connects to the others (rank = shard id), its collectives
- * giving up after comm_timeout_s (<= 0: the default).  *ss (the session,
- * whose store the communicator's splits use) is freed by the caller after
- * *world.  Errors: the rendezvous's and Gloo's. */
-ct_status ct_cli_shard_world(const ct_shard_opts *so, double comm_timeout_s, ct_shard_session **ss,
-                             ct_comm **world, ct_error *err);
+/* How a pipeline's processes meet (train and time): as shards (*shards
+ * true, their flags in *so) or as mpirun's ranks; a usage message
+ * (CT_EXIT_USAGE, printed) for both at once or for neither.  Returns a
+ * CT_EXIT_* status. */
+int ct_cli_pipeline_processes(const ct_cli_args *args, ct_shard_opts *so, bool *shards);
+/* The pipeline stages' world: mpirun's ranks (shards NULL), or this shard
+ * joined to its run and connected to the others over Gloo (rank = shard
+ * id; CPU stages only), its collectives giving up after comm_timeout_s
+ * (<= 0: the default).  *ss (the session, whose store the communicator's
+ * splits use; NULL under mpirun) is freed by the caller after *world.
+ * Errors: GPU stages over shards (CT_ERR_UNSUPPORTED); the rendezvous's,
+ * Gloo's or MPI's. */
+ct_status ct_cli_pipeline_world(const ct_shard_opts *shards, int device, double comm_timeout_s,
+                                ct_shard_session **ss, ct_comm **world, ct_error *err);
 /* --pipeline's layer names, split at ','; *n gets their count.  Caller
  * frees the array and its first string.  Errors: an empty name. */
 ct_status ct_cli_pipeline_cuts(const char *list, char ***out, int *n, ct_error *err);

@@ -140,15 +140,34 @@ static ct_status split_world(ct_comm *world, int nstages, ct_comm **stages, ct_c
   return st;
 }
 
-ct_status ct_cli_shard_world(const ct_shard_opts *so, double comm_timeout_s, ct_shard_session **ss,
-                             ct_comm **world, ct_error *err) {
+int ct_cli_pipeline_processes(const ct_cli_args *args, ct_shard_opts *so, bool *shards) {
+  memset(so, 0, sizeof *so);
+  *shards = ct_cli_shards_requested(args);
+  if (*shards && ct_mpi_launched())
+    return ct_cli_error(CT_EXIT_USAGE, "--num_shards and the store flags do not go with mpirun: use one or the other");
+  if (*shards) return ct_cli_shard_opts(args, so);
+  if (!ct_mpi_launched())
+    return ct_cli_error(CT_EXIT_USAGE,
+                        "--pipeline needs one process per stage: start them with mpirun -np P "
+                        "(P: the stage count, one more than the layer names), or as P shards "
+                        "(--num_shards=P --shard_id=0..P-1 and a store)");
+  return CT_EXIT_OK;
+}
+
+ct_status ct_cli_pipeline_world(const ct_shard_opts *shards, int device, double comm_timeout_s,
+                                ct_shard_session **ss, ct_comm **world, ct_error *err) {
   *ss = NULL;
   *world = NULL;
-  CT_TRY(ct_shard_join(ss, so, 0, NULL, err));
-  const ct_gloo_bind bind = {so->gloo_iface, so->gloo_host};
-  CT_TRY(ct_comm_gloo_create(world, (*ss)->store, so->shard_id, so->num_shards, &bind, (*ss)->timeout_s,
-                             comm_timeout_s, err));
-  LOG_INFO("Pipeline: shard %d of %d (%s), Gloo listens on %s", so->shard_id, so->num_shards,
+  if (!shards) return ct_comm_mpi_create(world, err);
+  if (device != CT_DEVICE_CPU)
+    return ct_error_set(err, CT_ERR_UNSUPPORTED,
+                        "--pipeline over shards runs its stages on CPUs (GPU stages talk through "
+                        "mpirun ranks for now); give --cpu, or start the stages with mpirun");
+  CT_TRY(ct_shard_join(ss, shards, 0, NULL, err));
+  const ct_gloo_bind bind = {shards->gloo_iface, shards->gloo_host};
+  CT_TRY(ct_comm_gloo_create(world, (*ss)->store, shards->shard_id, shards->num_shards, &bind,
+                             (*ss)->timeout_s, comm_timeout_s, err));
+  LOG_INFO("Pipeline: shard %d of %d (%s), Gloo listens on %s", shards->shard_id, shards->num_shards,
            (*ss)->where, ct_comm_gloo_address(*world));
   return CT_OK;
 }
@@ -187,18 +206,13 @@ int ct_cli_train_pipeline(const ct_cli_args *args, Caffe__SolverParameter *sp,
   sp->has_iter_size = 1;
   const int nstages = count_stages(sp, ncuts, cuts != NULL);
   ct_shard_session *ss = NULL;
-  if (shards && device != CT_DEVICE_CPU)
-    st = ct_error_set(&err, CT_ERR_UNSUPPORTED,
-                      "--pipeline over shards runs its stages on CPUs (GPU stages talk through "
-                      "mpirun ranks for now); give --cpu, or start the stages with mpirun");
-  else if (shards && shards->num_shards % nstages != 0)
+  if (shards && shards->num_shards % nstages != 0)
     st = ct_error_set(&err, CT_ERR_INVALID,
                       "--pipeline over shards: %d stages need --num_shards=%d (one shard a stage) or "
                       "a multiple of it (replicas of the stages), not %d",
                       nstages, nstages, shards->num_shards);
   else
-    st = shards ? ct_cli_shard_world(shards, ct_cli_double(args, "comm_timeout"), &ss, &world, &err)
-                : ct_comm_mpi_create(&world, &err);
+    st = ct_cli_pipeline_world(shards, device, ct_cli_double(args, "comm_timeout"), &ss, &world, &err);
   if (st == CT_OK) {
     ct_comm_set_watchdog(world, ct_cli_double(args, "comm_timeout"), NULL);
     st = split_world(world, nstages, &comm, &reduce, &err);

@@ -277,6 +277,21 @@ ct_status ct_gloo_store_get(ct_gloo_store* s, const char* key, double timeout_s,
   });
 }
 
+namespace {
+// c joins the full mesh of `size` ranks as `rank` through store, on its
+// device, waiting up to connect_timeout_s; its operations then time out
+// after c->op_timeout.  Throws Gloo's exceptions.
+void connect_mesh(ct_gloo_context* c, gloo::rendezvous::Store& store, int rank, int size,
+                  double connect_timeout_s) {
+  c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  c->ctx->setTimeout(to_ms(connect_timeout_s));
+  c->ctx->connectFullMesh(store, c->dev);
+  c->ctx->setTimeout(c->op_timeout);
+  for (int r = 0; r < size; r++)
+    if (r != rank) c->others.push_back(r);
+}
+}  // namespace
+
 ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int size,
                           const ct_gloo_bind* bind, double connect_timeout_s, double op_timeout_s,
                           ct_error* err) {
@@ -310,12 +325,7 @@ ct_status ct_gloo_connect(ct_gloo_context** out, ct_gloo_store* s, int rank, int
   }
   CT_TRY(guarded(err, CT_ERR_COMM, "Gloo connect of rank " + std::to_string(rank), [&] {
     c->address = describe_device(c->dev->str());
-    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    c->ctx->setTimeout(to_ms(connect_timeout_s));
-    c->ctx->connectFullMesh(*s->run, c->dev);
-    c->ctx->setTimeout(c->op_timeout);
-    for (int r = 0; r < size; r++)
-      if (r != rank) c->others.push_back(r);
+    connect_mesh(c.get(), *s->run, rank, size, connect_timeout_s);
   }));
   *out = c.release();
   return CT_OK;
@@ -332,12 +342,7 @@ ct_status ct_gloo_connect_group(ct_gloo_context** out, const ct_gloo_context* pa
   c->address = parent->address;
   CT_TRY(guarded(err, CT_ERR_COMM, std::string("Gloo connect of group '") + prefix + "' rank " + std::to_string(rank), [&] {
     gloo::rendezvous::PrefixStore group(prefix, *s->run);
-    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    c->ctx->setTimeout(to_ms(connect_timeout_s));
-    c->ctx->connectFullMesh(group, c->dev);
-    c->ctx->setTimeout(c->op_timeout);
-    for (int r = 0; r < size; r++)
-      if (r != rank) c->others.push_back(r);
+    connect_mesh(c.get(), group, rank, size, connect_timeout_s);
   }));
   *out = c.release();
   return CT_OK;

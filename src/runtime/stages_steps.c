@@ -371,8 +371,6 @@ ct_status ct_stages_step_keep_loss(void *user, int back, ct_error *err) {
   return CT_OK;
 }
 
-/* Timing marks: the iteration's start, and the start and end of each
- * forward (arg 0) or backward (arg 1). */
 /* The stages agree on what crosses them: each blob's bytes as the stage
  * that sends it counts them and as the one that receives it does (they
  * differ when the processes were given nets that differ, and a receive
@@ -406,6 +404,8 @@ static ct_status agree_crossings(ct_stages *pl, ct_error *err) {
   return st;
 }
 
+/* Timing marks: the iteration's start, and the start and end of each
+ * forward (arg 0) or backward (arg 1). */
 ct_status ct_stages_step_iteration_begin(void *user, int arg, ct_error *err) {
   ct_stages *pl = user;
   if (!pl->agreed) {
